@@ -1,0 +1,3 @@
+from disagg_decider.cli import main
+
+main()

@@ -1,0 +1,91 @@
+"""What a model costs per token: weight bytes, FLOPs, attention work.
+
+Everything here follows physics.md section 2.1: forward FLOPs per token are 2 x active params
+plus causal attention, and decode reads every weight (or every expert touched) once per step.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from disagg_decider.catalog import Gpu, ModelSpec
+
+DTYPE_BYTES: dict[str, float] = {"bf16": 2.0, "fp8": 1.0, "fp4": 0.5}
+ACTIVATION_BYTES = 2.0  # activations and all-reduces stay in bf16
+PCIE_GB_PER_S = 25.0  # one way, for cards without NVLink (L40S); PCIe Gen4 x16 is 32 GB/s raw
+
+
+def weight_bytes(model: ModelSpec, dtype: str) -> float:
+    return model.params_total_b * 1e9 * DTYPE_BYTES[dtype]
+
+
+def expert_bytes_per_layer(model: ModelSpec, dtype: str) -> float:
+    """One routed expert's SwiGLU weights in one layer."""
+    if model.moe is None:
+        return 0.0
+    return 3.0 * model.hidden * model.moe.expert_ffn_dim * DTYPE_BYTES[dtype]
+
+
+def moe_layers(model: ModelSpec) -> int:
+    return 0 if model.moe is None else model.layers - model.moe.dense_layers
+
+
+def experts_touched(model: ModelSpec, tokens: np.ndarray | float) -> np.ndarray | float:
+    """Distinct experts a batch of tokens routes to per layer, under uniform routing."""
+    if model.moe is None:
+        return 0.0
+    e, k = model.moe.experts, model.moe.experts_active
+    return e * (1.0 - (1.0 - k / e) ** np.maximum(tokens, 0.0))
+
+
+def weight_bytes_read(model: ModelSpec, dtype: str, tokens: np.ndarray | float):
+    """Bytes of weights one forward pass reads: all dense weights, plus the experts touched."""
+    total = weight_bytes(model, dtype)
+    if model.moe is None:
+        return total + 0.0 * np.asarray(tokens, dtype=float)
+    per_expert = expert_bytes_per_layer(model, dtype)
+    all_experts = moe_layers(model) * model.moe.experts * per_expert
+    touched = moe_layers(model) * experts_touched(model, tokens) * per_expert
+    return total - all_experts + touched
+
+
+def linear_flops_per_token(model: ModelSpec) -> float:
+    return 2.0 * model.params_active_b * 1e9
+
+
+def _qk_v_dims(model: ModelSpec) -> tuple[int, int]:
+    if model.mla is not None:
+        return model.mla.qk_nope_head_dim + model.mla.qk_rope_head_dim, model.mla.v_head_dim
+    return model.head_dim, model.head_dim
+
+
+def attention_flops(model: ModelSpec, new_tokens, context_start):
+    """Causal attention FLOPs for `new_tokens` appended after `context_start` cached tokens.
+
+    Each new token at position t does QK^T and AV over t keys: 2*H*(d_qk + d_v)*t FLOPs per
+    layer. Sliding-window layers see at most `sliding_window` keys.
+    """
+    d_qk, d_v = _qk_v_dims(model)
+    per_key = 2.0 * model.heads * (d_qk + d_v)
+    n = np.asarray(new_tokens, dtype=float)
+    s = np.asarray(context_start, dtype=float)
+    keys_full = n * s + n * n / 2.0
+    full_layers = model.layers - model.sliding_window_layers
+    flops = per_key * full_layers * keys_full
+    if model.sliding_window_layers and model.sliding_window:
+        keys_window = n * np.minimum(s + n / 2.0, model.sliding_window)
+        flops = flops + per_key * model.sliding_window_layers * keys_window
+    return flops
+
+
+def peak_tflops(gpu: Gpu, dtype: str) -> float:
+    """The fastest tensor-core rate the weight format can use on this GPU."""
+    if dtype == "fp4" and gpu.fp4_dense_tflops:
+        return gpu.fp4_dense_tflops
+    if dtype in ("fp4", "fp8") and gpu.fp8_dense_tflops:
+        return gpu.fp8_dense_tflops
+    return gpu.bf16_dense_tflops
+
+
+def scaleup_gb_per_s(gpu: Gpu) -> float:
+    return gpu.scaleup_gb_per_s if gpu.scaleup_gb_per_s > 0 else PCIE_GB_PER_S

@@ -1,0 +1,116 @@
+"""The colocated comparator: continuous batching with chunked prefill (physics.md 2.9).
+
+This is the strong baseline engines really run (vLLM's `max_num_batched_tokens`, Sarathi-Serve):
+each iteration carries the decode batch B plus up to C - B prompt tokens. Iterations that carry
+a prefill chunk are slower (t_full) than pure decode ones (t_empty); that slowdown is the
+interference disaggregation removes.
+
+With prompts needing u uncached tokens arriving at rate lam, a share f of iterations carry a
+chunk, so the mean iteration is t = t_empty + f (t_full - t_empty). Little's law (B = lam OSL t)
+then gives the rate a batch B carries in closed form:
+
+    lam = B / (OSL t_empty + B u (t_full - t_empty) / (C - B))
+
+Every candidate (prompt, TP, chunk size C, batch B) is evaluated at once on a grid; the best
+feasible point per (prompt, TP) is the replica's capacity.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from disagg_decider.calc import queueing
+from disagg_decider.calc.decode import batch_grid, decode_step_ms, memory_batch_limit
+from disagg_decider.calc.lengths import Lengths
+from disagg_decider.calc.step import Engine, iteration_ms
+from disagg_decider.workload import Slo
+
+
+@dataclass(frozen=True)
+class ColocatedGrid:
+    """Every candidate with its rate and p99 latencies; axes (prompt, TP, chunk, batch)."""
+
+    chunk: np.ndarray
+    batch: np.ndarray
+    rate_per_s: np.ndarray
+    ttft_p99_ms: np.ndarray
+    tpot_p99_ms: np.ndarray
+    feasible: np.ndarray
+
+
+def grid(engine: Engine, lengths: Lengths, slo: Slo, chunks: list[int]) -> ColocatedGrid:
+    b = batch_grid(engine.eff.max_decode_batch)
+    c = np.asarray(chunks, dtype=float)[:, None]
+    ctx = lengths.decode_context_mean
+    u_mean = lengths.uncached_mean
+    cached = lengths.prompt_mean * lengths.hit_rate
+
+    room = np.maximum(c - b, 1.0)  # prompt tokens a chunk-carrying iteration takes
+    t_empty = decode_step_ms(engine, b, ctx)
+    t_full = iteration_ms(engine, b, ctx, room, cached + u_mean / 2.0)
+    slow = t_full - t_empty
+
+    rate_per_ms = b / (lengths.output_mean * t_empty + b * u_mean * slow / room)
+    t_mean = b / (rate_per_ms * lengths.output_mean)
+    carrying = rate_per_ms * u_mean * t_mean / room  # share of iterations that carry a chunk
+    spread = queueing.Z99 * np.sqrt(
+        np.clip(carrying * (1 - carrying), 0, None) / lengths.output_p50
+    )
+    tpot_p99 = t_empty + np.minimum(1.0, carrying + spread) * slow
+
+    # Prefill as an M/G/1 server working through prompt tokens at `room` tokens per t_full:
+    # a prompt of u tokens occupies it u / room iterations (chunks pack several short prompts),
+    # and its first token comes out of the iteration that finishes it.
+    s1 = t_full / room
+    mean_s = s1 * u_mean
+    second_s = s1 * s1 * lengths.uncached_second_moment
+    u_p99 = lengths.prompt_p99 * lengths.uncached_share
+    ttft_p99 = t_full + s1 * u_p99 + queueing.wait_p99_ms(rate_per_ms, mean_s, second_s)
+
+    feasible = (
+        (b < c)
+        & (carrying <= 1.0)
+        & (b <= memory_batch_limit(engine, lengths))
+        & (tpot_p99 <= slo.tpot_ms)
+        & (ttft_p99 <= slo.ttft_ms)
+    )
+    shape = feasible.shape
+    return ColocatedGrid(
+        chunk=np.broadcast_to(c, shape),
+        batch=np.broadcast_to(b, shape),
+        rate_per_s=rate_per_ms * 1e3,
+        ttft_p99_ms=ttft_p99,
+        tpot_p99_ms=tpot_p99,
+        feasible=feasible,
+    )
+
+
+@dataclass(frozen=True)
+class ColocatedPoint:
+    """Best feasible (chunk, batch) per (prompt, TP); rate 0 where no point meets the SLO."""
+
+    rate_per_s: np.ndarray
+    chunk_index: np.ndarray
+    batch: np.ndarray
+
+
+def best_points(g: ColocatedGrid) -> ColocatedPoint:
+    rate = np.where(g.feasible, g.rate_per_s, 0.0)
+    flat = rate.reshape(*rate.shape[:-2], -1)
+    pick = flat.argmax(axis=-1)[..., None]
+    take = lambda a: np.take_along_axis(a.reshape(flat.shape), pick, -1)[..., 0]  # noqa: E731
+    n_batch = rate.shape[-1]
+    return ColocatedPoint(
+        rate_per_s=take(rate), chunk_index=pick[..., 0] // n_batch, batch=take(g.batch)
+    )
+
+
+def latencies_at_rate(g: ColocatedGrid, index: tuple[int, int, int], rate_per_s: float):
+    """p99 TTFT and TPOT at a given load along one (prompt, TP, chunk) row of the grid."""
+    rates = g.rate_per_s[index]
+    order = np.argsort(rates)
+    ttft = float(np.interp(rate_per_s, rates[order], g.ttft_p99_ms[index][order]))
+    tpot = float(np.interp(rate_per_s, rates[order], g.tpot_p99_ms[index][order]))
+    return ttft, tpot

@@ -1,0 +1,449 @@
+"""Transfer versus gain: size both modes on the cluster and compare their goodput per GPU.
+
+Both modes get the same GPU budget (`cluster.gpus`) in whole replicas. Goodput is the largest
+request rate a mode serves within its p99 TTFT and TPOT targets; dividing by the whole budget
+makes GPUs a mode cannot use, or a prefill pool idling on short prompts, count against it.
+
+The search runs once over arrays with axes (prompt, TP, chunk, batch). Index 0 of the prompt
+axis is the workload's own p50 prompt; the rest is a log-spaced grid from which the crossover
+(the prompt length where disaggregation starts to win) is read, with every mode re-optimised
+at every length.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+from disagg_decider.calc import colocated, decode, kv, prefill, transfer
+from disagg_decider.calc.lengths import Lengths
+from disagg_decider.calc.result import Analysis, ColocatedResult, DisaggregatedResult
+from disagg_decider.calc.step import Engine, iteration_ms
+from disagg_decider.catalog import get_link
+from disagg_decider.workload import Resolved
+
+TP_CANDIDATES = (1, 2, 4, 8)
+HOURS_PER_YEAR = 8760.0
+CROSSOVER_POINTS = 11
+
+
+def analyze(r: Resolved) -> Analysis:
+    w = r.workload
+    warnings: list[str] = []
+    tps = _tp_options(r, warnings)
+    prompts = np.concatenate([[w.traffic.prompt_tokens.p50], crossover_grid(r)])
+    found = _search(r, prompts, tps)
+    lengths = Lengths.of(w)
+    colo = _colocated_result(r, lengths, found)
+    disagg = _disaggregated_result(r, lengths, found)
+    p_engine = _engine(r, disagg.prefill_tp)
+    d_engine = _engine(r, disagg.decode_tp)
+    path = transfer_path(r)
+    u50 = w.traffic.prompt_tokens.p50 * lengths.uncached_share
+    cached50 = w.traffic.prompt_tokens.p50 - u50
+    serial, layered, exposed = _transfer_times(
+        r, path, u50, _scalar(prefill.prefill_ms(p_engine, u50, cached50)), p_engine.tp, d_engine.tp
+    )
+    warnings += _warnings(r, colo, disagg)
+    return Analysis(
+        kv_bytes_per_token=kv.kv_bytes_per_token(r.model, w.kv_dtype, max(u50, 1.0)),
+        kv_bytes_per_request=_scalar(kv.kv_bytes(r.model, w.kv_dtype, u50)),
+        kv_transfer_ms=exposed,
+        kv_transfer_serialized_ms=serial,
+        kv_transfer_layerwise_ms=layered,
+        kv_transfer_path=path.kind,
+        kv_transfer_gb_per_s=path.gb_per_s(p_engine.tp, d_engine.tp),
+        kv_transfer_rdma=path.rdma,
+        prefill_ms=_scalar(prefill.prefill_ms(p_engine, u50, cached50)),
+        decode_step_ms=_decode_step(d_engine, lengths, disagg),
+        effective_prompt_tokens=u50,
+        colocated=colo,
+        disaggregated=disagg,
+        gain=_gain(disagg.goodput_per_gpu, colo.goodput_per_gpu),
+        crossover_prompt_tokens=crossover_from_curve(prompts[1:], found.gain[1:]),
+        conditional_disagg_threshold_tokens=_local_prefill_threshold(r, d_engine, lengths, disagg),
+        warnings=warnings,
+    )
+
+
+def gain_curve(r: Resolved, prompt_tokens) -> np.ndarray:
+    """Disaggregated over colocated goodput at each prompt p50, every mode re-optimised.
+
+    The p99/p50 spread, outputs, rate, SLOs and cluster stay as in the workload. Returns inf
+    where only disaggregation meets the SLO and nan where neither does.
+    """
+    return _search(r, np.asarray(prompt_tokens, dtype=float), _tp_options(r, [])).gain
+
+
+def crossover_grid(r: Resolved) -> np.ndarray:
+    top = min(r.model.max_context_tokens, 131072)
+    return np.unique(np.round(np.geomspace(64, top, CROSSOVER_POINTS)))
+
+
+def crossover_from_curve(prompts: np.ndarray, gains: np.ndarray) -> int | None:
+    """The shortest prompt from which disaggregation wins (gain > 1), log-interpolated."""
+    wins = np.nan_to_num(gains, nan=0.0, posinf=1e9) > 1.0
+    if not wins.any():
+        return None
+    first = int(np.argmax(wins))
+    if first == 0:
+        return int(prompts[0])
+    lo, hi = float(prompts[first - 1]), float(prompts[first])
+    g_lo = float(np.nan_to_num(gains[first - 1]))
+    g_hi = float(gains[first])
+    if not math.isfinite(g_hi) or g_hi <= g_lo:
+        return round(hi)
+    frac = (1.0 - g_lo) / (g_hi - g_lo)
+    return round(math.exp(math.log(lo) + frac * (math.log(hi) - math.log(lo))))
+
+
+# --- engines and TP choices ------------------------------------------------------------------
+
+
+def _engine(r: Resolved, tp) -> Engine:
+    w = r.workload
+    return Engine(r.model, r.gpu, w.weights_dtype, w.kv_dtype, tp, w.efficiency)
+
+
+def _tp_options(r: Resolved, warnings: list[str]) -> dict[str, np.ndarray]:
+    """TP degrees each role may use: pinned in the workload, or every one that fits a node."""
+    w = r.workload
+    limit = min(w.cluster.gpus, w.cluster.gpus_per_node)
+    pinned = {
+        "colocated": w.parallelism.colocated_tp,
+        "prefill": w.parallelism.prefill_tp,
+        "decode": w.parallelism.decode_tp,
+    }
+    out = {}
+    for role, pin in pinned.items():
+        options = np.array([pin] if pin else [t for t in TP_CANDIDATES if t <= limit] or [1])
+        fits = _engine(r, options).fits()
+        if pin and not fits.all():
+            warnings.append(
+                f"parallelism.{role}_tp={pin}: {r.model.id} in {w.weights_dtype} leaves no room "
+                f"for KV on {pin} x {r.gpu.id}"
+            )
+        out[role] = options[fits] if fits.any() else options[-1:]
+    return out
+
+
+# --- KV transfer ------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class TransferPath:
+    kind: str  # "scale-up" or "network"
+    gbps_per_gpu: float
+    efficiency: float
+    latency_ms: float
+    rdma: bool
+
+    def gb_per_s(self, prefill_tp, decode_tp):
+        """Each prefill rank ships its shard over its own link, in parallel."""
+        senders = np.minimum(prefill_tp, decode_tp)
+        bw = transfer.effective_gb_per_s(self.gbps_per_gpu, self.efficiency, senders)
+        return float(bw) if np.ndim(bw) == 0 else bw
+
+
+def transfer_path(r: Resolved) -> TransferPath:
+    """KV stays on NVLink when the whole cluster is one scale-up domain; else the network."""
+    c = r.workload.cluster
+    domain = max(c.gpus_per_node, r.gpu.scaleup_domain_gpus)
+    on_scaleup = r.link.kind == "scale-up" or (c.gpus <= domain and r.gpu.scaleup_gb_per_s > 0)
+    if on_scaleup:
+        nvlink = get_link("nvlink")
+        gbps = r.gpu.scaleup_gb_per_s * 8
+        return TransferPath("scale-up", gbps, nvlink.efficiency, nvlink.latency_us / 1e3, True)
+    link = r.link
+    return TransferPath("network", r.link_gbps, link.efficiency, link.latency_us / 1e3, link.rdma)
+
+
+def _transfer_times(r: Resolved, path: TransferPath, uncached, prefill_compute_ms, p_tp, d_tp):
+    """Serialized, layer-wise and engine-style (the one that shows in TTFT) transfer times."""
+    size = kv.kv_bytes(r.model, r.workload.kv_dtype, uncached)
+    bw = path.gb_per_s(p_tp, d_tp)
+    serial = transfer.transfer_ms(size, bw, path.latency_ms)
+    layered = transfer.layerwise_exposed_ms(
+        size, bw, path.latency_ms, prefill_compute_ms, r.model.layers
+    )
+    style = r.workload.efficiency.kv_transfer
+    if style == "auto":
+        style = "layerwise" if r.workload.engine == "trtllm" else "serialized"
+    exposed = layered if style == "layerwise" else serial
+    if np.ndim(serial) == 0:
+        return float(serial), float(layered), float(exposed)
+    return serial, layered, exposed
+
+
+# --- the search -------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class _Found:
+    """Best configuration of each mode per prompt length (leading axis)."""
+
+    tps: dict[str, np.ndarray]
+    colo_grid: colocated.ColocatedGrid
+    colo_rate: np.ndarray  # per replica, (P, Tc)
+    colo_chunk_index: np.ndarray
+    colo_batch: np.ndarray
+    colo_best_t: np.ndarray  # (P,)
+    colo_within: np.ndarray  # (P,) req/s within the budget
+    prefill_rate: np.ndarray  # per replica, (P, Tp, Td)
+    decode_rate: np.ndarray  # per replica, (P, Td)
+    decode_batch: np.ndarray
+    transfer_p99_ms: np.ndarray  # (P, Tp, Td)
+    pair_served: np.ndarray  # (P, Tp, Td) req/s within the budget
+    best_pair: np.ndarray  # (P, 2) indices into tps["prefill"], tps["decode"]
+    disagg_within: np.ndarray  # (P,)
+    gain: np.ndarray  # (P,)
+
+
+def _search(r: Resolved, prompts: np.ndarray, tps: dict[str, np.ndarray]) -> _Found:
+    w = r.workload
+    budget = w.cluster.gpus
+    lengths = Lengths.of(w, prompt_p50=prompts.reshape(-1, 1, 1, 1))
+    n_prompts = prompts.shape[0]
+
+    # Colocated: every (TP, chunk, batch) at once.
+    tc = tps["colocated"]
+    c_engine = _engine(r, tc.reshape(1, -1, 1, 1))
+    grid = colocated.grid(c_engine, lengths, w.slo, w.efficiency.chunk_tokens)
+    best = colocated.best_points(grid)
+    colo_within_t = (budget // tc)[None, :] * best.rate_per_s
+    colo_t = colo_within_t.argmax(axis=1)
+    colo_within = colo_within_t[np.arange(n_prompts), colo_t]
+
+    # Disaggregated: decode per TP, prefill per TP, then every allowed (prefill, decode) pair.
+    tp_p, tp_d = tps["prefill"], tps["decode"]
+    path = transfer_path(r)
+    d_engine = _engine(r, tp_d.reshape(1, -1, 1, 1))
+    ingress = transfer.effective_gb_per_s(path.gbps_per_gpu, path.efficiency, tp_d)
+    d_point = decode.replica_capacity(
+        d_engine, lengths, w.slo.tpot_ms, ingress[None, :, None, None]
+    )
+    d_rate = d_point.rate_per_s[:, :, 0, 0]
+    d_step = d_point.step_ms[:, :, 0, 0]
+
+    p_engine = _engine(r, tp_p.reshape(1, -1, 1, 1))
+    mean_s, second_s = (m[:, :, 0, 0] for m in prefill.service_moments_ms(p_engine, lengths))
+    p99_s = prefill.p99_prefill_ms(p_engine, lengths)[:, :, 0, 0]
+    u99 = (lengths.prompt_p99 * lengths.uncached_share).reshape(-1, 1, 1)
+    _, _, t99 = _transfer_times(
+        r, path, u99, p99_s[:, :, None], tp_p[None, :, None], tp_d[None, None, :]
+    )
+    ttft_budget = w.slo.ttft_ms - t99 - d_step[:, None, :]
+    p_rate = prefill.replica_rate_per_s(
+        mean_s[:, :, None], second_s[:, :, None], p99_s[:, :, None], ttft_budget
+    )
+    served = _best_split(budget, tp_p[None, :, None], tp_d[None, None, :], p_rate, d_rate[:, None])
+    served = np.where(_pairs_allowed(w.engine, tp_p, tp_d, budget)[None], served[0], 0.0)
+    flat = served.reshape(n_prompts, -1).argmax(axis=1)
+    pair = np.stack(np.unravel_index(flat, served.shape[1:]), axis=1)
+    disagg_within = served.reshape(n_prompts, -1).max(axis=1)
+
+    with np.errstate(divide="ignore", invalid="ignore"):
+        gain = np.where(
+            colo_within > 0,
+            disagg_within / colo_within,
+            np.where(disagg_within > 0, np.inf, np.nan),
+        )
+    return _Found(
+        tps=tps,
+        colo_grid=grid,
+        colo_rate=best.rate_per_s,
+        colo_chunk_index=best.chunk_index,
+        colo_batch=best.batch,
+        colo_best_t=colo_t,
+        colo_within=colo_within,
+        prefill_rate=p_rate,
+        decode_rate=d_rate,
+        decode_batch=d_point.batch[:, :, 0, 0],
+        transfer_p99_ms=t99,
+        pair_served=served,
+        best_pair=pair,
+        disagg_within=disagg_within,
+        gain=gain,
+    )
+
+
+def _pairs_allowed(engine_name: str, tp_p: np.ndarray, tp_d: np.ndarray, budget: int):
+    """vLLM/TensorRT-LLM NIXL paths need decode TP >= prefill TP; SGLang needs them equal."""
+    p, d = tp_p[:, None], tp_d[None, :]
+    same_rule = p == d if engine_name == "sglang" else d >= p
+    return same_rule & (p + d <= budget)
+
+
+def _best_split(budget: int, p_tp, d_tp, p_rate, d_rate):
+    """Whole prefill (x) and decode (y) replicas in the budget maximising min(x P, y D).
+
+    Returns (served, x, y). The optimum of the relaxed problem is x* = B D / (p D + d P);
+    the best integer split is among the whole numbers next to it.
+    """
+    with np.errstate(divide="ignore", invalid="ignore"):
+        ideal = budget * d_rate / (p_tp * d_rate + d_tp * p_rate)
+    ideal = np.nan_to_num(ideal, nan=1.0, posinf=1.0)
+    base = np.floor(ideal)
+    cands = np.stack([base - 1, base, base + 1, base + 2])
+    x = np.maximum(cands, 1.0)
+    y = np.floor((budget - x * p_tp) / d_tp)
+    ok = (y >= 1) & (x * p_tp + d_tp <= budget)
+    value = np.where(ok, np.minimum(x * p_rate, y * d_rate), 0.0)
+    pick = value.argmax(axis=0)[None]
+    take = lambda a: np.take_along_axis(np.broadcast_to(a, value.shape), pick, 0)[0]  # noqa: E731
+    return take(value), take(x), take(y)
+
+
+# --- the modes at the workload's own rate -----------------------------------------------------
+
+
+def _replicas_for(rate: float, per_replica: float, tp: int, budget: int) -> tuple[int, bool]:
+    """Whole replicas for the rate, capped at what the cluster holds."""
+    cap = max(budget // tp, 1)
+    if per_replica <= 0:
+        return cap, False
+    need = max(math.ceil(rate / per_replica - 1e-9), 1)
+    return min(need, cap), need <= cap
+
+
+def _colocated_result(r: Resolved, lengths: Lengths, f: _Found) -> ColocatedResult:
+    w = r.workload
+    t = int(f.colo_best_t[0])
+    tp = int(f.tps["colocated"][t])
+    per_replica = float(f.colo_rate[0, t])
+    chunk_i = int(f.colo_chunk_index[0, t])
+    replicas, fits = _replicas_for(w.traffic.requests_per_second, per_replica, tp, w.cluster.gpus)
+    ttft = tpot = None
+    if per_replica > 0:
+        load = min(w.traffic.requests_per_second / replicas, per_replica)
+        ttft, tpot = colocated.latencies_at_rate(f.colo_grid, (0, t, chunk_i), load)
+    served = min(w.traffic.requests_per_second, replicas * per_replica)
+    return ColocatedResult(
+        feasible=per_replica > 0,
+        fits_cluster=fits,
+        gpus=replicas * tp,
+        max_rate_per_s=float(f.colo_within[0]),
+        goodput_per_gpu=float(f.colo_within[0]) / w.cluster.gpus,
+        ttft_p99_ms=ttft,
+        tpot_p99_ms=tpot,
+        tp=tp,
+        replicas=replicas,
+        chunk_tokens=int(w.efficiency.chunk_tokens[chunk_i]),
+        max_batch=int(f.colo_batch[0, t]),
+        **_costs(r, lengths, replicas * tp, served),
+    )
+
+
+def _disaggregated_result(r: Resolved, lengths: Lengths, f: _Found) -> DisaggregatedResult:
+    w = r.workload
+    budget = w.cluster.gpus
+    i, j = (int(k) for k in f.best_pair[0])
+    p_tp, d_tp = int(f.tps["prefill"][i]), int(f.tps["decode"][j])
+    p_rate, d_rate = float(f.prefill_rate[0, i, j]), float(f.decode_rate[0, j])
+    rate = w.traffic.requests_per_second
+    feasible = bool(f.pair_served[0, i, j] > 0)
+    x = max(math.ceil(rate / p_rate - 1e-9), 1) if p_rate > 0 else 1
+    y = max(math.ceil(rate / d_rate - 1e-9), 1) if d_rate > 0 else 1
+    fits = feasible and x * p_tp + y * d_tp <= budget
+    if feasible and not fits:
+        _, bx, by = _best_split(budget, p_tp, d_tp, p_rate, d_rate)
+        x, y = int(bx), int(by)
+    transfer_p99 = float(f.transfer_p99_ms[0, i, j])
+    ttft = tpot = None
+    if feasible:
+        p_engine, d_engine = _engine(r, p_tp), _engine(r, d_tp)
+        step = decode.step_at_rate_ms(d_engine, lengths, min(rate / y, d_rate))
+        ttft = prefill.ttft_p99_ms(p_engine, lengths, min(rate / x, p_rate)) + transfer_p99 + step
+        tpot = step
+    served = min(rate, x * p_rate, y * d_rate)
+    gpus = x * p_tp + y * d_tp
+    return DisaggregatedResult(
+        feasible=feasible,
+        fits_cluster=fits,
+        gpus=gpus,
+        max_rate_per_s=float(f.disagg_within[0]),
+        goodput_per_gpu=float(f.disagg_within[0]) / budget,
+        ttft_p99_ms=ttft,
+        tpot_p99_ms=tpot,
+        prefill_tp=p_tp,
+        decode_tp=d_tp,
+        prefill_replicas=x,
+        decode_replicas=y,
+        prefill_gpus=x * p_tp,
+        decode_gpus=y * d_tp,
+        max_batch=int(f.decode_batch[0, j]),
+        transfer_ms_p99=transfer_p99,
+        **_costs(r, lengths, gpus, served),
+    )
+
+
+def _decode_step(engine: Engine, lengths: Lengths, d: DisaggregatedResult) -> float:
+    """Step time at the sized operating point, or at batch 1 when no size meets the SLO."""
+    if d.tpot_p99_ms is not None:
+        return d.tpot_p99_ms
+    return _scalar(decode.decode_step_ms(engine, 1.0, lengths.decode_context_mean))
+
+
+def _local_prefill_threshold(r: Resolved, d_engine: Engine, lengths, d) -> int:
+    """Uncached prompt tokens a decode worker can prefill itself without breaking TPOT.
+
+    At the batch the decode pool settles at, a prompt whose prefill still fits in one iteration
+    under the TPOT target costs less computed locally than shipped; longer ones go to the
+    prefill pool. This is Dynamo's `eff_isl_threshold` and llm-d's `nonCachedTokens`.
+    """
+    w = r.workload
+    load = w.traffic.requests_per_second / max(d.decode_replicas, 1)
+    batch = max(decode.batch_at_rate(d_engine, lengths, load), 1.0)
+    candidates = np.geomspace(16, 65536, 49)
+    ctx = float(lengths.decode_context_mean)
+    t = iteration_ms(d_engine, batch, ctx, candidates, 0.0)
+    fits = candidates[t <= w.slo.tpot_ms]
+    if fits.size == 0:
+        return 16
+    return int(max(16, fits.max() // 16 * 16))
+
+
+# --- costs and warnings -----------------------------------------------------------------------
+
+
+def _costs(r: Resolved, lengths: Lengths, gpus: int, served_rate: float) -> dict:
+    usd_per_hour = gpus * r.workload.cost.usd_per_gpu_hour
+    tokens_per_hour = served_rate * float(lengths.prompt_mean + lengths.output_mean) * 3600.0
+    per_million = usd_per_hour / tokens_per_hour * 1e6 if tokens_per_hour > 0 else None
+    return {
+        "cost_per_million_tokens_usd": per_million,
+        "cost_per_year_usd": usd_per_hour * HOURS_PER_YEAR,
+    }
+
+
+def _gain(disagg: float, colo: float) -> float | None:
+    return disagg / colo if colo > 0 else None
+
+
+def _scalar(x) -> float:
+    return float(np.ravel(x)[0])
+
+
+def _warnings(r: Resolved, colo: ColocatedResult, disagg: DisaggregatedResult) -> list[str]:
+    w = r.workload
+    out = []
+    rate = w.traffic.requests_per_second
+    if not colo.feasible and not disagg.feasible:
+        out.append(
+            f"no configuration meets p99 TTFT {w.slo.ttft_ms:g} ms and TPOT {w.slo.tpot_ms:g} ms "
+            f"for {r.model.id} on {r.gpu.id}: relax the SLO, shorten prompts or use faster GPUs"
+        )
+    for res in (colo, disagg):
+        if res.feasible and not res.fits_cluster:
+            out.append(
+                f"{res.mode}: {rate:g} req/s needs more than the cluster's {w.cluster.gpus} GPUs "
+                f"(at most {res.max_rate_per_s:.2f} req/s within the SLO)"
+            )
+    if w.traffic.prompt_tokens.p99 > r.model.max_context_tokens:
+        out.append(
+            f"traffic.prompt_tokens.p99 exceeds {r.model.id}'s context of "
+            f"{r.model.max_context_tokens} tokens"
+        )
+    return out

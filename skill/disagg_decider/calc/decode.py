@@ -1,0 +1,77 @@
+"""Decode: time per output token and how many requests one decode replica serves.
+
+Memory-bound: every step reads the weights (or the experts the batch touches) and every
+sequence's KV. A replica runs the largest batch whose step stays inside the TPOT target and
+whose KV fits in HBM; Little's law (batch = rate x output tokens x step time) turns that batch
+into requests per second. Arrays follow the calculator's axes (prompt, TP, chunk, batch).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import cache
+
+import numpy as np
+
+from disagg_decider.calc.kv import kv_bytes
+from disagg_decider.calc.lengths import Lengths
+from disagg_decider.calc.step import Engine, iteration_ms
+
+
+def decode_step_ms(engine: Engine, batch, context_tokens):
+    """Time per output token for a decode batch with no prefill in it."""
+    return iteration_ms(engine, batch, context_tokens, 0.0, 0.0)
+
+
+@cache
+def batch_grid(max_batch: int, points: int = 24) -> np.ndarray:
+    """Candidate decode batch sizes, geometric from 1 to max_batch."""
+    grid = np.unique(np.round(np.geomspace(1, max_batch, points)))
+    grid.setflags(write=False)
+    return grid
+
+
+def memory_batch_limit(engine: Engine, lengths: Lengths):
+    """Sequences whose KV fits in the replica's HBM at the mean decode context."""
+    per_seq = engine.kv_bytes_held(lengths.decode_context_mean)
+    return np.floor(engine.kv_capacity_bytes() / per_seq)
+
+
+@dataclass(frozen=True)
+class DecodePoint:
+    """Best batch per (prompt, TP); rate is 0 where the TPOT target cannot be met."""
+
+    rate_per_s: np.ndarray
+    batch: np.ndarray
+    step_ms: np.ndarray
+
+
+def replica_capacity(
+    engine: Engine, lengths: Lengths, tpot_slo_ms: float, ingress_gb_per_s=None
+) -> DecodePoint:
+    """`ingress_gb_per_s` caps the rate by the KV bytes a replica can receive per second."""
+    grid = batch_grid(engine.eff.max_decode_batch)
+    ctx = lengths.decode_context_mean
+    step = decode_step_ms(engine, grid, ctx)
+    ok = (step <= tpot_slo_ms) & (grid <= memory_batch_limit(engine, lengths))
+    pick = np.where(ok, grid, 0.0).argmax(axis=-1)[..., None]
+    best = np.where(np.take_along_axis(ok, pick, -1), grid[pick], 0.0)
+    best_step = np.take_along_axis(step, pick, -1)
+    rate = np.where(best > 0, best / (lengths.output_mean * best_step) * 1e3, 0.0)
+    if ingress_gb_per_s is not None:
+        per_request = kv_bytes(engine.model, engine.kv_dtype, lengths.uncached_mean)
+        rate = np.minimum(rate, 0.9 * np.asarray(ingress_gb_per_s) * 1e9 / per_request)
+    return DecodePoint(rate_per_s=rate, batch=best, step_ms=best_step)
+
+
+def step_at_rate_ms(engine: Engine, lengths: Lengths, rate_per_s: float) -> float:
+    """Step time at the batch a given load settles at, for one scalar engine and prompt."""
+    grid = batch_grid(engine.eff.max_decode_batch)
+    step = np.ravel(decode_step_ms(engine, grid, lengths.decode_context_mean))
+    carried = grid / (lengths.output_mean * step) * 1e3
+    return float(np.interp(rate_per_s, carried, step))
+
+
+def batch_at_rate(engine: Engine, lengths: Lengths, rate_per_s: float) -> float:
+    """Sequences in flight at a given load (Little's law on the step time it settles at)."""
+    return rate_per_s * lengths.output_mean * step_at_rate_ms(engine, lengths, rate_per_s) / 1e3

@@ -1,0 +1,68 @@
+"""What the calculator hands downstream: plain, JSON-ready records with units in their names."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict
+
+
+class _Out(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class ModeResult(_Out):
+    """One serving mode, sized for the workload's rate on the cluster."""
+
+    mode: Literal["colocated", "disaggregated"]
+    feasible: bool  # some configuration meets both SLOs at a positive rate
+    fits_cluster: bool  # the workload's rate fits in cluster.gpus
+    gpus: int  # sized for the workload's rate (capped at the cluster)
+    max_rate_per_s: float  # goodput within the whole cluster's GPU budget
+    goodput_per_gpu: float  # max_rate_per_s / cluster.gpus: idle GPUs count against a mode
+    ttft_p99_ms: float | None  # at the workload's rate with the sized pools
+    tpot_p99_ms: float | None
+    cost_per_million_tokens_usd: float | None
+    cost_per_year_usd: float
+
+
+class ColocatedResult(ModeResult):
+    mode: Literal["colocated"] = "colocated"
+    tp: int
+    replicas: int
+    chunk_tokens: int  # max_num_batched_tokens of the best chunked-prefill setting
+    max_batch: int
+
+
+class DisaggregatedResult(ModeResult):
+    mode: Literal["disaggregated"] = "disaggregated"
+    prefill_tp: int
+    decode_tp: int
+    prefill_replicas: int
+    decode_replicas: int
+    prefill_gpus: int
+    decode_gpus: int
+    max_batch: int
+    transfer_ms_p99: float
+
+
+class Analysis(_Out):
+    """Per-request figures at the p50 prompt after prefix-cache hits, plus both modes."""
+
+    kv_bytes_per_token: float
+    kv_bytes_per_request: float
+    kv_transfer_ms: float  # the engine's transfer style, exposed part
+    kv_transfer_serialized_ms: float
+    kv_transfer_layerwise_ms: float
+    kv_transfer_path: Literal["scale-up", "network"]
+    kv_transfer_gb_per_s: float
+    kv_transfer_rdma: bool
+    prefill_ms: float
+    decode_step_ms: float
+    effective_prompt_tokens: float
+    colocated: ColocatedResult
+    disaggregated: DisaggregatedResult
+    gain: float | None  # disaggregated / colocated goodput; None when colocated meets no SLO
+    crossover_prompt_tokens: int | None
+    conditional_disagg_threshold_tokens: int
+    warnings: list[str]

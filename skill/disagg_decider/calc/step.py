@@ -1,0 +1,91 @@
+"""One forward pass of an engine, as a roofline (physics.md 2.3, 2.4, 2.9).
+
+Prefill, decode and chunked-prefill iterations are all the same thing: some decode tokens,
+each reading its context's KV, plus some prefill tokens. The pass takes the longer of its
+memory time (weights + KV read over HBM bandwidth x MBU) and its compute time (FLOPs over
+peak x MFU), plus tensor-parallel all-reduces and a fixed per-step overhead. One function for
+all three keeps the colocated and disaggregated numbers comparable.
+
+Everything broadcasts over numpy arrays, TP degree included: the calculator evaluates every
+candidate (prompt length, TP, chunk size, batch) in one pass, which is what makes a verdict take
+well under a millisecond.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from disagg_decider.calc import arch, kv
+from disagg_decider.catalog import Gpu, ModelSpec
+from disagg_decider.workload import Efficiency
+
+
+@dataclass(frozen=True, eq=False)
+class Engine:
+    """A model on TP groups of one GPU type; `tp` may be an array of candidate degrees."""
+
+    model: ModelSpec
+    gpu: Gpu
+    weights_dtype: str
+    kv_dtype: str
+    tp: np.ndarray | int
+    eff: Efficiency
+
+    @property
+    def peak_flops(self):
+        return arch.peak_tflops(self.gpu, self.weights_dtype) * 1e12 * np.asarray(self.tp)
+
+    @property
+    def hbm_bytes_per_s(self):
+        return self.gpu.hbm_tb_per_s * 1e12 * np.asarray(self.tp)
+
+    def kv_capacity_bytes(self):
+        """HBM left for KV across the TP group after weights and activation reserve."""
+        tp = np.asarray(self.tp, dtype=float)
+        usable = self.gpu.hbm_gb * 1e9 * self.eff.hbm_utilization
+        weights = arch.weight_bytes(self.model, self.weights_dtype) / tp
+        per_gpu = usable - self.eff.activation_reserve_gb * 1e9 - weights
+        return np.maximum(per_gpu, 0.0) * tp
+
+    def fits(self):
+        return self.kv_capacity_bytes() > 0
+
+    def kv_bytes_held(self, tokens):
+        """KV bytes the TP group stores for one sequence of `tokens` (with replication)."""
+        return kv.kv_bytes(self.model, self.kv_dtype, tokens) * kv.kv_replication(
+            self.model, self.tp
+        )
+
+
+def allreduce_ms(engine: Engine, tokens):
+    """Two ring all-reduces of the hidden state per layer: bandwidth plus latency."""
+    tp = np.asarray(engine.tp, dtype=float)
+    payload = np.asarray(tokens, dtype=float) * engine.model.hidden * arch.ACTIVATION_BYTES
+    ring = 2.0 * (tp - 1.0) / tp * payload
+    link = arch.scaleup_gb_per_s(engine.gpu) * 1e9
+    per_op = ring / link * 1e3 + engine.eff.allreduce_latency_us / 1e3
+    return np.where(tp > 1, 2 * engine.model.layers * per_op, 0.0)
+
+
+def iteration_ms(engine: Engine, decode_batch, decode_context, prefill_tokens, prefill_context):
+    """Time of one forward pass.
+
+    `decode_batch` sequences each add one token after `decode_context` tokens of KV;
+    `prefill_tokens` new prompt tokens are computed after `prefill_context` earlier ones.
+    """
+    m, eff = engine.model, engine.eff
+    b = np.asarray(decode_batch, dtype=float)
+    c = np.asarray(prefill_tokens, dtype=float)
+    tokens = b + c
+    read = arch.weight_bytes_read(m, engine.weights_dtype, tokens)
+    read = read + b * engine.kv_bytes_held(decode_context)
+    memory_ms = read / (engine.hbm_bytes_per_s * eff.decode_mbu) * 1e3
+    linear = arch.linear_flops_per_token(m)
+    decode_flops = b * (linear + arch.attention_flops(m, 1.0, decode_context))
+    prefill_flops = c * linear + arch.attention_flops(m, c, prefill_context)
+    # Passes that carry prompt tokens run at prefill MFU, pure decode passes at decode MFU.
+    mfu = np.where(c > 0, eff.prefill_mfu, eff.decode_mfu)
+    compute_ms = (decode_flops + prefill_flops) / (engine.peak_flops * mfu) * 1e3
+    return np.maximum(memory_ms, compute_ms) + allreduce_ms(engine, tokens) + eff.step_overhead_ms

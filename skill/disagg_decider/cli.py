@@ -1,0 +1,270 @@
+"""The `decide` command line.
+
+`decide --workload w.yaml` prints the verdict; subcommands list catalogs, manage the rulebook,
+simulate, render reports and emit deployments. Every user error exits with code 2 and a
+message naming the file, field or id; `--json`-style output goes to stdout only.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from enum import StrEnum
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from disagg_decider import __version__, catalog
+from disagg_decider.errors import UserError
+from disagg_decider.verdict import Verdict
+
+app = typer.Typer(
+    name="decide",
+    help=(
+        "Should prefill and decode run on separate GPU pools (NVIDIA Dynamo, llm-d) or stay "
+        "colocated? Give a workload file: model, prompt/output lengths, rate, SLOs, GPUs, "
+        "network and team. Example: decide --workload examples/rag-8k-h200-rdma.yaml"
+    ),
+    no_args_is_help=False,
+    add_completion=False,
+    rich_markup_mode=None,
+    context_settings={"help_option_names": ["-h", "--help"]},
+)
+out = Console()
+err = Console(stderr=True)
+
+
+class Format(StrEnum):
+    text = "text"
+    json = "json"
+    markdown = "markdown"
+
+
+def parse_sets(pairs: list[str]) -> dict[str, str]:
+    """`--set name=value` pairs; values are typed later against the parameter."""
+    result = {}
+    for pair in pairs:
+        name, sep, value = pair.partition("=")
+        if not sep or not name.strip():
+            raise UserError(f"--set {pair!r}: expected PARAMETER=VALUE, e.g. --set min_gain=1.2")
+        result[name.strip()] = value.strip()
+    return result
+
+
+def write_output(text: str, out_path: Path | None, force: bool) -> None:
+    """Print, or write a file; an existing file is only replaced with --force."""
+    if out_path is None:
+        sys.stdout.write(text if text.endswith("\n") else text + "\n")
+        return
+    if out_path.exists() and not force:
+        raise UserError(f"{out_path}: already exists; pass --force to overwrite it")
+    out_path.parent.mkdir(parents=True, exist_ok=True)
+    out_path.write_text(text if text.endswith("\n") else text + "\n", encoding="utf-8")
+    err.print(f"wrote {out_path}")
+
+
+def verdict_json(verdict: Verdict) -> str:
+    return json.dumps(verdict.model_dump(mode="json"), indent=2, allow_nan=False)
+
+
+@app.callback(invoke_without_command=True)
+def main_command(
+    ctx: typer.Context,
+    workload: Annotated[
+        Path | None, typer.Option("--workload", "-w", help="Workload YAML file (see examples/).")
+    ] = None,
+    fmt: Annotated[
+        Format, typer.Option("--format", "-f", help="text (default), json or markdown.")
+    ] = Format.text,
+    out_file: Annotated[
+        Path | None, typer.Option("--out", "-o", help="Write to this file instead of stdout.")
+    ] = None,
+    force: Annotated[bool, typer.Option("--force", help="Overwrite --out if it exists.")] = False,
+    sets: Annotated[
+        list[str] | None,
+        typer.Option("--set", help="Override a rule parameter: --set min_gain=1.2 (repeatable)."),
+    ] = None,
+    rules: Annotated[
+        list[Path] | None,
+        typer.Option("--rules", help="Extra rule file: adds rules, or replaces them by id."),
+    ] = None,
+    version: Annotated[bool, typer.Option("--version", help="Print the version.")] = False,
+) -> None:
+    if version:
+        out.print(f"disagg-decider {__version__}")
+        raise typer.Exit()
+    if ctx.invoked_subcommand is not None:
+        return
+    if workload is None:
+        out.print(ctx.get_help())
+        raise typer.Exit(code=2)
+    from disagg_decider.decide import decide_file
+
+    verdict = decide_file(workload, rule_files=rules or [], overrides=parse_sets(sets or []))
+    if fmt is Format.json:
+        write_output(verdict_json(verdict), out_file, force)
+    elif fmt is Format.markdown:
+        from disagg_decider.render.report import render_report
+
+        write_output(render_report(verdict), out_file, force)
+    elif out_file is not None:
+        console = Console(record=True, width=110, file=open("/dev/null", "w"))  # noqa: SIM115
+        print_verdict(verdict, console)
+        write_output(console.export_text(), out_file, force)
+    else:
+        print_verdict(verdict, out)
+
+
+def print_verdict(v: Verdict, console: Console) -> None:
+    color = "green" if v.disaggregate else "cyan"
+    console.print(f"[bold {color}]{v.decision.upper()}[/]  {v.workload}  ({v.model} on {v.gpu})")
+    console.print(v.summary, highlight=False)
+    console.print()
+    table = Table(title="Both modes on the same GPUs, same p99 targets", title_justify="left")
+    for col in ("", "colocated", "disaggregated"):
+        table.add_column(col, justify="right" if col else "left")
+    c, d = v.colocated, v.disaggregated
+    d_layout = f"{d.prefill_replicas}P x TP{d.prefill_tp} + {d.decode_replicas}D x TP{d.decode_tp}"
+    rows = [
+        ("layout", f"{c.replicas} x TP{c.tp}", d_layout),
+        ("GPUs (sized for the rate)", str(c.gpus), str(d.gpus)),
+        ("meets SLO", _yn(c.feasible), _yn(d.feasible)),
+        ("fits the cluster", _yn(c.fits_cluster), _yn(d.fits_cluster)),
+        ("TTFT p99 ms", _num(c.ttft_p99_ms), _num(d.ttft_p99_ms)),
+        ("TPOT p99 ms", _num(c.tpot_p99_ms), _num(d.tpot_p99_ms)),
+        ("goodput req/s per GPU", f"{c.goodput_per_gpu:.3f}", f"{d.goodput_per_gpu:.3f}"),
+        (
+            "$ per 1M tokens",
+            _num(c.cost_per_million_tokens_usd, 3),
+            _num(d.cost_per_million_tokens_usd, 3),
+        ),
+        ("$ per year", f"{c.cost_per_year_usd:,.0f}", f"{d.cost_per_year_usd:,.0f}"),
+    ]
+    for row in rows:
+        table.add_row(*row)
+    console.print(table)
+    m = v.metrics
+    console.print(
+        f"KV {m.kv_bytes_per_token:,.0f} B/token, {m.kv_bytes_per_request / 1e6:,.1f} MB/request; "
+        f"transfer {m.kv_transfer_ms:.2f} ms ({m.kv_transfer_path}, "
+        f"{m.kv_transfer_gb_per_s:.1f} GB/s); prefill {m.prefill_ms:.1f} ms; "
+        f"gain {_num(m.gain, 2)}; crossover at {m.crossover_prompt_tokens or 'n/a'} prompt "
+        f"tokens; conditional-disagg threshold {v.conditional_disagg_threshold_tokens} tokens",
+        highlight=False,
+    )
+    if v.fired_rules:
+        console.print()
+        console.print("[bold]Rules that fired[/]")
+        for f in v.fired_rules:
+            tag = "VETO" if f.kind == "veto" else f"+{f.weight:g}"
+            console.print(f"  {f.id} {tag:>5} -> {f.pushes:<12} {f.title}", highlight=False)
+    for note in v.overrides_applied:
+        console.print(f"[dim]override {note}[/]", highlight=False)
+    for w in v.warnings:
+        console.print(f"[yellow]warning:[/] {w}", highlight=False)
+
+
+def _yn(flag: bool) -> str:
+    return "yes" if flag else "no"
+
+
+def _num(x: float | None, digits: int = 1) -> str:
+    return "-" if x is None else f"{x:,.{digits}f}"
+
+
+# --- catalog ----------------------------------------------------------------------------------
+
+catalog_app = typer.Typer(help="List the GPUs, models and network links the calculator knows.")
+app.add_typer(catalog_app, name="catalog")
+
+
+CATALOG_COLUMNS = {
+    "gpus": [
+        "bf16_dense_tflops",
+        "fp8_dense_tflops",
+        "hbm_gb",
+        "hbm_tb_per_s",
+        "scaleup_gb_per_s",
+        "scaleup_domain_gpus",
+        "scaleout_gbps",
+    ],
+    "models": [
+        "layers",
+        "hidden",
+        "heads",
+        "kv_heads",
+        "head_dim",
+        "params_total_b",
+        "params_active_b",
+        "max_context_tokens",
+    ],
+    "links": ["kind", "gbps", "rdma", "latency_us", "efficiency"],
+}
+
+
+class CatalogKind(StrEnum):
+    gpus = "gpus"
+    models = "models"
+    links = "links"
+
+
+@catalog_app.callback(invoke_without_command=True)
+def catalog_command(
+    kind: Annotated[CatalogKind, typer.Argument(help="gpus, models or links")],
+    as_json: Annotated[bool, typer.Option("--json", help="Print JSON with sources.")] = False,
+) -> None:
+    table_of = {"gpus": catalog.gpus, "models": catalog.models, "links": catalog.links}
+    records = {r.id: r for r in table_of[kind.value]().values()}
+    if as_json:
+        payload = [r.model_dump(mode="json") for r in records.values()]
+        sys.stdout.write(json.dumps(payload, indent=2) + "\n")
+        return
+    fields = CATALOG_COLUMNS[kind.value]
+    table = Table(title=f"catalog: {kind.value} (sources: --json)", title_justify="left")
+    table.add_column("id")
+    for f in fields:
+        table.add_column(f, justify="right")
+    if kind is CatalogKind.models:
+        table.add_column("attention / MoE")
+    for r in records.values():
+        row = [r.id, *("-" if getattr(r, f) is None else str(getattr(r, f)) for f in fields)]
+        if kind is CatalogKind.models:
+            row.append(_model_shape(r))
+        table.add_row(*row)
+    out.print(table)
+
+
+def _model_shape(m: catalog.ModelSpec) -> str:
+    parts = ["MLA" if m.mla else "GQA"]
+    if m.sliding_window_layers:
+        parts.append(f"{m.sliding_window_layers} SWA-{m.sliding_window} layers")
+    if m.moe:
+        parts.append(f"MoE {m.moe.experts_active}/{m.moe.experts}")
+    return ", ".join(parts)
+
+
+def main() -> None:
+    """Entry point: user errors become a message and exit code 2, never a traceback."""
+    try:
+        app(standalone_mode=False)
+    except UserError as exc:
+        err.print(f"[red]error:[/] {exc}", highlight=False, markup=True, soft_wrap=True)
+        sys.exit(2)
+    except typer.Exit as exc:
+        sys.exit(exc.exit_code)
+    except typer.Abort:
+        sys.exit(130)
+    except Exception as exc:  # click usage errors carry their own exit code
+        import click
+
+        if isinstance(exc, click.ClickException):
+            exc.show()
+            sys.exit(exc.exit_code)
+        raise
+
+
+if __name__ == "__main__":
+    main()

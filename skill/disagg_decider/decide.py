@@ -1,0 +1,130 @@
+"""The pipeline behind every front end: workload -> calculator -> rulebook -> Verdict."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from disagg_decider.calc.compare import analyze
+from disagg_decider.calc.result import Analysis
+from disagg_decider.metrics import metric_values
+from disagg_decider.rules import engine
+from disagg_decider.rules.loader import LoadedRulebook, apply_overrides, with_extra
+from disagg_decider.verdict import Metrics, Sizing, Verdict
+from disagg_decider.workload import Resolved, Workload, resolve
+
+
+def decide(
+    workload: Workload,
+    *,
+    base_dir: Path | None = None,
+    rule_files: Sequence[Path] = (),
+    overrides: Mapping[str, Any] | None = None,
+) -> Verdict:
+    """`overrides` (from `--set`) apply after the workload's own `overrides:` block."""
+    resolved = resolve(workload, base_dir)
+    analysis = analyze(resolved)
+    loaded = with_extra(list(rule_files))
+    params, notes = effective_parameters(loaded, workload, overrides or {})
+    outcome = engine.decide(loaded.book, metric_values(resolved, analysis), params)
+    return Verdict(
+        workload=workload.name,
+        model=resolved.model.id,
+        gpu=resolved.gpu.id,
+        decision=outcome.decision,
+        disaggregate=outcome.decision != "colocate",
+        summary=summarize(resolved, analysis, outcome),
+        fired_rules=outcome.fired,
+        scores=outcome.scores,
+        metrics=_metrics(analysis),
+        sizing=_sizing(analysis),
+        colocated=analysis.colocated,
+        disaggregated=analysis.disaggregated,
+        conditional_disagg_threshold_tokens=analysis.conditional_disagg_threshold_tokens,
+        thresholds=params,
+        overrides_applied=notes,
+        warnings=analysis.warnings,
+    )
+
+
+def effective_parameters(
+    loaded: LoadedRulebook, workload: Workload, cli: Mapping[str, Any]
+) -> tuple[dict[str, Any], list[str]]:
+    params, notes = apply_overrides(
+        loaded, loaded.param_values(), dict(workload.overrides), "workload overrides"
+    )
+    params, cli_notes = apply_overrides(loaded, params, dict(cli), "--set")
+    return params, notes + cli_notes
+
+
+def _metrics(a: Analysis) -> Metrics:
+    return Metrics(
+        kv_bytes_per_token=a.kv_bytes_per_token,
+        kv_bytes_per_request=a.kv_bytes_per_request,
+        kv_transfer_ms=a.kv_transfer_ms,
+        kv_transfer_serialized_ms=a.kv_transfer_serialized_ms,
+        kv_transfer_layerwise_ms=a.kv_transfer_layerwise_ms,
+        kv_transfer_path=a.kv_transfer_path,
+        kv_transfer_gb_per_s=a.kv_transfer_gb_per_s,
+        kv_transfer_rdma=a.kv_transfer_rdma,
+        prefill_ms=a.prefill_ms,
+        decode_step_ms=a.decode_step_ms,
+        effective_prompt_tokens=a.effective_prompt_tokens,
+        goodput_per_gpu_colocated=a.colocated.goodput_per_gpu,
+        goodput_per_gpu_disaggregated=a.disaggregated.goodput_per_gpu,
+        gain=a.gain,
+        crossover_prompt_tokens=a.crossover_prompt_tokens,
+    )
+
+
+def _sizing(a: Analysis) -> Sizing:
+    c, d = a.colocated, a.disaggregated
+    return Sizing(
+        prefill_gpus=d.prefill_gpus,
+        decode_gpus=d.decode_gpus,
+        colocated_gpus=c.gpus,
+        prefill_replicas=d.prefill_replicas,
+        decode_replicas=d.decode_replicas,
+        colocated_replicas=c.replicas,
+        prefill_tp=d.prefill_tp,
+        decode_tp=d.decode_tp,
+        colocated_tp=c.tp,
+        decode_max_batch=d.max_batch,
+        colocated_max_batch=c.max_batch,
+        colocated_chunk_tokens=c.chunk_tokens,
+    )
+
+
+def summarize(r: Resolved, a: Analysis, outcome: engine.Outcome) -> str:
+    """One paragraph a reviewer can paste: the call, the deciding reason, the key numbers."""
+    c, d = a.colocated, a.disaggregated
+    gain = f"{a.gain:.2f}x" if a.gain is not None else "n/a (colocated meets no SLO)"
+    numbers = (
+        f"goodput {d.goodput_per_gpu:.3f} vs {c.goodput_per_gpu:.3f} req/s per GPU "
+        f"(gain {gain}); KV transfer {a.kv_transfer_ms:.1f} ms per request "
+        f"({a.kv_bytes_per_request / 1e6:.0f} MB over {a.kv_transfer_path})"
+    )
+    if outcome.decision == "colocate":
+        why = (
+            f"veto {outcome.deciding_veto.id} ({outcome.deciding_veto.title})"
+            if outcome.deciding_veto
+            else "the rules' weights favour one pool"
+        )
+        return (
+            f"Stay colocated: {c.replicas} x TP{c.tp} replicas ({c.gpus} GPUs, chunked prefill "
+            f"{c.chunk_tokens} tokens); {why}. {numbers}."
+        )
+    name = "NVIDIA Dynamo" if outcome.decision == "dynamo" else "llm-d"
+    return (
+        f"Disaggregate with {name}: {d.prefill_replicas} prefill x TP{d.prefill_tp} + "
+        f"{d.decode_replicas} decode x TP{d.decode_tp} ({d.gpus} GPUs); {numbers}; "
+        f"send prompts with at least {a.conditional_disagg_threshold_tokens} uncached tokens "
+        "to the prefill pool."
+    )
+
+
+def decide_file(path: Path, **kwargs: Any) -> Verdict:
+    from disagg_decider.workload import load_workload
+
+    return decide(load_workload(path), base_dir=path.parent, **kwargs)

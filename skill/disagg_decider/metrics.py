@@ -1,0 +1,84 @@
+"""The named metrics a rule may compare: workload fields and calculator outputs, flat.
+
+This table is the only vocabulary of the rulebook. Rule files are checked against it at load
+time (a typo fails with the nearest name), the skill file documents it, and nothing computes
+a metric anywhere else: arithmetic stays in the calculator, out of YAML.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from disagg_decider.calc.result import Analysis
+from disagg_decider.workload import Resolved
+
+Value = float | int | bool | str | None
+
+
+@dataclass(frozen=True)
+class Metric:
+    name: str
+    unit: str
+    doc: str
+    get: Callable[[Resolved, Analysis], Value]
+
+
+def _w(r: Resolved):
+    return r.workload
+
+
+METRICS: tuple[Metric, ...] = (
+    # --- the workload as given
+    Metric("prompt_tokens_p50", "tokens", "median prompt length", lambda r, a: _w(r).traffic.prompt_tokens.p50),
+    Metric("prompt_tokens_p99", "tokens", "p99 prompt length", lambda r, a: _w(r).traffic.prompt_tokens.p99),
+    Metric("output_tokens_p50", "tokens", "median output length", lambda r, a: _w(r).traffic.output_tokens.p50),
+    Metric("output_tokens_p99", "tokens", "p99 output length", lambda r, a: _w(r).traffic.output_tokens.p99),
+    Metric("prefix_cache_hit_rate", "share", "share of prompt tokens already cached", lambda r, a: _w(r).traffic.prefix_cache_hit_rate),
+    Metric("requests_per_second", "req/s", "offered load", lambda r, a: _w(r).traffic.requests_per_second),
+    Metric("ttft_slo_ms", "ms", "p99 time-to-first-token target", lambda r, a: _w(r).slo.ttft_ms),
+    Metric("tpot_slo_ms", "ms", "p99 time-per-output-token target", lambda r, a: _w(r).slo.tpot_ms),
+    Metric("cluster_gpus", "GPUs", "GPUs available to this service", lambda r, a: _w(r).cluster.gpus),
+    Metric("gpus_per_node", "GPUs", "GPUs per node", lambda r, a: _w(r).cluster.gpus_per_node),
+    Metric("network_rdma", "bool", "the scale-out network supports RDMA (GPUDirect)", lambda r, a: r.link.rdma),
+    Metric("network_gbps_per_gpu", "Gb/s", "scale-out line rate per GPU", lambda r, a: r.link_gbps),
+    Metric("kubernetes", "bool", "the service runs on Kubernetes", lambda r, a: _w(r).cluster.kubernetes),
+    Metric("ops_maturity", "low|medium|high", "can the team run two pools with per-role autoscaling", lambda r, a: _w(r).ops.maturity),
+    Metric("orchestrator_preference", "any|kubernetes-native|managed-stack", "what the team wants to operate", lambda r, a: _w(r).ops.orchestrator_preference),
+    Metric("cncf_commitment", "bool", "the platform standardises on CNCF projects", lambda r, a: _w(r).ops.cncf_commitment),
+    Metric("wants_sla_planner", "bool", "the team wants SLA-driven P/D autoscaling", lambda r, a: _w(r).ops.wants_sla_planner),
+    Metric("wants_scale_to_zero", "bool", "pools must scale to zero when idle", lambda r, a: _w(r).ops.wants_scale_to_zero),
+    Metric("engine", "vllm|sglang|trtllm", "inference engine", lambda r, a: _w(r).engine),
+    Metric("weights_dtype", "bf16|fp8|fp4", "weight format", lambda r, a: _w(r).weights_dtype),
+    Metric("model_is_moe", "bool", "mixture-of-experts model", lambda r, a: r.model.moe is not None),
+    Metric("model_uses_mla", "bool", "multi-head latent attention (compressed KV)", lambda r, a: r.model.mla is not None),
+    Metric("model_params_b", "1e9 params", "total parameters", lambda r, a: r.model.params_total_b),
+    Metric("scaleup_domain_gpus", "GPUs", "GPUs one NVLink domain spans (72 on NVL72)", lambda r, a: r.gpu.scaleup_domain_gpus),
+    # --- the calculator
+    Metric("effective_prompt_tokens", "tokens", "p50 prompt after prefix-cache hits", lambda r, a: a.effective_prompt_tokens),
+    Metric("kv_bytes_per_token", "bytes", "KV bytes per token", lambda r, a: a.kv_bytes_per_token),
+    Metric("kv_bytes_per_request", "bytes", "KV bytes moved per request at the p50 prompt", lambda r, a: a.kv_bytes_per_request),
+    Metric("kv_transfer_ms", "ms", "exposed KV transfer time at the p50 prompt", lambda r, a: a.kv_transfer_ms),
+    Metric("kv_transfer_p99_ms", "ms", "exposed KV transfer time at the p99 prompt", lambda r, a: a.disaggregated.transfer_ms_p99),
+    Metric("kv_transfer_share_of_ttft", "share", "p99 transfer time over the TTFT target", lambda r, a: a.disaggregated.transfer_ms_p99 / _w(r).slo.ttft_ms),
+    Metric("kv_transfer_rdma", "bool", "the KV moves over NVLink or RDMA", lambda r, a: a.kv_transfer_rdma),
+    Metric("kv_transfer_over_network", "bool", "the KV leaves the NVLink domain", lambda r, a: a.kv_transfer_path == "network"),
+    Metric("prefill_ms", "ms", "prefill time of the p50 prompt on one prefill replica", lambda r, a: a.prefill_ms),
+    Metric("decode_step_ms", "ms", "decode step time at the sized operating point", lambda r, a: a.decode_step_ms),
+    Metric("goodput_per_gpu_colocated", "req/s/GPU", "best colocated goodput per cluster GPU", lambda r, a: a.colocated.goodput_per_gpu),
+    Metric("goodput_per_gpu_disaggregated", "req/s/GPU", "best disaggregated goodput per cluster GPU", lambda r, a: a.disaggregated.goodput_per_gpu),
+    Metric("gain", "ratio", "disaggregated over colocated goodput; unset when colocated meets no SLO", lambda r, a: a.gain),
+    Metric("colocated_feasible", "bool", "some colocated configuration meets both SLOs", lambda r, a: a.colocated.feasible),
+    Metric("disaggregated_feasible", "bool", "some P/D split meets both SLOs", lambda r, a: a.disaggregated.feasible),
+    Metric("crossover_prompt_tokens", "tokens", "prompt length where disaggregation starts to win", lambda r, a: a.crossover_prompt_tokens),
+    Metric("prefill_gpus", "GPUs", "sized prefill pool", lambda r, a: a.disaggregated.prefill_gpus),
+    Metric("decode_gpus", "GPUs", "sized decode pool", lambda r, a: a.disaggregated.decode_gpus),
+    Metric("colocated_gpus", "GPUs", "sized colocated pool", lambda r, a: a.colocated.gpus),
+)  # fmt: skip
+
+BY_NAME: dict[str, Metric] = {m.name: m for m in METRICS}
+
+
+def metric_values(r: Resolved, a: Analysis) -> dict[str, Any]:
+    return {m.name: m.get(r, a) for m in METRICS}

@@ -1,0 +1,1 @@
+"""The rulebook: declarative YAML rules, their schema, loader and evaluation engine."""

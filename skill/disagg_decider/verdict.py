@@ -1,0 +1,102 @@
+"""The verdict: what `decide` answers, in one JSON-ready record.
+
+Renderers, the MCP server and the deploy emitters read only this (and the workload), so they
+can never disagree with the CLI.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict
+
+from disagg_decider.calc.result import ColocatedResult, DisaggregatedResult
+
+Decision = Literal["colocate", "dynamo", "llm-d"]
+
+
+class _Out(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class Reference(_Out):
+    title: str
+    url: str
+
+
+class Comparison(_Out):
+    """One leaf of a rule's condition as evaluated: metric op threshold, with both values."""
+
+    metric: str
+    op: str
+    actual: Any
+    threshold: Any
+    param: str | None = None
+    holds: bool
+
+
+class FiredRule(_Out):
+    id: str
+    name: str
+    title: str
+    category: str
+    kind: Literal["veto", "effect"]
+    pushes: Literal["colocate", "disaggregate", "dynamo", "llm-d"]
+    weight: float
+    compared: list[Comparison]
+    rationale: str
+    references: list[Reference] = []
+
+
+class Metrics(_Out):
+    """Per-request figures at the p50 prompt after prefix-cache hits, and both modes' goodput."""
+
+    kv_bytes_per_token: float
+    kv_bytes_per_request: float
+    kv_transfer_ms: float
+    kv_transfer_serialized_ms: float
+    kv_transfer_layerwise_ms: float
+    kv_transfer_path: str
+    kv_transfer_gb_per_s: float
+    kv_transfer_rdma: bool
+    prefill_ms: float
+    decode_step_ms: float
+    effective_prompt_tokens: float
+    goodput_per_gpu_colocated: float
+    goodput_per_gpu_disaggregated: float
+    gain: float | None
+    crossover_prompt_tokens: int | None
+
+
+class Sizing(_Out):
+    prefill_gpus: int
+    decode_gpus: int
+    colocated_gpus: int
+    prefill_replicas: int
+    decode_replicas: int
+    colocated_replicas: int
+    prefill_tp: int
+    decode_tp: int
+    colocated_tp: int
+    decode_max_batch: int
+    colocated_max_batch: int
+    colocated_chunk_tokens: int
+
+
+class Verdict(_Out):
+    workload: str
+    model: str
+    gpu: str
+    decision: Decision
+    disaggregate: bool
+    summary: str
+    fired_rules: list[FiredRule]
+    scores: dict[str, float]
+    metrics: Metrics
+    sizing: Sizing
+    colocated: ColocatedResult
+    disaggregated: DisaggregatedResult
+    conditional_disagg_threshold_tokens: int
+    thresholds: dict[str, Any]
+    overrides_applied: list[str]
+    warnings: list[str]

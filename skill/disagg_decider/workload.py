@@ -1,0 +1,279 @@
+"""The workload file: what is served, to whom, on what, by which team.
+
+Validated with `extra="forbid"` so a typo is an error with the nearest valid key, never a silent
+default. `load_workload` is the only entry point that reads a file; `resolve` turns catalog ids
+into the typed records the calculator needs.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+
+from disagg_decider import catalog
+from disagg_decider.errors import UserError, nearest
+from disagg_decider.yamlio import load_yaml_file, load_yaml_text
+
+Dtype = Literal["bf16", "fp8", "fp4"]
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class Percentiles(_Strict):
+    """A length distribution given by two percentiles; fitted to a log-normal by the calculator."""
+
+    p50: float = Field(gt=0)
+    p99: float = Field(gt=0)
+
+    @model_validator(mode="after")
+    def _ordered(self) -> Percentiles:
+        if self.p99 < self.p50:
+            raise ValueError(f"p99 ({self.p99:g}) must be >= p50 ({self.p50:g})")
+        return self
+
+
+def _as_percentiles(value: Any) -> Any:
+    if isinstance(value, bool):
+        return value
+    if isinstance(value, int | float):
+        return {"p50": value, "p99": value}
+    return value
+
+
+class Traffic(_Strict):
+    prompt_tokens: Percentiles
+    output_tokens: Percentiles
+    requests_per_second: float = Field(gt=0)
+    prefix_cache_hit_rate: float = Field(default=0.0, ge=0, lt=1)
+
+    _plain_numbers = field_validator("prompt_tokens", "output_tokens", mode="before")(
+        _as_percentiles
+    )
+
+
+class Slo(_Strict):
+    """p99 targets, as MLPerf's server scenarios state them."""
+
+    ttft_ms: float = Field(gt=0)
+    tpot_ms: float = Field(gt=0)
+
+
+class CustomNetwork(_Strict):
+    rdma: bool
+    gbps_per_gpu: float = Field(gt=0)
+    latency_us: float | None = Field(default=None, ge=0)
+    efficiency: float | None = Field(default=None, gt=0, le=1)
+
+
+class Cluster(_Strict):
+    gpu: str
+    gpus: int = Field(gt=0)
+    gpus_per_node: int = Field(default=8, gt=0)
+    network: str | CustomNetwork = "ib-ndr-400"
+    kubernetes: bool = True
+
+
+class Ops(_Strict):
+    maturity: Literal["low", "medium", "high"] = "medium"
+    orchestrator_preference: Literal["any", "kubernetes-native", "managed-stack"] = "any"
+    cncf_commitment: bool = False
+    wants_sla_planner: bool = False
+    wants_scale_to_zero: bool = False
+
+
+class Cost(_Strict):
+    usd_per_gpu_hour: float = Field(default=4.0, gt=0)
+
+
+class Parallelism(_Strict):
+    colocated_tp: int | None = Field(default=None, gt=0)
+    prefill_tp: int | None = Field(default=None, gt=0)
+    decode_tp: int | None = Field(default=None, gt=0)
+
+
+class Efficiency(_Strict):
+    """Efficiency constants; defaults come from published measurements (physics.md 2.10)."""
+
+    prefill_mfu: float = Field(
+        default=0.45, gt=0, le=1, description="Splitwise Llama2-70B H100: 46% TP2, 36% TP4"
+    )
+    decode_mbu: float = Field(
+        default=0.7, gt=0, le=1, description="Databricks 55-60% at batch 1; AIC 0.8; FlashMLA 90%"
+    )
+    decode_mfu: float = Field(default=0.45, gt=0, le=1)
+    hbm_utilization: float = Field(default=0.9, gt=0, le=1, description="vLLM gpu_memory_util")
+    activation_reserve_gb: float = Field(default=4.0, ge=0, description="per GPU, not for KV")
+    step_overhead_ms: float = Field(default=1.5, ge=0, description="launch + sampling per step")
+    allreduce_latency_us: float = Field(default=8.0, ge=0, description="per TP all-reduce")
+    prefill_overhead_ms: float = Field(default=3.0, ge=0)
+    link_efficiency: float | None = Field(default=None, gt=0, le=1, description="None: link's")
+    kv_transfer: Literal["auto", "serialized", "layerwise"] = Field(
+        default="auto", description="auto: layer-wise for TensorRT-LLM, serialized otherwise"
+    )
+    max_decode_batch: int = Field(default=512, gt=0)
+    chunk_tokens: list[int] = Field(
+        default=[512, 1024, 2048, 4096, 8192],
+        min_length=1,
+        description="colocated token budgets per iteration tried (max_num_batched_tokens)",
+    )
+
+    @field_validator("chunk_tokens")
+    @classmethod
+    def _positive(cls, v: list[int]) -> list[int]:
+        if any(c <= 0 for c in v):
+            raise ValueError("chunk sizes must be positive")
+        return sorted(set(v))
+
+
+class HfConfigRef(_Strict):
+    hf_config: Path
+
+
+class Workload(_Strict):
+    name: str = Field(min_length=1, max_length=200)
+    description: str = ""
+    model: str | HfConfigRef
+    weights_dtype: Dtype = "bf16"
+    kv_cache_dtype: Dtype | None = None
+    engine: Literal["vllm", "sglang", "trtllm"] = "vllm"
+    traffic: Traffic
+    slo: Slo
+    cluster: Cluster
+    ops: Ops = Ops()
+    cost: Cost = Cost()
+    parallelism: Parallelism = Parallelism()
+    efficiency: Efficiency = Efficiency()
+    overrides: dict[str, float | int | bool | str] = Field(
+        default_factory=dict, description="rulebook parameter overrides, by name"
+    )
+
+    @property
+    def kv_dtype(self) -> Dtype:
+        if self.kv_cache_dtype is not None:
+            return self.kv_cache_dtype
+        return "fp8" if self.weights_dtype in ("fp8", "fp4") else "bf16"
+
+
+@dataclass(frozen=True)
+class Resolved:
+    """A workload with its catalog ids looked up: what the calculator takes."""
+
+    workload: Workload
+    model: catalog.ModelSpec
+    gpu: catalog.Gpu
+    link: catalog.Link
+    link_gbps: float  # per GPU, one way
+
+
+def resolve(workload: Workload, base_dir: Path | None = None) -> Resolved:
+    model = _resolve_model(workload.model, base_dir)
+    gpu = catalog.get_gpu(workload.cluster.gpu)
+    link, gbps = _resolve_link(workload.cluster.network, gpu)
+    if workload.efficiency.link_efficiency is not None:
+        link = link.model_copy(update={"efficiency": workload.efficiency.link_efficiency})
+    return Resolved(workload=workload, model=model, gpu=gpu, link=link, link_gbps=gbps)
+
+
+def _resolve_model(ref: str | HfConfigRef, base_dir: Path | None) -> catalog.ModelSpec:
+    if isinstance(ref, str):
+        return catalog.get_model(ref)
+    from disagg_decider.catalog.hf_config import model_from_hf_config
+
+    path = ref.hf_config
+    if not path.is_absolute() and base_dir is not None:
+        path = base_dir / path
+    return model_from_hf_config(path)
+
+
+def _resolve_link(ref: str | CustomNetwork, gpu: catalog.Gpu) -> tuple[catalog.Link, float]:
+    if isinstance(ref, CustomNetwork):
+        link = catalog.Link(
+            id="custom",
+            name=f"custom {'RDMA' if ref.rdma else 'TCP'} {ref.gbps_per_gpu:g} Gb/s per GPU",
+            kind="scale-out",
+            gbps=ref.gbps_per_gpu,
+            rdma=ref.rdma,
+            latency_us=ref.latency_us if ref.latency_us is not None else (8 if ref.rdma else 80),
+            efficiency=ref.efficiency or (0.85 if ref.rdma else 0.4),
+            sources=["workload file"],
+        )
+        return link, ref.gbps_per_gpu
+    link = catalog.get_link(ref)
+    if link.kind == "scale-up":
+        if gpu.scaleup_gb_per_s <= 0:
+            raise UserError(f"cluster.network: {gpu.id} has no NVLink-class scale-up link")
+        return link, gpu.scaleup_gb_per_s * 8
+    assert link.gbps is not None
+    return link, link.gbps
+
+
+# --- reading files -------------------------------------------------------------------------
+
+
+def parse_workload(data: Any, source: str) -> Workload:
+    if not isinstance(data, dict):
+        raise UserError(f"{source}: a workload is a YAML mapping with keys such as name, model")
+    try:
+        return Workload.model_validate(data)
+    except ValidationError as exc:
+        raise UserError(format_validation_error(exc, source, Workload)) from None
+
+
+def load_workload(path: Path) -> Workload:
+    return parse_workload(load_yaml_file(path), str(path))
+
+
+def load_workload_text(text: str, source: str = "<workload>") -> Workload:
+    return parse_workload(load_yaml_text(text, source), source)
+
+
+def format_validation_error(exc: ValidationError, source: str, root: type[BaseModel]) -> str:
+    """One line per problem: the dotted field path, what is wrong, what would be valid."""
+    lines = [f"{source}: invalid workload" if root is Workload else f"{source}: invalid"]
+    for err in exc.errors():
+        loc = [str(p) for p in err["loc"] if not str(p).startswith(("function-", "constrained"))]
+        path = ".".join(loc) or "(top level)"
+        if err["type"] == "extra_forbidden":
+            valid = _fields_at(root, err["loc"][:-1])
+            hint = nearest(str(err["loc"][-1]), valid) if valid else ""
+            lines.append(f"  {path}: unknown key; {hint}")
+        elif err["type"] == "missing":
+            lines.append(f"  {path}: required field is missing")
+        else:
+            msg = err["msg"].removeprefix("Value error, ")
+            lines.append(f"  {path}: {msg} (got {err.get('input')!r})")
+    return "\n".join(lines)
+
+
+def _fields_at(root: type[BaseModel], loc: tuple) -> list[str]:
+    model: Any = root
+    for part in loc:
+        if isinstance(part, int) or model is None:
+            continue
+        field = model.model_fields.get(str(part)) if hasattr(model, "model_fields") else None
+        if field is None:
+            return []
+        ann = field.annotation
+        model = _first_model(ann)
+    return list(model.model_fields) if model is not None and hasattr(model, "model_fields") else []
+
+
+def _first_model(ann: Any) -> Any:
+    if isinstance(ann, type) and issubclass(ann, BaseModel):
+        return ann
+    for arg in getattr(ann, "__args__", ()) or ():
+        found = _first_model(arg)
+        if found is not None:
+            return found
+    return None
+
+
+def lognormal_sigma(p: Percentiles) -> float:
+    """Log-normal shape from p50 and p99 (z99 = 2.326)."""
+    return math.log(p.p99 / p.p50) / 2.3263478740408408
