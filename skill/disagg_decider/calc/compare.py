@@ -33,7 +33,8 @@ def analyze(r: Resolved) -> Analysis:
     w = r.workload
     warnings: list[str] = []
     tps = _tp_options(r, warnings)
-    prompts = np.concatenate([[w.traffic.prompt_tokens.p50], crossover_grid(r)])
+    own = w.traffic.prompt_tokens.p50
+    prompts = np.concatenate([[own], crossover_grid(r)])
     found = _search(r, prompts, tps)
     lengths = Lengths.of(w)
     colo = _colocated_result(r, lengths, found)
@@ -62,7 +63,7 @@ def analyze(r: Resolved) -> Analysis:
         colocated=colo,
         disaggregated=disagg,
         gain=_gain(disagg.goodput_per_gpu, colo.goodput_per_gpu),
-        crossover_prompt_tokens=crossover_from_curve(prompts[1:], found.gain[1:]),
+        crossover_prompt_tokens=_crossover(prompts, found.gain),
         conditional_disagg_threshold_tokens=_local_prefill_threshold(r, d_engine, lengths, disagg),
         warnings=warnings,
     )
@@ -82,20 +83,44 @@ def crossover_grid(r: Resolved) -> np.ndarray:
     return np.unique(np.round(np.geomspace(64, top, CROSSOVER_POINTS)))
 
 
-def crossover_from_curve(prompts: np.ndarray, gains: np.ndarray) -> int | None:
-    """The shortest prompt from which disaggregation wins (gain > 1), log-interpolated."""
+def crossover_from_curve(prompts: np.ndarray, gains: np.ndarray, own_prompt: float) -> int | None:
+    """Where disaggregation starts to win, seen from the workload's own prompt length.
+
+    Whole replicas on a fixed budget make the gain curve step up and down, so "the" crossover
+    is read relative to the workload: if disaggregation wins at its own prompt, the lower end
+    of that winning stretch; if not, the first longer prompt where it would win. The crossing
+    is log-interpolated between grid points; None when it never wins on the grid.
+    """
     wins = np.nan_to_num(gains, nan=0.0, posinf=1e9) > 1.0
     if not wins.any():
         return None
-    first = int(np.argmax(wins))
-    if first == 0:
+    own = int(np.clip(np.searchsorted(prompts, own_prompt), 0, len(prompts) - 1))
+    if wins[own]:
+        start = own
+        while start > 0 and wins[start - 1]:
+            start -= 1
+    else:
+        later = np.flatnonzero(wins[own:])
+        if later.size == 0:
+            return None
+        start = own + int(later[0])
+    if start == 0:
         return int(prompts[0])
-    lo, hi = float(prompts[first - 1]), float(prompts[first])
-    g_lo = float(np.nan_to_num(gains[first - 1]))
-    g_hi = float(gains[first])
+    return _log_crossing(prompts[start - 1], prompts[start], gains[start - 1], gains[start])
+
+
+def _crossover(prompts: np.ndarray, gains: np.ndarray) -> int | None:
+    """The crossover on the grid with the workload's own prompt (index 0) merged in."""
+    order = np.argsort(prompts, kind="stable")
+    return crossover_from_curve(prompts[order], gains[order], float(prompts[0]))
+
+
+def _log_crossing(lo: float, hi: float, g_lo: float, g_hi: float) -> int:
+    """Prompt length where the gain reaches 1 between two grid points (log-linear)."""
+    g_lo = float(np.nan_to_num(g_lo))
     if not math.isfinite(g_hi) or g_hi <= g_lo:
         return round(hi)
-    frac = (1.0 - g_lo) / (g_hi - g_lo)
+    frac = min(max((1.0 - g_lo) / (g_hi - g_lo), 0.0), 1.0)
     return round(math.exp(math.log(lo) + frac * (math.log(hi) - math.log(lo))))
 
 
@@ -225,7 +250,6 @@ def _search(r: Resolved, prompts: np.ndarray, tps: dict[str, np.ndarray]) -> _Fo
         d_engine, lengths, w.slo.tpot_ms, ingress[None, :, None, None]
     )
     d_rate = d_point.rate_per_s[:, :, 0, 0]
-    d_step = d_point.step_ms[:, :, 0, 0]
 
     p_engine = _engine(r, tp_p.reshape(1, -1, 1, 1))
     mean_s, second_s = (m[:, :, 0, 0] for m in prefill.service_moments_ms(p_engine, lengths))
@@ -234,7 +258,10 @@ def _search(r: Resolved, prompts: np.ndarray, tps: dict[str, np.ndarray]) -> _Fo
     _, _, t99 = _transfer_times(
         r, path, u99, p99_s[:, :, None], tp_p[None, :, None], tp_d[None, None, :]
     )
-    ttft_budget = w.slo.ttft_ms - t99 - d_step[:, None, :]
+    # The first token reaches the user once the KV has landed and the request joins the
+    # decode batch at its next step; a step at batch 1 keeps the budget independent of TPOT.
+    join_ms = decode.decode_step_ms(d_engine, 1.0, lengths.decode_context_mean)[:, :, 0, 0]
+    ttft_budget = w.slo.ttft_ms - t99 - join_ms[:, None, :]
     p_rate = prefill.replica_rate_per_s(
         mean_s[:, :, None], second_s[:, :, None], p99_s[:, :, None], ttft_budget
     )
@@ -441,6 +468,12 @@ def _warnings(r: Resolved, colo: ColocatedResult, disagg: DisaggregatedResult) -
                 f"{res.mode}: {rate:g} req/s needs more than the cluster's {w.cluster.gpus} GPUs "
                 f"(at most {res.max_rate_per_s:.2f} req/s within the SLO)"
             )
+    if r.model.moe is not None and r.model.moe.experts >= 64:
+        out.append(
+            f"{r.model.id} has {r.model.moe.experts} experts: this calculator models tensor "
+            "parallelism only; wide expert parallelism with data-parallel attention (DeepEP) "
+            "raises decode capacity and usually favours disaggregation"
+        )
     if w.traffic.prompt_tokens.p99 > r.model.max_context_tokens:
         out.append(
             f"traffic.prompt_tokens.p99 exceeds {r.model.id}'s context of "

@@ -85,7 +85,9 @@ def iteration_ms(engine: Engine, decode_batch, decode_context, prefill_tokens, p
     linear = arch.linear_flops_per_token(m)
     decode_flops = b * (linear + arch.attention_flops(m, 1.0, decode_context))
     prefill_flops = c * linear + arch.attention_flops(m, c, prefill_context)
-    # Passes that carry prompt tokens run at prefill MFU, pure decode passes at decode MFU.
+    # Passes that carry prompt tokens run at prefill MFU, pure decode passes at decode MFU;
+    # small passes reach less of it (short GEMMs are launch- and memory-bound).
     mfu = np.where(c > 0, eff.prefill_mfu, eff.decode_mfu)
+    mfu = mfu * tokens / (tokens + eff.saturation_tokens)
     compute_ms = (decode_flops + prefill_flops) / (engine.peak_flops * mfu) * 1e3
     return np.maximum(memory_ms, compute_ms) + allreduce_ms(engine, tokens) + eff.step_overhead_ms
