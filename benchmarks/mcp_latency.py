@@ -15,6 +15,7 @@ host's I/O on top and is not measured here.
 from __future__ import annotations
 
 import argparse
+import os
 import statistics
 import sys
 import time
@@ -88,7 +89,12 @@ def main() -> None:
     print(f"target: under {TARGET_MS:g} ms median through the client: {verdict}")
     shown = args.workload.resolve()
     shown = shown.relative_to(ROOT) if shown.is_relative_to(ROOT) else shown
-    print(f"python {sys.version.split()[0]}; reproduce from the repository root:")
+    load_1m = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
+    print(
+        f"python {sys.version.split()[0]}, {os.cpu_count()} CPUs, 1-min load average "
+        f"{load_1m:.1f} (other work on the machine inflates these figures)"
+    )
+    print("reproduce from the repository root:")
     print(f"  python benchmarks/mcp_latency.py --calls {args.calls} --workload {shown}")
 
 

@@ -317,7 +317,9 @@ async def test_crossover_on_the_calculators_grid_matches_the_verdict(client, pat
         },
     )
     assert got["crossover_prompt_tokens"] == verdict.metrics.crossover_prompt_tokens
-    assert len(got["curve"]) == CROSSOVER_POINTS
+    own = load(path)["traffic"]["prompt_tokens"]["p50"]
+    assert len(got["curve"]) in (CROSSOVER_POINTS, CROSSOVER_POINTS + 1)
+    assert own in [p["prompt_tokens"] for p in got["curve"]]
     lengths = [p["prompt_tokens"] for p in got["curve"]]
     assert lengths == sorted(lengths) and lengths[0] == 64 and lengths[-1] == top
     for point in got["curve"]:
@@ -378,7 +380,7 @@ async def test_explain_rule_gives_parameters_rationale_and_references(client):
 @pytest.mark.anyio
 async def test_rulebook_and_catalog_resources(client):
     uris = {str(r.uri) for r in (await client.list_resources()).resources}
-    assert mcp_server.SKILL_URI in uris
+    assert {uri for uri, _, _ in mcp_server.SKILL_RESOURCES} <= uris
     rule_files = sorted((ROOT / "rules").glob("*.yaml"))
     for path in rule_files:
         res = await client.read_resource(f"disagg://rules/{path.name}")
@@ -389,17 +391,30 @@ async def test_rulebook_and_catalog_resources(client):
 
 
 @pytest.mark.anyio
-async def test_skill_resource_serves_the_rendered_file_or_says_how_to_render(
-    client, tmp_path, monkeypatch
+@pytest.mark.parametrize(("uri", "name", "relative"), mcp_server.SKILL_RESOURCES)
+async def test_skill_resources_serve_the_rendered_file_or_say_how_to_render(
+    client, tmp_path, monkeypatch, uri, name, relative
 ):
-    missing = tmp_path / "outputs" / mcp_server.SKILL_FILE
-    monkeypatch.setattr(mcp_server, "skill_candidates", lambda: [missing])
-    res = await client.read_resource(mcp_server.SKILL_URI)
+    monkeypatch.setattr(mcp_server, "output_dirs", lambda: [tmp_path / "outputs"])
+    res = await client.read_resource(uri)
     assert "not rendered yet" in res.contents[0].text and "decide render" in res.contents[0].text
-    missing.parent.mkdir()
-    missing.write_text("---\nname: disaggregation-decider\n---\n# Rendered\n")
-    res = await client.read_resource(mcp_server.SKILL_URI)
-    assert res.contents[0].text.startswith("---\nname: disaggregation-decider")
+    assert relative in res.contents[0].text
+    rendered = tmp_path / "outputs" / relative
+    rendered.parent.mkdir(parents=True)
+    rendered.write_text("---\nname: disaggregation-decider\n---\n# Rendered\n")
+    res = await client.read_resource(uri)
+    assert res.contents[0].text == rendered.read_text()
+    assert res.contents[0].mime_type == "text/markdown"
+
+
+@pytest.mark.anyio
+async def test_skill_resource_reads_the_checkouts_outputs_when_rendered(client):
+    res = await client.read_resource(mcp_server.SKILL_DOC_URI)
+    rendered = ROOT / "outputs" / "skill-disaggregation-decider.md"
+    if rendered.is_file():
+        assert res.contents[0].text == rendered.read_text()
+    else:
+        assert res.contents[0].text.startswith("# Skill not rendered yet")
 
 
 @pytest.mark.anyio

@@ -26,8 +26,12 @@ from disagg_decider.rules.loader import rulebook_dir
 from disagg_decider.workload import format_validation_error
 
 SERVER_NAME = "disagg-decider"
-SKILL_FILE = "skill-disaggregation-decider.md"
 SKILL_URI = "skill://disaggregation-decider/SKILL.md"
+SKILL_DOC_URI = "disagg://skill/skill-disaggregation-decider.md"
+SKILL_RESOURCES = (  # (uri, name, path under outputs/), as `decide render` writes them
+    (SKILL_URI, "disaggregation-decider-skill", "disaggregation-decider/SKILL.md"),
+    (SKILL_DOC_URI, "skill-disaggregation-decider", "skill-disaggregation-decider.md"),
+)
 REPO_ROOT = Path(__file__).resolve().parents[2]
 
 INSTRUCTIONS = """\
@@ -106,25 +110,26 @@ _TABLES = {"models": catalog.models, "gpus": catalog.gpus, "links": catalog.link
 # --- resources ---------------------------------------------------------------------------------
 
 
-def skill_markdown() -> str:
-    """The rendered skill file, or how to produce it; the renderer writes it, we only serve it."""
-    for path in skill_candidates():
-        if path.is_file():
-            return path.read_text(encoding="utf-8")
+def rendered_text(relative: str) -> str:
+    """A file `decide render` writes under outputs/, or how to produce it; we only serve it."""
+    candidates = output_dirs()
+    for folder in candidates:
+        if (folder / relative).is_file():
+            return (folder / relative).read_text(encoding="utf-8")
+    looked = ", ".join(str(folder / relative) for folder in candidates)
     return (
-        f"# Skill not rendered yet\n\n{SKILL_FILE} was not found (looked in "
-        f"{', '.join(str(p) for p in skill_candidates())}). Run `decide render` in the "
-        "disagg-decider checkout to produce it, then read this resource again. Meanwhile the "
-        "tools work: call decide_disaggregation with a workload.\n"
+        f"# Skill not rendered yet\n\n{relative} was not found (looked in {looked}). Run "
+        "`decide render` in the disagg-decider checkout to produce it, then read this resource "
+        "again. Meanwhile the tools work: call decide_disaggregation with a workload.\n"
     )
 
 
-def skill_candidates() -> list[Path]:
-    """The checkout's outputs/, the installed package's data, then the working directory."""
+def output_dirs() -> list[Path]:
+    """The checkout's outputs/, the installed package's data, then the working directory's."""
     return [
-        REPO_ROOT / "outputs" / SKILL_FILE,
-        Path(__file__).resolve().parent / "outputs" / SKILL_FILE,
-        Path.cwd() / "outputs" / SKILL_FILE,
+        REPO_ROOT / "outputs",
+        Path(__file__).resolve().parent / "outputs",
+        Path.cwd() / "outputs",
     ]
 
 
@@ -134,13 +139,14 @@ def catalog_json(kind: mcp_tools.CatalogKind) -> str:
 
 
 def _add_resources(server: MCPServer) -> None:
-    server.resource(
-        SKILL_URI,
-        name="skill-disaggregation-decider",
-        title="Disaggregation decider skill (rendered)",
-        description="The decision skill as markdown: when to disaggregate, the rules, the numbers.",
-        mime_type="text/markdown",
-    )(skill_markdown)
+    for uri, name, relative in SKILL_RESOURCES:
+        server.resource(
+            uri,
+            name=name,
+            title=f"Rendered skill: {relative}",
+            description="The decision skill: when to disaggregate, the rules, the numbers.",
+            mime_type="text/markdown",
+        )(_rendered_reader(relative))
     for path in sorted(rulebook_dir().glob("*.yaml")):
         server.resource(
             f"disagg://rules/{path.name}",
@@ -157,6 +163,13 @@ def _add_resources(server: MCPServer) -> None:
             description=f"The {kind} the calculator knows, with figures and sources (JSON).",
             mime_type="application/json",
         )(_catalog_reader(kind))  # type: ignore[arg-type]
+
+
+def _rendered_reader(relative: str) -> Callable[[], str]:
+    def read() -> str:
+        return rendered_text(relative)
+
+    return read
 
 
 def _file_reader(path: Path) -> Callable[[], str]:

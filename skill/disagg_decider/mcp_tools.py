@@ -276,8 +276,11 @@ class GainPoint(_Out):
 class CrossoverResult(_Out):
     workload: str
     crossover_prompt_tokens: int | None = Field(
-        description="shortest prompt p50 from which disaggregation wins (gain > 1), "
-        "log-interpolated between grid points; null if it never wins in the range"
+        description=(
+            "where disaggregation starts to win (gain > 1), read from the workload's own "
+            "prompt p50: the lower end of the winning stretch that contains it, else the first "
+            "longer prompt where it wins; log-interpolated; null if it never wins there"
+        )
     )
     winning_ranges: list[tuple[int, int]] = Field(
         description="[first, last] grid prompt lengths of each run of points where it wins"
@@ -307,7 +310,7 @@ def find_crossover(
     if our prompts grew to 32K?". Pass the same workload as decide_disaggregation and a range of
     prompt lengths (min, max, steps, log-spaced). At each length both modes are re-sized and
     re-tuned on the same GPUs; the p99/p50 spread, outputs, rate, SLOs and cluster stay as in
-    the workload.
+    the workload, whose own prompt p50 is added to the curve when it lies in the range.
 
     Returns the crossover prompt length (null when it never wins), the ranges where it wins and
     the curve: gain = disaggregated / colocated goodput per GPU within the p99 SLOs, with an
@@ -320,15 +323,20 @@ def find_crossover(
             f"max_prompt_tokens ({top}) must be greater than min_prompt_tokens "
             f"({min_prompt_tokens})"
         )
-    prompts = np.unique(np.round(np.geomspace(min_prompt_tokens, top, steps)))
+    own = workload.traffic.prompt_tokens.p50
+    grid = np.round(np.geomspace(min_prompt_tokens, top, steps))
+    inside = [own] if min_prompt_tokens <= own <= top else []
+    prompts = np.unique(np.concatenate([grid, inside]))
     gains = np.asarray(compare.gain_curve(r, prompts), dtype=float)
-    curve = [_gain_point(int(p), float(g)) for p, g in zip(prompts, gains, strict=True)]
+    curve = [_gain_point(round(p), float(g)) for p, g in zip(prompts, gains, strict=True)]
     notes = []
+    if not inside:
+        notes.append(f"the workload's prompt p50 ({own:g}) is outside the range")
     if top > r.model.max_context_tokens:
         notes.append(f"lengths above {r.model.max_context_tokens} exceed {r.model.id}'s context")
     return CrossoverResult(
         workload=workload.name,
-        crossover_prompt_tokens=compare.crossover_from_curve(prompts, gains),
+        crossover_prompt_tokens=compare.crossover_from_curve(prompts, gains, own),
         winning_ranges=_runs(curve),
         workload_prompt_tokens_p50=workload.traffic.prompt_tokens.p50,
         curve=curve,
