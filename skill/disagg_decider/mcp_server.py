@@ -91,20 +91,24 @@ def build_server() -> DeciderServer:
     return server
 
 
+TAKES_CATALOG_IDS = (
+    mcp_tools.decide_disaggregation,
+    mcp_tools.estimate_kv_transfer,
+    mcp_tools.find_crossover,
+)
+
+
 def _description(fn: Callable[..., Any]) -> str:
-    """The docstring, plus the ids the catalog knows where the tool takes them."""
+    """The docstring, plus the catalog ids for tools that take them (saves a list_catalog)."""
     text = inspect.cleandoc(fn.__doc__ or "")
-    ids = {kind: sorted({r.id for r in table().values()}) for kind, table in _TABLES.items()}
-    if fn in (mcp_tools.decide_disaggregation, mcp_tools.find_crossover):
-        text += f"\n\nModel ids: {', '.join(ids['models'])}. GPU ids: {', '.join(ids['gpus'])}."
-        text += f" Network ids: {', '.join(ids['links'])}."
-    elif fn is mcp_tools.estimate_kv_transfer:
-        text += f"\n\nModel ids: {', '.join(ids['models'])}. GPU ids: {', '.join(ids['gpus'])}."
-        text += f" Link ids: {', '.join(ids['links'])}."
-    return text
-
-
-_TABLES = {"models": catalog.models, "gpus": catalog.gpus, "links": catalog.links}
+    if fn not in TAKES_CATALOG_IDS:
+        return text
+    tables = {"Models": catalog.models, "GPUs": catalog.gpus, "Links": catalog.links}
+    known = [
+        f"{label}: {', '.join(sorted({r.id for r in table().values()}))}."
+        for label, table in tables.items()
+    ]
+    return text + "\n\nKnown ids (list_catalog gives their figures). " + " ".join(known)
 
 
 # --- resources ---------------------------------------------------------------------------------
