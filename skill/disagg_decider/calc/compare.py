@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from functools import cache
 
 import numpy as np
 
@@ -27,6 +28,7 @@ from disagg_decider.workload import Resolved
 TP_CANDIDATES = (1, 2, 4, 8)
 HOURS_PER_YEAR = 8760.0
 CROSSOVER_POINTS = 11
+LOCAL_PREFILL_CANDIDATES = np.geomspace(16, 65536, 49)
 
 
 def analyze(r: Resolved) -> Analysis:
@@ -44,9 +46,8 @@ def analyze(r: Resolved) -> Analysis:
     path = transfer_path(r)
     u50 = w.traffic.prompt_tokens.p50 * lengths.uncached_share
     cached50 = w.traffic.prompt_tokens.p50 - u50
-    serial, layered, exposed = _transfer_times(
-        r, path, u50, _scalar(prefill.prefill_ms(p_engine, u50, cached50)), p_engine.tp, d_engine.tp
-    )
+    prefill50_ms = _scalar(prefill.prefill_ms(p_engine, u50, cached50))
+    serial, layered, exposed = _transfer_times(r, path, u50, prefill50_ms, p_engine.tp, d_engine.tp)
     warnings += _warnings(r, colo, disagg)
     return Analysis(
         kv_bytes_per_token=kv.kv_bytes_per_token(r.model, w.kv_dtype, max(u50, 1.0)),
@@ -57,7 +58,7 @@ def analyze(r: Resolved) -> Analysis:
         kv_transfer_path=path.kind,
         kv_transfer_gb_per_s=path.gb_per_s(p_engine.tp, d_engine.tp),
         kv_transfer_rdma=path.rdma,
-        prefill_ms=_scalar(prefill.prefill_ms(p_engine, u50, cached50)),
+        prefill_ms=prefill50_ms,
         decode_step_ms=_decode_step(d_engine, lengths, disagg),
         effective_prompt_tokens=u50,
         colocated=colo,
@@ -79,8 +80,14 @@ def gain_curve(r: Resolved, prompt_tokens) -> np.ndarray:
 
 
 def crossover_grid(r: Resolved) -> np.ndarray:
-    top = min(r.model.max_context_tokens, 131072)
-    return np.unique(np.round(np.geomspace(64, top, CROSSOVER_POINTS)))
+    return _log_grid(min(r.model.max_context_tokens, 131072))
+
+
+@cache
+def _log_grid(top: int) -> np.ndarray:
+    grid = np.unique(np.round(np.geomspace(64, top, CROSSOVER_POINTS)))
+    grid.setflags(write=False)
+    return grid
 
 
 def crossover_from_curve(prompts: np.ndarray, gains: np.ndarray, own_prompt: float) -> int | None:
@@ -423,7 +430,7 @@ def _local_prefill_threshold(r: Resolved, d_engine: Engine, lengths, d) -> int:
     w = r.workload
     load = w.traffic.requests_per_second / max(d.decode_replicas, 1)
     batch = max(decode.batch_at_rate(d_engine, lengths, load), 1.0)
-    candidates = np.geomspace(16, 65536, 49)
+    candidates = LOCAL_PREFILL_CANDIDATES
     ctx = float(lengths.decode_context_mean)
     t = iteration_ms(d_engine, batch, ctx, candidates, 0.0)
     fits = candidates[t <= w.slo.tpot_ms]

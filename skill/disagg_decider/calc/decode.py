@@ -25,7 +25,7 @@ def decode_step_ms(engine: Engine, batch, context_tokens):
 
 
 @cache
-def batch_grid(max_batch: int, points: int = 24) -> np.ndarray:
+def batch_grid(max_batch: int, points: int = 16) -> np.ndarray:
     """Candidate decode batch sizes, geometric from 1 to max_batch."""
     grid = np.unique(np.round(np.geomspace(1, max_batch, points)))
     grid.setflags(write=False)
