@@ -32,7 +32,7 @@ SKILL_RESOURCES = (  # (uri, name, path under outputs/), as `decide render` writ
     (SKILL_URI, "disaggregation-decider-skill", "disaggregation-decider/SKILL.md"),
     (SKILL_DOC_URI, "skill-disaggregation-decider", "skill-disaggregation-decider.md"),
 )
-REPO_ROOT = Path(__file__).resolve().parents[2]
+REPO_ROOT = Path(__file__).resolve().parents[2]  # a checkout: skill/disagg_decider/ -> root
 
 INSTRUCTIONS = """\
 Decides whether an LLM serving workload should split prefill and decode onto separate GPU pools
@@ -130,11 +130,10 @@ def rendered_text(relative: str) -> str:
 
 def output_dirs() -> list[Path]:
     """The checkout's outputs/, the installed package's data, then the working directory's."""
-    return [
-        REPO_ROOT / "outputs",
-        Path(__file__).resolve().parent / "outputs",
-        Path.cwd() / "outputs",
-    ]
+    dirs = [Path(__file__).resolve().parent / "outputs", Path.cwd() / "outputs"]
+    if (REPO_ROOT / "pyproject.toml").is_file() and (REPO_ROOT / "skill").is_dir():
+        dirs.insert(0, REPO_ROOT / "outputs")
+    return list(dict.fromkeys(dirs))
 
 
 def catalog_json(kind: mcp_tools.CatalogKind) -> str:
