@@ -252,6 +252,11 @@ def check(plan: DeployPlan) -> tuple[list[str], list[str]]:
     errors: list[str] = []
     warnings: list[str] = []
     for pool in plan.pools:
+        if pool.max_num_seqs is not None and pool.max_num_seqs < 1:
+            errors.append(
+                f"{pool.role} pool: the calculator found no batch size that meets the TPOT target "
+                f"at TP {pool.tp} (max batch {pool.max_num_seqs}); pin another TP or relax the SLO"
+            )
         if pool.tp > plan.gpus_per_node:
             errors.append(
                 f"{pool.role} pool: TP {pool.tp} exceeds cluster.gpus_per_node "
