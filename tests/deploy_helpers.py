@@ -5,8 +5,6 @@ from __future__ import annotations
 import functools
 import json
 import os
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -15,9 +13,10 @@ import pytest
 from disagg_decider.decide import decide
 from disagg_decider.verdict import Verdict
 from disagg_decider.workload import Workload, load_workload, load_workload_text
+from tests.conftest import EXAMPLES, ROOT, run_cli
 
-ROOT = Path(__file__).resolve().parents[1]
-EXAMPLES = sorted((ROOT / "examples").glob("*.yaml"))
+__all__ = ["EXAMPLES", "ROOT", "run_cli"]
+
 # The published schemas live beside the project (../shared); a checkout elsewhere (a git
 # worktree) can point DISAGG_DECIDER_SHARED at that folder instead.
 SHARED = ROOT.parent / "shared"
@@ -41,18 +40,6 @@ def pinned(name: str, **parallelism: int) -> tuple[Workload, Verdict]:
     data["parallelism"] = parallelism
     w2 = load_workload_text(json.dumps(data), source=name)
     return w2, decide(w2, base_dir=path.parent)
-
-
-def run_cli(*args: str) -> subprocess.CompletedProcess[str]:
-    env = {**os.environ, "PYTHONPATH": str(ROOT / "skill")}
-    return subprocess.run(
-        [sys.executable, "-m", "disagg_decider", *args],
-        capture_output=True,
-        text=True,
-        env=env,
-        cwd=ROOT,
-        timeout=120,
-    )
 
 
 def schema(rel: str) -> dict[str, Any]:

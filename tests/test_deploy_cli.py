@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from deploy_helpers import EXAMPLES, run_cli
+from tests.deploy_helpers import EXAMPLES, run_cli
 
 EXAMPLE_NAMES = [p.name for p in EXAMPLES]
 

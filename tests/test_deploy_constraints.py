@@ -10,10 +10,10 @@ from pathlib import Path
 import pytest
 import yaml
 
-from deploy_helpers import example, pinned, run_cli
 from disagg_decider.deploy.bundle import build
 from disagg_decider.deploy.plan import Pool, check, make_plan
 from disagg_decider.errors import UserError
+from tests.deploy_helpers import example, pinned, run_cli
 
 RAG = "rag-8k-h200-rdma-dynamo.yaml"
 

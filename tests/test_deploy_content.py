@@ -6,8 +6,8 @@ import json
 
 import yaml
 
-from deploy_helpers import example
 from disagg_decider.deploy.bundle import build
+from tests.deploy_helpers import example
 
 RAG = "rag-8k-h200-rdma-dynamo.yaml"
 CHAT = "chat-short-colocate.yaml"

@@ -12,9 +12,9 @@ import re
 import pytest
 import yaml
 
-from deploy_helpers import EXAMPLES, SCHEMAS, example, helm_merge, schema, validation_errors
 from disagg_decider.deploy.bundle import build
 from disagg_decider.errors import UserError
+from tests.deploy_helpers import EXAMPLES, SCHEMAS, example, helm_merge, schema, validation_errors
 
 EXAMPLE_NAMES = [p.name for p in EXAMPLES]
 DGD_SCHEMA = {
