@@ -85,6 +85,11 @@ def _deploy_steps(plan: DeployPlan, dynamo_api: str) -> list[str]:
             "kubectl apply -f dynamo-graph.yaml",
             "```",
         ]
+        if plan.engine == "trtllm" and plan.disaggregated:
+            steps.append(
+                "\nTensorRT-LLM picks its KV transfer backend in its engine config: add "
+                "`cache_transceiver_config: {backend: NIXL}` via `--extra-engine-args`."
+            )
         if dynamo_api == "v1alpha1":
             steps.append(
                 "\n`nvidia.com/v1alpha1` is deprecated; `--dynamo-api v1beta1` is current."
