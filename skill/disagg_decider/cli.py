@@ -180,6 +180,11 @@ def _num(x: float | None, digits: int = 1) -> str:
 catalog_app = typer.Typer(help="List the GPUs, models and network links the calculator knows.")
 app.add_typer(catalog_app, name="catalog")
 
+from disagg_decider.rules.cli import rules_app, schema_command  # noqa: E402
+
+app.add_typer(rules_app, name="rules")
+app.command("schema")(schema_command)
+
 
 CATALOG_COLUMNS = {
     "gpus": [
@@ -249,7 +254,9 @@ def _model_shape(m: catalog.ModelSpec) -> str:
 def main() -> None:
     """Entry point: user errors become a message and exit code 2, never a traceback."""
     try:
-        app(standalone_mode=False)
+        code = app(standalone_mode=False)  # without standalone mode click returns Exit's code
+        if isinstance(code, int) and code:
+            sys.exit(code)
     except UserError as exc:
         err.print(f"[red]error:[/] {exc}", highlight=False, markup=True, soft_wrap=True)
         sys.exit(2)
