@@ -267,7 +267,8 @@ def main() -> None:
     except Exception as exc:  # click usage errors carry their own exit code
         import click
 
-        if isinstance(exc, click.ClickException):
+        # typer >= 0.23 vendors click: its usage errors are not the installed click's
+        if isinstance(exc, click.ClickException | typer.TyperException) and hasattr(exc, "show"):
             exc.show()
             sys.exit(exc.exit_code)
         raise
