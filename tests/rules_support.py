@@ -2,32 +2,22 @@
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import yaml
 
-ROOT = Path(__file__).resolve().parents[1]
-EXAMPLES = ROOT / "examples"
+from tests.conftest import ROOT, run_cli
+
+EXAMPLES_DIR = ROOT / "examples"
 
 
-def run_decide(*args: str | Path) -> subprocess.CompletedProcess[str]:
-    """`python -m disagg_decider ARGS` as a user runs it (exit codes included)."""
-    env = {**os.environ, "PYTHONPATH": str(ROOT / "skill")}
-    return subprocess.run(
-        [sys.executable, "-m", "disagg_decider", *map(str, args)],
-        capture_output=True,
-        text=True,
-        env=env,
-        cwd=ROOT,
-        timeout=120,
-    )
+def run_decide(*args: str | Path):
+    """`decide ARGS` in a fresh process, exit codes included; paths are welcome."""
+    return run_cli(*map(str, args))
 
 
 def rule(rule_id: str = "USR001", **fields) -> dict:
-    """A valid rule as YAML data; `fields` replace its parts."""
+    """A valid rule as YAML data (a colocate veto at >= busy_rps); `fields` replace parts."""
     base = {
         "id": rule_id,
         "name": "user-rule",
@@ -47,6 +37,7 @@ def rule(rule_id: str = "USR001", **fields) -> dict:
 
 
 def rule_file(path: Path, rules: list[dict], parameters: dict | None = None) -> Path:
+    """Write a rule file; by default it defines `busy_rps` = 1 req/s."""
     params = {
         "busy_rps": {"value": 1, "unit": "req/s", "doc": "a test threshold", "source": "test"}
     }

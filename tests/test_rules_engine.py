@@ -8,7 +8,6 @@ whatever order the rules are listed in.
 from __future__ import annotations
 
 import random
-from pathlib import Path
 
 import pytest
 
@@ -18,8 +17,7 @@ from disagg_decider.rules import engine
 from disagg_decider.rules.loader import shipped
 from disagg_decider.rules.schema import Rule, Rulebook
 from disagg_decider.workload import load_workload, resolve
-
-EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
+from tests.conftest import EXAMPLES
 
 
 def make_rule(rule_id: str, flag: str, pushes: str, weight: float | None = None) -> Rule:
@@ -130,7 +128,7 @@ def test_a_missing_or_mistyped_metric_never_holds() -> None:
 
 def _example_metrics() -> list[tuple[str, dict]]:
     rows = []
-    for path in sorted(EXAMPLES.glob("*.yaml")):
+    for path in EXAMPLES:
         resolved = resolve(load_workload(path), path.parent)
         rows.append((path.stem, metric_values(resolved, analyze(resolved))))
     return rows

@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from rules_support import EXAMPLES, rule, rule_file, run_decide
+from tests.rules_support import EXAMPLES_DIR, rule, rule_file, run_decide
 
-WORKLOAD = EXAMPLES / "two-gpu-colocate.yaml"
+WORKLOAD = EXAMPLES_DIR / "two-gpu-colocate.yaml"
 
 # name -> (the rule's `when`, a phrase the message must contain)
 BAD_CONDITIONS = {

@@ -10,10 +10,10 @@ import yaml
 
 from disagg_decider.rules import engine
 from disagg_decider.rules.loader import shipped, with_extra
-from rules_support import EXAMPLES, rule, rule_file, run_decide
+from tests.rules_support import EXAMPLES_DIR, rule, rule_file, run_decide
 
-RAG = EXAMPLES / "rag-8k-h200-rdma-dynamo.yaml"
-CHAT = EXAMPLES / "chat-short-colocate.yaml"
+RAG = EXAMPLES_DIR / "rag-8k-h200-rdma-dynamo.yaml"
+CHAT = EXAMPLES_DIR / "chat-short-colocate.yaml"
 
 
 def verdict(*args: str | Path) -> dict:
