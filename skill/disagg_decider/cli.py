@@ -19,6 +19,7 @@ from rich.table import Table
 
 from disagg_decider import __version__, catalog
 from disagg_decider.errors import UserError
+from disagg_decider.render.cli import render_command
 from disagg_decider.verdict import Verdict
 
 app = typer.Typer(
@@ -108,8 +109,10 @@ def main_command(
         write_output(verdict_json(verdict), out_file, force)
     elif fmt is Format.markdown:
         from disagg_decider.render.report import render_report
+        from disagg_decider.workload import load_workload, resolve
 
-        write_output(render_report(verdict), out_file, force)
+        resolved = resolve(load_workload(workload), workload.parent)
+        write_output(render_report(verdict, resolved), out_file, force)
     elif out_file is not None:
         console = Console(record=True, width=110, file=open("/dev/null", "w"))  # noqa: SIM115
         print_verdict(verdict, console)
@@ -179,6 +182,7 @@ def _num(x: float | None, digits: int = 1) -> str:
 
 catalog_app = typer.Typer(help="List the GPUs, models and network links the calculator knows.")
 app.add_typer(catalog_app, name="catalog")
+app.command(name="render")(render_command)
 
 
 CATALOG_COLUMNS = {
@@ -249,7 +253,7 @@ def _model_shape(m: catalog.ModelSpec) -> str:
 def main() -> None:
     """Entry point: user errors become a message and exit code 2, never a traceback."""
     try:
-        app(standalone_mode=False)
+        code = app(standalone_mode=False)
     except UserError as exc:
         err.print(f"[red]error:[/] {exc}", highlight=False, markup=True, soft_wrap=True)
         sys.exit(2)
@@ -264,6 +268,10 @@ def main() -> None:
             exc.show()
             sys.exit(exc.exit_code)
         raise
+    # Without standalone mode click returns a `typer.Exit(code)` raised in a command instead of
+    # exiting with it.
+    if isinstance(code, int) and code != 0:
+        sys.exit(code)
 
 
 if __name__ == "__main__":
