@@ -2,10 +2,8 @@
 
 from __future__ import annotations
 
-import os
 import shutil
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -17,20 +15,11 @@ from disagg_decider.render.outputs import (
     stale_outputs,
 )
 from disagg_decider.rules.loader import shipped
-
-ROOT = Path(__file__).resolve().parents[1]
+from tests.conftest import ROOT, run_cli
 
 
 def _run(*args: str | Path) -> subprocess.CompletedProcess:
-    env = {**os.environ, "PYTHONPATH": str(ROOT / "skill")}
-    return subprocess.run(
-        [sys.executable, "-m", "disagg_decider", *map(str, args)],
-        capture_output=True,
-        text=True,
-        env=env,
-        cwd=ROOT,
-        timeout=300,
-    )
+    return run_cli(*map(str, args))
 
 
 @pytest.fixture

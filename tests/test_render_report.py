@@ -3,10 +3,7 @@
 from __future__ import annotations
 
 import math
-import os
 import re
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -16,10 +13,9 @@ from disagg_decider.calc.compare import gain_curve
 from disagg_decider.decide import decide
 from disagg_decider.render.report import chart_prompt_grid, render_report
 from disagg_decider.workload import load_workload, parse_workload, resolve
-from render_helpers import assert_tables_rectangular, headings, section, tables
+from tests.conftest import EXAMPLES, ROOT, run_cli
+from tests.render_helpers import assert_tables_rectangular, headings, section, tables
 
-ROOT = Path(__file__).resolve().parents[1]
-EXAMPLES = sorted((ROOT / "examples").glob("*.yaml"))
 SECTIONS = (
     "Inputs",
     "Why",
@@ -190,21 +186,9 @@ def test_injected_name_cannot_break_tables_or_add_front_matter() -> None:
 # --- the CLI ----------------------------------------------------------------------------------
 
 
-def _run(*args: str, cwd: Path = ROOT) -> subprocess.CompletedProcess:
-    env = {**os.environ, "PYTHONPATH": str(ROOT / "skill")}
-    return subprocess.run(
-        [sys.executable, "-m", "disagg_decider", *args],
-        capture_output=True,
-        text=True,
-        env=env,
-        cwd=cwd,
-        timeout=120,
-    )
-
-
 def test_cli_markdown_is_the_report() -> None:
     path = ROOT / "examples/k8s-native-shop-llm-d.yaml"
-    done = _run("--workload", str(path), "--format", "markdown")
+    done = run_cli("--workload", str(path), "--format", "markdown")
     assert done.returncode == 0, done.stderr
     assert done.stdout == _report(path)[0]
 
@@ -212,7 +196,7 @@ def test_cli_markdown_is_the_report() -> None:
 def test_cli_markdown_bad_workload_exits_2(tmp_path: Path) -> None:
     bad = tmp_path / "bad.yaml"
     bad.write_text("name: x\nmodel: llama-3.3-70b\n")
-    done = _run("--workload", str(bad), "--format", "markdown")
+    done = run_cli("--workload", str(bad), "--format", "markdown")
     assert done.returncode == 2
     assert "Traceback" not in done.stderr
     assert "traffic" in done.stderr

@@ -12,7 +12,7 @@ from disagg_decider.render import skill
 from disagg_decider.render.tables import WORKED_LINKS, WORKED_PROMPTS, unique_models
 from disagg_decider.rules.loader import shipped
 from disagg_decider.workload import load_workload_text
-from render_helpers import assert_tables_rectangular, front_matter, headings, section, tables
+from tests.render_helpers import assert_tables_rectangular, front_matter, headings, section, tables
 
 REQUIRED_SECTIONS = (
     "When to use",

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from functools import cached_property
 
 import numpy as np
 
@@ -34,32 +35,32 @@ class Lengths:
             output_sigma=lognormal_sigma(t.output_tokens),
         )
 
-    @property
+    @cached_property
     def prompt_mean(self) -> np.ndarray:
         return queueing.lognormal_mean(self.prompt_p50, self.prompt_sigma)
 
-    @property
+    @cached_property
     def prompt_p99(self) -> np.ndarray:
         return queueing.lognormal_p99(self.prompt_p50, self.prompt_sigma)
 
-    @property
+    @cached_property
     def uncached_share(self) -> float:
         return 1.0 - self.hit_rate
 
-    @property
+    @cached_property
     def uncached_mean(self) -> np.ndarray:
         return self.prompt_mean * self.uncached_share
 
-    @property
+    @cached_property
     def uncached_second_moment(self) -> np.ndarray:
         s = self.uncached_share * self.prompt_p50
         return s * s * math.exp(2.0 * self.prompt_sigma**2)
 
-    @property
+    @cached_property
     def output_mean(self) -> float:
         return float(queueing.lognormal_mean(self.output_p50, self.output_sigma))
 
-    @property
+    @cached_property
     def decode_context_mean(self) -> np.ndarray:
         """Average KV context of a decoding request (Dynamo's planner uses ISL + OSL/2)."""
         return self.prompt_mean + self.output_mean / 2.0
