@@ -21,12 +21,9 @@ from tests.conftest import ROOT
 
 def _installed_location() -> str | None:
     env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    probe = "import disagg_decider, sys; sys.stdout.write(disagg_decider.__file__)"
     proc = subprocess.run(
-        [
-            sys.executable,
-            "-c",
-            "import disagg_decider, sys; sys.stdout.write(disagg_decider.__file__)",
-        ],
+        [sys.executable, "-c", probe],
         capture_output=True,
         text=True,
         env=env,
