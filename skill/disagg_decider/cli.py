@@ -18,6 +18,7 @@ from rich.console import Console
 from rich.table import Table
 
 from disagg_decider import __version__, catalog
+from disagg_decider.deploy.cli import deploy_command
 from disagg_decider.errors import UserError
 from disagg_decider.mcp_cli import mcp_app
 from disagg_decider.render.cli import render_command
@@ -198,6 +199,7 @@ def _num(x: float | None, digits: int = 1) -> str:
 
 catalog_app = typer.Typer(help="List the GPUs, models and network links the calculator knows.")
 app.add_typer(catalog_app, name="catalog")
+app.command("deploy")(deploy_command)
 app.add_typer(mcp_app, name="mcp")
 app.command(name="render")(render_command)
 

@@ -71,7 +71,9 @@ def decide_disaggregation(
     (replicas and TP per pool), the rule `thresholds` used and `warnings`. Quote the summary and
     the fired rules' reasons rather than re-deriving numbers.
     """
-    return decide(workload, base_dir=Path.cwd(), overrides=overrides or {})
+    return decide(
+        workload, base_dir=Path.cwd(), overrides=overrides or {}, overrides_source="overrides"
+    )
 
 
 # --- estimate_kv_transfer ---------------------------------------------------------------------
