@@ -21,6 +21,8 @@ from disagg_decider import __version__, catalog
 from disagg_decider.deploy.cli import deploy_command
 from disagg_decider.errors import UserError
 from disagg_decider.mcp_cli import mcp_app
+from disagg_decider.render.cli import render_command
+from disagg_decider.rules.cli import rules_app, schema_command
 from disagg_decider.verdict import Verdict
 
 app = typer.Typer(
@@ -125,8 +127,10 @@ def main_command(
         write_output(verdict_json(verdict), out_file, force)
     elif fmt is Format.markdown:
         from disagg_decider.render.report import render_report
+        from disagg_decider.workload import load_workload, resolve
 
-        write_output(render_report(verdict), out_file, force)
+        resolved = resolve(load_workload(workload), workload.parent)
+        write_output(render_report(verdict, resolved), out_file, force)
     elif out_file is not None:
         console = Console(record=True, width=110, file=open("/dev/null", "w"))  # noqa: SIM115
         print_verdict(verdict, console)
@@ -194,16 +198,6 @@ def _num(x: float | None, digits: int = 1) -> str:
 
 # --- catalog ----------------------------------------------------------------------------------
 
-catalog_app = typer.Typer(help="List the GPUs, models and network links the calculator knows.")
-app.add_typer(catalog_app, name="catalog")
-app.command("deploy")(deploy_command)
-app.add_typer(mcp_app, name="mcp")
-
-from disagg_decider.rules.cli import rules_app, schema_command  # noqa: E402
-
-app.add_typer(rules_app, name="rules")
-app.command("schema")(schema_command)
-
 
 CATALOG_COLUMNS = {
     "gpus": [
@@ -235,11 +229,12 @@ class CatalogKind(StrEnum):
     links = "links"
 
 
-@catalog_app.callback(invoke_without_command=True)
+@app.command("catalog")
 def catalog_command(
     kind: Annotated[CatalogKind, typer.Argument(help="gpus, models or links")],
     as_json: Annotated[bool, typer.Option("--json", help="Print JSON with sources.")] = False,
 ) -> None:
+    """List the GPUs, models and network links the calculator knows, with their figures."""
     table_of = {"gpus": catalog.gpus, "models": catalog.models, "links": catalog.links}
     records = {r.id: r for r in table_of[kind.value]().values()}
     if as_json:
@@ -268,6 +263,15 @@ def _model_shape(m: catalog.ModelSpec) -> str:
     if m.moe:
         parts.append(f"MoE {m.moe.experts_active}/{m.moe.experts}")
     return ", ".join(parts)
+
+
+# --- the other subcommands live beside what they drive ------------------------------------
+
+app.add_typer(rules_app, name="rules")
+app.command("schema")(schema_command)
+app.command("deploy")(deploy_command)
+app.command("render")(render_command)
+app.add_typer(mcp_app, name="mcp")
 
 
 def main() -> None:

@@ -10,7 +10,7 @@ from disagg_decider.calc.compare import analyze
 from disagg_decider.calc.result import Analysis
 from disagg_decider.metrics import metric_values
 from disagg_decider.rules import engine
-from disagg_decider.rules.loader import LoadedRulebook, apply_overrides, with_extra
+from disagg_decider.rules.loader import LoadedRulebook, apply_overrides, load_files, with_extra
 from disagg_decider.verdict import Metrics, Sizing, Verdict
 from disagg_decider.workload import Resolved, Workload, resolve
 
@@ -22,14 +22,20 @@ def decide(
     rule_files: Sequence[Path] = (),
     overrides: Mapping[str, Any] | None = None,
     overrides_source: str = "--set",
+    rulebook: LoadedRulebook | None = None,
 ) -> Verdict:
     """`overrides` (from `--set`, or an MCP call) apply after the workload's `overrides:` block.
 
     `overrides_source` names where they came from in messages and in `overrides_applied`.
+    `rulebook` replaces the shipped rulebook (`decide render --rules-dir`); `rule_files` are
+    merged on top of whichever rulebook is used.
     """
     resolved = resolve(workload, base_dir)
     analysis = analyze(resolved)
-    loaded = with_extra(list(rule_files))
+    if rulebook is None:
+        loaded = with_extra(list(rule_files))
+    else:
+        loaded = load_files(list(rule_files), seed=rulebook) if rule_files else rulebook
     params, notes = effective_parameters(loaded, workload, overrides or {}, overrides_source)
     outcome = engine.decide(loaded.book, metric_values(resolved, analysis), params)
     return Verdict(

@@ -1,0 +1,74 @@
+"""`decide render`: regenerate the skill files and example reports, or check they are current.
+
+Imports only typer and pathlib at module level so that `decide --workload` stays fast; jinja2
+and the calculator load inside the command.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+
+def render_command(
+    check: Annotated[
+        bool,
+        typer.Option(
+            "--check",
+            help="Write nothing; exit 1 and name the stale files if outputs/ differs from what "
+            "the current rules and code produce (CI runs this).",
+        ),
+    ] = False,
+    out_dir: Annotated[
+        Path, typer.Option("--out-dir", help="Where the generated files live.")
+    ] = Path("outputs"),
+    examples_dir: Annotated[
+        Path,
+        typer.Option("--examples-dir", help="Workloads to report on: one report per *.yaml."),
+    ] = Path("examples"),
+    rules_dir: Annotated[
+        Path | None,
+        typer.Option(
+            "--rules-dir",
+            help="Render from the rulebook in this folder (*.yaml) instead of the shipped one.",
+        ),
+    ] = None,
+    force: Annotated[
+        bool, typer.Option("--force", help="Also overwrite files `decide render` did not write.")
+    ] = False,
+) -> None:
+    """Regenerate outputs/: the skill file, the Agent Skill folder and one report per example.
+
+    Writes outputs/skill-disaggregation-decider.md, outputs/disaggregation-decider/SKILL.md and
+    outputs/reports/<example>.md. Example: decide render --check
+    """
+    from disagg_decider.render.outputs import (
+        expected_outputs,
+        load_rulebook,
+        stale_outputs,
+        write_outputs,
+    )
+
+    expected = expected_outputs(load_rulebook(rules_dir), examples_dir)
+    if check:
+        status = stale_outputs(expected, out_dir)
+        if status.stale:
+            for rel in status.changed:
+                typer.echo(f"stale: {out_dir / rel}")
+            for rel in status.missing:
+                typer.echo(f"missing: {out_dir / rel}")
+            for rel in status.orphaned:
+                typer.echo(f"orphaned (no example produces it): {out_dir / rel}")
+            typer.echo("run `decide render` to regenerate them")
+            raise typer.Exit(code=1)
+        typer.echo(f"{out_dir}: {len(expected)} generated files are current")
+        return
+    written, removed = write_outputs(expected, out_dir, force)
+    for rel in written:
+        typer.echo(f"wrote {out_dir / rel}")
+    for rel in removed:
+        typer.echo(f"removed {out_dir / rel}")
+    if not written and not removed:
+        typer.echo(f"{out_dir}: {len(expected)} generated files already current")

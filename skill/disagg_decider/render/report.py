@@ -1,0 +1,149 @@
+"""A per-workload report: the markdown section a design doc embeds.
+
+It reads the `Verdict` (the decision, fired rules, both modes' numbers, sizing) and the resolved
+workload (the inputs as given, and `calc.compare.gain_curve` for the transfer-vs-gain chart),
+so it says exactly what `decide --workload` says. Every user-supplied string is escaped before
+it reaches the template (see `render.text`).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from disagg_decider.render import text
+from disagg_decider.render.env import render
+from disagg_decider.verdict import Comparison, FiredRule, Reference, Verdict
+from disagg_decider.workload import Resolved
+
+CHART_MIN_PROMPT_TOKENS = 128
+CHART_MAX_PROMPT_TOKENS = 131072
+DECISION_HEADLINE = {
+    "colocate": "Verdict: stay colocated",
+    "dynamo": "Verdict: disaggregate, on NVIDIA Dynamo",
+    "llm-d": "Verdict: disaggregate, on llm-d",
+}
+
+
+@dataclass(frozen=True)
+class GainPoint:
+    prompt_tokens: int
+    gain: float  # inf: only disaggregation meets the SLO; nan: neither does
+
+    @property
+    def label(self) -> str:
+        if math.isnan(self.gain):
+            return "neither meets the targets"
+        if math.isinf(self.gain):
+            return "only the split meets the targets"
+        if self.gain == 0:
+            return "0 (only colocated meets the targets)"
+        return text.num(self.gain, 2)
+
+
+@dataclass(frozen=True)
+class GainChart:
+    points: tuple[GainPoint, ...]
+    y_max: float
+
+    def plotted(self, point: GainPoint) -> float:
+        """The value drawn: off-scale wins pin to the top, no-SLO points to zero."""
+        if math.isnan(point.gain):
+            return 0.0
+        return min(point.gain, self.y_max)
+
+    @property
+    def has_inf(self) -> bool:
+        return any(math.isinf(p.gain) for p in self.points)
+
+    @property
+    def has_zero(self) -> bool:
+        """Some length where the split meets no target (gain 0, or nan: neither mode does)."""
+        return any(math.isnan(p.gain) or p.gain == 0 for p in self.points)
+
+
+def chart_prompt_grid(resolved: Resolved) -> list[int]:
+    """Powers of two from 128 tokens to the model's context (at most 128K): log-spaced."""
+    top = min(resolved.model.max_context_tokens, CHART_MAX_PROMPT_TOKENS)
+    grid = []
+    tokens = CHART_MIN_PROMPT_TOKENS
+    while tokens <= top:
+        grid.append(tokens)
+        tokens *= 2
+    return grid or [top]
+
+
+def gain_chart(resolved: Resolved) -> GainChart:
+    from disagg_decider.calc.compare import gain_curve
+
+    grid = chart_prompt_grid(resolved)
+    gains = [float(g) for g in gain_curve(resolved, grid)]
+    finite = [g for g in gains if math.isfinite(g)]
+    y_max = max([2.0, *(g * 1.15 for g in finite)])
+    y_max = math.ceil(y_max * 2) / 2  # a round top on a half
+    points = tuple(GainPoint(p, g) for p, g in zip(grid, gains, strict=True))
+    return GainChart(points=points, y_max=y_max)
+
+
+def value_text(value: object) -> str:
+    """A compared value, stable across machines: 4 significant figures, or whole thousands."""
+    if value is None:
+        return "unset"
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, int):
+        return f"{value:,}"
+    if isinstance(value, float):
+        if not math.isfinite(value):
+            return text.num(value)
+        return text.num(value, 0) if abs(value) >= 1000 else f"{value:.4g}"
+    if isinstance(value, list):
+        return "[" + ", ".join(value_text(v) for v in value) + "]"
+    return str(value)
+
+
+def comparison_text(c: Comparison) -> str:
+    """One leaf as a table-safe line: `metric` = actual op threshold (`param`)."""
+    threshold = value_text(c.threshold)
+    if c.param is not None:
+        threshold = f"{threshold} ({text.code_cell(c.param)})"
+    line = f"{text.code_cell(c.metric)} = {text.cell(value_text(c.actual))} {c.op} "
+    line += threshold if c.param is not None else text.cell(threshold)
+    return line if c.holds else f"{line} (not met)"
+
+
+def effect_text(f: FiredRule) -> str:
+    return f"veto: {f.pushes}" if f.kind == "veto" else f"+{f.weight:g} {f.pushes}"
+
+
+def references(fired: list[FiredRule]) -> list[Reference]:
+    """The fired rules' references, once each, in the order the rules fired."""
+    seen: dict[str, Reference] = {}
+    for f in fired:
+        for ref in f.references:
+            seen.setdefault(ref.url, ref)
+    return list(seen.values())
+
+
+def render_report(verdict: Verdict, resolved: Resolved) -> str:
+    """The design-doc section for one workload (`decide --workload w.yaml --format markdown`)."""
+    w = resolved.workload
+    chart = gain_chart(resolved)
+    return render(
+        "report.md.j2",
+        v=verdict,
+        w=w,
+        r=resolved,
+        headline=DECISION_HEADLINE[verdict.decision],
+        fired=[
+            {
+                "rule": f,
+                "effect": effect_text(f),
+                "compared": "; ".join(comparison_text(c) for c in f.compared),
+            }
+            for f in verdict.fired_rules
+        ],
+        chart=chart,
+        own_gain=verdict.metrics.gain,
+        references=references(verdict.fired_rules),
+    )

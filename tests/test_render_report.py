@@ -1,0 +1,202 @@
+"""Per-workload reports: every example renders, the numbers are the verdict's, input is inert."""
+
+from __future__ import annotations
+
+import math
+import re
+from pathlib import Path
+
+import pytest
+import yaml
+
+from disagg_decider.calc.compare import gain_curve
+from disagg_decider.decide import decide
+from disagg_decider.render.report import chart_prompt_grid, render_report
+from disagg_decider.workload import load_workload, parse_workload, resolve
+from tests.conftest import EXAMPLES, ROOT, run_cli
+from tests.render_helpers import assert_tables_rectangular, headings, section, tables
+
+SECTIONS = (
+    "Inputs",
+    "Why",
+    "Numbers",
+    "Sizing",
+    "Transfer versus gain",
+    "Caveats",
+    "References",
+)
+
+
+def _report(path: Path) -> tuple[str, object, object]:
+    workload = load_workload(path)
+    verdict = decide(workload, base_dir=path.parent)
+    resolved = resolve(workload, path.parent)
+    return render_report(verdict, resolved), verdict, resolved
+
+
+@pytest.fixture(scope="module", params=EXAMPLES, ids=[p.stem for p in EXAMPLES])
+def example(request) -> tuple[str, object, object]:
+    return _report(request.param)
+
+
+def test_there_are_examples() -> None:
+    assert len(EXAMPLES) >= 8
+
+
+def test_sections_and_heading(example) -> None:
+    text, verdict, _ = example
+    assert headings(text, 2) == [f"Disaggregation decision: {verdict.workload}"]
+    assert headings(text, 3) == list(SECTIONS)
+    assert_tables_rectangular(text)
+    assert "\n\n\n" not in text
+
+
+def test_fired_rules_and_their_values(example) -> None:
+    text, verdict, _ = example
+    why = section(text, "Why")
+    if not verdict.fired_rules:
+        assert "No rule fired" in why
+        return
+    rows = tables(why)[0][1:]
+    assert [r[0].split()[0] for r in rows] == [f.id for f in verdict.fired_rules]
+    for row, fired in zip(rows, verdict.fired_rules, strict=True):
+        for c in fired.compared:
+            assert f"`{c.metric}` = " in row[2]
+            if c.param:
+                assert f"(`{c.param}`)" in row[2]
+
+
+def _num(cell: str) -> float:
+    return float(cell.replace("$", "").replace(",", ""))
+
+
+def test_numbers_table_is_the_verdict(example) -> None:
+    text, verdict, _ = example
+    rows = {r[0]: r[1:] for r in tables(section(text, "Numbers"))[0][1:]}
+    c, d = verdict.colocated, verdict.disaggregated
+    assert rows["GPUs used"] == [str(c.gpus), str(d.gpus)]
+    assert _num(rows["goodput (req/s per GPU)"][0]) == pytest.approx(c.goodput_per_gpu, abs=6e-4)
+    assert _num(rows["goodput (req/s per GPU)"][1]) == pytest.approx(d.goodput_per_gpu, abs=6e-4)
+    assert _num(rows["cost per year"][1]) == pytest.approx(d.cost_per_year_usd, abs=1)
+    for key, mode in (("TTFT p99 (ms)", c), ("TTFT p99 (ms)", d)):
+        idx = 0 if mode is c else 1
+        if mode.ttft_p99_ms is None:
+            assert rows[key][idx] == "-"
+        else:
+            assert _num(rows[key][idx]) == pytest.approx(mode.ttft_p99_ms, abs=0.06)
+    assert "cost per million tokens" in rows and "TPOT p99 (ms)" in rows
+
+
+def test_sizing_names_the_pools(example) -> None:
+    text, verdict, _ = example
+    s = verdict.sizing
+    sizing = section(text, "Sizing")
+    assert f"**Prefill pool:** {s.prefill_replicas} x TP{s.prefill_tp} ({s.prefill_gpus} GPUs)" in (
+        sizing
+    )
+    assert f"**Decode pool:** {s.decode_replicas} x TP{s.decode_tp}" in sizing
+    threshold = str(verdict.conditional_disagg_threshold_tokens)
+    if verdict.decision == "dynamo":
+        assert f'"eff_isl_threshold":{threshold}' in sizing
+    elif verdict.decision == "llm-d":
+        assert f"nonCachedTokens: {threshold}" in sizing
+    else:
+        assert "Conditional disaggregation" not in sizing
+
+
+def test_chart_is_the_gain_curve(example) -> None:
+    text, verdict, resolved = example
+    body = section(text, "Transfer versus gain")
+    chart = re.search(r"```mermaid\nxychart-beta\n(.*?)```", body, re.S)
+    assert chart is not None
+    x_axis = re.search(r'x-axis "[^"]*" \[(.*)\]', chart.group(1)).group(1)
+    grid = chart_prompt_grid(resolved)
+    assert len(x_axis.split(",")) == len(grid)
+    top = float(re.search(r"--> ([0-9.]+)", chart.group(1)).group(1))
+    lines = re.findall(r"line \[(.*)\]", chart.group(1))
+    drawn = [float(v) for v in lines[0].split(",")]
+    assert [float(v) for v in lines[1].split(",")] == [1.0] * len(grid)
+    for value, gain in zip(drawn, gain_curve(resolved, grid), strict=True):
+        expected = 0.0 if math.isnan(gain) else min(float(gain), top)
+        assert value == pytest.approx(expected, abs=6e-4)
+    assert f"p50 prompt is {resolved.workload.traffic.prompt_tokens.p50:,.0f} tokens" in body
+    crossover = verdict.metrics.crossover_prompt_tokens
+    if crossover is None:
+        assert "does not win" in body
+    else:
+        assert f"from about {crossover:,} prompt tokens" in body
+
+
+def test_references_are_the_fired_rules(example) -> None:
+    text, verdict, _ = example
+    refs = section(text, "References")
+    for fired in verdict.fired_rules:
+        for ref in fired.references:
+            assert f"(<{ref.url}>)" in refs
+    urls = re.findall(r"\(<([^>]+)>\)", refs)
+    assert len(urls) == len(set(urls))
+
+
+def test_caveats_carry_warnings_and_assumptions(example) -> None:
+    text, verdict, resolved = example
+    caveats = section(text, "Caveats")
+    assert caveats.count("**Warning:**") == len(verdict.warnings)
+    assert f"prefill MFU {resolved.workload.efficiency.prefill_mfu:.2f}" in caveats
+
+
+def test_deterministic(example) -> None:
+    text, verdict, resolved = example
+    assert render_report(verdict, resolved) == text
+    assert str(ROOT) not in text
+
+
+# --- hostile input ----------------------------------------------------------------------------
+
+EVIL_NAME = "x | y\n---\nname: evil"
+
+
+def _evil_report() -> str:
+    data = yaml.safe_load((ROOT / "examples/rag-8k-h200-rdma-dynamo.yaml").read_text())
+    data["name"] = EVIL_NAME
+    data["description"] = "line one\n---\n# heading\n<!-- open comment `tick` | pipe *x* [l](u)"
+    workload = parse_workload(data, "evil")
+    verdict = decide(workload)
+    return render_report(verdict, resolve(workload))
+
+
+def test_injected_name_cannot_break_tables_or_add_front_matter() -> None:
+    text = _evil_report()
+    assert not text.startswith("---")
+    lines = text.splitlines()
+    assert "---" not in lines
+    assert not any(line.startswith("name:") for line in lines)
+    assert not any(line.startswith("# ") for line in lines)
+    assert not re.search(r"(?<!\\)<!--", text), "an unescaped HTML comment would hide the rest"
+    assert headings(text, 2) == ["Disaggregation decision: x \\| y --- name: evil"]
+    assert_tables_rectangular(text)
+    inputs = tables(section(text, "Inputs"))[0]
+    assert all(len(row) == 2 for row in inputs)
+    assert headings(text, 3) == list(SECTIONS)
+    description = (
+        "line one --- # heading \\<!-- open comment \\`tick\\` \\| pipe \\*x\\* \\[l\\](u)"
+    )
+    assert description in lines
+
+
+# --- the CLI ----------------------------------------------------------------------------------
+
+
+def test_cli_markdown_is_the_report() -> None:
+    path = ROOT / "examples/k8s-native-shop-llm-d.yaml"
+    done = run_cli("--workload", str(path), "--format", "markdown")
+    assert done.returncode == 0, done.stderr
+    assert done.stdout == _report(path)[0]
+
+
+def test_cli_markdown_bad_workload_exits_2(tmp_path: Path) -> None:
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("name: x\nmodel: llama-3.3-70b\n")
+    done = run_cli("--workload", str(bad), "--format", "markdown")
+    assert done.returncode == 2
+    assert "Traceback" not in done.stderr
+    assert "traffic" in done.stderr
