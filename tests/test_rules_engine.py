@@ -149,3 +149,34 @@ def test_the_shipped_rulebook_is_deterministic_and_order_free(name: str, metrics
         assert shuffled.decision == first.decision, name
         assert shuffled.scores == first.scores
         assert {f.id for f in shuffled.fired} == {f.id for f in first.fired}
+
+
+def test_a_colocate_veto_beats_a_disaggregate_veto_whatever_their_order():
+    from disagg_decider.rules.engine import decide as run
+    from disagg_decider.rules.schema import Rulebook
+
+    def book(first: str, second: str) -> Rulebook:
+        rules = []
+        for rid, pushes in ((first, "disaggregate"), (second, "colocate")):
+            rules.append(
+                {
+                    "id": rid,
+                    "name": f"gate-{rid.lower()}",
+                    "title": f"gate {rid}",
+                    "category": "feasibility",
+                    "when": {"metric": "kubernetes", "op": "==", "value": True},
+                    "veto": {"pushes": pushes},
+                    "rationale": "test",
+                    "references": [{"title": "t", "url": "https://example.org"}],
+                    "examples": {
+                        "fires": [{"kubernetes": True}],
+                        "silent": [{"kubernetes": False}],
+                    },
+                }
+            )
+        return Rulebook.model_validate({"rulebook": "t", "rules": rules})
+
+    for first, second in (("AAA001", "ZZZ001"), ("ZZZ001", "AAA001")):
+        out = run(book(first, second), {"kubernetes": True}, {})
+        assert out.decision == "colocate"
+        assert out.deciding_veto is not None and out.deciding_veto.pushes == "colocate"

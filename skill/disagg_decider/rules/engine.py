@@ -96,13 +96,15 @@ def decide(book: Rulebook, metrics: Mapping[str, Any], params: Mapping[str, Any]
         if f.kind == "effect":
             scores[f.pushes] += f.weight
     vetoes = [f for f in fired if f.kind == "veto"]
-    colocate_veto = next((f for f in vetoes if f.pushes in ("colocate", "disaggregate")), None)
-    if colocate_veto is not None and colocate_veto.pushes == "colocate":
+    # A hard gate against splitting beats one for it: not being able to run two pools wins.
+    colocate_veto = next((f for f in vetoes if f.pushes == "colocate"), None)
+    if colocate_veto is not None:
         return Outcome("colocate", fired, scores, colocate_veto)
-    if colocate_veto is None and scores["disaggregate"] <= scores["colocate"]:
+    split_veto = next((f for f in vetoes if f.pushes == "disaggregate"), None)
+    if split_veto is None and scores["disaggregate"] <= scores["colocate"]:
         return Outcome("colocate", fired, scores, None)
     orchestrator_veto = next((f for f in vetoes if f.pushes in ("dynamo", "llm-d")), None)
     if orchestrator_veto is not None:
         return Outcome(orchestrator_veto.pushes, fired, scores, orchestrator_veto)
     winner = "llm-d" if scores["llm-d"] > scores["dynamo"] else "dynamo"
-    return Outcome(winner, fired, scores, colocate_veto)
+    return Outcome(winner, fired, scores, split_veto)
