@@ -19,6 +19,7 @@ from rich.table import Table
 
 from disagg_decider import __version__, catalog
 from disagg_decider.errors import UserError
+from disagg_decider.sim.cli import register as register_simulator
 from disagg_decider.verdict import Verdict
 
 app = typer.Typer(
@@ -179,6 +180,7 @@ def _num(x: float | None, digits: int = 1) -> str:
 
 catalog_app = typer.Typer(help="List the GPUs, models and network links the calculator knows.")
 app.add_typer(catalog_app, name="catalog")
+register_simulator(app)  # decide simulate, decide sweep, decide trace summarize
 
 
 CATALOG_COLUMNS = {
