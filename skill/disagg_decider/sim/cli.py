@@ -34,9 +34,14 @@ class ColocatedPolicy(StrEnum):
 
 
 WorkloadOpt = Annotated[
-    Path, typer.Option("--workload", "-w", help="Workload YAML file, e.g. examples/chat-short-colocate.yaml.")
+    Path,
+    typer.Option(
+        "--workload", "-w", help="Workload YAML file, e.g. examples/chat-short-colocate.yaml."
+    ),
 ]
-SeedOpt = Annotated[int, typer.Option("--seed", help="Random seed; the same seed gives the same run.")]
+SeedOpt = Annotated[
+    int, typer.Option("--seed", help="Random seed; the same seed gives the same run.")
+]
 QuietOpt = Annotated[bool, typer.Option("--quiet", "-q", help="No progress bar.")]
 PolicyOpt = Annotated[
     ColocatedPolicy,
@@ -135,19 +140,19 @@ def simulate(
     ] = None,
     rate: Annotated[
         float | None,
-        typer.Option("--rate", min=0.0, help="Requests per second (default: the workload's)."),
+        typer.Option("--rate", help="Requests per second (default: the workload's)."),
     ] = None,
     cv: Annotated[
         float,
         typer.Option(
             "--cv",
-            min=0.0,
             help="Burstiness: inter-arrival coefficient of variation, 1 = Poisson, 3 = bursty "
             "(gamma gaps). Azure 2023 conversation trace: 1.09, code: 13.2.",
         ),
     ] = 1.0,
     colocated_gpus: Annotated[
-        int | None, typer.Option("--colocated-gpus", help="Colocated pool size (default: verdict's).")
+        int | None,
+        typer.Option("--colocated-gpus", help="Colocated pool size (default: verdict's)."),
     ] = None,
     prefill_gpus: Annotated[
         int | None, typer.Option("--prefill-gpus", help="Prefill pool size (default: verdict's).")
@@ -156,7 +161,9 @@ def simulate(
         int | None, typer.Option("--decode-gpus", help="Decode pool size (default: verdict's).")
     ] = None,
     policy: PolicyOpt = ColocatedPolicy.chunked,
-    fmt: Annotated[OutFormat, typer.Option("--format", "-f", help="text or json.")] = OutFormat.text,
+    fmt: Annotated[
+        OutFormat, typer.Option("--format", "-f", help="text or json.")
+    ] = OutFormat.text,
     quiet: QuietOpt = False,
 ) -> None:
     """Simulate both serving modes with the verdict's pools and report latency, goodput, cost.
@@ -195,7 +202,9 @@ def simulate(
                 outcome, batch, w.slo.ttft_ms, w.slo.tpot_ms, w.cost.usd_per_gpu_hour
             )
     source = str(trace) if trace is not None else f"synthetic, seed {seed}, cv {cv:g}"
-    offered = (n - 1) / (float(batch.arrival_ms[-1]) / 1e3) if n > 1 and batch.arrival_ms[-1] > 0 else 0
+    offered = (
+        (n - 1) / (float(batch.arrival_ms[-1]) / 1e3) if n > 1 and batch.arrival_ms[-1] > 0 else 0
+    )
     if fmt is OutFormat.json:
         _dump(
             {
@@ -256,10 +265,18 @@ def _print_simulation(w, verdict, results, n: int, source: str, offered: float) 
             pct(d.tpot_ms) + calc(verdict.disaggregated.tpot_p99_ms),
         ),
         ("SLO attainment", f"{c.slo_attainment:.1%}", f"{d.slo_attainment:.1%}"),
-        ("throughput tokens/s", f"{c.throughput_tokens_per_s:,.0f}", f"{d.throughput_tokens_per_s:,.0f}"),
+        (
+            "throughput tokens/s",
+            f"{c.throughput_tokens_per_s:,.0f}",
+            f"{d.throughput_tokens_per_s:,.0f}",
+        ),
         ("goodput req/s per GPU", f"{c.goodput_per_gpu:.3f}", f"{d.goodput_per_gpu:.3f}"),
         ("$ per request", f"{c.cost_per_request_usd:.5f}", f"{d.cost_per_request_usd:.5f}"),
-        ("$ per 1M tokens", f"{c.cost_per_million_tokens_usd:.3f}", f"{d.cost_per_million_tokens_usd:.3f}"),
+        (
+            "$ per 1M tokens",
+            f"{c.cost_per_million_tokens_usd:.3f}",
+            f"{d.cost_per_million_tokens_usd:.3f}",
+        ),
     ]
     for row in rows:
         table.add_row(*row)
@@ -276,7 +293,9 @@ def _prompt_range(text: str) -> tuple[float, float]:
     except ValueError:
         a = b = -1.0
     if not sep or a < 1 or b <= a:
-        raise UserError(f"--prompt-tokens {text!r}: expected LOW:HIGH with 1 <= LOW < HIGH, e.g. 256:32768")
+        raise UserError(
+            f"--prompt-tokens {text!r}: expected LOW:HIGH with 1 <= LOW < HIGH, e.g. 256:32768"
+        )
     return a, b
 
 
@@ -313,17 +332,23 @@ def sweep(
     seed: SeedOpt = 0,
     policy: PolicyOpt = ColocatedPolicy.chunked,
     plot: Annotated[
-        Path | None, typer.Option("--plot", help="Write a PNG chart here (needs matplotlib: pip install 'disagg-decider[plot]').")
+        Path | None,
+        typer.Option(
+            "--plot",
+            help="Write a PNG chart here (needs matplotlib: pip install 'disagg-decider[plot]').",
+        ),
     ] = None,
     force: Annotated[bool, typer.Option("--force", help="Overwrite --plot if it exists.")] = False,
     fmt: Annotated[
-        SweepFormat, typer.Option("--format", "-f", help="text, json or markdown (table + mermaid chart).")
+        SweepFormat,
+        typer.Option("--format", "-f", help="text, json or markdown (table + mermaid chart)."),
     ] = SweepFormat.text,
     quiet: QuietOpt = False,
 ) -> None:
     """Gain of disaggregation (goodput per GPU, disaggregated / colocated) against prompt length.
 
-    Example: decide sweep --workload examples/rag-8k-h200-rdma-dynamo.yaml --prompt-tokens 256:32768 --simulate --plot gain.png
+    Example: decide sweep --workload examples/rag-8k-h200-rdma-dynamo.yaml
+    --prompt-tokens 256:32768 --simulate --plot gain.png
     """
     from disagg_decider.sim import sweep as sweeps
 
@@ -331,7 +356,9 @@ def sweep(
     if plot is not None:
         _refuse_overwrite(plot, force)
         sweeps.require_matplotlib()
-    w, r, _ = _load(workload)
+    from disagg_decider.workload import load_workload
+
+    w = load_workload(workload)
     total = steps if do_simulate else 0
     with _Progress(total, "sweeping", quiet or not do_simulate) as bar:
         result = sweeps.run_sweep(
@@ -362,32 +389,59 @@ def sweep(
 
 
 def trace_summarize(
-    file: Annotated[Path, typer.Argument(help="Azure CSV (TIMESTAMP,ContextTokens,GeneratedTokens) or Mooncake JSONL.")],
+    file: Annotated[
+        Path,
+        typer.Argument(
+            help="Azure CSV (TIMESTAMP,ContextTokens,GeneratedTokens) or Mooncake JSONL."
+        ),
+    ],
     write_workload: Annotated[
         Path | None,
-        typer.Option("--write-workload", help="Write a workload YAML from the trace's percentiles and rate."),
+        typer.Option(
+            "--write-workload", help="Write a workload YAML from the trace's percentiles and rate."
+        ),
     ] = None,
-    model: Annotated[str | None, typer.Option("--model", help="Model id for --write-workload (decide catalog models).")] = None,
-    gpu: Annotated[str | None, typer.Option("--gpu", help="GPU id for --write-workload (decide catalog gpus).")] = None,
-    gpus: Annotated[int, typer.Option("--gpus", min=1, help="Cluster size for --write-workload.")] = 8,
+    model: Annotated[
+        str | None,
+        typer.Option("--model", help="Model id for --write-workload (decide catalog models)."),
+    ] = None,
+    gpu: Annotated[
+        str | None, typer.Option("--gpu", help="GPU id for --write-workload (decide catalog gpus).")
+    ] = None,
+    gpus: Annotated[
+        int, typer.Option("--gpus", min=1, help="Cluster size for --write-workload.")
+    ] = 8,
     ttft_ms: Annotated[
-        float, typer.Option("--ttft-ms", help="p99 TTFT target (default: MLPerf Llama-2-70B server, 2000).")
+        float,
+        typer.Option(
+            "--ttft-ms", help="p99 TTFT target (default: MLPerf Llama-2-70B server, 2000)."
+        ),
     ] = 2000.0,
     tpot_ms: Annotated[
-        float, typer.Option("--tpot-ms", help="p99 TPOT target (default: MLPerf Llama-2-70B server, 200).")
+        float,
+        typer.Option(
+            "--tpot-ms", help="p99 TPOT target (default: MLPerf Llama-2-70B server, 200)."
+        ),
     ] = 200.0,
-    force: Annotated[bool, typer.Option("--force", help="Overwrite --write-workload if it exists.")] = False,
-    fmt: Annotated[OutFormat, typer.Option("--format", "-f", help="text or json.")] = OutFormat.text,
+    force: Annotated[
+        bool, typer.Option("--force", help="Overwrite --write-workload if it exists.")
+    ] = False,
+    fmt: Annotated[
+        OutFormat, typer.Option("--format", "-f", help="text or json.")
+    ] = OutFormat.text,
 ) -> None:
     """Percentiles, mean rate and burstiness of a trace; optionally a workload file from them.
 
-    Example: decide trace summarize AzureLLMInferenceTrace_conv.csv --write-workload conv.yaml --model llama-3.3-70b --gpu h100
+    Example: decide trace summarize AzureLLMInferenceTrace_conv.csv --write-workload conv.yaml
+    --model llama-3.3-70b --gpu h100
     """
     from disagg_decider.sim import trace as traces
 
     if write_workload is not None:
         if model is None or gpu is None:
-            raise UserError("--write-workload needs --model and --gpu, e.g. --model llama-3.3-70b --gpu h100")
+            raise UserError(
+                "--write-workload needs --model and --gpu, e.g. --model llama-3.3-70b --gpu h100"
+            )
         _refuse_overwrite(write_workload, force)
     summary = traces.summarize(traces.load(file))
     if write_workload is not None:

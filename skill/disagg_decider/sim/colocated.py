@@ -237,9 +237,7 @@ class Replica:
         s = self.s
         need = s.kv_need[entry.rid]
         empty = self.seated == 0
-        if not empty and (
-            self.seated >= s.cfg.max_batch or self.kv_used + need > s.kv_capacity
-        ):
+        if not empty and (self.seated >= s.cfg.max_batch or self.kv_used + need > s.kv_capacity):
             return False
         entry.admitted = True  # an empty replica takes any request, even one that overfills it
         self.seated += 1
@@ -261,9 +259,7 @@ class Replica:
         self.in_flight -= 1
 
 
-def simulate(
-    engine: Engine, requests: Requests, cfg: ColocatedConfig, progress=None
-) -> Outcome:
+def simulate(engine: Engine, requests: Requests, cfg: ColocatedConfig, progress=None) -> Outcome:
     """Serve `requests` on `cfg.replicas` replicas of `engine`; times in ms from the first arrival.
 
     `progress(done)` is called now and then with the number of arrivals routed so far.

@@ -54,15 +54,11 @@ def ttft_ms(outcome: Outcome, requests: Requests) -> np.ndarray:
 def tpot_ms(outcome: Outcome, requests: Requests) -> np.ndarray:
     """Per-request TPOT; 0 for one-token requests (they have no second token to wait for)."""
     gaps = np.maximum(requests.output - 1, 1)
-    return np.where(
-        requests.output > 1, (outcome.done_ms - outcome.first_token_ms) / gaps, 0.0
-    )
+    return np.where(requests.output > 1, (outcome.done_ms - outcome.first_token_ms) / gaps, 0.0)
 
 
 def attainment(outcome: Outcome, requests: Requests, ttft_slo_ms: float, tpot_slo_ms: float):
-    met = (ttft_ms(outcome, requests) <= ttft_slo_ms) & (
-        tpot_ms(outcome, requests) <= tpot_slo_ms
-    )
+    met = (ttft_ms(outcome, requests) <= ttft_slo_ms) & (tpot_ms(outcome, requests) <= tpot_slo_ms)
     return float(met.mean()), int(met.sum())
 
 

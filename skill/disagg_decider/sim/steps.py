@@ -9,10 +9,13 @@ interpolated values stay within a fraction of a percent of direct calls.
 `DecodeTable` holds pure decode passes for every integer batch size (exact in the batch) on a
 uniform grid of mean context, along which the roofline is piecewise linear. `MixedTable` holds
 passes that carry prompt tokens (chunked-prefill iterations, prefill-only passes) on a
-four-dimensional grid: decode batch, prompt tokens in the pass, decode context, prompt context.
+four-dimensional grid: decode batch, prompt tokens in the pass (square-root spaced), decode context,
+prompt context.
 """
 
 from __future__ import annotations
+
+import math
 
 import numpy as np
 
@@ -20,7 +23,7 @@ from disagg_decider.calc.step import Engine, iteration_ms
 
 CONTEXT_POINTS = 257
 MIXED_CONTEXT_POINTS = 9
-MIXED_TOKEN_POINTS = 25
+MIXED_TOKEN_POINTS = 41
 MIXED_PROMPT_CONTEXT_POINTS = 17
 
 
@@ -50,7 +53,7 @@ class DecodeTable:
 def _batch_nodes(max_batch: int) -> list[int]:
     """Every batch up to 8, then about four points per doubling: the roofline is smooth in B."""
     nodes = set(range(min(max_batch, 8) + 1))
-    nodes.update(int(round(x)) for x in np.geomspace(8, max(max_batch, 8), 16))
+    nodes.update(round(x) for x in np.geomspace(8, max(max_batch, 8), 16))
     nodes.add(max_batch)
     return sorted(n for n in nodes if n <= max_batch)
 
@@ -83,13 +86,16 @@ class MixedTable:
         )
         b = np.asarray(self.b_nodes, dtype=float).reshape(nb, 1, 1, 1)
         c = np.linspace(0.0, self.c_max, nc).reshape(1, nc, 1, 1)
-        t = np.linspace(1.0, float(self.t_max), nt).reshape(1, 1, nt, 1)
+        # Prompt tokens on a square-root grid: dense at the bottom, where MoE expert traffic
+        # saturates within the first hundred tokens; even enough at the top for causal n^2.
+        u = np.linspace(0.0, 1.0, nt)
+        t = (1.0 + (self.t_max - 1.0) * u * u).reshape(1, 1, nt, 1)
         s = np.linspace(0.0, self.s_max, ns).reshape(1, 1, 1, ns)
         grid = np.broadcast_to(iteration_ms(engine, b, c, t, s), (nb, nc, nt, ns))
         self.flat: list[float] = np.ascontiguousarray(grid, dtype=float).ravel().tolist()
         self.shape = (nb, nc, nt, ns)
         self.inv_c = (nc - 1) / self.c_max
-        self.inv_t = (nt - 1) / (self.t_max - 1.0)
+        self.inv_t_span = 1.0 / (self.t_max - 1.0)
         self.inv_s = (ns - 1) / self.s_max
         # Integer batch -> (lower node index, fraction towards the next node).
         self.b_index: list[tuple[int, float]] = []
@@ -105,7 +111,13 @@ class MixedTable:
         _, nc, nt, ns = self.shape
         ib, fb = self.b_index[batch]
         ic, fc = _locate(decode_context * self.inv_c, nc)
-        it, ft = _locate((tokens - 1.0) * self.inv_t, nt)
+        u = math.sqrt(max(tokens - 1.0, 0.0) * self.inv_t_span) * (nt - 1)
+        it, ft = _locate(u, nt)
+        # The grid is uniform in sqrt(tokens); interpolate linearly in tokens within the cell.
+        if ft > 0.0:
+            lo = (it / (nt - 1)) ** 2
+            hi = ((it + 1) / (nt - 1)) ** 2
+            ft = ((tokens - 1.0) * self.inv_t_span - lo) / (hi - lo)
         i_s, fs = _locate(prompt_context * self.inv_s, ns)
         value = self._trilinear(ib, ic, fc, it, ft, i_s, fs)
         if fb > 0.0:

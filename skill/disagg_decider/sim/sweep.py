@@ -84,7 +84,9 @@ def run_sweep(
     if simulate:
         sim_gain, colo_gp, dis_gp = [], [], []
         for p in prompts:
-            c, d = _simulated_goodputs(_at_prompt(w, float(p)), base_dir, requests, attainment, seed, policy)
+            c, d = _simulated_goodputs(
+                _at_prompt(w, float(p)), base_dir, requests, attainment, seed, policy
+            )
             colo_gp.append(c)
             dis_gp.append(d)
             sim_gain.append(d / c if c > 0 else (math.inf if d > 0 else math.nan))
@@ -116,7 +118,10 @@ def _simulated_goodputs(
     s = run.setup(r, verdict, policy=policy)  # type: ignore[arg-type]
     base = run.synthetic_requests(r, requests, seed, rate_per_s=1.0)
     out = []
-    for mode, result in (("colocated", verdict.colocated), ("disaggregated", verdict.disaggregated)):
+    for mode, result in (
+        ("colocated", verdict.colocated),
+        ("disaggregated", verdict.disaggregated),
+    ):
         gpus = run.gpus_of(s, mode)
         start = max(result.max_rate_per_s * gpus / w.cluster.gpus, 0.05)
         out.append(run.goodput(s, mode, base, attainment, start) / gpus)
@@ -222,7 +227,13 @@ def write_plot(res: SweepResult, path: Path) -> None:
     for x, name in ((res.crossover_analytic, "analytic"), (res.crossover_simulated, "simulated")):
         if x is not None:
             ax.axvline(x, color="grey", ls=":", lw=0.8)
-            ax.annotate(f"crossover {name}\n{x:,}", (x, 1.0), fontsize=8, xytext=(4, 6), textcoords="offset points")
+            ax.annotate(
+                f"crossover {name}\n{x:,}",
+                (x, 1.0),
+                fontsize=8,
+                xytext=(4, 6),
+                textcoords="offset points",
+            )
     ax.set_xscale("log", base=2)
     ax.set_xlabel("prompt tokens (p50)")
     ax.set_ylabel("goodput per GPU, disaggregated / colocated")

@@ -163,9 +163,7 @@ def _tokens(value, field: str, source: str, line_no: int) -> int:
     if x != int(x):
         raise UserError(f"{source} line {line_no}: {field} {value!r} is not a whole number")
     if x < 0:
-        raise UserError(
-            f"{source} line {line_no}: {field} is {int(x)}; token counts must be >= 0"
-        )
+        raise UserError(f"{source} line {line_no}: {field} is {int(x)}; token counts must be >= 0")
     return int(x)
 
 
