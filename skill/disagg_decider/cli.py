@@ -26,8 +26,14 @@ app = typer.Typer(
     name="decide",
     help=(
         "Should prefill and decode run on separate GPU pools (NVIDIA Dynamo, llm-d) or stay "
-        "colocated? Give a workload file: model, prompt/output lengths, rate, SLOs, GPUs, "
-        "network and team. Example: decide --workload examples/rag-8k-h200-rdma.yaml"
+        "colocated? Give a workload file (model, prompt/output lengths, rate, p99 TTFT/TPOT "
+        "targets, GPUs, network, team) and get the verdict, the reasons (rules that fired), "
+        "the numbers for both modes and the pool sizes."
+    ),
+    epilog=(
+        "Examples:  decide --workload examples/rag-8k-h200-rdma-dynamo.yaml  |  "
+        "decide -w w.yaml --format json --set min_gain=1.2  |  decide catalog models  |  "
+        "decide schema workload > workload.schema.json"
     ),
     no_args_is_help=False,
     add_completion=False,
@@ -75,7 +81,8 @@ def verdict_json(verdict: Verdict) -> str:
 def main_command(
     ctx: typer.Context,
     workload: Annotated[
-        Path | None, typer.Option("--workload", "-w", help="Workload YAML file (see examples/).")
+        Path | None,
+        typer.Option("--workload", "-w", metavar="FILE", help="Workload YAML (see examples/)."),
     ] = None,
     fmt: Annotated[
         Format, typer.Option("--format", "-f", help="text (default), json or markdown.")
@@ -86,11 +93,19 @@ def main_command(
     force: Annotated[bool, typer.Option("--force", help="Overwrite --out if it exists.")] = False,
     sets: Annotated[
         list[str] | None,
-        typer.Option("--set", help="Override a rule parameter: --set min_gain=1.2 (repeatable)."),
+        typer.Option(
+            "--set",
+            metavar="PARAM=VALUE",
+            help="Override a rule parameter, e.g. --set min_gain=1.2 (repeatable).",
+        ),
     ] = None,
     rules: Annotated[
         list[Path] | None,
-        typer.Option("--rules", help="Extra rule file: adds rules, or replaces them by id."),
+        typer.Option(
+            "--rules",
+            metavar="FILE",
+            help="Extra rule file: adds rules, or replaces shipped ones with the same id.",
+        ),
     ] = None,
     version: Annotated[bool, typer.Option("--version", help="Print the version.")] = False,
 ) -> None:
@@ -251,7 +266,7 @@ def _model_shape(m: catalog.ModelSpec) -> str:
 def main() -> None:
     """Entry point: user errors become a message and exit code 2, never a traceback."""
     try:
-        app(standalone_mode=False)
+        app(prog_name="decide", standalone_mode=False)
     except UserError as exc:
         err.print(f"[red]error:[/] {exc}", highlight=False, markup=True, soft_wrap=True)
         sys.exit(2)

@@ -106,11 +106,15 @@ def summarize(r: Resolved, a: Analysis, outcome: engine.Outcome) -> str:
         f"({a.kv_bytes_per_request / 1e6:.0f} MB over {a.kv_transfer_path})"
     )
     if outcome.decision == "colocate":
-        why = (
-            f"veto {outcome.deciding_veto.id} ({outcome.deciding_veto.title})"
-            if outcome.deciding_veto
-            else "the rules' weights favour one pool"
-        )
+        if outcome.deciding_veto:
+            why = f"veto {outcome.deciding_veto.id} ({outcome.deciding_veto.title})"
+        else:
+            pushing = [f"{f.id} ({f.title})" for f in outcome.fired if f.pushes == "colocate"]
+            why = (
+                f"{', '.join(pushing)} outweigh the case for a split"
+                if pushing
+                else "no rule makes the case for a split"
+            )
         return (
             f"Stay colocated: {c.replicas} x TP{c.tp} replicas ({c.gpus} GPUs, chunked prefill "
             f"{c.chunk_tokens} tokens); {why}. {numbers}."

@@ -107,6 +107,14 @@ class Efficiency(_Strict):
         default=0.7, gt=0, le=1, description="Databricks 55-60% at batch 1; AIC 0.8; FlashMLA 90%"
     )
     decode_mfu: float = Field(default=0.45, gt=0, le=1)
+    saturation_tokens: float = Field(
+        default=128,
+        ge=0,
+        description=(
+            "tokens per pass at which GEMMs reach half their MFU; DistServe: one 512-token "
+            "prompt saturates an A100 (13B), Splitwise: prompt throughput peaks near 2048"
+        ),
+    )
     hbm_utilization: float = Field(default=0.9, gt=0, le=1, description="vLLM gpu_memory_util")
     activation_reserve_gb: float = Field(default=4.0, ge=0, description="per GPU, not for KV")
     step_overhead_ms: float = Field(default=1.5, ge=0, description="launch + sampling per step")
@@ -118,7 +126,7 @@ class Efficiency(_Strict):
     )
     max_decode_batch: int = Field(default=512, gt=0)
     chunk_tokens: list[int] = Field(
-        default=[512, 1024, 2048, 4096, 8192],
+        default=[256, 512, 1024, 2048, 4096, 8192],
         min_length=1,
         description="colocated token budgets per iteration tried (max_num_batched_tokens)",
     )

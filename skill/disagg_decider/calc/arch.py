@@ -42,7 +42,7 @@ def weight_bytes_read(model: ModelSpec, dtype: str, tokens: np.ndarray | float):
     """Bytes of weights one forward pass reads: all dense weights, plus the experts touched."""
     total = weight_bytes(model, dtype)
     if model.moe is None:
-        return total + 0.0 * np.asarray(tokens, dtype=float)
+        return total
     per_expert = expert_bytes_per_layer(model, dtype)
     all_experts = moe_layers(model) * model.moe.experts * per_expert
     touched = moe_layers(model) * experts_touched(model, tokens) * per_expert
@@ -67,8 +67,7 @@ def attention_flops(model: ModelSpec, new_tokens, context_start):
     """
     d_qk, d_v = _qk_v_dims(model)
     per_key = 2.0 * model.heads * (d_qk + d_v)
-    n = np.asarray(new_tokens, dtype=float)
-    s = np.asarray(context_start, dtype=float)
+    n, s = new_tokens, context_start
     keys_full = n * s + n * n / 2.0
     full_layers = model.layers - model.sliding_window_layers
     flops = per_key * full_layers * keys_full

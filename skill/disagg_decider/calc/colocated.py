@@ -23,6 +23,7 @@ import numpy as np
 
 from disagg_decider.calc import queueing
 from disagg_decider.calc.decode import batch_grid, decode_step_ms, memory_batch_limit
+from disagg_decider.calc.frontier import boundary_index, slack, value_at
 from disagg_decider.calc.lengths import Lengths
 from disagg_decider.calc.step import Engine, iteration_ms
 from disagg_decider.workload import Slo
@@ -37,7 +38,7 @@ class ColocatedGrid:
     rate_per_s: np.ndarray
     ttft_p99_ms: np.ndarray
     tpot_p99_ms: np.ndarray
-    feasible: np.ndarray
+    headroom: np.ndarray  # smallest normalised slack over all targets; >= 0 is feasible
 
 
 def grid(engine: Engine, lengths: Lengths, slo: Slo, chunks: list[int]) -> ColocatedGrid:
@@ -69,27 +70,28 @@ def grid(engine: Engine, lengths: Lengths, slo: Slo, chunks: list[int]) -> Coloc
     u_p99 = lengths.prompt_p99 * lengths.uncached_share
     ttft_p99 = t_full + s1 * u_p99 + queueing.wait_p99_ms(rate_per_ms, mean_s, second_s)
 
-    feasible = (
-        (b < c)
-        & (carrying <= 1.0)
-        & (b <= memory_batch_limit(engine, lengths))
-        & (tpot_p99 <= slo.tpot_ms)
-        & (ttft_p99 <= slo.ttft_ms)
-    )
-    shape = feasible.shape
+    headroom = slack(c, b)
+    for limit, value in (
+        (1.0, carrying),
+        (memory_batch_limit(engine, lengths), b),
+        (slo.tpot_ms, tpot_p99),
+        (slo.ttft_ms, ttft_p99),
+    ):
+        headroom = np.minimum(headroom, slack(limit, value))
+    shape = headroom.shape
     return ColocatedGrid(
         chunk=np.broadcast_to(c, shape),
         batch=np.broadcast_to(b, shape),
         rate_per_s=rate_per_ms * 1e3,
         ttft_p99_ms=ttft_p99,
         tpot_p99_ms=tpot_p99,
-        feasible=feasible,
+        headroom=headroom,
     )
 
 
 @dataclass(frozen=True)
 class ColocatedPoint:
-    """Best feasible (chunk, batch) per (prompt, TP); rate 0 where no point meets the SLO."""
+    """Best (chunk, batch) per (prompt, TP); rate 0 where no point meets the targets."""
 
     rate_per_s: np.ndarray
     chunk_index: np.ndarray
@@ -97,14 +99,13 @@ class ColocatedPoint:
 
 
 def best_points(g: ColocatedGrid) -> ColocatedPoint:
-    rate = np.where(g.feasible, g.rate_per_s, 0.0)
-    flat = rate.reshape(*rate.shape[:-2], -1)
-    pick = flat.argmax(axis=-1)[..., None]
-    take = lambda a: np.take_along_axis(a.reshape(flat.shape), pick, -1)[..., 0]  # noqa: E731
-    n_batch = rate.shape[-1]
-    return ColocatedPoint(
-        rate_per_s=take(rate), chunk_index=pick[..., 0] // n_batch, batch=take(g.batch)
-    )
+    """Largest feasible batch per chunk size (interpolated), then the best chunk size."""
+    edge = boundary_index(g.headroom)  # (..., C)
+    rate = np.where(edge >= 0, value_at(g.rate_per_s, np.maximum(edge, 0.0)), 0.0)
+    batch = np.where(edge >= 0, value_at(g.batch, np.maximum(edge, 0.0)), 0.0)
+    pick = rate.argmax(axis=-1)[..., None]
+    take = lambda a: np.take_along_axis(a, pick, -1)[..., 0]  # noqa: E731
+    return ColocatedPoint(rate_per_s=take(rate), chunk_index=pick[..., 0], batch=take(batch))
 
 
 def latencies_at_rate(g: ColocatedGrid, index: tuple[int, int, int], rate_per_s: float):

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from functools import cache
 
 import numpy as np
 
@@ -27,13 +28,15 @@ from disagg_decider.workload import Resolved
 TP_CANDIDATES = (1, 2, 4, 8)
 HOURS_PER_YEAR = 8760.0
 CROSSOVER_POINTS = 11
+LOCAL_PREFILL_CANDIDATES = np.geomspace(16, 65536, 49)
 
 
 def analyze(r: Resolved) -> Analysis:
     w = r.workload
     warnings: list[str] = []
     tps = _tp_options(r, warnings)
-    prompts = np.concatenate([[w.traffic.prompt_tokens.p50], crossover_grid(r)])
+    own = w.traffic.prompt_tokens.p50
+    prompts = np.concatenate([[own], crossover_grid(r)])
     found = _search(r, prompts, tps)
     lengths = Lengths.of(w)
     colo = _colocated_result(r, lengths, found)
@@ -43,9 +46,8 @@ def analyze(r: Resolved) -> Analysis:
     path = transfer_path(r)
     u50 = w.traffic.prompt_tokens.p50 * lengths.uncached_share
     cached50 = w.traffic.prompt_tokens.p50 - u50
-    serial, layered, exposed = _transfer_times(
-        r, path, u50, _scalar(prefill.prefill_ms(p_engine, u50, cached50)), p_engine.tp, d_engine.tp
-    )
+    prefill50_ms = _scalar(prefill.prefill_ms(p_engine, u50, cached50))
+    serial, layered, exposed = _transfer_times(r, path, u50, prefill50_ms, p_engine.tp, d_engine.tp)
     warnings += _warnings(r, colo, disagg)
     return Analysis(
         kv_bytes_per_token=kv.kv_bytes_per_token(r.model, w.kv_dtype, max(u50, 1.0)),
@@ -56,13 +58,13 @@ def analyze(r: Resolved) -> Analysis:
         kv_transfer_path=path.kind,
         kv_transfer_gb_per_s=path.gb_per_s(p_engine.tp, d_engine.tp),
         kv_transfer_rdma=path.rdma,
-        prefill_ms=_scalar(prefill.prefill_ms(p_engine, u50, cached50)),
+        prefill_ms=prefill50_ms,
         decode_step_ms=_decode_step(d_engine, lengths, disagg),
         effective_prompt_tokens=u50,
         colocated=colo,
         disaggregated=disagg,
         gain=_gain(disagg.goodput_per_gpu, colo.goodput_per_gpu),
-        crossover_prompt_tokens=crossover_from_curve(prompts[1:], found.gain[1:]),
+        crossover_prompt_tokens=_crossover(prompts, found.gain),
         conditional_disagg_threshold_tokens=_local_prefill_threshold(r, d_engine, lengths, disagg),
         warnings=warnings,
     )
@@ -78,24 +80,54 @@ def gain_curve(r: Resolved, prompt_tokens) -> np.ndarray:
 
 
 def crossover_grid(r: Resolved) -> np.ndarray:
-    top = min(r.model.max_context_tokens, 131072)
-    return np.unique(np.round(np.geomspace(64, top, CROSSOVER_POINTS)))
+    return _log_grid(min(r.model.max_context_tokens, 131072))
 
 
-def crossover_from_curve(prompts: np.ndarray, gains: np.ndarray) -> int | None:
-    """The shortest prompt from which disaggregation wins (gain > 1), log-interpolated."""
+@cache
+def _log_grid(top: int) -> np.ndarray:
+    grid = np.unique(np.round(np.geomspace(64, top, CROSSOVER_POINTS)))
+    grid.setflags(write=False)
+    return grid
+
+
+def crossover_from_curve(prompts: np.ndarray, gains: np.ndarray, own_prompt: float) -> int | None:
+    """Where disaggregation starts to win, seen from the workload's own prompt length.
+
+    Whole replicas on a fixed budget make the gain curve step up and down, so "the" crossover
+    is read relative to the workload: if disaggregation wins at its own prompt, the lower end
+    of that winning stretch; if not, the first longer prompt where it would win. The crossing
+    is log-interpolated between grid points; None when it never wins on the grid.
+    """
     wins = np.nan_to_num(gains, nan=0.0, posinf=1e9) > 1.0
     if not wins.any():
         return None
-    first = int(np.argmax(wins))
-    if first == 0:
+    own = int(np.clip(np.searchsorted(prompts, own_prompt), 0, len(prompts) - 1))
+    if wins[own]:
+        start = own
+        while start > 0 and wins[start - 1]:
+            start -= 1
+    else:
+        later = np.flatnonzero(wins[own:])
+        if later.size == 0:
+            return None
+        start = own + int(later[0])
+    if start == 0:
         return int(prompts[0])
-    lo, hi = float(prompts[first - 1]), float(prompts[first])
-    g_lo = float(np.nan_to_num(gains[first - 1]))
-    g_hi = float(gains[first])
+    return _log_crossing(prompts[start - 1], prompts[start], gains[start - 1], gains[start])
+
+
+def _crossover(prompts: np.ndarray, gains: np.ndarray) -> int | None:
+    """The crossover on the grid with the workload's own prompt (index 0) merged in."""
+    order = np.argsort(prompts, kind="stable")
+    return crossover_from_curve(prompts[order], gains[order], float(prompts[0]))
+
+
+def _log_crossing(lo: float, hi: float, g_lo: float, g_hi: float) -> int:
+    """Prompt length where the gain reaches 1 between two grid points (log-linear)."""
+    g_lo = float(np.nan_to_num(g_lo))
     if not math.isfinite(g_hi) or g_hi <= g_lo:
         return round(hi)
-    frac = (1.0 - g_lo) / (g_hi - g_lo)
+    frac = min(max((1.0 - g_lo) / (g_hi - g_lo), 0.0), 1.0)
     return round(math.exp(math.log(lo) + frac * (math.log(hi) - math.log(lo))))
 
 
@@ -225,7 +257,6 @@ def _search(r: Resolved, prompts: np.ndarray, tps: dict[str, np.ndarray]) -> _Fo
         d_engine, lengths, w.slo.tpot_ms, ingress[None, :, None, None]
     )
     d_rate = d_point.rate_per_s[:, :, 0, 0]
-    d_step = d_point.step_ms[:, :, 0, 0]
 
     p_engine = _engine(r, tp_p.reshape(1, -1, 1, 1))
     mean_s, second_s = (m[:, :, 0, 0] for m in prefill.service_moments_ms(p_engine, lengths))
@@ -234,7 +265,10 @@ def _search(r: Resolved, prompts: np.ndarray, tps: dict[str, np.ndarray]) -> _Fo
     _, _, t99 = _transfer_times(
         r, path, u99, p99_s[:, :, None], tp_p[None, :, None], tp_d[None, None, :]
     )
-    ttft_budget = w.slo.ttft_ms - t99 - d_step[:, None, :]
+    # The first token reaches the user once the KV has landed and the request joins the
+    # decode batch at its next step; a step at batch 1 keeps the budget independent of TPOT.
+    join_ms = decode.decode_step_ms(d_engine, 1.0, lengths.decode_context_mean)[:, :, 0, 0]
+    ttft_budget = w.slo.ttft_ms - t99 - join_ms[:, None, :]
     p_rate = prefill.replica_rate_per_s(
         mean_s[:, :, None], second_s[:, :, None], p99_s[:, :, None], ttft_budget
     )
@@ -396,7 +430,7 @@ def _local_prefill_threshold(r: Resolved, d_engine: Engine, lengths, d) -> int:
     w = r.workload
     load = w.traffic.requests_per_second / max(d.decode_replicas, 1)
     batch = max(decode.batch_at_rate(d_engine, lengths, load), 1.0)
-    candidates = np.geomspace(16, 65536, 49)
+    candidates = LOCAL_PREFILL_CANDIDATES
     ctx = float(lengths.decode_context_mean)
     t = iteration_ms(d_engine, batch, ctx, candidates, 0.0)
     fits = candidates[t <= w.slo.tpot_ms]
@@ -441,6 +475,12 @@ def _warnings(r: Resolved, colo: ColocatedResult, disagg: DisaggregatedResult) -
                 f"{res.mode}: {rate:g} req/s needs more than the cluster's {w.cluster.gpus} GPUs "
                 f"(at most {res.max_rate_per_s:.2f} req/s within the SLO)"
             )
+    if r.model.moe is not None and r.model.moe.experts >= 64:
+        out.append(
+            f"{r.model.id} has {r.model.moe.experts} experts: this calculator models tensor "
+            "parallelism only; wide expert parallelism with data-parallel attention (DeepEP) "
+            "raises decode capacity and usually favours disaggregation"
+        )
     if w.traffic.prompt_tokens.p99 > r.model.max_context_tokens:
         out.append(
             f"traffic.prompt_tokens.p99 exceeds {r.model.id}'s context of "

@@ -13,6 +13,7 @@ from functools import cache
 
 import numpy as np
 
+from disagg_decider.calc.frontier import boundary_index, slack, value_at
 from disagg_decider.calc.kv import kv_bytes
 from disagg_decider.calc.lengths import Lengths
 from disagg_decider.calc.step import Engine, iteration_ms
@@ -24,7 +25,7 @@ def decode_step_ms(engine: Engine, batch, context_tokens):
 
 
 @cache
-def batch_grid(max_batch: int, points: int = 24) -> np.ndarray:
+def batch_grid(max_batch: int, points: int = 16) -> np.ndarray:
     """Candidate decode batch sizes, geometric from 1 to max_batch."""
     grid = np.unique(np.round(np.geomspace(1, max_batch, points)))
     grid.setflags(write=False)
@@ -53,10 +54,11 @@ def replica_capacity(
     grid = batch_grid(engine.eff.max_decode_batch)
     ctx = lengths.decode_context_mean
     step = decode_step_ms(engine, grid, ctx)
-    ok = (step <= tpot_slo_ms) & (grid <= memory_batch_limit(engine, lengths))
-    pick = np.where(ok, grid, 0.0).argmax(axis=-1)[..., None]
-    best = np.where(np.take_along_axis(ok, pick, -1), grid[pick], 0.0)
-    best_step = np.take_along_axis(step, pick, -1)
+    room = np.minimum(slack(tpot_slo_ms, step), slack(memory_batch_limit(engine, lengths), grid))
+    edge = boundary_index(room)
+    batch_grid_full = np.broadcast_to(grid, step.shape)
+    best = np.where(edge >= 0, value_at(batch_grid_full, edge), 0.0)[..., None]
+    best_step = value_at(step, np.maximum(edge, 0.0))[..., None]
     rate = np.where(best > 0, best / (lengths.output_mean * best_step) * 1e3, 0.0)
     if ingress_gb_per_s is not None:
         per_request = kv_bytes(engine.model, engine.kv_dtype, lengths.uncached_mean)

@@ -14,6 +14,7 @@ well under a millisecond.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import cached_property
 
 import numpy as np
 
@@ -33,13 +34,42 @@ class Engine:
     tp: np.ndarray | int
     eff: Efficiency
 
-    @property
+    @cached_property
     def peak_flops(self):
         return arch.peak_tflops(self.gpu, self.weights_dtype) * 1e12 * np.asarray(self.tp)
 
-    @property
+    @cached_property
     def hbm_bytes_per_s(self):
         return self.gpu.hbm_tb_per_s * 1e12 * np.asarray(self.tp)
+
+    @cached_property
+    def ms_per_byte(self):
+        """HBM time per byte read, at the achievable share of bandwidth (MBU)."""
+        return 1e3 / (self.hbm_bytes_per_s * self.eff.decode_mbu)
+
+    @cached_property
+    def ms_per_flop(self):
+        """Compute time per FLOP at peak; divided by the pass's MFU."""
+        return 1e3 / self.peak_flops
+
+    @cached_property
+    def linear_flops_per_token(self) -> float:
+        return arch.linear_flops_per_token(self.model)
+
+    @cached_property
+    def allreduce_coefficients(self):
+        """(ms per token, fixed ms) of two ring all-reduces per layer over the scale-up link."""
+        tp = np.asarray(self.tp, dtype=float)
+        ops = 2 * self.model.layers
+        ring_bytes_per_token = 2.0 * (tp - 1.0) / tp * self.model.hidden * arch.ACTIVATION_BYTES
+        link = arch.scaleup_gb_per_s(self.gpu) * 1e9
+        per_token = np.where(tp > 1, ops * ring_bytes_per_token / link * 1e3, 0.0)
+        fixed = np.where(tp > 1, ops * self.eff.allreduce_latency_us / 1e3, 0.0)
+        return per_token, fixed
+
+    @cached_property
+    def _kv_copies(self):
+        return kv.kv_replication(self.model, self.tp)
 
     def kv_capacity_bytes(self):
         """HBM left for KV across the TP group after weights and activation reserve."""
@@ -54,19 +84,13 @@ class Engine:
 
     def kv_bytes_held(self, tokens):
         """KV bytes the TP group stores for one sequence of `tokens` (with replication)."""
-        return kv.kv_bytes(self.model, self.kv_dtype, tokens) * kv.kv_replication(
-            self.model, self.tp
-        )
+        return kv.kv_bytes(self.model, self.kv_dtype, tokens) * self._kv_copies
 
 
 def allreduce_ms(engine: Engine, tokens):
     """Two ring all-reduces of the hidden state per layer: bandwidth plus latency."""
-    tp = np.asarray(engine.tp, dtype=float)
-    payload = np.asarray(tokens, dtype=float) * engine.model.hidden * arch.ACTIVATION_BYTES
-    ring = 2.0 * (tp - 1.0) / tp * payload
-    link = arch.scaleup_gb_per_s(engine.gpu) * 1e9
-    per_op = ring / link * 1e3 + engine.eff.allreduce_latency_us / 1e3
-    return np.where(tp > 1, 2 * engine.model.layers * per_op, 0.0)
+    per_token, fixed = engine.allreduce_coefficients
+    return per_token * tokens + fixed
 
 
 def iteration_ms(engine: Engine, decode_batch, decode_context, prefill_tokens, prefill_context):
@@ -76,16 +100,17 @@ def iteration_ms(engine: Engine, decode_batch, decode_context, prefill_tokens, p
     `prefill_tokens` new prompt tokens are computed after `prefill_context` earlier ones.
     """
     m, eff = engine.model, engine.eff
-    b = np.asarray(decode_batch, dtype=float)
-    c = np.asarray(prefill_tokens, dtype=float)
+    b, c = decode_batch, prefill_tokens
     tokens = b + c
     read = arch.weight_bytes_read(m, engine.weights_dtype, tokens)
     read = read + b * engine.kv_bytes_held(decode_context)
-    memory_ms = read / (engine.hbm_bytes_per_s * eff.decode_mbu) * 1e3
-    linear = arch.linear_flops_per_token(m)
+    memory_ms = read * engine.ms_per_byte
+    linear = engine.linear_flops_per_token
     decode_flops = b * (linear + arch.attention_flops(m, 1.0, decode_context))
     prefill_flops = c * linear + arch.attention_flops(m, c, prefill_context)
-    # Passes that carry prompt tokens run at prefill MFU, pure decode passes at decode MFU.
+    # Passes that carry prompt tokens run at prefill MFU, pure decode passes at decode MFU;
+    # small passes reach less of it (short GEMMs are launch- and memory-bound).
     mfu = np.where(c > 0, eff.prefill_mfu, eff.decode_mfu)
-    compute_ms = (decode_flops + prefill_flops) / (engine.peak_flops * mfu) * 1e3
+    mfu = mfu * tokens / (tokens + eff.saturation_tokens)
+    compute_ms = (decode_flops + prefill_flops) * engine.ms_per_flop / mfu
     return np.maximum(memory_ms, compute_ms) + allreduce_ms(engine, tokens) + eff.step_overhead_ms
