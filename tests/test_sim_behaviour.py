@@ -122,8 +122,16 @@ def test_prefix_cache_hits_shorten_prefill() -> None:
 def test_pool_size_options_resize_with_verdict_tp(chat) -> None:
     w, r, _ = chat
     v = decide(w)
-    s = run.setup(r, v, colocated_gpus=4, prefill_gpus=2, decode_gpus=3)
-    assert s.colocated.gpus == 4 and s.disaggregated.gpus == 5
+    z = v.sizing
+    s = run.setup(
+        r,
+        v,
+        colocated_gpus=4 * z.colocated_tp,
+        prefill_gpus=2 * z.prefill_tp,
+        decode_gpus=3 * z.decode_tp,
+    )
+    assert s.colocated.replicas == 4 and s.disaggregated.prefill_replicas == 2
+    assert s.disaggregated.decode_replicas == 3
     from disagg_decider.errors import UserError
 
     w70 = load_workload(ROOT / "examples" / "rag-8k-h200-rdma-dynamo.yaml")

@@ -36,9 +36,16 @@ def test_simulate_json_has_both_modes_with_percentiles() -> None:
 
 
 def test_simulate_text_and_pool_options() -> None:
-    proc = _cli("simulate", "-w", CHAT, "-n", "500", "--colocated-gpus", "3", "--decode-gpus", "2")
+    sizing = json.loads(_cli("--workload", CHAT, "-f", "json").stdout)["sizing"]
+    c_tp, d_tp = sizing["colocated_tp"], sizing["decode_tp"]
+    args = ["--colocated-gpus", str(3 * c_tp), "--decode-gpus", str(2 * d_tp)]
+    proc = _cli("simulate", "-w", CHAT, "-n", "500", "-f", "json", *args)
     assert proc.returncode == 0, proc.stderr
-    assert "3 x TP1" in proc.stdout and "2D x TP1" in proc.stdout
+    data = json.loads(proc.stdout)
+    assert data["colocated"]["layout"].startswith(f"3 x TP{c_tp}")
+    assert f"2D x TP{d_tp}" in data["disaggregated"]["layout"]
+    text = _cli("simulate", "-w", CHAT, "-n", "300")
+    assert text.returncode == 0 and "SLO attainment" in text.stdout
     bad = _cli("simulate", "-w", CHAT, "-n", "500", "--requests", "10", "--cv", "-1")
     assert bad.returncode == 2
 

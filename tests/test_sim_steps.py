@@ -16,7 +16,7 @@ from disagg_decider.workload import load_workload, resolve
 ROOT = Path(__file__).resolve().parents[1]
 
 
-@pytest.fixture(scope="module", params=["rag-8k-h200-rdma-dynamo", "deepseek-v3-32xh200-dynamo"])
+@pytest.fixture(scope="module", params=["rag-8k-h200-rdma-dynamo", "deepseek-v3-32xh200-colocate"])
 def eng(request):
     r = resolve(load_workload(ROOT / "examples" / f"{request.param}.yaml"))
     return engine(r, 8)

@@ -34,11 +34,10 @@ class DecodeTable:
         self.max_batch = int(max_batch)
         self.step = max(float(max_context), 1.0) / (CONTEXT_POINTS - 1)
         self.inv_step = 1.0 / self.step
-        batch = np.arange(self.max_batch + 1, dtype=float)[:, None]
+        batch = np.arange(1, self.max_batch + 1, dtype=float)[:, None]
         context = np.arange(CONTEXT_POINTS, dtype=float) * self.step
-        self.rows: list[list[float]] = np.asarray(
-            iteration_ms(engine, batch, context, 0.0, 0.0), dtype=float
-        ).tolist()
+        rows = np.asarray(iteration_ms(engine, batch, context, 0.0, 0.0), dtype=float).tolist()
+        self.rows: list[list[float]] = [[0.0] * CONTEXT_POINTS, *rows]  # row 0: an empty pass
 
     def ms(self, batch: int, mean_context: float) -> float:
         x = mean_context * self.inv_step

@@ -80,6 +80,7 @@ def run_sweep(
     r = resolve(w, base_dir)
     prompts = np.unique(np.round(np.geomspace(low, high, steps)))
     analytic = np.asarray(gain_curve(r, prompts), dtype=float)
+    own = w.traffic.prompt_tokens.p50  # the crossover is read from the workload's own length
     sim_gain = colo_gp = dis_gp = None
     if simulate:
         sim_gain, colo_gp, dis_gp = [], [], []
@@ -99,9 +100,11 @@ def run_sweep(
         simulated_gain=sim_gain,
         colocated_goodput_per_gpu=colo_gp,
         disaggregated_goodput_per_gpu=dis_gp,
-        crossover_analytic=crossover_from_curve(prompts, analytic),
+        crossover_analytic=crossover_from_curve(prompts, analytic, own),
         crossover_simulated=(
-            crossover_from_curve(prompts, np.asarray(sim_gain)) if sim_gain is not None else None
+            crossover_from_curve(prompts, np.asarray(sim_gain), own)
+            if sim_gain is not None
+            else None
         ),
         attainment=attainment if simulate else None,
     )
