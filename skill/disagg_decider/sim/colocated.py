@@ -141,8 +141,9 @@ class Replica:
             while self.queue and self.queue[0].left == 0:
                 self.queue.popleft()
             self.pieces = []
-        for rid in batch.pop_finished():
-            self._finish(rid, now)
+        if batch.finishes and batch.finishes[0][0] <= batch.step:
+            for rid in batch.pop_finished():
+                self._finish(rid, now)
         self.plan(now)
 
     # --- scheduling -----------------------------------------------------------------------------
@@ -153,23 +154,20 @@ class Replica:
         size = batch.size
         if s.cfg.policy == "chunked":
             room = s.cfg.chunk_tokens - size
-            if room > 0 and self.queue and self._admit(self.queue[0]):
-                head = self.queue[0]
+            head = self.queue[0] if self.queue else None
+            if room > 0 and head is not None and (head.admitted or self._admit(head)):
                 if head.left > room:
                     k = (head.left - 1) // room
                     if size:
                         k = min(k, batch.steps_to_next_finish())
-                    first = s.mixed.ms(size, batch.mean_context(), room, head.context)
-                    last = first
-                    if k > 1:
-                        last = s.mixed.ms(
-                            size,
-                            batch.mean_context(k - 1),
-                            room,
-                            head.context + (k - 1) * room,
-                        )
+                    # Chunk runs are never cut short, so only their total matters: k times
+                    # the middle iteration, exact while time grows linearly along the run.
+                    half = (k - 1) / 2.0
+                    mid = s.mixed.ms(
+                        size, batch.mean_context(half), room, head.context + half * room
+                    )
                     self.tokens = room
-                    self._start(now, CHUNK, k, first, last)
+                    self._start(now, CHUNK, k, mid, mid)
                     return
                 self._pack(now, room, size, stall_decodes=False)
                 return
@@ -217,9 +215,9 @@ class Replica:
 
     def _start(self, now: float, kind: int, k: int, first: float, last: float) -> None:
         self.kind, self.t0, self.k, self.first = kind, now, k, first
-        self.slope = (last - first) / (k - 1) if k > 1 else 0.0
+        slope = self.slope = (last - first) / (k - 1) if k > 1 else 0.0
         self.version += 1
-        end = now + run_ms(first, self.slope, k)
+        end = now + k * first + slope * k * (k - 1) / 2.0  # batch.run_ms, inlined: hot path
         heapq.heappush(self.heap, (end, self.index, self.version))
 
     def _cut(self, now: float) -> None:
@@ -279,7 +277,10 @@ def simulate(engine: Engine, requests: Requests, cfg: ColocatedConfig, progress=
             if version == replica.version:
                 replica.run_ended(now)
         elif i < n:
-            target = min(replicas, key=_load)
+            target = replicas[0]
+            for replica in replicas:  # join the shortest queue (fewest requests in flight)
+                if replica.in_flight < target.in_flight:
+                    target = replica
             target.arrive(i, next_arrival)
             i += 1
             if progress is not None and not i & 0xFFF:
@@ -293,7 +294,3 @@ def simulate(engine: Engine, requests: Requests, cfg: ColocatedConfig, progress=
         done_ms=np.asarray(shared.done_ms),
         layout=cfg.layout(),
     )
-
-
-def _load(replica: Replica) -> tuple[int, int]:
-    return replica.in_flight, replica.index

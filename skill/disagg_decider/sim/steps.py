@@ -95,6 +95,11 @@ class MixedTable:
         self.shape = (nb, nc, nt, ns)
         self.inv_c = (nc - 1) / self.c_max
         self.inv_t_span = 1.0 / (self.t_max - 1.0)
+        self.t_cells = nt - 1
+        self.t_nodes = [(self.t_max - 1.0) * v * v for v in u.tolist()]  # tokens - 1 at nodes
+        self.c_last, self.t_last, self.s_last = nc - 2, nt - 2, ns - 2
+        self.row_c = nt * ns
+        self.row_b = nc * nt * ns
         self.inv_s = (ns - 1) / self.s_max
         # Integer batch -> (lower node index, fraction towards the next node).
         self.b_index: list[tuple[int, float]] = []
@@ -107,46 +112,44 @@ class MixedTable:
                 self.b_index.append((j, (batch - lo) / (hi - lo)))
 
     def ms(self, batch: int, decode_context: float, tokens: float, prompt_context: float) -> float:
-        _, nc, nt, ns = self.shape
+        """Multilinear interpolation; written out flat because it runs once per event."""
         ib, fb = self.b_index[batch]
-        ic, fc = _locate(decode_context * self.inv_c, nc)
-        u = math.sqrt(max(tokens - 1.0, 0.0) * self.inv_t_span) * (nt - 1)
-        it, ft = _locate(u, nt)
-        # The grid is uniform in sqrt(tokens); interpolate linearly in tokens within the cell.
-        if ft > 0.0:
-            lo = (it / (nt - 1)) ** 2
-            hi = ((it + 1) / (nt - 1)) ** 2
-            ft = ((tokens - 1.0) * self.inv_t_span - lo) / (hi - lo)
-        i_s, fs = _locate(prompt_context * self.inv_s, ns)
-        value = self._trilinear(ib, ic, fc, it, ft, i_s, fs)
+        ic = it = i_s = 0
+        fc = ft = fs = 0.0
+        x = decode_context * self.inv_c
+        if x > 0.0:
+            ic = int(x)
+            if ic > self.c_last:
+                ic = self.c_last
+            fc = x - ic
+        u = tokens - 1.0
+        if u > 0.0:
+            it = int(math.sqrt(u * self.inv_t_span) * self.t_cells)
+            if it > self.t_last:
+                it = self.t_last
+            lo = self.t_nodes[it]
+            ft = (u - lo) / (self.t_nodes[it + 1] - lo)  # linear in tokens inside the cell
+        y = prompt_context * self.inv_s
+        if y > 0.0:
+            i_s = int(y)
+            if i_s > self.s_last:
+                i_s = self.s_last
+            fs = y - i_s
+        p = ((ib * self.shape[1] + ic) * self.shape[2] + it) * self.shape[3] + i_s
+        value = self._cell(p, fc, ft, fs)
         if fb > 0.0:
-            upper = self._trilinear(ib + 1, ic, fc, it, ft, i_s, fs)
+            upper = self._cell(p + self.row_b, fc, ft, fs)
             value += (upper - value) * fb
         return value
 
-    def _trilinear(self, ib, ic, fc, it, ft, i_s, fs) -> float:
-        _, nc, nt, ns = self.shape
-        f = self.flat
-        base = ((ib * nc + ic) * nt + it) * ns + i_s
-        row_c = nt * ns
-        out = 0.0
-        for dc, wc in ((0, 1.0 - fc), (row_c, fc)):
-            if wc == 0.0:
-                continue
-            p = base + dc
-            a0, a1 = f[p], f[p + 1]
-            b0, b1 = f[p + ns], f[p + ns + 1]
+    def _cell(self, p: int, fc: float, ft: float, fs: float) -> float:
+        f, ns = self.flat, self.shape[3]
+        a0, a1, b0, b1 = f[p], f[p + 1], f[p + ns], f[p + ns + 1]
+        lo = a0 + (a1 - a0) * fs
+        value = lo + (b0 + (b1 - b0) * fs - lo) * ft
+        if fc > 0.0:
+            q = p + self.row_c
+            a0, a1, b0, b1 = f[q], f[q + 1], f[q + ns], f[q + ns + 1]
             lo = a0 + (a1 - a0) * fs
-            hi = b0 + (b1 - b0) * fs
-            out += wc * (lo + (hi - lo) * ft)
-        return out
-
-
-def _locate(x: float, points: int) -> tuple[int, float]:
-    """Grid cell and fraction for coordinate x; beyond the ends, the end cell extrapolates."""
-    if x <= 0.0:
-        return 0, 0.0
-    i = int(x)
-    if i > points - 2:
-        i = points - 2
-    return i, x - i
+            value += (lo + (b0 + (b1 - b0) * fs - lo) * ft - value) * fc
+        return value
