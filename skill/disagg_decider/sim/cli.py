@@ -28,6 +28,11 @@ class SweepFormat(StrEnum):
     markdown = "markdown"
 
 
+class BatchCap(StrEnum):
+    engine = "engine"
+    verdict = "verdict"
+
+
 class ColocatedPolicy(StrEnum):
     chunked = "chunked"
     prefill_first = "prefill-first"
@@ -161,6 +166,14 @@ def simulate(
         int | None, typer.Option("--decode-gpus", help="Decode pool size (default: verdict's).")
     ] = None,
     policy: PolicyOpt = ColocatedPolicy.chunked,
+    batch_cap: Annotated[
+        BatchCap,
+        typer.Option(
+            "--batch-cap",
+            help="engine: up to efficiency.max_decode_batch sequences per replica, KV memory "
+            "binding (default). verdict: the verdict's batch as a hard max_num_seqs.",
+        ),
+    ] = BatchCap.engine,
     fmt: Annotated[
         OutFormat, typer.Option("--format", "-f", help="text or json.")
     ] = OutFormat.text,
@@ -182,6 +195,7 @@ def simulate(
         prefill_gpus=prefill_gpus,
         decode_gpus=decode_gpus,
         policy=policy.value,
+        batch_cap=batch_cap.value,
     )
     if trace is not None:
         batch = reqs.from_trace(traces.load(trace), r.model.max_context_tokens, requests)

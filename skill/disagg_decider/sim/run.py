@@ -1,8 +1,14 @@
 """Wiring: a workload and its verdict become two simulated clusters, their metrics and goodput.
 
-Pool sizes, TP degrees, the colocated chunk size and batch caps default to the verdict's
-`sizing`, so `decide simulate` checks exactly what `decide` recommends; `--colocated-gpus`,
-`--prefill-gpus` and `--decode-gpus` resize the pools with the verdict's TP degrees.
+Pool sizes, TP degrees and the colocated chunk size default to the verdict's `sizing`, so
+`decide simulate` checks exactly what `decide` recommends; `--colocated-gpus`, `--prefill-gpus`
+and `--decode-gpus` resize the pools with the verdict's TP degrees.
+
+Batch caps: by default (`engine`) a replica holds up to `efficiency.max_decode_batch` sequences
+(vLLM's `max_num_seqs`) and KV memory is the binding limit, so the simulated TPOT shows what the
+load does to the batch. With `verdict`, the verdict's batch (its operating point at capacity)
+becomes a hard `max_num_seqs`; that cap also counts prompts still in prefill, so a pool sized
+at that batch queues sooner than the calculator, which counts only decoding sequences.
 """
 
 from __future__ import annotations
@@ -57,9 +63,11 @@ def setup(
     prefill_gpus: int | None = None,
     decode_gpus: int | None = None,
     policy: Policy = "chunked",
+    batch_cap: str = "engine",
 ) -> Setup:
     s = verdict.sizing
-    fallback_batch = r.workload.efficiency.max_decode_batch
+    engine_batch = r.workload.efficiency.max_decode_batch
+    use_verdict = batch_cap == "verdict"
     c_replicas = _replicas("--colocated-gpus", colocated_gpus, s.colocated_tp, s.colocated_replicas)
     p_replicas = _replicas("--prefill-gpus", prefill_gpus, s.prefill_tp, s.prefill_replicas)
     d_replicas = _replicas("--decode-gpus", decode_gpus, s.decode_tp, s.decode_replicas)
@@ -67,9 +75,12 @@ def setup(
         replicas=c_replicas,
         tp=s.colocated_tp,
         chunk_tokens=s.colocated_chunk_tokens,
-        max_batch=min(max(s.colocated_max_batch, 1), s.colocated_chunk_tokens - 1)
-        if verdict.colocated.feasible
-        else fallback_batch,
+        max_batch=min(
+            max(s.colocated_max_batch, 1)
+            if use_verdict and verdict.colocated.feasible
+            else engine_batch,
+            s.colocated_chunk_tokens - 1,
+        ),
         policy=policy,
     )
     dis = DisaggregatedConfig(
@@ -77,7 +88,9 @@ def setup(
         prefill_tp=s.prefill_tp,
         decode_replicas=d_replicas,
         decode_tp=s.decode_tp,
-        max_batch=max(s.decode_max_batch, 1) if verdict.disaggregated.feasible else fallback_batch,
+        max_batch=max(s.decode_max_batch, 1)
+        if use_verdict and verdict.disaggregated.feasible
+        else engine_batch,
         path=transfer_path(r),
         layerwise=layerwise_transfer(r),
     )
