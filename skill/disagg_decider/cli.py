@@ -18,7 +18,9 @@ from rich.console import Console
 from rich.table import Table
 
 from disagg_decider import __version__, catalog
+from disagg_decider.deploy.cli import deploy_command
 from disagg_decider.errors import UserError
+from disagg_decider.mcp_cli import mcp_app
 from disagg_decider.sim.cli import register as register_simulator
 from disagg_decider.verdict import Verdict
 
@@ -196,6 +198,13 @@ def _num(x: float | None, digits: int = 1) -> str:
 catalog_app = typer.Typer(help="List the GPUs, models and network links the calculator knows.")
 app.add_typer(catalog_app, name="catalog")
 register_simulator(app)  # decide simulate, decide sweep, decide trace summarize
+app.command("deploy")(deploy_command)
+app.add_typer(mcp_app, name="mcp")
+
+from disagg_decider.rules.cli import rules_app, schema_command  # noqa: E402
+
+app.add_typer(rules_app, name="rules")
+app.command("schema")(schema_command)
 
 
 CATALOG_COLUMNS = {
@@ -266,7 +275,10 @@ def _model_shape(m: catalog.ModelSpec) -> str:
 def main() -> None:
     """Entry point: user errors become a message and exit code 2, never a traceback."""
     try:
-        app(prog_name="decide", standalone_mode=False)
+        # without standalone mode click returns the code of a typer.Exit instead of exiting
+        code = app(prog_name="decide", standalone_mode=False)
+        if isinstance(code, int) and code:
+            sys.exit(code)
     except UserError as exc:
         err.print(f"[red]error:[/] {exc}", highlight=False, markup=True, soft_wrap=True)
         sys.exit(2)
@@ -277,7 +289,8 @@ def main() -> None:
     except Exception as exc:  # click usage errors carry their own exit code
         import click
 
-        if isinstance(exc, click.ClickException):
+        # typer >= 0.23 vendors click: its usage errors are not the installed click's
+        if isinstance(exc, click.ClickException | typer.TyperException) and hasattr(exc, "show"):
             exc.show()
             sys.exit(exc.exit_code)
         raise

@@ -21,12 +21,16 @@ def decide(
     base_dir: Path | None = None,
     rule_files: Sequence[Path] = (),
     overrides: Mapping[str, Any] | None = None,
+    overrides_source: str = "--set",
 ) -> Verdict:
-    """`overrides` (from `--set`) apply after the workload's own `overrides:` block."""
+    """`overrides` (from `--set`, or an MCP call) apply after the workload's `overrides:` block.
+
+    `overrides_source` names where they came from in messages and in `overrides_applied`.
+    """
     resolved = resolve(workload, base_dir)
     analysis = analyze(resolved)
     loaded = with_extra(list(rule_files))
-    params, notes = effective_parameters(loaded, workload, overrides or {})
+    params, notes = effective_parameters(loaded, workload, overrides or {}, overrides_source)
     outcome = engine.decide(loaded.book, metric_values(resolved, analysis), params)
     return Verdict(
         workload=workload.name,
@@ -49,12 +53,12 @@ def decide(
 
 
 def effective_parameters(
-    loaded: LoadedRulebook, workload: Workload, cli: Mapping[str, Any]
+    loaded: LoadedRulebook, workload: Workload, cli: Mapping[str, Any], source: str = "--set"
 ) -> tuple[dict[str, Any], list[str]]:
     params, notes = apply_overrides(
         loaded, loaded.param_values(), dict(workload.overrides), "workload overrides"
     )
-    params, cli_notes = apply_overrides(loaded, params, dict(cli), "--set")
+    params, cli_notes = apply_overrides(loaded, params, dict(cli), source)
     return params, notes + cli_notes
 
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal
 
 from disagg_decider.calc.result import Analysis
 from disagg_decider.workload import Resolved
@@ -23,6 +23,19 @@ class Metric:
     unit: str
     doc: str
     get: Callable[[Resolved, Analysis], Value]
+
+    @property
+    def kind(self) -> Literal["bool", "enum", "number"]:
+        """What a rule may compare this metric with, read from its unit: "bool" is a flag,
+        "a|b|c" lists an enum's values, any other unit (tokens, ms, share...) is a number."""
+        if self.unit == "bool":
+            return "bool"
+        return "enum" if "|" in self.unit else "number"
+
+    @property
+    def choices(self) -> tuple[str, ...]:
+        """The allowed values of an enum metric; empty for the others."""
+        return tuple(self.unit.split("|")) if self.kind == "enum" else ()
 
 
 def _w(r: Resolved):

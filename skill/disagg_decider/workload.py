@@ -52,9 +52,9 @@ class Traffic(_Strict):
     requests_per_second: float = Field(gt=0)
     prefix_cache_hit_rate: float = Field(default=0.0, ge=0, lt=1)
 
-    _plain_numbers = field_validator("prompt_tokens", "output_tokens", mode="before")(
-        _as_percentiles
-    )
+    _plain_numbers = field_validator(
+        "prompt_tokens", "output_tokens", mode="before", json_schema_input_type=Percentiles | float
+    )(_as_percentiles)
 
 
 class Slo(_Strict):

@@ -18,15 +18,19 @@ def load_yaml_text(text: str, source: str) -> Any:
     except yaml.constructor.ConstructorError as exc:
         mark = exc.problem_mark
         where = f"{source}:{mark.line + 1}" if mark else source
-        raise UserError(
+        error = UserError(
             f"{where}: unsupported YAML tag ({exc.problem}); only plain YAML is accepted "
             "(no !!python or other custom tags)"
-        ) from None
+        )
+        error.line = mark.line + 1 if mark else None  # lets callers name what is on that line
+        raise error from None
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f"{source}:{mark.line + 1}:{mark.column + 1}" if mark else source
         problem = getattr(exc, "problem", None) or str(exc)
-        raise UserError(f"{where}: malformed YAML: {problem}") from None
+        error = UserError(f"{where}: malformed YAML: {problem}")
+        error.line = mark.line + 1 if mark else None
+        raise error from None
 
 
 def load_yaml_file(path: Path) -> Any:

@@ -6,17 +6,16 @@ workload is evaluated, with the file, the rule id and the nearest valid name.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from functools import cache
 from importlib import resources
 from pathlib import Path
 from typing import Any
 
-from pydantic import ValidationError
-
 from disagg_decider.errors import UserError, nearest
-from disagg_decider.metrics import BY_NAME
-from disagg_decider.rules.schema import All, AnyOf, Leaf, Not, Parameter, Rule, Rulebook
+from disagg_decider.rules import lint
+from disagg_decider.rules.schema import Leaf, Parameter, Rule, Rulebook, leaves
 from disagg_decider.yamlio import load_yaml_file
 
 
@@ -37,65 +36,71 @@ class LoadedRulebook:
         return {name: p.value for name, p in self.book.parameters.items()}
 
 
-def parse_rulebook(data: Any, source: str) -> Rulebook:
-    if not isinstance(data, dict):
-        raise UserError(f"{source}: a rulebook is a mapping with 'rulebook', 'parameters', 'rules'")
+def read_rule_file(path: Path) -> Any:
+    """A rule file's YAML data; a YAML error also names the rule it sits in."""
     try:
-        return Rulebook.model_validate(data)
-    except ValidationError as exc:
-        raise UserError(_format_errors(exc, data, source)) from None
+        return load_yaml_file(path)
+    except UserError as exc:
+        line = getattr(exc, "line", None)
+        rule_id = rule_id_at_line(path.read_text(encoding="utf-8"), line) if line else None
+        if rule_id is None:
+            raise
+        source, _, rest = str(exc).partition(": ")
+        raise UserError(f"{source}: rule {rule_id}: {rest}") from None
 
 
-def _format_errors(exc: ValidationError, data: dict, source: str) -> str:
-    lines = [f"{source}: invalid rulebook"]
-    rules = data.get("rules") if isinstance(data.get("rules"), list) else []
-    for err in exc.errors():
-        loc = list(err["loc"])
-        where = ""
-        if len(loc) >= 2 and loc[0] == "rules" and isinstance(loc[1], int) and loc[1] < len(rules):
-            raw = rules[loc[1]]
-            rid = raw.get("id", f"#{loc[1] + 1}") if isinstance(raw, dict) else f"#{loc[1] + 1}"
-            where = f"rule {rid}: "
-            loc = loc[2:]
-        path = ".".join(str(p) for p in loc if not str(p).startswith("function-"))
-        msg = err["msg"].removeprefix("Value error, ")
-        if err["type"] == "extra_forbidden":
-            msg = "unknown key"
-        elif err["type"] == "literal_error":
-            msg = f"{msg} (got {err.get('input')!r})"
-        lines.append(f"  {where}{path}: {msg}")
+def rule_id_at_line(text: str, line: int) -> str | None:
+    """The id of the rule whose YAML block holds `line` (1-based), found by indentation: the
+    file could not be parsed, so this reads it as text."""
+    lines = text.splitlines()
+    top = next((i for i, t in enumerate(lines) if re.match(r"rules\s*:", t)), None)
+    if top is None or line - 1 <= top:
+        return None
+    items = [i for i in range(top + 1, len(lines)) if re.match(r"\s*- ", lines[i])]
+    if not items:
+        return None
+    indent = min(len(lines[i]) - len(lines[i].lstrip()) for i in items)
+    starts = [i for i in items if len(lines[i]) - len(lines[i].lstrip()) == indent]
+    begin = max((i for i in starts if i <= line - 1), default=None)
+    if begin is None:
+        return None
+    end = min((i for i in starts if i > begin), default=len(lines))
+    for text_line in lines[begin:end]:
+        found = re.match(r"\s*(?:- )?\s*id\s*:\s*[\"']?([A-Za-z0-9_-]+)", text_line)
+        if found:
+            return found.group(1)
+    return None
+
+
+def parse_rulebook(data: Any, source: str) -> Rulebook:
+    book, problems = lint.schema_problems(data, source)
+    if problems:
+        raise UserError(_problem_text(f"{source}: invalid rulebook", problems))
+    assert book is not None
+    return book
+
+
+def _problem_text(title: str, problems: list[lint.Problem]) -> str:
+    """A title naming the file, then one problem a line (the file is repeated only when a
+    problem is about another one)."""
+    lines = [title]
+    for p in problems:
+        shown = f"{p.subject}: {p.message}" if title.startswith(p.source) else str(p)
+        lines.append(f"  {shown}")
     return "\n".join(lines)
 
 
-def _leaves(node) -> list[Leaf]:
-    if isinstance(node, Leaf):
-        return [node]
-    if isinstance(node, All):
-        return [x for n in node.all for x in _leaves(n)]
-    if isinstance(node, AnyOf):
-        return [x for n in node.any for x in _leaves(n)]
-    if isinstance(node, Not):
-        return _leaves(node.not_)
-    return []
-
-
 def check_names(rule: Rule, parameters: dict[str, Parameter], source: str) -> None:
-    """Every metric and parameter a rule names must exist."""
-    for leaf in _leaves(rule.when):
-        if leaf.metric not in BY_NAME:
-            raise UserError(
-                f"{source}: rule {rule.id}: unknown metric '{leaf.metric}'; "
-                f"{nearest(leaf.metric, list(BY_NAME))}"
-            )
-        if leaf.param is not None and leaf.param not in parameters:
-            raise UserError(
-                f"{source}: rule {rule.id}: unknown parameter '{leaf.param}'; "
-                f"{nearest(leaf.param, list(parameters)) if parameters else 'none are defined'}"
-            )
+    """Every metric and parameter a rule names must exist, with thresholds of the right type."""
+    problems = lint.condition_problems(rule, parameters, source)
+    if len(problems) == 1:
+        raise UserError(str(problems[0]))
+    if problems:
+        raise UserError(_problem_text(f"{source}: rule {rule.id} is invalid", problems))
 
 
 def rule_leaves(rule: Rule) -> list[Leaf]:
-    return _leaves(rule.when)
+    return leaves(rule.when)
 
 
 def merge(base: LoadedRulebook, extra: Rulebook, source: str) -> LoadedRulebook:
@@ -115,19 +120,18 @@ def merge(base: LoadedRulebook, extra: Rulebook, source: str) -> LoadedRulebook:
 
 
 def load_files(paths: list[Path], seed: LoadedRulebook | None = None) -> LoadedRulebook:
+    """Load rule files in order. Without `seed` they form a rulebook of their own; with one
+    they are layered on it, replacing its rules by id. An id or parameter defined twice among
+    `paths` themselves is an error either way."""
     loaded = seed or LoadedRulebook(Rulebook(rulebook="disaggregation"))
     books = []
     for path in paths:
-        book = parse_rulebook(load_yaml_file(path), str(path))
-        books.append((book, str(path)))
+        book = parse_rulebook(read_rule_file(path), str(path))
+        books.append((str(path), book))
         loaded = merge(loaded, book, str(path))
-        for name in book.parameters:
-            if sum(name in b.parameters for b, _ in books) > 1 and seed is None:
-                raise UserError(f"{path}: parameter '{name}' is defined in more than one file")
-    ids = [r.id for b, _ in books for r in b.rules]
-    if seed is None and len(ids) != len(set(ids)):
-        dup = sorted({i for i in ids if ids.count(i) > 1})
-        raise UserError(f"duplicate rule ids in the rulebook: {', '.join(dup)}")
+    duplicates = lint.duplicate_problems(books)
+    if duplicates:
+        raise UserError(_problem_text("rule ids and parameters must be unique", duplicates))
     for rule in loaded.book.rules:
         check_names(rule, loaded.book.parameters, loaded.origin.get(rule.id, "rulebook"))
     return loaded

@@ -91,6 +91,19 @@ AnyOf.model_rebuild()
 Not.model_rebuild()
 
 
+def leaves(node: Condition) -> list[Leaf]:
+    """The comparisons of a condition tree, left to right."""
+    if isinstance(node, Leaf):
+        return [node]
+    if isinstance(node, All):
+        return [x for n in node.all for x in leaves(n)]
+    if isinstance(node, AnyOf):
+        return [x for n in node.any for x in leaves(n)]
+    if isinstance(node, Not):
+        return leaves(node.not_)
+    return []
+
+
 class Parameter(_Strict):
     value: Scalar
     unit: str

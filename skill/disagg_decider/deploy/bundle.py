@@ -1,0 +1,68 @@
+"""One call from a workload and its Verdict to the files of one target, checked.
+
+The CLI, tests and any other front end call `build`; it refuses (UserError listing every
+problem) before producing anything when the layout could not run.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from disagg_decider.deploy import TARGETS, dynamo, engines, llmd
+from disagg_decider.deploy.plan import DeployPlan, Layout, check, make_plan
+from disagg_decider.deploy.readme import readme
+from disagg_decider.errors import UserError
+from disagg_decider.verdict import Verdict
+from disagg_decider.workload import Workload
+
+
+@dataclass
+class Bundle:
+    plan: DeployPlan
+    files: dict[str, str]  # relative path -> text
+    warnings: list[str] = field(default_factory=list)
+
+
+def build(
+    workload: Workload,
+    verdict: Verdict,
+    target: str,
+    *,
+    dynamo_api: str = "v1beta1",
+    layout: Layout = "auto",
+    image: str | None = None,
+    model_path: str | None = None,
+    served_model_name: str | None = None,
+    base_dir: Path | None = None,
+) -> Bundle:
+    if target not in TARGETS:
+        raise UserError(f"--target {target!r}: unknown target; valid: {', '.join(TARGETS)}")
+    if dynamo_api not in dynamo.API_VERSIONS:
+        raise UserError(f"--dynamo-api {dynamo_api!r}: valid: {', '.join(dynamo.API_VERSIONS)}")
+    plan = make_plan(
+        workload,
+        verdict,
+        target,
+        layout=layout,
+        model_path=model_path,
+        served_model_name=served_model_name,
+        image=image,
+        base_dir=base_dir,
+    )
+    errors, warnings = check(plan)
+    if errors:
+        problems = "\n  ".join(errors)
+        raise UserError(
+            f"refusing to emit {target} configs for {workload.name!r}; they would not run:\n"
+            f"  {problems}"
+        )
+    warnings = plan.warnings + warnings
+    if target == "dynamo":
+        files = dynamo.files(plan, dynamo_api)  # type: ignore[arg-type]
+    elif target == "llm-d":
+        files = llmd.files(plan)
+    else:
+        files = engines.files(plan)
+    files["README.md"] = readme(plan, sorted(files), warnings, dynamo_api)
+    return Bundle(plan=plan, files=files, warnings=warnings)

@@ -1,0 +1,306 @@
+"""What to deploy, read off the Verdict: the pools, their sizes and the checks they must pass.
+
+Every emitter takes a `DeployPlan` and nothing else, so the replica counts, TP degrees, batch
+limits and the conditional-disaggregation threshold in every file are the Verdict's numbers.
+`check` holds the constraints that make a layout unrunnable (refusals) or risky (warnings),
+with the reason and the source, so the CLI and the output README can say why.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Literal
+
+from disagg_decider import catalog
+from disagg_decider.calc.arch import weight_bytes
+from disagg_decider.errors import UserError
+from disagg_decider.verdict import Verdict
+from disagg_decider.workload import HfConfigRef, Workload, resolve
+
+Role = Literal["prefill", "decode", "colocated"]
+Engine = Literal["vllm", "sglang", "trtllm"]
+Layout = Literal["auto", "disaggregated", "colocated"]
+
+LAYOUTS: tuple[str, ...] = ("auto", "disaggregated", "colocated")
+# A prefill-only engine runs no decode steps beside a prompt, so chunking buys nothing: give it
+# room for a p99 prompt in one step, in whole 256-token blocks, and never less than this.
+MIN_PREFILL_TOKEN_BUDGET = 2048
+
+
+@dataclass(frozen=True)
+class Pool:
+    """One set of identical engine replicas."""
+
+    role: Role
+    replicas: int
+    tp: int
+    max_num_seqs: int | None  # None: leave the engine's default
+    max_num_batched_tokens: int
+
+    @property
+    def gpus(self) -> int:
+        return self.replicas * self.tp
+
+
+@dataclass(frozen=True)
+class DeployPlan:
+    name: str  # Kubernetes-safe prefix for every object
+    target: str
+    engine: Engine
+    disaggregated: bool
+    pools: tuple[Pool, ...]
+    threshold_tokens: int  # Verdict.conditional_disagg_threshold_tokens
+    ttft_ms: float
+    tpot_ms: float
+    prompt_tokens_p50: int
+    output_tokens_p50: int
+    requests_per_second: float
+    model_path: str
+    served_model_name: str
+    image: str | None  # None: each target's pinned default
+    weights_dtype: str
+    kv_dtype: str
+    hbm_utilization: float
+    model_size_gib: int  # volume size for the weights, with headroom
+    cluster_gpus: int
+    gpus_per_node: int
+    verdict: Verdict
+    warnings: list[str] = field(default_factory=list)
+
+    def pool(self, role: Role) -> Pool:
+        for p in self.pools:
+            if p.role == role:
+                return p
+        raise KeyError(role)
+
+    @property
+    def total_gpus(self) -> int:
+        return sum(p.gpus for p in self.pools)
+
+
+def make_plan(
+    workload: Workload,
+    verdict: Verdict,
+    target: str,
+    *,
+    layout: Layout = "auto",
+    model_path: str | None = None,
+    served_model_name: str | None = None,
+    image: str | None = None,
+    base_dir: Path | None = None,
+) -> DeployPlan:
+    """Read the pools off the Verdict; `layout` only chooses which of its two sizings to use."""
+    warnings: list[str] = []
+    engine = _engine_for(target, workload.engine, warnings)
+    disaggregated = verdict.disaggregate if layout == "auto" else layout == "disaggregated"
+    if layout == "disaggregated" and not verdict.disaggregate:
+        warnings.append(
+            "--layout disaggregated overrides the verdict (colocate): the pools below are the "
+            "calculator's best disaggregated sizing, which the rulebook did not choose"
+        )
+    if layout == "colocated" and verdict.disaggregate:
+        warnings.append(
+            f"--layout colocated overrides the verdict ({verdict.decision}): the pool below is "
+            "the calculator's best colocated sizing, which the rulebook did not choose"
+        )
+    pools = (
+        _disaggregated_pools(workload, verdict) if disaggregated else (_colocated_pool(verdict),)
+    )
+    pools = tuple(_engine_limits(p, engine, warnings) for p in pools)
+    path = model_path or _default_model_path(workload)
+    if model_path is None and workload.weights_dtype != "bf16":
+        dtype = workload.weights_dtype
+        warnings.append(
+            f"weights_dtype is {dtype}: the sizing assumes {dtype} weights, so pass "
+            f"--model-path with a {dtype} checkpoint if {path} is not one"
+        )
+    return DeployPlan(
+        name=k8s_name(workload.name),
+        target=target,
+        engine=engine,
+        disaggregated=disaggregated,
+        pools=pools,
+        threshold_tokens=verdict.conditional_disagg_threshold_tokens,
+        ttft_ms=workload.slo.ttft_ms,
+        tpot_ms=workload.slo.tpot_ms,
+        prompt_tokens_p50=round(workload.traffic.prompt_tokens.p50),
+        output_tokens_p50=round(workload.traffic.output_tokens.p50),
+        requests_per_second=workload.traffic.requests_per_second,
+        model_path=path,
+        served_model_name=served_model_name or path,
+        image=image,
+        weights_dtype=workload.weights_dtype,
+        kv_dtype=workload.kv_dtype,
+        hbm_utilization=workload.efficiency.hbm_utilization,
+        model_size_gib=_model_size_gib(workload, base_dir),
+        cluster_gpus=workload.cluster.gpus,
+        gpus_per_node=workload.cluster.gpus_per_node,
+        verdict=verdict,
+        warnings=warnings,
+    )
+
+
+def _engine_for(target: str, workload_engine: str, warnings: list[str]) -> Engine:
+    if target in ("vllm", "sglang"):
+        if workload_engine != target:
+            warnings.append(
+                f"the verdict was computed for engine {workload_engine} (workload.engine); "
+                f"these files run {target}, whose KV transfer may differ"
+            )
+        return target  # type: ignore[return-value]
+    if target == "llm-d" and workload_engine == "trtllm":
+        warnings.append(
+            "llm-d's model servers run vLLM or SGLang, not TensorRT-LLM: emitting vLLM "
+            "(the verdict was computed for trtllm's layer-wise KV transfer)"
+        )
+        return "vllm"
+    return workload_engine  # type: ignore[return-value]
+
+
+def _disaggregated_pools(w: Workload, v: Verdict) -> tuple[Pool, Pool]:
+    s = v.sizing
+    prefill = Pool(
+        role="prefill",
+        replicas=s.prefill_replicas,
+        tp=s.prefill_tp,
+        max_num_seqs=None,
+        max_num_batched_tokens=prefill_token_budget(w.traffic.prompt_tokens.p99),
+    )
+    # The decode pool prefills prompts under the threshold itself (conditional disaggregation):
+    # one such prompt plus one token for every running sequence must fit in a step.
+    decode = Pool(
+        role="decode",
+        replicas=s.decode_replicas,
+        tp=s.decode_tp,
+        max_num_seqs=s.decode_max_batch,
+        max_num_batched_tokens=v.conditional_disagg_threshold_tokens + s.decode_max_batch,
+    )
+    return prefill, decode
+
+
+def _colocated_pool(v: Verdict) -> Pool:
+    s = v.sizing
+    return Pool(
+        role="colocated",
+        replicas=s.colocated_replicas,
+        tp=s.colocated_tp,
+        max_num_seqs=s.colocated_max_batch,
+        max_num_batched_tokens=s.colocated_chunk_tokens,
+    )
+
+
+def prefill_token_budget(prompt_tokens_p99: float) -> int:
+    return max(MIN_PREFILL_TOKEN_BUDGET, math.ceil(prompt_tokens_p99 / 256) * 256)
+
+
+def _engine_limits(pool: Pool, engine: Engine, warnings: list[str]) -> Pool:
+    """vLLM refuses to start when a step's token budget is below its sequence limit."""
+    if engine != "vllm" or pool.max_num_seqs is None:
+        return pool
+    if pool.max_num_batched_tokens >= pool.max_num_seqs:
+        return pool
+    warnings.append(
+        f"{pool.role}: max_num_batched_tokens raised from {pool.max_num_batched_tokens} to "
+        f"{pool.max_num_seqs} because vLLM requires it to be >= max_num_seqs"
+    )
+    return Pool(pool.role, pool.replicas, pool.tp, pool.max_num_seqs, pool.max_num_seqs)
+
+
+def _default_model_path(w: Workload) -> str:
+    if isinstance(w.model, HfConfigRef):
+        raise UserError(
+            f"workload {w.name!r} names its model by hf_config ({w.model.hf_config}): pass "
+            "--model-path with the Hugging Face repo or local path the engines should load"
+        )
+    repo = catalog.get_model(w.model).hf_repo
+    if not repo:
+        raise UserError(
+            f"model {w.model!r} has no hf_repo in the catalog: pass --model-path with the "
+            "Hugging Face repo or local path the engines should load"
+        )
+    return repo
+
+
+def _model_size_gib(w: Workload, base_dir: Path | None) -> int:
+    """Volume for the checkpoint: bf16 weights (how most repos publish them) plus a quarter."""
+    model = resolve(w, base_dir).model
+    return max(1, math.ceil(weight_bytes(model, "bf16") * 1.25 / 2**30))
+
+
+def k8s_name(text: str) -> str:
+    """A DNS-1123 label prefix, short enough to take suffixes such as '-prefill-scaler'."""
+    slug = re.sub(r"[^a-z0-9-]+", "-", text.lower()).strip("-")
+    slug = re.sub(r"-{2,}", "-", slug)[:40].strip("-")
+    return slug or "llm"
+
+
+# --- constraints ------------------------------------------------------------------------------
+
+# Where each refusal comes from, quoted in the message so a user can check it.
+NIXL_TP_SOURCE = (
+    "vLLM NixlConnector supports decode TP >= prefill TP only (llm-d "
+    "docs/operations/disaggregation/vllm.md; ai-dynamo/dynamo#2295)"
+)
+SGLANG_TP_SOURCE = "SGLang P/D transfers KV between equal TP layouts on both sides"
+
+
+def check(plan: DeployPlan) -> tuple[list[str], list[str]]:
+    """(errors, warnings): errors make the layout unrunnable and refuse the whole output."""
+    errors: list[str] = []
+    warnings: list[str] = []
+    for pool in plan.pools:
+        if pool.max_num_seqs is not None and pool.max_num_seqs < 1:
+            errors.append(
+                f"{pool.role} pool: the calculator found no batch size that meets the TPOT target "
+                f"at TP {pool.tp} (max batch {pool.max_num_seqs}); pin another TP or relax the SLO"
+            )
+        if pool.tp > plan.gpus_per_node:
+            errors.append(
+                f"{pool.role} pool: TP {pool.tp} exceeds cluster.gpus_per_node "
+                f"({plan.gpus_per_node}); one replica must fit on one node (multi-node replicas "
+                "are not emitted)"
+            )
+    if plan.total_gpus > plan.cluster_gpus:
+        layout = " + ".join(f"{p.replicas} {p.role} x TP{p.tp}" for p in plan.pools)
+        errors.append(
+            f"the pools need {plan.total_gpus} GPUs ({layout}) but cluster.gpus is "
+            f"{plan.cluster_gpus}"
+        )
+    if plan.disaggregated:
+        p, d = plan.pool("prefill"), plan.pool("decode")
+        if plan.engine == "vllm" and d.tp < p.tp:
+            errors.append(
+                f"vLLM with NIXL needs decode TP >= prefill TP, got prefill TP {p.tp} > decode "
+                f"TP {d.tp}: {NIXL_TP_SOURCE}. Pin parallelism.decode_tp >= prefill_tp"
+            )
+        if plan.engine == "sglang" and d.tp != p.tp:
+            errors.append(
+                f"SGLang needs equal TP on both sides, got prefill TP {p.tp} and decode TP "
+                f"{d.tp}: {SGLANG_TP_SOURCE}. Pin parallelism.prefill_tp = decode_tp"
+            )
+        if plan.engine == "vllm" and d.tp != p.tp and _is_mla(plan):
+            warnings.append(
+                f"{plan.verdict.model} uses MLA: vLLM's NIXL heterogeneous TP is only partly "
+                "supported for MLA (no head split); prefer equal TP"
+            )
+        m = plan.verdict.metrics
+        if m.kv_transfer_path == "network" and not m.kv_transfer_rdma:
+            warnings.append(
+                "the KV transfer crosses a network without RDMA: NIXL falls back to TCP, which "
+                "Dynamo measured about 40x slower (TTFT 355 ms -> 10+ s)"
+            )
+        if not plan.verdict.disaggregated.feasible:
+            warnings.append("the calculator found no disaggregated sizing that meets both SLOs")
+    elif not plan.verdict.colocated.feasible:
+        warnings.append("the calculator found no colocated sizing that meets both SLOs")
+    return errors, warnings
+
+
+def _is_mla(plan: DeployPlan) -> bool:
+    try:
+        return catalog.get_model(plan.verdict.model).mla is not None
+    except UserError:
+        return False

@@ -1,0 +1,62 @@
+"""`decide mcp`: serve the verdict to coding agents over the Model Context Protocol.
+
+Kept apart from `mcp_server` so that `decide --workload ...` never imports the MCP SDK (it
+pulls in starlette, uvicorn and httpx); the server module loads only when this command runs.
+"""
+
+from __future__ import annotations
+
+from enum import StrEnum
+from typing import Annotated
+
+import typer
+
+from disagg_decider.errors import UserError
+
+
+class McpTransport(StrEnum):
+    stdio = "stdio"
+    http = "http"
+
+
+mcp_app = typer.Typer(
+    help=(
+        "Serve the decider as an MCP server for coding agents (Claude Code, Cursor, VS Code). "
+        "Tools: decide_disaggregation, estimate_kv_transfer, find_crossover, list_catalog, "
+        "explain_rule. Register it with: claude mcp add disagg-decider -- decide mcp"
+    )
+)
+
+
+@mcp_app.callback(invoke_without_command=True)
+def mcp_command(
+    transport: Annotated[
+        McpTransport,
+        typer.Option(
+            "--transport",
+            "-t",
+            help=(
+                "stdio (default): the agent spawns `decide mcp` and talks over stdin/stdout. "
+                "http: streamable HTTP at http://HOST:PORT/mcp, e.g. --transport http --port 8765"
+            ),
+        ),
+    ] = McpTransport.stdio,
+    host: Annotated[
+        str,
+        typer.Option(
+            "--host",
+            help="Address to bind with --transport http. Loopback by default; 0.0.0.0 exposes "
+            "the server to the network (it has no authentication).",
+        ),
+    ] = "127.0.0.1",
+    port: Annotated[
+        int, typer.Option("--port", "-p", help="TCP port for --transport http.")
+    ] = 8000,
+) -> None:
+    if not 0 < port < 65536:
+        raise UserError(f"--port {port}: expected a TCP port between 1 and 65535")
+    from disagg_decider.mcp_server import serve
+
+    if transport is McpTransport.http:
+        typer.echo(f"disagg-decider MCP server on http://{host}:{port}/mcp", err=True)
+    serve(transport.value, host=host, port=port)

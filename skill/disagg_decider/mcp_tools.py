@@ -1,0 +1,482 @@
+"""What the MCP server offers coding agents, as plain typed functions with no MCP imports.
+
+Each tool is a thin layer over the calculator, the rulebook or the catalogs, so an agent gets
+the numbers `decide` prints on the command line. The docstrings are the descriptions agents read
+(what the tool answers, when to call it, what to pass); the `Annotated` fields become the
+advertised input schema and the return types the output schema. Bad input raises `UserError`,
+as in the CLI; `mcp_server` turns it into a tool error the agent can act on.
+"""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+from typing import Annotated, Any, Literal
+
+import numpy as np
+from pydantic import BaseModel, ConfigDict, Field
+
+from disagg_decider import catalog
+from disagg_decider.calc import compare, kv, prefill, transfer
+from disagg_decider.calc.step import Engine
+from disagg_decider.decide import decide
+from disagg_decider.errors import UserError, nearest
+from disagg_decider.rules.loader import rule_leaves, shipped
+from disagg_decider.verdict import Reference, Verdict
+from disagg_decider.workload import Dtype, Efficiency, Workload, resolve
+
+Scalar = float | int | bool | str
+
+
+class _Out(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+# --- decide_disaggregation --------------------------------------------------------------------
+
+WORKLOAD_HELP = (
+    "The workload, exactly as in a workload YAML file but as JSON. Required: name, model "
+    "(catalog id), traffic {prompt_tokens {p50, p99}, output_tokens {p50, p99}, "
+    "requests_per_second}, slo {ttft_ms, tpot_ms} (p99 targets), cluster {gpu (catalog id), gpus}. "
+    "Optional: weights_dtype, kv_cache_dtype, engine, traffic.prefix_cache_hit_rate (0..1), "
+    "cluster.gpus_per_node / network (link id or {rdma, gbps_per_gpu}) / kubernetes, "
+    "ops {maturity, orchestrator_preference, ...}, cost, parallelism, efficiency, overrides. "
+    "A model given as {hf_config: path} is read relative to the server's working directory."
+)
+
+
+def decide_disaggregation(
+    workload: Annotated[Workload, Field(description=WORKLOAD_HELP)],
+    overrides: Annotated[
+        dict[str, Scalar] | None,
+        Field(
+            description=(
+                "Rule parameter overrides by name, applied after workload.overrides, e.g. "
+                '{"min_gain": 1.2}. explain_rule shows the parameters a rule uses.'
+            )
+        ),
+    ] = None,
+) -> Verdict:
+    """Decide whether an LLM service should split prefill and decode onto separate GPU pools
+    (disaggregated serving on NVIDIA Dynamo or llm-d) or stay colocated, and size the pools.
+
+    Call it when someone asks whether to disaggregate, which of Dynamo or llm-d to use, or how
+    many prefill and decode GPUs a service needs. Pass the workload (model, prompt and output
+    lengths at p50 and p99, request rate, p99 TTFT/TPOT targets, GPU type and count, network,
+    team); the prompt `collect_workload` lists what to ask for.
+
+    Returns the verdict: `decision` (colocate, dynamo or llm-d), a one-paragraph `summary`,
+    `fired_rules` with the metric comparisons and rationale behind each, `metrics` (KV bytes,
+    transfer time, goodput per GPU of both modes, gain, crossover prompt length), `sizing`
+    (replicas and TP per pool), the rule `thresholds` used and `warnings`. Quote the summary and
+    the fired rules' reasons rather than re-deriving numbers.
+    """
+    return decide(
+        workload, base_dir=Path.cwd(), overrides=overrides or {}, overrides_source="overrides"
+    )
+
+
+# --- estimate_kv_transfer ---------------------------------------------------------------------
+
+
+class KvTransferEstimate(_Out):
+    model: str
+    prompt_tokens: int = Field(description="uncached prompt tokens whose KV is moved")
+    cached_prompt_tokens: int
+    kv_dtype: Dtype
+    kv_bytes: float = Field(description="KV bytes moved from the prefill to the decode pool")
+    kv_bytes_per_token: float
+    link: str = Field(description="the link, as understood")
+    link_gbps_per_gpu: float = Field(description="line rate per GPU, one way, Gb/s")
+    link_efficiency: float = Field(description="achieved share of the line rate")
+    parallel_links: int = Field(description="GPU NICs carrying KV shards at once: min(TPs)")
+    effective_gb_per_s: float = Field(description="usable bandwidth for this transfer, GB/s")
+    latency_ms: float = Field(description="fixed per-transfer latency included below")
+    serialized_ms: float = Field(
+        description="transfer after prefill ends (vLLM and SGLang NIXL connectors)"
+    )
+    prefill_ms: float | None = Field(description="prefill compute time; null without a gpu")
+    layerwise_exposed_ms: float | None = Field(
+        description=(
+            "transfer time left visible when each layer's KV streams while the next layer "
+            "computes (TensorRT-LLM, Mooncake); null without a gpu"
+        )
+    )
+    notes: list[str]
+
+
+def estimate_kv_transfer(
+    model: Annotated[str, Field(description="Model catalog id, e.g. llama-3.3-70b.")],
+    prompt_tokens: Annotated[
+        int, Field(gt=0, description="Uncached prompt tokens whose KV cache is moved.")
+    ],
+    kv_dtype: Annotated[Dtype, Field(description="KV cache dtype: bf16, fp8 or fp4.")] = "bf16",
+    link: Annotated[
+        str | None,
+        Field(
+            description=(
+                "Link catalog id (e.g. ib-ndr-400, roce-100, tcp-25, nvlink). Give exactly one "
+                "of link, link_gbps, link_gb_per_s. Catalog links carry their measured "
+                "efficiency and latency; nvlink takes its bandwidth from `gpu`."
+            )
+        ),
+    ] = None,
+    link_gbps: Annotated[
+        float | None,
+        Field(gt=0, description="Or: bandwidth per GPU in gigaBITS per second (400 for NDR)."),
+    ] = None,
+    link_gb_per_s: Annotated[
+        float | None,
+        Field(gt=0, description="Or: bandwidth per GPU in gigaBYTES per second (50 for NDR)."),
+    ] = None,
+    link_efficiency: Annotated[
+        float | None,
+        Field(
+            gt=0,
+            le=1,
+            description=(
+                "Achieved share of the bandwidth. Default: the catalog link's figure; 1.0 for a "
+                "bandwidth given as a number (treated as already measured)."
+            ),
+        ),
+    ] = None,
+    latency_us: Annotated[
+        float | None,
+        Field(ge=0, description="Fixed per-transfer latency; default: catalog link's, else 0."),
+    ] = None,
+    gpu: Annotated[
+        str | None,
+        Field(
+            description=(
+                "GPU catalog id (e.g. h200). Needed for the prefill time and so for the "
+                "layer-wise figure; without it only the serialized time is reported."
+            )
+        ),
+    ] = None,
+    prefill_tp: Annotated[int, Field(gt=0, description="Prefill tensor-parallel degree.")] = 1,
+    decode_tp: Annotated[
+        int | None, Field(gt=0, description="Decode TP degree; default: prefill_tp.")
+    ] = None,
+    weights_dtype: Annotated[
+        Dtype, Field(description="Weight dtype, for the prefill time only.")
+    ] = "bf16",
+    cached_prompt_tokens: Annotated[
+        int, Field(ge=0, description="Prompt tokens already in the prefix cache (not moved).")
+    ] = 0,
+) -> KvTransferEstimate:
+    """Estimate the KV-cache bytes one request moves from a prefill GPU pool to a decode pool,
+    and how long the transfer takes over a given link.
+
+    Call it to answer "what does moving the KV cost on our network?" or to compare links (TCP
+    vs RDMA vs NVLink) for one model and prompt length. Pass the model, the uncached prompt
+    tokens, the KV dtype and the link as a catalog id or a bandwidth (link_gbps in Gb/s or
+    link_gb_per_s in GB/s). TP degrees matter: each prefill rank sends its KV shard over its own
+    NIC, so min(prefill_tp, decode_tp) links run in parallel.
+
+    Returns the bytes, the serialized transfer time (what vLLM and SGLang pay after prefill) and,
+    when `gpu` is given, the prefill time and the layer-wise overlapped time (what TensorRT-LLM
+    pays). For the whole decision use decide_disaggregation.
+    """
+    spec = catalog.get_model(model)
+    gpu_spec = catalog.get_gpu(gpu) if gpu is not None else None
+    label, gbps, efficiency, latency_ms = _link_figures(
+        link, link_gbps, link_gb_per_s, link_efficiency, latency_us, gpu_spec
+    )
+    d_tp = decode_tp or prefill_tp
+    parallel = min(prefill_tp, d_tp)
+    bandwidth = transfer.effective_gb_per_s(gbps, efficiency, parallel)
+    size = float(kv.kv_bytes(spec, kv_dtype, prompt_tokens))
+    notes = []
+    prefill_ms = layerwise_ms = None
+    if gpu_spec is None:
+        notes.append("no gpu given: only the serialized time is reported")
+    else:
+        engine = Engine(spec, gpu_spec, weights_dtype, kv_dtype, prefill_tp, Efficiency())
+        if not bool(engine.fits()):
+            notes.append(
+                f"{spec.id} in {weights_dtype} leaves no room for KV on {prefill_tp} x "
+                f"{gpu_spec.id}: raise prefill_tp; the prefill time assumes it fits"
+            )
+        prefill_ms = float(prefill.prefill_ms(engine, prompt_tokens, cached_prompt_tokens))
+        layerwise_ms = float(
+            transfer.layerwise_exposed_ms(size, bandwidth, latency_ms, prefill_ms, spec.layers)
+        )
+    if prompt_tokens + cached_prompt_tokens > spec.max_context_tokens:
+        notes.append(f"the prompt exceeds {spec.id}'s context of {spec.max_context_tokens} tokens")
+    return KvTransferEstimate(
+        model=spec.id,
+        prompt_tokens=prompt_tokens,
+        cached_prompt_tokens=cached_prompt_tokens,
+        kv_dtype=kv_dtype,
+        kv_bytes=size,
+        kv_bytes_per_token=size / prompt_tokens,
+        link=label,
+        link_gbps_per_gpu=gbps,
+        link_efficiency=efficiency,
+        parallel_links=parallel,
+        effective_gb_per_s=float(bandwidth),
+        latency_ms=latency_ms,
+        serialized_ms=float(transfer.transfer_ms(size, bandwidth, latency_ms)),
+        prefill_ms=prefill_ms,
+        layerwise_exposed_ms=layerwise_ms,
+        notes=notes,
+    )
+
+
+def _link_figures(
+    link_id: str | None,
+    gbps: float | None,
+    gb_per_s: float | None,
+    efficiency: float | None,
+    latency_us: float | None,
+    gpu: catalog.Gpu | None,
+) -> tuple[str, float, float, float]:
+    """(label, Gb/s per GPU, efficiency, latency ms) from exactly one way of naming the link."""
+    named = (("link", link_id), ("link_gbps", gbps), ("link_gb_per_s", gb_per_s))
+    given = [name for name, value in named if value is not None]
+    if len(given) != 1:
+        raise UserError(
+            "pass exactly one of link (catalog id, e.g. ib-ndr-400), link_gbps (Gb/s per GPU) or "
+            f"link_gb_per_s (GB/s per GPU); got {', '.join(given) or 'none'}"
+        )
+    if link_id is None:
+        rate = gbps if gbps is not None else gb_per_s * 8.0  # type: ignore[operator]
+        eff = efficiency if efficiency is not None else 1.0
+        lat = latency_us if latency_us is not None else 0.0
+        return f"{rate:g} Gb/s per GPU ({rate / 8:g} GB/s)", rate, eff, lat / 1e3
+    spec = catalog.get_link(link_id)
+    if spec.kind == "scale-up":
+        if gpu is None:
+            raise UserError(
+                f"link {spec.id}: its bandwidth comes from the GPU; pass gpu, e.g. h200"
+            )
+        if gpu.scaleup_gb_per_s <= 0:
+            raise UserError(f"link {spec.id}: {gpu.id} has no NVLink-class scale-up link")
+        rate = gpu.scaleup_gb_per_s * 8.0
+    else:
+        assert spec.gbps is not None
+        rate = spec.gbps
+    eff = efficiency if efficiency is not None else spec.efficiency
+    lat = latency_us if latency_us is not None else spec.latency_us
+    return spec.name, rate, eff, lat / 1e3
+
+
+# --- find_crossover ---------------------------------------------------------------------------
+
+Outcome = Literal["both-meet-slo", "disaggregated-only", "colocated-only", "neither-meets-slo"]
+
+
+class GainPoint(_Out):
+    prompt_tokens: int = Field(description="prompt p50; p99 scales with it as in the workload")
+    gain: float | None = Field(
+        description="disaggregated / colocated goodput per GPU; null unless both meet the SLO"
+    )
+    outcome: Outcome
+    disaggregation_wins: bool
+
+
+class CrossoverResult(_Out):
+    workload: str
+    crossover_prompt_tokens: int | None = Field(
+        description=(
+            "where disaggregation starts to win (gain > 1), read from the workload's own "
+            "prompt p50: the lower end of the winning stretch that contains it, else the first "
+            "longer prompt where it wins; log-interpolated; null if it never wins there"
+        )
+    )
+    winning_ranges: list[tuple[int, int]] = Field(
+        description="[first, last] grid prompt lengths of each run of points where it wins"
+    )
+    workload_prompt_tokens_p50: float
+    curve: list[GainPoint]
+    notes: list[str]
+
+
+def find_crossover(
+    workload: Annotated[Workload, Field(description=WORKLOAD_HELP)],
+    min_prompt_tokens: Annotated[
+        int, Field(ge=16, description="Shortest prompt p50 to try.")
+    ] = 256,
+    max_prompt_tokens: Annotated[
+        int | None,
+        Field(gt=16, description="Longest prompt p50 to try; default: min(context, 131072)."),
+    ] = None,
+    steps: Annotated[
+        int, Field(ge=2, le=64, description="Log-spaced prompt lengths in the range.")
+    ] = 12,
+) -> CrossoverResult:
+    """Find the prompt length from which disaggregated serving beats colocated serving for a
+    workload, with the gain curve over a range of prompt lengths.
+
+    Call it to answer "at what prompt length does disaggregation start to pay?" or "would it win
+    if our prompts grew to 32K?". Pass the same workload as decide_disaggregation and a range of
+    prompt lengths (min, max, steps, log-spaced). At each length both modes are re-sized and
+    re-tuned on the same GPUs; the p99/p50 spread, outputs, rate, SLOs and cluster stay as in
+    the workload, whose own prompt p50 is added to the curve when it lies in the range.
+
+    Returns the crossover prompt length (null when it never wins), the ranges where it wins and
+    the curve: gain = disaggregated / colocated goodput per GPU within the p99 SLOs, with an
+    outcome per point when one mode or neither meets the SLO.
+    """
+    r = resolve(workload, Path.cwd())
+    top = max_prompt_tokens or min(r.model.max_context_tokens, 131072)
+    if top <= min_prompt_tokens:
+        raise UserError(
+            f"max_prompt_tokens ({top}) must be greater than min_prompt_tokens "
+            f"({min_prompt_tokens})"
+        )
+    own = workload.traffic.prompt_tokens.p50
+    grid = np.round(np.geomspace(min_prompt_tokens, top, steps))
+    inside = [own] if min_prompt_tokens <= own <= top else []
+    prompts = np.unique(np.concatenate([grid, inside]))
+    gains = np.asarray(compare.gain_curve(r, prompts), dtype=float)
+    curve = [_gain_point(round(p), float(g)) for p, g in zip(prompts, gains, strict=True)]
+    notes = []
+    if not inside:
+        notes.append(f"the workload's prompt p50 ({own:g}) is outside the range")
+    if top > r.model.max_context_tokens:
+        notes.append(f"lengths above {r.model.max_context_tokens} exceed {r.model.id}'s context")
+    return CrossoverResult(
+        workload=workload.name,
+        crossover_prompt_tokens=compare.crossover_from_curve(prompts, gains, own),
+        winning_ranges=_runs(curve),
+        workload_prompt_tokens_p50=workload.traffic.prompt_tokens.p50,
+        curve=curve,
+        notes=notes,
+    )
+
+
+def _gain_point(prompt_tokens: int, gain: float) -> GainPoint:
+    """`gain_curve` encodes 'only disaggregation meets the SLO' as inf and 'neither' as nan."""
+    if math.isnan(gain):
+        outcome: Outcome = "neither-meets-slo"
+    elif math.isinf(gain):
+        outcome = "disaggregated-only"
+    elif gain == 0:
+        outcome = "colocated-only"
+    else:
+        outcome = "both-meet-slo"
+    finite = gain if outcome == "both-meet-slo" else None
+    return GainPoint(
+        prompt_tokens=prompt_tokens,
+        gain=finite,
+        outcome=outcome,
+        disaggregation_wins=outcome == "disaggregated-only" or (finite is not None and finite > 1),
+    )
+
+
+def _runs(curve: list[GainPoint]) -> list[tuple[int, int]]:
+    runs: list[tuple[int, int]] = []
+    start: int | None = None
+    for i, point in enumerate(curve):
+        if point.disaggregation_wins and start is None:
+            start = i
+        if start is not None and (not point.disaggregation_wins or i == len(curve) - 1):
+            end = i if point.disaggregation_wins else i - 1
+            runs.append((curve[start].prompt_tokens, curve[end].prompt_tokens))
+            start = None
+    return runs
+
+
+# --- list_catalog -----------------------------------------------------------------------------
+
+CatalogKind = Literal["gpus", "models", "links"]
+
+CATALOG_UNITS = (
+    "Units are in the field names: _tflops dense 1e12 FLOP/s, hbm_gb 1e9 bytes, _tb_per_s and "
+    "_gb_per_s bytes per second (scale-up: one way), _gbps 1e9 bits per second per GPU, _us "
+    "microseconds, params_*_b 1e9 parameters. Every record lists its sources."
+)
+
+
+class CatalogListing(_Out):
+    units: str
+    gpus: list[catalog.Gpu] | None = None
+    models: list[catalog.ModelSpec] | None = None
+    links: list[catalog.Link] | None = None
+
+
+def list_catalog(
+    kind: Annotated[
+        CatalogKind | None,
+        Field(description="gpus, models or links; omit for all three."),
+    ] = None,
+) -> CatalogListing:
+    """List the GPUs, models or network links the calculator knows, with their figures
+    (peak TFLOPS, HBM size and bandwidth, NVLink and NIC rates; model dimensions, KV heads,
+    MoE and MLA shapes; link rates, RDMA, latency, achieved efficiency) and a source per record.
+
+    Call it to find the ids that decide_disaggregation, estimate_kv_transfer and find_crossover
+    accept (workload.model, cluster.gpu, cluster.network), or to check a figure. An unknown
+    model can still be used through {hf_config: path/to/config.json} in a workload.
+    """
+    kinds: tuple[CatalogKind, ...] = (kind,) if kind else ("gpus", "models", "links")
+    tables = {"gpus": catalog.gpus, "models": catalog.models, "links": catalog.links}
+    lists = {k: list({r.id: r for r in tables[k]().values()}.values()) for k in kinds}
+    return CatalogListing(units=CATALOG_UNITS, **lists)  # type: ignore[arg-type]
+
+
+# --- explain_rule -----------------------------------------------------------------------------
+
+
+class RuleParameterInfo(_Out):
+    name: str
+    value: Scalar
+    unit: str
+    doc: str
+    source: str
+
+
+class RuleExplanation(_Out):
+    id: str
+    name: str
+    title: str
+    category: str
+    kind: Literal["veto", "effect"]
+    pushes: Literal["colocate", "disaggregate", "dynamo", "llm-d"]
+    weight: float | None = Field(description="effect weight; null for a veto, which always wins")
+    when: dict[str, Any] = Field(description="the condition tree: all/any/not over comparisons")
+    parameters: list[RuleParameterInfo] = Field(
+        description="the named thresholds the rule compares against (override them by name)"
+    )
+    rationale: str
+    references: list[Reference]
+    examples: dict[str, Any] = Field(description="metric values on which it fires / is silent")
+    rule_file: str
+
+
+def explain_rule(
+    rule_id: Annotated[
+        str, Field(description="A rule id such as DSG007 (as in a verdict's fired_rules) or name.")
+    ],
+) -> RuleExplanation:
+    """Explain one rule of the rulebook: its condition, the parameters (thresholds) it uses with
+    their values, units and sources, its rationale and its references.
+
+    Call it when a user asks why a rule fired in a verdict, where a threshold comes from, or
+    which parameter to override to test a different assumption. Pass the rule id from
+    fired_rules (e.g. DSG007) or its name (e.g. gain-above-minimum).
+    """
+    loaded = shipped()
+    by_key = {r.id.upper(): r for r in loaded.book.rules} | {r.name: r for r in loaded.book.rules}
+    rule = by_key.get(rule_id.strip().upper()) or by_key.get(rule_id.strip().lower())
+    if rule is None:
+        ids = [r.id for r in loaded.book.rules]
+        raise UserError(f"unknown rule '{rule_id}': {nearest(rule_id.strip().upper(), ids)}")
+    names = dict.fromkeys(leaf.param for leaf in rule_leaves(rule) if leaf.param is not None)
+    params = loaded.book.parameters
+    return RuleExplanation(
+        id=rule.id,
+        name=rule.name,
+        title=rule.title,
+        category=rule.category,
+        kind="veto" if rule.veto is not None else "effect",
+        pushes=rule.pushes,
+        weight=rule.effect.weight if rule.effect is not None else None,
+        when=rule.model_dump(mode="json", by_alias=True, exclude_none=True)["when"],
+        parameters=[RuleParameterInfo(name=n, **params[n].model_dump()) for n in names],
+        rationale=rule.rationale.strip(),
+        references=[Reference(**ref.model_dump()) for ref in rule.references],
+        examples=rule.examples.model_dump(mode="json"),
+        rule_file=Path(loaded.origin.get(rule.id, "rulebook")).name,
+    )
