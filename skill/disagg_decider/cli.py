@@ -23,6 +23,7 @@ from disagg_decider.errors import UserError
 from disagg_decider.mcp_cli import mcp_app
 from disagg_decider.render.cli import render_command
 from disagg_decider.rules.cli import rules_app, schema_command
+from disagg_decider.sim.cli import register as register_simulator
 from disagg_decider.verdict import Verdict
 
 app = typer.Typer(
@@ -272,6 +273,7 @@ app.command("schema")(schema_command)
 app.command("deploy")(deploy_command)
 app.command("render")(render_command)
 app.add_typer(mcp_app, name="mcp")
+register_simulator(app)  # decide simulate, decide sweep, decide trace summarize
 
 
 def main() -> None:

@@ -1,0 +1,62 @@
+"""Simulated requests per second of wall time, both modes, on a 16-GPU example.
+
+Run: python benchmarks/sim_throughput.py [--requests 100000] [--workload FILE] [--repeat 3]
+(from the repository root, with `skill` on PYTHONPATH or the package installed).
+
+Builds the workload's verdict, the verdict's pools, N synthetic requests at the workload's
+rate, then times each mode's simulation alone (best of --repeat), one process, one core.
+"""
+
+from __future__ import annotations
+
+import argparse
+import platform
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "skill"))
+
+from disagg_decider.decide import decide  # noqa: E402
+from disagg_decider.sim import run  # noqa: E402
+from disagg_decider.workload import load_workload, resolve  # noqa: E402
+
+DEFAULT = ROOT / "examples" / "rag-8k-h200-rdma-dynamo.yaml"
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--workload", type=Path, default=DEFAULT)
+    parser.add_argument("--requests", type=int, default=100_000)
+    parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--seed", type=int, default=0)
+    args = parser.parse_args()
+
+    w = load_workload(args.workload)
+    r = resolve(w, args.workload.parent)
+    s = run.setup(r, decide(w, base_dir=args.workload.parent))
+    requests = run.synthetic_requests(r, args.requests, args.seed)
+    print(f"workload {w.name}: {w.cluster.gpus} x {w.cluster.gpu}, {w.model}")
+    print(
+        f"{args.requests:,} requests at {w.traffic.requests_per_second:g} req/s, seed {args.seed}"
+    )
+    print(f"python {platform.python_version()} on {platform.machine()}, best of {args.repeat}")
+    for mode in ("colocated", "disaggregated"):
+        best = float("inf")
+        for _ in range(args.repeat):
+            start = time.perf_counter()
+            outcome = run.simulate_mode(s, mode, requests)
+            best = min(best, time.perf_counter() - start)
+        print(
+            f"  {mode:<14} {outcome.layout:<60} {args.requests / best:>10,.0f} requests/s "
+            f"({best:.2f} s)"
+        )
+    cmd = f"python benchmarks/sim_throughput.py --requests {args.requests}"
+    if args.workload != DEFAULT:
+        cmd += f" --workload {args.workload}"
+    print(f"reproduce: {cmd}")
+
+
+if __name__ == "__main__":
+    main()

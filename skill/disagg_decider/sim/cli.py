@@ -1,0 +1,495 @@
+"""`decide simulate`, `decide sweep` and `decide trace summarize`.
+
+Module-level imports stay light (typer only) so `decide --workload` starts fast; numpy, the
+calculator, rich progress and matplotlib load inside the commands.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from enum import StrEnum
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from disagg_decider.errors import UserError
+
+
+class OutFormat(StrEnum):
+    text = "text"
+    json = "json"
+
+
+class SweepFormat(StrEnum):
+    text = "text"
+    json = "json"
+    markdown = "markdown"
+
+
+class BatchCap(StrEnum):
+    engine = "engine"
+    verdict = "verdict"
+
+
+class ColocatedPolicy(StrEnum):
+    chunked = "chunked"
+    prefill_first = "prefill-first"
+
+
+WorkloadOpt = Annotated[
+    Path,
+    typer.Option(
+        "--workload", "-w", help="Workload YAML file, e.g. examples/chat-short-colocate.yaml."
+    ),
+]
+SeedOpt = Annotated[
+    int, typer.Option("--seed", help="Random seed; the same seed gives the same run.")
+]
+QuietOpt = Annotated[bool, typer.Option("--quiet", "-q", help="No progress bar.")]
+PolicyOpt = Annotated[
+    ColocatedPolicy,
+    typer.Option(
+        "--colocated-policy",
+        help="chunked: prefill chunks share each iteration's token budget with decodes (vLLM "
+        "chunked prefill, the default). prefill-first: a waiting prompt stalls every decode "
+        "(vLLM before chunked prefill; DistServe's baseline).",
+    ),
+]
+
+
+def register(app: typer.Typer) -> None:
+    """Add the simulator's commands to the `decide` app."""
+    app.command("simulate")(simulate)
+    app.command("sweep")(sweep)
+    trace_app = typer.Typer(help="Read Azure CSV or Mooncake JSONL request traces.")
+    trace_app.command("summarize")(trace_summarize)
+    app.add_typer(trace_app, name="trace")
+
+
+# --- shared helpers -----------------------------------------------------------------------------
+
+
+def _load(workload: Path):
+    from disagg_decider.decide import decide
+    from disagg_decider.workload import load_workload, resolve
+
+    w = load_workload(workload)
+    return w, resolve(w, workload.parent), decide(w, base_dir=workload.parent)
+
+
+class _Progress:
+    """A rich progress bar on stderr, shown only on a terminal and without --quiet."""
+
+    def __init__(self, total: int, label: str, quiet: bool) -> None:
+        self.bar = None
+        if quiet or not sys.stderr.isatty():
+            return
+        from rich.console import Console
+        from rich.progress import BarColumn, MofNCompleteColumn, Progress, TimeElapsedColumn
+
+        self.bar = Progress(
+            "[progress.description]{task.description}",
+            BarColumn(),
+            MofNCompleteColumn(),
+            TimeElapsedColumn(),
+            console=Console(stderr=True),
+            transient=True,
+        )
+        self.task = self.bar.add_task(label, total=total)
+
+    def __enter__(self) -> _Progress:
+        if self.bar is not None:
+            self.bar.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        if self.bar is not None:
+            self.bar.stop()
+
+    def set(self, done: int, label: str | None = None) -> None:
+        if self.bar is not None:
+            self.bar.update(self.task, completed=done, description=label)
+
+    def advance(self, label: str | None = None) -> None:
+        if self.bar is not None:
+            self.bar.update(self.task, advance=1, description=label)
+
+
+def _refuse_overwrite(path: Path, force: bool) -> None:
+    if path.exists() and not force:
+        raise UserError(f"{path}: already exists; pass --force to overwrite it")
+
+
+def _dump(payload: dict) -> None:
+    sys.stdout.write(json.dumps(payload, indent=2, allow_nan=False) + "\n")
+
+
+# --- decide simulate ----------------------------------------------------------------------------
+
+
+def simulate(
+    workload: WorkloadOpt,
+    requests: Annotated[
+        int, typer.Option("--requests", "-n", min=1, help="Requests to simulate (default 20000).")
+    ] = 20000,
+    seed: SeedOpt = 0,
+    trace: Annotated[
+        Path | None,
+        typer.Option(
+            "--trace",
+            help="Replay this Azure CSV or Mooncake JSONL trace instead of the workload's "
+            "traffic (its first --requests requests, arrivals and lengths as recorded).",
+        ),
+    ] = None,
+    rate: Annotated[
+        float | None,
+        typer.Option("--rate", help="Requests per second (default: the workload's)."),
+    ] = None,
+    cv: Annotated[
+        float,
+        typer.Option(
+            "--cv",
+            help="Burstiness: inter-arrival coefficient of variation, 1 = Poisson, 3 = bursty "
+            "(gamma gaps). Azure 2023 conversation trace: 1.09, code: 13.2.",
+        ),
+    ] = 1.0,
+    colocated_gpus: Annotated[
+        int | None,
+        typer.Option("--colocated-gpus", help="Colocated pool size (default: verdict's)."),
+    ] = None,
+    prefill_gpus: Annotated[
+        int | None, typer.Option("--prefill-gpus", help="Prefill pool size (default: verdict's).")
+    ] = None,
+    decode_gpus: Annotated[
+        int | None, typer.Option("--decode-gpus", help="Decode pool size (default: verdict's).")
+    ] = None,
+    policy: PolicyOpt = ColocatedPolicy.chunked,
+    batch_cap: Annotated[
+        BatchCap,
+        typer.Option(
+            "--batch-cap",
+            help="engine: up to efficiency.max_decode_batch sequences per replica, KV memory "
+            "binding (default). verdict: the verdict's batch as a hard max_num_seqs.",
+        ),
+    ] = BatchCap.engine,
+    fmt: Annotated[
+        OutFormat, typer.Option("--format", "-f", help="text or json.")
+    ] = OutFormat.text,
+    quiet: QuietOpt = False,
+) -> None:
+    """Simulate both serving modes with the verdict's pools and report latency, goodput, cost.
+
+    Example: decide simulate --workload examples/rag-8k-h200-rdma-dynamo.yaml --requests 50000
+    """
+    from disagg_decider.sim import requests as reqs
+    from disagg_decider.sim import run
+    from disagg_decider.sim import trace as traces
+
+    w, r, verdict = _load(workload)
+    s = run.setup(
+        r,
+        verdict,
+        colocated_gpus=colocated_gpus,
+        prefill_gpus=prefill_gpus,
+        decode_gpus=decode_gpus,
+        policy=policy.value,
+        batch_cap=batch_cap.value,
+    )
+    if trace is not None:
+        batch = reqs.from_trace(traces.load(trace), r.model.max_context_tokens, requests)
+        if rate is not None:
+            batch = reqs.scaled(batch, rate)
+    else:
+        batch = run.synthetic_requests(r, requests, seed, rate, cv)
+    n = len(batch)
+    with _Progress(2 * n, "simulating colocated", quiet) as bar:
+        results = {}
+        for k, mode in enumerate(("colocated", "disaggregated")):
+            outcome = run.simulate_mode(
+                s, mode, batch, lambda done, k=k, mode=mode: bar.set(k * n + done, mode)
+            )
+            from disagg_decider.sim import metrics
+
+            results[mode] = metrics.summarize(
+                outcome, batch, w.slo.ttft_ms, w.slo.tpot_ms, w.cost.usd_per_gpu_hour
+            )
+    source = str(trace) if trace is not None else f"synthetic, seed {seed}, cv {cv:g}"
+    offered = (
+        (n - 1) / (float(batch.arrival_ms[-1]) / 1e3) if n > 1 and batch.arrival_ms[-1] > 0 else 0
+    )
+    if fmt is OutFormat.json:
+        _dump(
+            {
+                "workload": w.name,
+                "requests": n,
+                "source": source,
+                "offered_rate_per_s": offered,
+                "slo": {"ttft_ms": w.slo.ttft_ms, "tpot_ms": w.slo.tpot_ms},
+                "calculator": {
+                    "colocated": {
+                        "ttft_p99_ms": verdict.colocated.ttft_p99_ms,
+                        "tpot_p99_ms": verdict.colocated.tpot_p99_ms,
+                    },
+                    "disaggregated": {
+                        "ttft_p99_ms": verdict.disaggregated.ttft_p99_ms,
+                        "tpot_p99_ms": verdict.disaggregated.tpot_p99_ms,
+                    },
+                },
+                **{mode: m.as_dict() for mode, m in results.items()},
+            }
+        )
+        return
+    _print_simulation(w, verdict, results, n, source, offered)
+
+
+def _print_simulation(w, verdict, results, n: int, source: str, offered: float) -> None:
+    from rich.console import Console
+    from rich.table import Table
+
+    console = Console()
+    c, d = results["colocated"], results["disaggregated"]
+    console.print(
+        f"[bold]{w.name}[/]: {n:,} requests ({source}), offered {offered:.3g} req/s; "
+        f"SLO TTFT {w.slo.ttft_ms:g} ms, TPOT {w.slo.tpot_ms:g} ms",
+        highlight=False,
+    )
+    table = Table(title="Simulated (calculator's p99 in brackets)", title_justify="left")
+    for col in ("", "colocated", "disaggregated"):
+        table.add_column(col, justify="right" if col else "left")
+
+    def pct(p) -> str:
+        return f"{p.p50:,.1f} / {p.p90:,.1f} / {p.p99:,.1f}"
+
+    def calc(x) -> str:
+        return f" [{x:,.1f}]" if x is not None else " [-]"
+
+    rows = [
+        ("layout", c.layout, d.layout),
+        ("GPUs", str(c.gpus), str(d.gpus)),
+        (
+            "TTFT ms p50 / p90 / p99",
+            pct(c.ttft_ms) + calc(verdict.colocated.ttft_p99_ms),
+            pct(d.ttft_ms) + calc(verdict.disaggregated.ttft_p99_ms),
+        ),
+        (
+            "TPOT ms p50 / p90 / p99",
+            pct(c.tpot_ms) + calc(verdict.colocated.tpot_p99_ms),
+            pct(d.tpot_ms) + calc(verdict.disaggregated.tpot_p99_ms),
+        ),
+        ("SLO attainment", f"{c.slo_attainment:.1%}", f"{d.slo_attainment:.1%}"),
+        (
+            "throughput tokens/s",
+            f"{c.throughput_tokens_per_s:,.0f}",
+            f"{d.throughput_tokens_per_s:,.0f}",
+        ),
+        ("goodput req/s per GPU", f"{c.goodput_per_gpu:.3f}", f"{d.goodput_per_gpu:.3f}"),
+        ("$ per request", f"{c.cost_per_request_usd:.5f}", f"{d.cost_per_request_usd:.5f}"),
+        (
+            "$ per 1M tokens",
+            f"{c.cost_per_million_tokens_usd:.3f}",
+            f"{d.cost_per_million_tokens_usd:.3f}",
+        ),
+    ]
+    for row in rows:
+        table.add_row(*row)
+    console.print(table)
+
+
+# --- decide sweep -------------------------------------------------------------------------------
+
+
+def _prompt_range(text: str) -> tuple[float, float]:
+    lo, sep, hi = text.partition(":")
+    try:
+        a, b = float(lo), float(hi)
+    except ValueError:
+        a = b = -1.0
+    if not sep or a < 1 or b <= a:
+        raise UserError(
+            f"--prompt-tokens {text!r}: expected LOW:HIGH with 1 <= LOW < HIGH, e.g. 256:32768"
+        )
+    return a, b
+
+
+def sweep(
+    workload: WorkloadOpt,
+    prompt_tokens: Annotated[
+        str,
+        typer.Option(
+            "--prompt-tokens",
+            help="Prompt p50 range LOW:HIGH, log-spaced (p99 keeps the workload's p99/p50 ratio).",
+        ),
+    ] = "256:32768",
+    steps: Annotated[int, typer.Option("--steps", min=2, max=64, help="Points in the range.")] = 8,
+    do_simulate: Annotated[
+        bool,
+        typer.Option(
+            "--simulate",
+            help="Also measure the gain by simulation: each mode's goodput per GPU (highest rate "
+            "meeting --attainment) by bisection over the rate, with the verdict's pools.",
+        ),
+    ] = False,
+    requests: Annotated[
+        int, typer.Option("--requests", "-n", min=100, help="Requests per simulated run.")
+    ] = 2000,
+    attainment: Annotated[
+        float,
+        typer.Option(
+            "--attainment",
+            min=0.5,
+            max=1.0,
+            help="Share of requests that must meet both SLOs (0.99: the workload's p99 targets).",
+        ),
+    ] = 0.99,
+    seed: SeedOpt = 0,
+    policy: PolicyOpt = ColocatedPolicy.chunked,
+    plot: Annotated[
+        Path | None,
+        typer.Option(
+            "--plot",
+            help="Write a PNG chart here (needs matplotlib: pip install 'disagg-decider[plot]').",
+        ),
+    ] = None,
+    force: Annotated[bool, typer.Option("--force", help="Overwrite --plot if it exists.")] = False,
+    fmt: Annotated[
+        SweepFormat,
+        typer.Option("--format", "-f", help="text, json or markdown (table + mermaid chart)."),
+    ] = SweepFormat.text,
+    quiet: QuietOpt = False,
+) -> None:
+    """Gain of disaggregation (goodput per GPU, disaggregated / colocated) against prompt length.
+
+    Example: decide sweep --workload examples/rag-8k-h200-rdma-dynamo.yaml
+    --prompt-tokens 256:32768 --simulate --plot gain.png
+    """
+    from disagg_decider.sim import sweep as sweeps
+
+    lo, hi = _prompt_range(prompt_tokens)
+    if plot is not None:
+        _refuse_overwrite(plot, force)
+        sweeps.require_matplotlib()
+    from disagg_decider.workload import load_workload
+
+    w = load_workload(workload)
+    total = steps if do_simulate else 0
+    with _Progress(total, "sweeping", quiet or not do_simulate) as bar:
+        result = sweeps.run_sweep(
+            w,
+            workload.parent,
+            lo,
+            hi,
+            steps,
+            simulate=do_simulate,
+            requests=requests,
+            attainment=attainment,
+            seed=seed,
+            policy=policy.value,
+            on_point=lambda p: bar.advance(f"prompt {p:,.0f}"),
+        )
+    if plot is not None:
+        sweeps.write_plot(result, plot)
+        print(f"wrote {plot}", file=sys.stderr)
+    if fmt is SweepFormat.json:
+        _dump(result.as_dict())
+    elif fmt is SweepFormat.markdown:
+        sys.stdout.write(sweeps.markdown(result))
+    else:
+        sys.stdout.write(sweeps.text(result))
+
+
+# --- decide trace summarize ---------------------------------------------------------------------
+
+
+def trace_summarize(
+    file: Annotated[
+        Path,
+        typer.Argument(
+            help="Azure CSV (TIMESTAMP,ContextTokens,GeneratedTokens) or Mooncake JSONL."
+        ),
+    ],
+    write_workload: Annotated[
+        Path | None,
+        typer.Option(
+            "--write-workload", help="Write a workload YAML from the trace's percentiles and rate."
+        ),
+    ] = None,
+    model: Annotated[
+        str | None,
+        typer.Option("--model", help="Model id for --write-workload (decide catalog models)."),
+    ] = None,
+    gpu: Annotated[
+        str | None, typer.Option("--gpu", help="GPU id for --write-workload (decide catalog gpus).")
+    ] = None,
+    gpus: Annotated[
+        int, typer.Option("--gpus", min=1, help="Cluster size for --write-workload.")
+    ] = 8,
+    ttft_ms: Annotated[
+        float,
+        typer.Option(
+            "--ttft-ms", help="p99 TTFT target (default: MLPerf Llama-2-70B server, 2000)."
+        ),
+    ] = 2000.0,
+    tpot_ms: Annotated[
+        float,
+        typer.Option(
+            "--tpot-ms", help="p99 TPOT target (default: MLPerf Llama-2-70B server, 200)."
+        ),
+    ] = 200.0,
+    force: Annotated[
+        bool, typer.Option("--force", help="Overwrite --write-workload if it exists.")
+    ] = False,
+    fmt: Annotated[
+        OutFormat, typer.Option("--format", "-f", help="text or json.")
+    ] = OutFormat.text,
+) -> None:
+    """Percentiles, mean rate and burstiness of a trace; optionally a workload file from them.
+
+    Example: decide trace summarize AzureLLMInferenceTrace_conv.csv --write-workload conv.yaml
+    --model llama-3.3-70b --gpu h100
+    """
+    from disagg_decider.sim import trace as traces
+
+    if write_workload is not None:
+        if model is None or gpu is None:
+            raise UserError(
+                "--write-workload needs --model and --gpu, e.g. --model llama-3.3-70b --gpu h100"
+            )
+        _refuse_overwrite(write_workload, force)
+    summary = traces.summarize(traces.load(file))
+    if write_workload is not None:
+        import yaml
+
+        from disagg_decider.workload import parse_workload, resolve
+
+        data = traces.workload_from_summary(
+            summary, write_workload.stem, model, gpu, gpus, ttft_ms, tpot_ms
+        )
+        resolve(parse_workload(data, str(write_workload)))  # unknown model or GPU: exit 2 here
+        write_workload.parent.mkdir(parents=True, exist_ok=True)
+        write_workload.write_text(yaml.safe_dump(data, sort_keys=False), encoding="utf-8")
+        print(f"wrote {write_workload}", file=sys.stderr)
+    if fmt is OutFormat.json:
+        _dump(summary.as_dict())
+        return
+    _print_summary(summary)
+
+
+def _print_summary(s) -> None:
+    from rich.console import Console
+    from rich.table import Table
+
+    console = Console()
+    console.print(
+        f"[bold]{s.source}[/] ({s.kind}): {s.requests:,} requests over {s.duration_s:,.0f} s, "
+        f"mean rate {s.mean_rate_per_s:.3g} req/s, inter-arrival CV {s.interarrival_cv:.2f} "
+        f"(1 = Poisson), prefix-cache hits {s.prefix_hit_rate:.1%} of prompt tokens",
+        highlight=False,
+    )
+    table = Table(title_justify="left")
+    for col in ("tokens", "p50", "p90", "p99", "mean", "max"):
+        table.add_column(col, justify="right" if col != "tokens" else "left")
+    for name, d in (("prompt", s.prompt), ("output", s.output)):
+        table.add_row(name, *(f"{d[k]:,.0f}" for k in ("p50", "p90", "p99", "mean", "max")))
+    console.print(table)

@@ -1,0 +1,296 @@
+"""Colocated serving: replicas that run prefill and decode in the same iterations.
+
+Each replica is an engine with continuous batching, as vLLM and SGLang run it:
+
+- `chunked` (the default, vLLM's chunked prefill, Sarathi-Serve): every iteration has a token
+  budget (`max_num_batched_tokens`) shared by one token per decoding sequence and as many
+  prompt tokens as fit, taken first-come first-served from prompts waiting to be prefilled,
+  several short prompts packed into one iteration, long ones split into chunks;
+- `prefill-first` (vLLM before chunked prefill, DistServe's colocated baseline): whenever a
+  prompt waits, the next iteration prefills whole waiting prompts and every decode stalls.
+
+A request is admitted (takes a seat and reserves the KV of its prompt plus its output) when
+its first prompt tokens are scheduled; a replica holds at most `max_batch` sequences and the KV
+capacity of `Engine.kv_capacity_bytes()`. Reserving the whole output up front stands in for
+vLLM's preemption: no recomputation is simulated. A router sends each arrival to the replica
+with the fewest requests in flight.
+
+Step times are the calculator's `iteration_ms` (through `steps`). A prompt's first token is
+emitted by the iteration that computes its last prompt token, as in the calculator's
+colocated model; it then decodes its remaining output tokens one per iteration.
+"""
+
+from __future__ import annotations
+
+import heapq
+from collections import deque
+from dataclasses import dataclass
+from typing import Literal
+
+import numpy as np
+
+from disagg_decider.calc.step import Engine
+from disagg_decider.sim.batch import DecodeBatch, run_ms, steps_within
+from disagg_decider.sim.outcome import Outcome
+from disagg_decider.sim.requests import Requests
+from disagg_decider.sim.steps import DecodeTable, MixedTable
+
+Policy = Literal["chunked", "prefill-first"]
+IDLE, DECODE, CHUNK, SINGLE = 0, 1, 2, 3
+
+
+@dataclass(frozen=True)
+class ColocatedConfig:
+    replicas: int
+    tp: int
+    chunk_tokens: int  # per-iteration token budget (max_num_batched_tokens)
+    max_batch: int  # sequences in flight per replica (max_num_seqs)
+    policy: Policy = "chunked"
+
+    @property
+    def gpus(self) -> int:
+        return self.replicas * self.tp
+
+    def layout(self) -> str:
+        policy = f"chunk {self.chunk_tokens}" if self.policy == "chunked" else "prefill-first"
+        return f"{self.replicas} x TP{self.tp}, {policy}, max batch {self.max_batch}"
+
+
+class _Shared:
+    """Per-request data and step tables every replica reads."""
+
+    def __init__(self, engine: Engine, requests: Requests, cfg: ColocatedConfig) -> None:
+        self.cfg = cfg
+        self.prompt = requests.prompt.tolist()
+        self.output = requests.output.tolist()
+        self.cached = requests.cached.tolist()
+        self.uncached = requests.uncached.tolist()
+        total = requests.prompt + requests.output
+        self.kv_need = np.asarray(engine.kv_bytes_held(total), dtype=float).tolist()
+        self.kv_capacity = float(np.ravel(engine.kv_capacity_bytes())[0])
+        max_context = float(total.max())
+        self.decode = DecodeTable(engine, cfg.max_batch, max_context)
+        prompt_tokens = cfg.chunk_tokens
+        if cfg.policy == "prefill-first":
+            prompt_tokens = max(cfg.chunk_tokens, int(requests.uncached.max()))
+        self.mixed = MixedTable(
+            engine, cfg.max_batch, max_context, prompt_tokens, float(requests.prompt.max())
+        )
+        n = len(requests)
+        self.first_ms = [0.0] * n
+        self.done_ms = [0.0] * n
+
+
+class _Entry:
+    """A prompt waiting for (or part-way through) its prefill."""
+
+    __slots__ = ("admitted", "context", "left", "rid")
+
+    def __init__(self, rid: int, cached: int, uncached: int) -> None:
+        self.rid = rid
+        self.left = uncached  # prompt tokens still to compute
+        self.context = cached  # tokens before the next one to compute
+        self.admitted = False
+
+
+class Replica:
+    def __init__(self, index: int, shared: _Shared, heap: list) -> None:
+        self.index = index
+        self.s = shared
+        self.heap = heap
+        self.queue: deque[_Entry] = deque()
+        self.batch = DecodeBatch()
+        self.seated = 0
+        self.kv_used = 0.0
+        self.in_flight = 0
+        self.version = 0
+        self.kind = IDLE
+        self.t0 = self.first = self.slope = 0.0
+        self.k = 0
+        self.tokens = 0
+        self.pieces: list[tuple[_Entry, int]] = []
+
+    # --- events ---------------------------------------------------------------------------------
+
+    def arrive(self, rid: int, now: float) -> None:
+        s = self.s
+        self.queue.append(_Entry(rid, s.cached[rid], s.uncached[rid]))
+        self.in_flight += 1
+        if self.kind == IDLE:
+            self.plan(now)
+        elif self.kind == DECODE and len(self.queue) == 1:
+            self._cut(now)  # the new prompt joins at the next iteration boundary
+
+    def run_ended(self, now: float) -> None:
+        s, batch, kind = self.s, self.batch, self.kind
+        if kind == DECODE:
+            batch.advance(self.k)
+        elif kind == CHUNK:
+            batch.advance(self.k)
+            head = self.queue[0]
+            head.left -= self.k * self.tokens
+            head.context += self.k * self.tokens
+        elif kind == SINGLE:
+            if s.cfg.policy == "chunked":
+                batch.advance(1)
+            for entry, take in self.pieces:
+                entry.left -= take
+                entry.context += take
+                if entry.left == 0:
+                    self._prompt_done(entry, now)
+            while self.queue and self.queue[0].left == 0:
+                self.queue.popleft()
+            self.pieces = []
+        if batch.finishes and batch.finishes[0][0] <= batch.step:
+            for rid in batch.pop_finished():
+                self._finish(rid, now)
+        self.plan(now)
+
+    # --- scheduling -----------------------------------------------------------------------------
+
+    def plan(self, now: float) -> None:
+        """Choose what the next iterations carry and schedule the end of that run."""
+        s, batch = self.s, self.batch
+        size = batch.size
+        if s.cfg.policy == "chunked":
+            room = s.cfg.chunk_tokens - size
+            head = self.queue[0] if self.queue else None
+            if room > 0 and head is not None and (head.admitted or self._admit(head)):
+                if head.left > room:
+                    k = (head.left - 1) // room
+                    if size:
+                        k = min(k, batch.steps_to_next_finish())
+                    # Chunk runs are never cut short, so only their total matters: k times
+                    # the middle iteration, exact while time grows linearly along the run.
+                    half = (k - 1) / 2.0
+                    mid = s.mixed.ms(
+                        size, batch.mean_context(half), room, head.context + half * room
+                    )
+                    self.tokens = room
+                    self._start(now, CHUNK, k, mid, mid)
+                    return
+                self._pack(now, room, size, stall_decodes=False)
+                return
+        elif self.queue and self._admit(self.queue[0]):
+            self._pack(now, max(s.cfg.chunk_tokens, self.queue[0].left), 0, stall_decodes=True)
+            return
+        if size:
+            k = batch.steps_to_next_finish()
+            first = s.decode.ms(size, batch.mean_context())
+            last = s.decode.ms(size, batch.mean_context(k - 1)) if k > 1 else first
+            self._start(now, DECODE, k, first, last)
+        else:
+            self.kind = IDLE
+
+    def _pack(self, now: float, room: int, size: int, stall_decodes: bool) -> None:
+        """One iteration carrying prompt tokens from the head of the queue onwards.
+
+        Chunked: pieces of prompts fill the room. Prefill-first: whole prompts only, and the
+        decode batch sits this pass out. The pass's prompt context is the one that gives the
+        pieces' exact causal attention work (clamped at zero when short prompts share a pass).
+        """
+        s = self.s
+        pieces = []
+        left = room
+        work = 0.0
+        for entry in self.queue:
+            if not entry.admitted and not self._admit(entry):
+                break
+            take = min(entry.left, left)
+            if stall_decodes and take < entry.left:
+                break
+            pieces.append((entry, take))
+            work += take * entry.context + take * take / 2.0
+            left -= take
+            if left == 0:
+                break
+        tokens = room - left
+        prompt_context = max((work - tokens * tokens / 2.0) / tokens, 0.0)
+        if stall_decodes:
+            ms = s.mixed.ms(0, 0.0, tokens, prompt_context)
+        else:
+            ms = s.mixed.ms(size, self.batch.mean_context(), tokens, prompt_context)
+        self.pieces = pieces
+        self._start(now, SINGLE, 1, ms, ms)
+
+    def _start(self, now: float, kind: int, k: int, first: float, last: float) -> None:
+        self.kind, self.t0, self.k, self.first = kind, now, k, first
+        slope = self.slope = (last - first) / (k - 1) if k > 1 else 0.0
+        self.version += 1
+        end = now + k * first + slope * k * (k - 1) / 2.0  # batch.run_ms, inlined: hot path
+        heapq.heappush(self.heap, (end, self.index, self.version))
+
+    def _cut(self, now: float) -> None:
+        """End the current run after the iteration in flight at `now`."""
+        m = steps_within(self.first, self.slope, now - self.t0, self.k)
+        if m < self.k:
+            self.k = m
+            self.version += 1
+            end = self.t0 + run_ms(self.first, self.slope, m)
+            heapq.heappush(self.heap, (end, self.index, self.version))
+
+    def _admit(self, entry: _Entry) -> bool:
+        if entry.admitted:
+            return True
+        s = self.s
+        need = s.kv_need[entry.rid]
+        empty = self.seated == 0
+        if not empty and (self.seated >= s.cfg.max_batch or self.kv_used + need > s.kv_capacity):
+            return False
+        entry.admitted = True  # an empty replica takes any request, even one that overfills it
+        self.seated += 1
+        self.kv_used += need
+        return True
+
+    def _prompt_done(self, entry: _Entry, now: float) -> None:
+        s, rid = self.s, entry.rid
+        s.first_ms[rid] = now
+        if s.output[rid] > 1:
+            self.batch.join(rid, float(s.prompt[rid]), s.output[rid] - 1)
+        else:
+            self._finish(rid, now)
+
+    def _finish(self, rid: int, now: float) -> None:
+        self.s.done_ms[rid] = now
+        self.seated -= 1
+        self.kv_used -= self.s.kv_need[rid]
+        self.in_flight -= 1
+
+
+def simulate(engine: Engine, requests: Requests, cfg: ColocatedConfig, progress=None) -> Outcome:
+    """Serve `requests` on `cfg.replicas` replicas of `engine`; times in ms from the first arrival.
+
+    `progress(done)` is called now and then with the number of arrivals routed so far.
+    """
+    shared = _Shared(engine, requests, cfg)
+    heap: list = []
+    replicas = [Replica(i, shared, heap) for i in range(cfg.replicas)]
+    arrivals = requests.arrival_ms.tolist()
+    n = len(arrivals)
+    i = 0
+    pop, inf = heapq.heappop, float("inf")
+    while True:
+        next_arrival = arrivals[i] if i < n else inf
+        if heap and heap[0][0] <= next_arrival:
+            now, r, version = pop(heap)
+            replica = replicas[r]
+            if version == replica.version:
+                replica.run_ended(now)
+        elif i < n:
+            target = replicas[0]
+            for replica in replicas:  # join the shortest queue (fewest requests in flight)
+                if replica.in_flight < target.in_flight:
+                    target = replica
+            target.arrive(i, next_arrival)
+            i += 1
+            if progress is not None and not i & 0xFFF:
+                progress(i)
+        else:
+            break
+    return Outcome(
+        mode="colocated",
+        gpus=cfg.gpus,
+        first_token_ms=np.asarray(shared.first_ms),
+        done_ms=np.asarray(shared.done_ms),
+        layout=cfg.layout(),
+    )

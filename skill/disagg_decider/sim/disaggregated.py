@@ -1,0 +1,286 @@
+"""Disaggregated serving: a prefill pool, a KV transfer over the link, a decode pool.
+
+- Prefill: each replica serves one prompt at a time, first come first served (the calculator's
+  M/G/1 prefill server); its service time is `calc.prefill.prefill_ms` of the uncached prompt
+  after its cached prefix, so prefix-cache hits shorten it. A router sends each arrival to the
+  replica that will be free soonest.
+- Transfer: when a prompt is done, a decode replica with a free seat and room for the request's
+  KV (prompt plus output, `Engine.kv_bytes_held`) is reserved, or the request waits for one,
+  first come first served. Its uncached KV (`calc.kv.kv_bytes`) then moves over the path the
+  calculator picks (`calc.compare.transfer_path`), taking `calc.transfer.transfer_ms` when it
+  has the link to itself. Transfers that share a sending prefill replica or a receiving decode
+  replica share its bandwidth equally (processor sharing on the busier end). With layer-wise
+  streaming (TensorRT-LLM; `efficiency.kv_transfer`) only the part the calculator's
+  `layerwise_exposed_ms` leaves exposed after prefill goes through the shared link.
+- Decode: continuous batching of up to `max_batch` sequences; a transferred request joins at
+  the next iteration boundary. Its first decode iteration emits the first token, as the
+  calculator counts it (TTFT = prefill + transfer + one decode step).
+"""
+
+from __future__ import annotations
+
+import heapq
+from collections import deque
+from dataclasses import dataclass
+
+import numpy as np
+
+from disagg_decider.calc import kv, transfer
+from disagg_decider.calc.compare import TransferPath
+from disagg_decider.calc.prefill import prefill_ms
+from disagg_decider.calc.step import Engine
+from disagg_decider.sim.batch import DecodeBatch, run_ms, steps_within
+from disagg_decider.sim.outcome import Outcome
+from disagg_decider.sim.requests import Requests
+from disagg_decider.sim.steps import DecodeTable
+
+PREFILL_DONE, TRANSFER_DONE, RUN_END = 0, 1, 2
+
+
+@dataclass(frozen=True)
+class DisaggregatedConfig:
+    prefill_replicas: int
+    prefill_tp: int
+    decode_replicas: int
+    decode_tp: int
+    max_batch: int  # sequences per decode replica
+    path: TransferPath
+    layerwise: bool = False
+
+    @property
+    def gpus(self) -> int:
+        return self.prefill_replicas * self.prefill_tp + self.decode_replicas * self.decode_tp
+
+    def layout(self) -> str:
+        return (
+            f"{self.prefill_replicas}P x TP{self.prefill_tp} + {self.decode_replicas}D x "
+            f"TP{self.decode_tp}, max batch {self.max_batch}, KV over {self.path.kind}"
+        )
+
+
+class _Sim:
+    def __init__(
+        self, p_engine: Engine, d_engine: Engine, requests: Requests, cfg: DisaggregatedConfig
+    ) -> None:
+        self.cfg = cfg
+        self.heap: list = []
+        self.seq = 0
+        n = len(requests)
+        self.prompt = requests.prompt.tolist()
+        self.output = requests.output.tolist()
+        uncached = requests.uncached.astype(float)
+        service = np.asarray(prefill_ms(p_engine, uncached, requests.cached.astype(float)))
+        self.service_ms = np.broadcast_to(service, (n,)).tolist()
+        size = kv.kv_bytes(p_engine.model, p_engine.kv_dtype, uncached)
+        gb_per_s = cfg.path.gb_per_s(cfg.prefill_tp, cfg.decode_tp)
+        alone = np.asarray(transfer.transfer_ms(size, gb_per_s, cfg.path.latency_ms))
+        if cfg.layerwise:
+            alone = np.asarray(
+                transfer.layerwise_exposed_ms(
+                    size, gb_per_s, cfg.path.latency_ms, service, p_engine.model.layers
+                )
+            )
+        self.transfer_alone_ms = np.broadcast_to(alone, (n,)).tolist()
+        total = requests.prompt + requests.output
+        self.kv_need = np.asarray(d_engine.kv_bytes_held(total), dtype=float).tolist()
+        self.kv_capacity = float(np.ravel(d_engine.kv_capacity_bytes())[0])
+        self.table = DecodeTable(d_engine, cfg.max_batch, float(total.max()))
+        self.first_ms = [0.0] * n
+        self.done_ms = [0.0] * n
+        self.prefill_free_at = [0.0] * cfg.prefill_replicas
+        self.prefill_of = [0] * n
+        self.decoders = [_Decoder(j, self) for j in range(cfg.decode_replicas)]
+        self.waiting: deque[int] = deque()  # prefilled, no decode replica has room yet
+        self.link = _Link(cfg.prefill_replicas, cfg.decode_replicas, self)
+
+    def push(self, time: float, kind: int, a: int, b: int) -> None:
+        self.seq += 1
+        heapq.heappush(self.heap, (time, self.seq, kind, a, b))
+
+    def arrive(self, rid: int, now: float) -> None:
+        free = self.prefill_free_at
+        p = min(range(len(free)), key=free.__getitem__)
+        start = max(now, free[p])
+        free[p] = start + self.service_ms[rid]
+        self.prefill_of[rid] = p
+        self.push(free[p], PREFILL_DONE, rid, 0)
+
+    def prefill_done(self, rid: int, now: float) -> None:
+        if self.waiting or not self._reserve(rid, now):
+            self.waiting.append(rid)
+
+    def _reserve(self, rid: int, now: float) -> bool:
+        """Pick the decode replica with the fewest seats taken among those with room."""
+        need = self.kv_need[rid]
+        best = None
+        for d in self.decoders:
+            fits = d.seated == 0 or (
+                d.seated < self.cfg.max_batch and d.kv_used + need <= self.kv_capacity
+            )
+            if fits and (best is None or d.seated < best.seated):
+                best = d
+        if best is None:
+            return False
+        best.seated += 1
+        best.kv_used += need
+        self.link.start(rid, self.prefill_of[rid], best.index, now)
+        return True
+
+    def seats_freed(self, now: float) -> None:
+        while self.waiting and self._reserve(self.waiting[0], now):
+            self.waiting.popleft()
+
+
+class _Link:
+    """KV transfers in flight, each sharing its prefill and decode replica's bandwidth.
+
+    Work is kept in milliseconds at the full rate (`transfer_ms` of the request alone); a
+    transfer sharing its busier end with n others progresses at 1/n of that rate.
+    """
+
+    def __init__(self, senders: int, receivers: int, sim: _Sim) -> None:
+        self.sim = sim
+        self.out: list[set[int]] = [set() for _ in range(senders)]
+        self.into: list[set[int]] = [set() for _ in range(receivers)]
+        self.ends: dict[int, tuple[int, int]] = {}
+        self.left_ms: dict[int, float] = {}
+        self.rate: dict[int, float] = {}
+        self.since: dict[int, float] = {}
+        self.version: dict[int, int] = {}
+
+    def start(self, rid: int, sender: int, receiver: int, now: float) -> None:
+        self.ends[rid] = (sender, receiver)
+        self.left_ms[rid] = self.sim.transfer_alone_ms[rid]
+        self.rate[rid] = 0.0  # not moving yet: `_reshare` gives it its share and its event
+        self.since[rid] = now
+        self.version[rid] = 0
+        self.out[sender].add(rid)
+        self.into[receiver].add(rid)
+        self._reshare(sender, receiver, now)
+
+    def finished(self, rid: int, version: int, now: float) -> int | None:
+        """The receiving decode replica, or None for a stale event."""
+        if self.version.get(rid) != version:
+            return None
+        sender, receiver = self.ends.pop(rid)
+        for table in (self.left_ms, self.rate, self.since, self.version):
+            del table[rid]
+        self.out[sender].discard(rid)
+        self.into[receiver].discard(rid)
+        self._reshare(sender, receiver, now)
+        return receiver
+
+    def _reshare(self, sender: int, receiver: int, now: float) -> None:
+        for rid in self.out[sender] | self.into[receiver]:
+            s, r = self.ends[rid]
+            rate = 1.0 / max(len(self.out[s]), len(self.into[r]))
+            if rate == self.rate[rid]:
+                continue  # its scheduled end still holds
+            left = self.left_ms[rid] - (now - self.since[rid]) * self.rate[rid]
+            self.left_ms[rid], self.rate[rid], self.since[rid] = left, rate, now
+            self.version[rid] += 1
+            self.sim.push(now + max(left, 0.0) / rate, TRANSFER_DONE, rid, self.version[rid])
+
+
+class _Decoder:
+    """One decode replica: a continuous batch fast-forwarded between joins and finishes."""
+
+    def __init__(self, index: int, sim: _Sim) -> None:
+        self.index = index
+        self.sim = sim
+        self.batch = DecodeBatch()
+        self.seated = 0
+        self.kv_used = 0.0
+        self.joining: list[int] = []
+        self.running = False
+        self.version = 0
+        self.t0 = self.first = self.slope = 0.0
+        self.k = 0
+
+    def join(self, rid: int, now: float) -> None:
+        self.joining.append(rid)
+        if not self.running:
+            self.plan(now)
+        else:
+            m = steps_within(self.first, self.slope, now - self.t0, self.k)
+            if m < self.k:
+                self._schedule(m)
+
+    def run_ended(self, now: float) -> None:
+        sim = self.sim
+        self.batch.advance(self.k)
+        finished = self.batch.pop_finished()
+        for rid in finished:
+            sim.done_ms[rid] = now
+            self.seated -= 1
+            self.kv_used -= sim.kv_need[rid]
+        self.plan(now)
+        if finished:
+            sim.seats_freed(now)
+
+    def plan(self, now: float) -> None:
+        sim, batch = self.sim, self.batch
+        new = self.joining
+        for rid in new:
+            batch.join(rid, float(sim.prompt[rid]), sim.output[rid])
+        self.joining = []
+        if batch.size == 0:
+            self.running = False
+            return
+        k = batch.steps_to_next_finish()
+        first = sim.table.ms(batch.size, batch.mean_context())
+        last = sim.table.ms(batch.size, batch.mean_context(k - 1)) if k > 1 else first
+        for rid in new:
+            sim.first_ms[rid] = now + first
+        self.running = True
+        self.t0, self.first = now, first
+        self.slope = (last - first) / (k - 1) if k > 1 else 0.0
+        self._schedule(k)
+
+    def _schedule(self, k: int) -> None:
+        self.k = k
+        self.version += 1
+        end = self.t0 + run_ms(self.first, self.slope, k)
+        self.sim.push(end, RUN_END, self.index, self.version)
+
+
+def simulate(
+    p_engine: Engine,
+    d_engine: Engine,
+    requests: Requests,
+    cfg: DisaggregatedConfig,
+    progress=None,
+) -> Outcome:
+    sim = _Sim(p_engine, d_engine, requests, cfg)
+    arrivals = requests.arrival_ms.tolist()
+    n = len(arrivals)
+    heap, pop, inf = sim.heap, heapq.heappop, float("inf")
+    decoders, link = sim.decoders, sim.link
+    i = 0
+    while True:
+        next_arrival = arrivals[i] if i < n else inf
+        if heap and heap[0][0] <= next_arrival:
+            now, _, kind, a, b = pop(heap)
+            if kind == RUN_END:
+                if b == decoders[a].version:
+                    decoders[a].run_ended(now)
+            elif kind == PREFILL_DONE:
+                sim.prefill_done(a, now)
+            else:
+                receiver = link.finished(a, b, now)
+                if receiver is not None:
+                    decoders[receiver].join(a, now)
+        elif i < n:
+            sim.arrive(i, next_arrival)
+            i += 1
+            if progress is not None and not i & 0xFFF:
+                progress(i)
+        else:
+            break
+    return Outcome(
+        mode="disaggregated",
+        gpus=cfg.gpus,
+        first_token_ms=np.asarray(sim.first_ms),
+        done_ms=np.asarray(sim.done_ms),
+        layout=cfg.layout(),
+    )

@@ -1,0 +1,172 @@
+"""Wiring: a workload and its verdict become two simulated clusters, their metrics and goodput.
+
+Pool sizes, TP degrees and the colocated chunk size default to the verdict's `sizing`, so
+`decide simulate` checks exactly what `decide` recommends; `--colocated-gpus`, `--prefill-gpus`
+and `--decode-gpus` resize the pools with the verdict's TP degrees.
+
+Batch caps: by default (`engine`) a replica holds up to `efficiency.max_decode_batch` sequences
+(vLLM's `max_num_seqs`) and KV memory is the binding limit, so the simulated TPOT shows what the
+load does to the batch. With `verdict`, the verdict's batch (its operating point at capacity)
+becomes a hard `max_num_seqs`; that cap also counts prompts still in prefill, so a pool sized
+at that batch queues sooner than the calculator, which counts only decoding sequences.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from disagg_decider.calc.compare import transfer_path
+from disagg_decider.calc.lengths import Lengths
+from disagg_decider.calc.step import Engine
+from disagg_decider.errors import UserError
+from disagg_decider.sim import colocated, disaggregated, metrics
+from disagg_decider.sim import requests as reqs
+from disagg_decider.sim.colocated import ColocatedConfig, Policy
+from disagg_decider.sim.disaggregated import DisaggregatedConfig
+from disagg_decider.sim.goodput import max_rate, replay_at
+from disagg_decider.sim.outcome import Outcome
+from disagg_decider.verdict import Verdict
+from disagg_decider.workload import Resolved
+
+
+@dataclass(frozen=True)
+class Setup:
+    """Both modes' engines and pools for one workload."""
+
+    resolved: Resolved
+    colocated_engine: Engine
+    prefill_engine: Engine
+    decode_engine: Engine
+    colocated: ColocatedConfig
+    disaggregated: DisaggregatedConfig
+
+
+def engine(r: Resolved, tp: int) -> Engine:
+    w = r.workload
+    return Engine(r.model, r.gpu, w.weights_dtype, w.kv_dtype, tp, w.efficiency)
+
+
+def layerwise_transfer(r: Resolved) -> bool:
+    """The engine's KV transfer style, resolved as the calculator does (compare._transfer_times)."""
+    style = r.workload.efficiency.kv_transfer
+    if style == "auto":
+        return r.workload.engine == "trtllm"
+    return style == "layerwise"
+
+
+def setup(
+    r: Resolved,
+    verdict: Verdict,
+    *,
+    colocated_gpus: int | None = None,
+    prefill_gpus: int | None = None,
+    decode_gpus: int | None = None,
+    policy: Policy = "chunked",
+    batch_cap: str = "engine",
+) -> Setup:
+    s = verdict.sizing
+    engine_batch = r.workload.efficiency.max_decode_batch
+    use_verdict = batch_cap == "verdict"
+    c_replicas = _replicas("--colocated-gpus", colocated_gpus, s.colocated_tp, s.colocated_replicas)
+    p_replicas = _replicas("--prefill-gpus", prefill_gpus, s.prefill_tp, s.prefill_replicas)
+    d_replicas = _replicas("--decode-gpus", decode_gpus, s.decode_tp, s.decode_replicas)
+    colo = ColocatedConfig(
+        replicas=c_replicas,
+        tp=s.colocated_tp,
+        chunk_tokens=s.colocated_chunk_tokens,
+        max_batch=min(
+            max(s.colocated_max_batch, 1)
+            if use_verdict and verdict.colocated.feasible
+            else engine_batch,
+            s.colocated_chunk_tokens - 1,
+        ),
+        policy=policy,
+    )
+    dis = DisaggregatedConfig(
+        prefill_replicas=p_replicas,
+        prefill_tp=s.prefill_tp,
+        decode_replicas=d_replicas,
+        decode_tp=s.decode_tp,
+        max_batch=max(s.decode_max_batch, 1)
+        if use_verdict and verdict.disaggregated.feasible
+        else engine_batch,
+        path=transfer_path(r),
+        layerwise=layerwise_transfer(r),
+    )
+    return Setup(
+        resolved=r,
+        colocated_engine=engine(r, colo.tp),
+        prefill_engine=engine(r, dis.prefill_tp),
+        decode_engine=engine(r, dis.decode_tp),
+        colocated=colo,
+        disaggregated=dis,
+    )
+
+
+def _replicas(option: str, gpus: int | None, tp: int, default: int) -> int:
+    if gpus is None:
+        return max(default, 1)
+    if gpus < tp or gpus % tp:
+        raise UserError(
+            f"{option} {gpus}: must be a positive multiple of the verdict's TP degree {tp} "
+            f"(e.g. {option} {tp * max(gpus // tp, 1)})"
+        )
+    return gpus // tp
+
+
+def synthetic_requests(
+    r: Resolved, count: int, seed: int, rate_per_s: float | None = None, cv: float = 1.0
+) -> reqs.Requests:
+    w = r.workload
+    rate = w.traffic.requests_per_second if rate_per_s is None else rate_per_s
+    return reqs.synthetic(Lengths.of(w), count, rate, seed, r.model.max_context_tokens, cv)
+
+
+def simulate_mode(
+    s: Setup, mode: str, requests: reqs.Requests, progress: Callable[[int], None] | None = None
+) -> Outcome:
+    if mode == "colocated":
+        return colocated.simulate(s.colocated_engine, requests, s.colocated, progress)
+    return disaggregated.simulate(
+        s.prefill_engine, s.decode_engine, requests, s.disaggregated, progress
+    )
+
+
+def simulate_both(
+    s: Setup, requests: reqs.Requests, progress: Callable[[int], None] | None = None
+) -> dict[str, metrics.ModeMetrics]:
+    w = s.resolved.workload
+    out = {}
+    for mode in ("colocated", "disaggregated"):
+        outcome = simulate_mode(s, mode, requests, progress)
+        out[mode] = metrics.summarize(
+            outcome, requests, w.slo.ttft_ms, w.slo.tpot_ms, w.cost.usd_per_gpu_hour
+        )
+    return out
+
+
+def gpus_of(s: Setup, mode: str) -> int:
+    return s.colocated.gpus if mode == "colocated" else s.disaggregated.gpus
+
+
+def goodput(
+    s: Setup,
+    mode: str,
+    base: reqs.Requests,
+    target: float,
+    start_rate: float,
+    ttft_slo_ms: float | None = None,
+    tpot_slo_ms: float | None = None,
+) -> float:
+    """Highest rate (req/s) at which `target` of `base`'s requests, replayed at that rate,
+    meet both SLOs (the workload's unless given)."""
+    w = s.resolved.workload
+    ttft = w.slo.ttft_ms if ttft_slo_ms is None else ttft_slo_ms
+    tpot = w.slo.tpot_ms if tpot_slo_ms is None else tpot_slo_ms
+
+    def attainment_at(rate: float) -> float:
+        replayed = replay_at(base, rate)
+        return metrics.attainment(simulate_mode(s, mode, replayed), replayed, ttft, tpot)[0]
+
+    return max_rate(attainment_at, target, start_rate)

@@ -1,0 +1,253 @@
+"""Gain against prompt length: the calculator's curve, optionally measured by simulation.
+
+The analytic gain is `calc.compare.gain_curve`: disaggregated over colocated goodput per GPU on
+the whole cluster, every mode re-optimised at every prompt length. The simulated gain replays
+the same requests (prompt p50 moved, the p99/p50 spread kept) through both modes with the pools
+the verdict sizes at that length and bisects each mode's goodput per GPU. The crossover is the
+shortest prompt from which disaggregation wins, read from either curve by
+`calc.compare.crossover_from_curve`.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from disagg_decider.calc.compare import crossover_from_curve, gain_curve
+from disagg_decider.errors import UserError
+from disagg_decider.workload import Workload, resolve
+
+
+@dataclass(frozen=True)
+class SweepResult:
+    workload: str
+    prompt_tokens: list[int]
+    analytic_gain: list[float]  # inf: only disaggregated meets the SLO; nan: neither does
+    simulated_gain: list[float] | None
+    colocated_goodput_per_gpu: list[float] | None  # simulated, req/s per GPU
+    disaggregated_goodput_per_gpu: list[float] | None
+    crossover_analytic: int | None
+    crossover_simulated: int | None
+    attainment: float | None
+
+    def as_dict(self) -> dict:
+        return {
+            "workload": self.workload,
+            "prompt_tokens": self.prompt_tokens,
+            "analytic_gain": _json_gains(self.analytic_gain),
+            "simulated_gain": _json_gains(self.simulated_gain) if self.simulated_gain else None,
+            "colocated_goodput_per_gpu": self.colocated_goodput_per_gpu,
+            "disaggregated_goodput_per_gpu": self.disaggregated_goodput_per_gpu,
+            "crossover_prompt_tokens": {
+                "analytic": self.crossover_analytic,
+                "simulated": self.crossover_simulated,
+            },
+            "attainment_target": self.attainment,
+            "note": "a gain of null means colocated meets no SLO at that length (see goodputs)",
+        }
+
+
+def _json_gains(gains: list[float]) -> list[float | None]:
+    return [g if math.isfinite(g) else None for g in gains]
+
+
+def _at_prompt(w: Workload, p50: float) -> Workload:
+    """The workload with prompt p50 moved to `p50`, its p99/p50 ratio kept."""
+    ratio = w.traffic.prompt_tokens.p99 / w.traffic.prompt_tokens.p50
+    prompt = w.traffic.prompt_tokens.model_copy(update={"p50": p50, "p99": p50 * ratio})
+    traffic = w.traffic.model_copy(update={"prompt_tokens": prompt})
+    return w.model_copy(update={"traffic": traffic})
+
+
+def run_sweep(
+    w: Workload,
+    base_dir: Path | None,
+    low: float,
+    high: float,
+    steps: int,
+    *,
+    simulate: bool = False,
+    requests: int = 2000,
+    attainment: float = 0.99,
+    seed: int = 0,
+    policy: str = "chunked",
+    on_point: Callable[[float], None] | None = None,
+) -> SweepResult:
+    r = resolve(w, base_dir)
+    prompts = np.unique(np.round(np.geomspace(low, high, steps)))
+    analytic = np.asarray(gain_curve(r, prompts), dtype=float)
+    own = w.traffic.prompt_tokens.p50  # the crossover is read from the workload's own length
+    sim_gain = colo_gp = dis_gp = None
+    if simulate:
+        sim_gain, colo_gp, dis_gp = [], [], []
+        for p in prompts:
+            c, d = _simulated_goodputs(
+                _at_prompt(w, float(p)), base_dir, requests, attainment, seed, policy
+            )
+            colo_gp.append(c)
+            dis_gp.append(d)
+            sim_gain.append(d / c if c > 0 else (math.inf if d > 0 else math.nan))
+            if on_point is not None:
+                on_point(float(p))
+    return SweepResult(
+        workload=w.name,
+        prompt_tokens=[int(p) for p in prompts],
+        analytic_gain=[float(g) for g in analytic],
+        simulated_gain=sim_gain,
+        colocated_goodput_per_gpu=colo_gp,
+        disaggregated_goodput_per_gpu=dis_gp,
+        crossover_analytic=crossover_from_curve(prompts, analytic, own),
+        crossover_simulated=(
+            crossover_from_curve(prompts, np.asarray(sim_gain), own)
+            if sim_gain is not None
+            else None
+        ),
+        attainment=attainment if simulate else None,
+    )
+
+
+def _simulated_goodputs(
+    w: Workload, base_dir: Path | None, requests: int, attainment: float, seed: int, policy: str
+) -> tuple[float, float]:
+    from disagg_decider.decide import decide
+    from disagg_decider.sim import run
+
+    r = resolve(w, base_dir)
+    verdict = decide(w, base_dir=base_dir)
+    s = run.setup(r, verdict, policy=policy)  # type: ignore[arg-type]
+    base = run.synthetic_requests(r, requests, seed, rate_per_s=1.0)
+    out = []
+    for mode, result in (
+        ("colocated", verdict.colocated),
+        ("disaggregated", verdict.disaggregated),
+    ):
+        gpus = run.gpus_of(s, mode)
+        start = max(result.max_rate_per_s * gpus / w.cluster.gpus, 0.05)
+        out.append(run.goodput(s, mode, base, attainment, start) / gpus)
+    return out[0], out[1]
+
+
+# --- rendering ----------------------------------------------------------------------------------
+
+
+def _fmt(g: float) -> str:
+    if math.isnan(g):
+        return "neither"
+    if math.isinf(g):
+        return "disagg only"
+    return f"{g:.2f}x"
+
+
+def text(res: SweepResult) -> str:
+    head = f"{'prompt p50':>10}  {'analytic gain':>13}"
+    if res.simulated_gain is not None:
+        head += f"  {'simulated gain':>14}  {'colo gp/GPU':>11}  {'disagg gp/GPU':>13}"
+    lines = [f"{res.workload}: disaggregated / colocated goodput per GPU", head]
+    for i, p in enumerate(res.prompt_tokens):
+        line = f"{p:>10,}  {_fmt(res.analytic_gain[i]):>13}"
+        if res.simulated_gain is not None:
+            line += (
+                f"  {_fmt(res.simulated_gain[i]):>14}  {res.colocated_goodput_per_gpu[i]:>11.3f}"
+                f"  {res.disaggregated_goodput_per_gpu[i]:>13.3f}"
+            )
+        lines.append(line)
+    lines.append(f"crossover (analytic): {_crossover(res.crossover_analytic)}")
+    if res.simulated_gain is not None:
+        lines.append(
+            f"crossover (simulated, {res.attainment:.0%} attainment): "
+            f"{_crossover(res.crossover_simulated)}"
+        )
+    return "\n".join(lines) + "\n"
+
+
+def _crossover(x: int | None) -> str:
+    return f"{x:,} prompt tokens" if x is not None else "none in this range"
+
+
+def markdown(res: SweepResult) -> str:
+    cols = ["prompt p50", "analytic gain"]
+    if res.simulated_gain is not None:
+        cols += ["simulated gain", "colocated goodput/GPU", "disaggregated goodput/GPU"]
+    out = [f"## Gain of disaggregation: {res.workload}", ""]
+    out.append("| " + " | ".join(cols) + " |")
+    out.append("|" + "---|" * len(cols))
+    for i, p in enumerate(res.prompt_tokens):
+        row = [f"{p:,}", _fmt(res.analytic_gain[i])]
+        if res.simulated_gain is not None:
+            row += [
+                _fmt(res.simulated_gain[i]),
+                f"{res.colocated_goodput_per_gpu[i]:.3f}",
+                f"{res.disaggregated_goodput_per_gpu[i]:.3f}",
+            ]
+        out.append("| " + " | ".join(row) + " |")
+    out += ["", f"Crossover (analytic): {_crossover(res.crossover_analytic)}."]
+    if res.simulated_gain is not None:
+        out.append(f"Crossover (simulated): {_crossover(res.crossover_simulated)}.")
+    curves = [("analytic", res.analytic_gain)]
+    if res.simulated_gain is not None:
+        curves.append(("simulated", res.simulated_gain))
+    finite = [g for _, c in curves for g in c if math.isfinite(g)]
+    top = max([*finite, 1.0]) * 1.2
+    out += ["", "```mermaid", "xychart-beta"]
+    out.append(f'    title "Disaggregated / colocated goodput per GPU ({res.workload})"')
+    out.append(f'    x-axis "prompt tokens (p50)" [{", ".join(str(p) for p in res.prompt_tokens)}]')
+    out.append(f'    y-axis "gain" 0 --> {top:.2f}')
+    for _, curve in curves:
+        # Where colocated meets no SLO the gain is unbounded: drawn at the top of the axis.
+        values = [min(g, top) if not math.isnan(g) else 0.0 for g in curve]
+        out.append(f"    line [{', '.join(f'{v:.3f}' for v in values)}]")
+    out.append("```")
+    legend = "first line: analytic" + (", second: simulated" if len(curves) > 1 else "")
+    out += [f"({legend}; gain 1 is the break-even line.)", ""]
+    return "\n".join(out)
+
+
+def require_matplotlib() -> None:
+    try:
+        import matplotlib  # noqa: F401
+    except ImportError:
+        raise UserError(
+            "--plot needs matplotlib, an optional extra: pip install 'disagg-decider[plot]'"
+        ) from None
+
+
+def write_plot(res: SweepResult, path: Path) -> None:
+    require_matplotlib()
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(7, 4.2))
+    ax.plot(res.prompt_tokens, _plottable(res.analytic_gain), "o-", label="analytic (calculator)")
+    if res.simulated_gain is not None:
+        ax.plot(res.prompt_tokens, _plottable(res.simulated_gain), "s--", label="simulated")
+    ax.axhline(1.0, color="grey", lw=0.8)
+    for x, name in ((res.crossover_analytic, "analytic"), (res.crossover_simulated, "simulated")):
+        if x is not None:
+            ax.axvline(x, color="grey", ls=":", lw=0.8)
+            ax.annotate(
+                f"crossover {name}\n{x:,}",
+                (x, 1.0),
+                fontsize=8,
+                xytext=(4, 6),
+                textcoords="offset points",
+            )
+    ax.set_xscale("log", base=2)
+    ax.set_xlabel("prompt tokens (p50)")
+    ax.set_ylabel("goodput per GPU, disaggregated / colocated")
+    ax.set_title(res.workload)
+    ax.legend()
+    fig.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+
+
+def _plottable(gains: list[float]) -> list[float]:
+    """Unbounded gains (colocated meets no SLO) are left out of the line rather than drawn."""
+    return [g if math.isfinite(g) else float("nan") for g in gains]

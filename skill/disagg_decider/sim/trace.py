@@ -1,0 +1,265 @@
+"""Request traces: the Azure LLM inference CSV and Mooncake-style JSONL.
+
+Azure (github.com/Azure/AzurePublicDataset): a header `TIMESTAMP,ContextTokens,GeneratedTokens`,
+timestamps as ISO date-times (2023: naive, 2024: with +00:00) or plain seconds. Mooncake
+(github.com/kvcache-ai/Mooncake, FAST'25 traces): one JSON object per line with `timestamp` (ms),
+`input_length`, `output_length` and optionally `hash_ids`, one hash per 512-token prompt block;
+a block seen before is a prefix-cache hit (an infinite, shared cache, as Mooncake's store).
+
+Every error names the file and line and says what would be valid; the CLI exits with code 2.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import math
+import re
+from dataclasses import dataclass
+from datetime import datetime
+from pathlib import Path
+
+import numpy as np
+
+from disagg_decider.errors import UserError
+
+AZURE_COLUMNS = ("TIMESTAMP", "ContextTokens", "GeneratedTokens")
+MOONCAKE_FIELDS = ("timestamp", "input_length", "output_length")
+MOONCAKE_BLOCK_TOKENS = 512
+_SUBMICRO = re.compile(r"(\.\d{6})\d+")  # datetime takes at most microseconds
+
+
+@dataclass(frozen=True)
+class Trace:
+    source: str
+    kind: str  # "azure" or "mooncake"
+    arrival_ms: np.ndarray  # from the first request
+    prompt: np.ndarray
+    output: np.ndarray
+    cached: np.ndarray  # prefix-cache hit tokens (zero for Azure)
+
+    def __len__(self) -> int:
+        return int(self.arrival_ms.shape[0])
+
+
+def load(path: Path) -> Trace:
+    if not path.is_file():
+        raise UserError(f"{path}: no such trace file (Azure CSV or Mooncake JSONL)")
+    with path.open("r", encoding="utf-8", errors="replace") as fh:
+        text = fh.read()
+    first = next((line.strip() for line in text.splitlines() if line.strip()), "")
+    if not first:
+        raise UserError(f"{path}: the trace is empty")
+    if path.suffix.lower() in (".jsonl", ".json") or first.startswith("{"):
+        return _mooncake(text, str(path))
+    return _azure(text, str(path))
+
+
+# --- Azure CSV ---------------------------------------------------------------------------------
+
+
+def _azure(text: str, source: str) -> Trace:
+    rows = csv.reader(text.splitlines())
+    header = next(rows)
+    names = {name.strip().lower(): i for i, name in enumerate(header)}
+    missing = [c for c in AZURE_COLUMNS if c.lower() not in names]
+    if missing:
+        raise UserError(
+            f"{source} line 1: missing column(s) {', '.join(missing)}; an Azure trace starts "
+            f"with the header {','.join(AZURE_COLUMNS)} (a Mooncake trace is JSON lines)"
+        )
+    it, ip, io = (names[c.lower()] for c in AZURE_COLUMNS)
+    times, prompts, outputs = [], [], []
+    for line_no, row in enumerate(rows, start=2):
+        if not row or not any(cell.strip() for cell in row):
+            continue
+        if len(row) <= max(it, ip, io):
+            raise UserError(
+                f"{source} line {line_no}: {len(row)} field(s), expected {len(header)} "
+                f"({','.join(header)})"
+            )
+        times.append(_azure_time(row[it], source, line_no))
+        prompts.append(_tokens(row[ip], "ContextTokens", source, line_no))
+        outputs.append(_tokens(row[io], "GeneratedTokens", source, line_no))
+        _check_order(times, source, line_no)
+    return _build(source, "azure", times, prompts, outputs, [0] * len(times))
+
+
+def _azure_time(cell: str, source: str, line_no: int) -> float:
+    """Seconds: an ISO date-time (Azure writes 7 fractional digits) or a plain number."""
+    value = cell.strip()
+    try:
+        return float(value)
+    except ValueError:
+        pass
+    try:
+        return datetime.fromisoformat(_SUBMICRO.sub(r"\1", value)).timestamp()
+    except ValueError:
+        raise UserError(
+            f"{source} line {line_no}: TIMESTAMP {value!r} is neither a date-time "
+            "(2023-11-16 18:15:46.680590) nor a number of seconds"
+        ) from None
+
+
+# --- Mooncake JSONL ----------------------------------------------------------------------------
+
+
+def _mooncake(text: str, source: str) -> Trace:
+    times, prompts, outputs, cached = [], [], [], []
+    seen_blocks: set = set()
+    for line_no, line in enumerate(text.splitlines(), start=1):
+        if not line.strip():
+            continue
+        try:
+            record = json.loads(line)
+        except json.JSONDecodeError as exc:
+            raise UserError(f"{source} line {line_no}: not valid JSON ({exc.msg})") from None
+        if not isinstance(record, dict):
+            raise UserError(f"{source} line {line_no}: expected a JSON object per line")
+        missing = [f for f in MOONCAKE_FIELDS if f not in record]
+        if missing:
+            raise UserError(
+                f"{source} line {line_no}: missing field(s) {', '.join(missing)}; each line of a "
+                f"Mooncake trace needs {', '.join(MOONCAKE_FIELDS)} (timestamp in ms)"
+            )
+        times.append(_number(record["timestamp"], "timestamp", source, line_no) / 1e3)
+        prompt = _tokens(record["input_length"], "input_length", source, line_no)
+        prompts.append(prompt)
+        outputs.append(_tokens(record["output_length"], "output_length", source, line_no))
+        cached.append(_prefix_hit(record.get("hash_ids"), prompt, seen_blocks))
+        _check_order(times, source, line_no)
+    return _build(source, "mooncake", times, prompts, outputs, cached)
+
+
+def _prefix_hit(hashes, prompt: int, seen: set) -> int:
+    """Tokens of the leading blocks some earlier request already computed."""
+    if not isinstance(hashes, list):
+        return 0
+    hit = 0
+    for h in hashes:
+        key = h if isinstance(h, int | str) else repr(h)
+        if key not in seen:
+            break
+        hit += 1
+    seen.update(h if isinstance(h, int | str) else repr(h) for h in hashes)
+    return min(hit * MOONCAKE_BLOCK_TOKENS, max(prompt - 1, 0))
+
+
+# --- shared checks -----------------------------------------------------------------------------
+
+
+def _number(value, field: str, source: str, line_no: int) -> float:
+    try:
+        x = float(value)
+    except (TypeError, ValueError):
+        x = math.nan
+    if isinstance(value, bool) or not math.isfinite(x):
+        raise UserError(f"{source} line {line_no}: {field} {value!r} is not a number")
+    return x
+
+
+def _tokens(value, field: str, source: str, line_no: int) -> int:
+    x = _number(value.strip() if isinstance(value, str) else value, field, source, line_no)
+    if x != int(x):
+        raise UserError(f"{source} line {line_no}: {field} {value!r} is not a whole number")
+    if x < 0:
+        raise UserError(f"{source} line {line_no}: {field} is {int(x)}; token counts must be >= 0")
+    return int(x)
+
+
+def _check_order(times: list[float], source: str, line_no: int) -> None:
+    if len(times) > 1 and times[-1] < times[-2]:
+        raise UserError(
+            f"{source} line {line_no}: timestamp goes back in time ({times[-1] - times[-2]:.3f} s "
+            "before the previous request); sort the trace by timestamp"
+        )
+
+
+def _build(source, kind, times, prompts, outputs, cached) -> Trace:
+    if not times:
+        raise UserError(f"{source}: the trace has a header but no requests")
+    t = np.asarray(times, dtype=float)
+    return Trace(
+        source=source,
+        kind=kind,
+        arrival_ms=(t - t[0]) * 1e3,
+        prompt=np.asarray(prompts, dtype=np.int64),
+        output=np.asarray(outputs, dtype=np.int64),
+        cached=np.asarray(cached, dtype=np.int64),
+    )
+
+
+# --- summary -----------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Summary:
+    source: str
+    kind: str
+    requests: int
+    duration_s: float
+    mean_rate_per_s: float
+    interarrival_cv: float
+    prompt: dict[str, float]  # p50, p90, p99, mean, max
+    output: dict[str, float]
+    prefix_hit_rate: float  # share of prompt tokens that hit the prefix cache
+
+    def as_dict(self) -> dict:
+        return dict(self.__dict__)
+
+
+def _stats(x: np.ndarray) -> dict[str, float]:
+    p50, p90, p99 = np.percentile(x, [50, 90, 99])
+    return {
+        "p50": float(p50),
+        "p90": float(p90),
+        "p99": float(p99),
+        "mean": float(x.mean()),
+        "max": float(x.max()),
+    }
+
+
+def summarize(trace: Trace) -> Summary:
+    gaps = np.diff(trace.arrival_ms) / 1e3
+    duration = float(trace.arrival_ms[-1] / 1e3)
+    rate = (len(trace) - 1) / duration if duration > 0 else 0.0
+    cv = float(gaps.std() / gaps.mean()) if gaps.size and gaps.mean() > 0 else 0.0
+    total_prompt = float(trace.prompt.sum())
+    return Summary(
+        source=trace.source,
+        kind=trace.kind,
+        requests=len(trace),
+        duration_s=duration,
+        mean_rate_per_s=rate,
+        interarrival_cv=cv,
+        prompt=_stats(trace.prompt),
+        output=_stats(trace.output),
+        prefix_hit_rate=float(trace.cached.sum()) / total_prompt if total_prompt else 0.0,
+    )
+
+
+def workload_from_summary(
+    s: Summary, name: str, model: str, gpu: str, gpus: int, ttft_ms: float, tpot_ms: float
+) -> dict:
+    """A workload mapping whose traffic block is the trace's percentiles and mean rate."""
+
+    def pct(d: dict[str, float]) -> dict[str, int]:
+        p50 = max(round(d["p50"]), 1)
+        return {"p50": p50, "p99": max(round(d["p99"]), p50)}
+
+    return {
+        "name": name,
+        "description": (
+            f"From {Path(s.source).name}: {s.requests} requests over {s.duration_s:.0f} s, "
+            f"inter-arrival CV {s.interarrival_cv:.2f}."
+        ),
+        "model": model,
+        "traffic": {
+            "prompt_tokens": pct(s.prompt),
+            "output_tokens": pct(s.output),
+            "requests_per_second": round(max(s.mean_rate_per_s, 1e-3), 4),
+            "prefix_cache_hit_rate": round(min(s.prefix_hit_rate, 0.99), 3),
+        },
+        "slo": {"ttft_ms": ttft_ms, "tpot_ms": tpot_ms},
+        "cluster": {"gpu": gpu, "gpus": gpus},
+    }
