@@ -39,6 +39,8 @@ class ColocatedGrid:
     ttft_p99_ms: np.ndarray
     tpot_p99_ms: np.ndarray
     headroom: np.ndarray  # smallest normalised slack over all targets; >= 0 is feasible
+    idle_ttft_ms: np.ndarray  # p99 TTFT with no queue
+    idle_tpot_ms: np.ndarray  # TPOT with no prefill riding along
 
 
 def grid(engine: Engine, lengths: Lengths, slo: Slo, chunks: list[int]) -> ColocatedGrid:
@@ -56,9 +58,11 @@ def grid(engine: Engine, lengths: Lengths, slo: Slo, chunks: list[int]) -> Coloc
     rate_per_ms = b / (lengths.output_mean * t_empty + b * u_mean * slow / room)
     t_mean = b / (rate_per_ms * lengths.output_mean)
     carrying = rate_per_ms * u_mean * t_mean / room  # share of iterations that carry a chunk
-    spread = queueing.Z99 * np.sqrt(
-        np.clip(carrying * (1 - carrying), 0, None) / lengths.output_p50
-    )
+    # A prompt's chunks ride on consecutive iterations, so a request's output overlaps runs of
+    # chunk-carrying steps: its share varies as over OSL / run-length independent draws.
+    run_length = np.maximum(u_mean / room, 1.0)
+    draws = np.maximum(lengths.output_p50 / run_length, 1.0)
+    spread = queueing.Z99 * np.sqrt(np.clip(carrying * (1 - carrying), 0, None) / draws)
     tpot_p99 = t_empty + np.minimum(1.0, carrying + spread) * slow
 
     # Prefill as an M/G/1 server working through prompt tokens at `room` tokens per t_full:
@@ -68,7 +72,8 @@ def grid(engine: Engine, lengths: Lengths, slo: Slo, chunks: list[int]) -> Coloc
     mean_s = s1 * u_mean
     second_s = s1 * s1 * lengths.uncached_second_moment
     u_p99 = lengths.prompt_p99 * lengths.uncached_share
-    ttft_p99 = t_full + s1 * u_p99 + queueing.wait_p99_ms(rate_per_ms, mean_s, second_s)
+    service_p99 = t_full + s1 * u_p99
+    ttft_p99 = service_p99 + queueing.wait_p99_ms(rate_per_ms, mean_s, second_s)
 
     headroom = slack(c, b)
     for limit, value in (
@@ -86,6 +91,8 @@ def grid(engine: Engine, lengths: Lengths, slo: Slo, chunks: list[int]) -> Coloc
         ttft_p99_ms=ttft_p99,
         tpot_p99_ms=tpot_p99,
         headroom=headroom,
+        idle_ttft_ms=service_p99,
+        idle_tpot_ms=np.broadcast_to(t_empty, shape),
     )
 
 
@@ -109,9 +116,16 @@ def best_points(g: ColocatedGrid) -> ColocatedPoint:
 
 
 def latencies_at_rate(g: ColocatedGrid, index: tuple[int, int, int], rate_per_s: float):
-    """p99 TTFT and TPOT at a given load along one (prompt, TP, chunk) row of the grid."""
-    rates = g.rate_per_s[index]
-    order = np.argsort(rates)
-    ttft = float(np.interp(rate_per_s, rates[order], g.ttft_p99_ms[index][order]))
-    tpot = float(np.interp(rate_per_s, rates[order], g.tpot_p99_ms[index][order]))
-    return ttft, tpot
+    """p99 TTFT and TPOT at a given load along one (prompt, TP, chunk) row of the grid.
+
+    The grid starts at batch 1, whose rate already carries some queueing; below it the
+    latencies fall linearly to their idle values (no queue, no prefill riding along) at rate 0.
+    """
+    rates = np.concatenate([[0.0], g.rate_per_s[index]])
+    order = np.argsort(rates, kind="stable")
+    ttft = np.concatenate([[g.idle_ttft_ms[index][0]], g.ttft_p99_ms[index]])
+    tpot = np.concatenate([[g.idle_tpot_ms[index][0]], g.tpot_p99_ms[index]])
+    return (
+        float(np.interp(rate_per_s, rates[order], ttft[order])),
+        float(np.interp(rate_per_s, rates[order], tpot[order])),
+    )

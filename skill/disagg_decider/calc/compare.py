@@ -200,10 +200,8 @@ def _transfer_times(r: Resolved, path: TransferPath, uncached, prefill_compute_m
     layered = transfer.layerwise_exposed_ms(
         size, bw, path.latency_ms, prefill_compute_ms, r.model.layers
     )
-    style = r.workload.efficiency.kv_transfer
-    if style == "auto":
-        style = "layerwise" if r.workload.engine == "trtllm" else "serialized"
-    exposed = layered if style == "layerwise" else serial
+    layerwise = transfer.is_layerwise(r.workload.engine, r.workload.efficiency.kv_transfer)
+    exposed = layered if layerwise else serial
     if np.ndim(serial) == 0:
         return float(serial), float(layered), float(exposed)
     return serial, layered, exposed

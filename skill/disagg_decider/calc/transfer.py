@@ -28,3 +28,10 @@ def layerwise_exposed_ms(kv_bytes, gb_per_s: float, latency_ms: float, prefill_m
     """
     wire = transfer_ms(kv_bytes, gb_per_s)
     return latency_ms + np.maximum(wire - prefill_ms, wire / layers)
+
+
+def is_layerwise(engine_name: str, setting: str) -> bool:
+    """Whether the KV streams layer by layer: `auto` means yes on TensorRT-LLM only."""
+    if setting == "auto":
+        return engine_name == "trtllm"
+    return setting == "layerwise"

@@ -16,6 +16,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from disagg_decider.calc import transfer
 from disagg_decider.calc.compare import transfer_path
 from disagg_decider.calc.lengths import Lengths
 from disagg_decider.calc.step import Engine
@@ -48,11 +49,8 @@ def engine(r: Resolved, tp: int) -> Engine:
 
 
 def layerwise_transfer(r: Resolved) -> bool:
-    """The engine's KV transfer style, resolved as the calculator does (compare._transfer_times)."""
-    style = r.workload.efficiency.kv_transfer
-    if style == "auto":
-        return r.workload.engine == "trtllm"
-    return style == "layerwise"
+    """The engine's KV transfer style, resolved as the calculator resolves it."""
+    return transfer.is_layerwise(r.workload.engine, r.workload.efficiency.kv_transfer)
 
 
 def setup(
