@@ -23,7 +23,7 @@ import numpy as np
 
 from disagg_decider.calc import queueing
 from disagg_decider.calc.decode import batch_grid, decode_step_ms, memory_batch_limit
-from disagg_decider.calc.frontier import boundary_index, slack, value_at
+from disagg_decider.calc.frontier import boundary_index, pick, slack, value_at
 from disagg_decider.calc.lengths import Lengths
 from disagg_decider.calc.step import Engine, iteration_ms
 from disagg_decider.workload import Slo
@@ -110,9 +110,8 @@ def best_points(g: ColocatedGrid) -> ColocatedPoint:
     edge = boundary_index(g.headroom)  # (..., C)
     rate = np.where(edge >= 0, value_at(g.rate_per_s, np.maximum(edge, 0.0)), 0.0)
     batch = np.where(edge >= 0, value_at(g.batch, np.maximum(edge, 0.0)), 0.0)
-    pick = rate.argmax(axis=-1)[..., None]
-    take = lambda a: np.take_along_axis(a, pick, -1)[..., 0]  # noqa: E731
-    return ColocatedPoint(rate_per_s=take(rate), chunk_index=pick[..., 0], batch=take(batch))
+    best = rate.argmax(axis=-1)
+    return ColocatedPoint(rate_per_s=pick(rate, best), chunk_index=best, batch=pick(batch, best))
 
 
 def latencies_at_rate(g: ColocatedGrid, index: tuple[int, int, int], rate_per_s: float):

@@ -19,6 +19,7 @@ from functools import cache
 import numpy as np
 
 from disagg_decider.calc import colocated, decode, kv, prefill, transfer
+from disagg_decider.calc.frontier import pick
 from disagg_decider.calc.lengths import Lengths
 from disagg_decider.calc.result import Analysis, ColocatedResult, DisaggregatedResult
 from disagg_decider.calc.step import Engine, iteration_ms
@@ -98,7 +99,7 @@ def crossover_from_curve(prompts: np.ndarray, gains: np.ndarray, own_prompt: flo
     of that winning stretch; if not, the first longer prompt where it would win. The crossing
     is log-interpolated between grid points; None when it never wins on the grid.
     """
-    wins = np.nan_to_num(gains, nan=0.0, posinf=1e9) > 1.0
+    wins = np.where(np.isnan(gains), 0.0, gains) > 1.0
     if not wins.any():
         return None
     own = int(np.clip(np.searchsorted(prompts, own_prompt), 0, len(prompts) - 1))
@@ -124,7 +125,7 @@ def _crossover(prompts: np.ndarray, gains: np.ndarray) -> int | None:
 
 def _log_crossing(lo: float, hi: float, g_lo: float, g_hi: float) -> int:
     """Prompt length where the gain reaches 1 between two grid points (log-linear)."""
-    g_lo = float(np.nan_to_num(g_lo))
+    g_lo = 0.0 if math.isnan(g_lo) else float(g_lo)
     if not math.isfinite(g_hi) or g_hi <= g_lo:
         return round(hi)
     frac = min(max((1.0 - g_lo) / (g_hi - g_lo), 0.0), 1.0)
@@ -316,16 +317,16 @@ def _best_split(budget: int, p_tp, d_tp, p_rate, d_rate):
     """
     with np.errstate(divide="ignore", invalid="ignore"):
         ideal = budget * d_rate / (p_tp * d_rate + d_tp * p_rate)
-    ideal = np.nan_to_num(ideal, nan=1.0, posinf=1.0)
+    ideal = np.where(np.isfinite(ideal), ideal, 1.0)
     base = np.floor(ideal)
     cands = np.stack([base - 1, base, base + 1, base + 2])
     x = np.maximum(cands, 1.0)
     y = np.floor((budget - x * p_tp) / d_tp)
     ok = (y >= 1) & (x * p_tp + d_tp <= budget)
     value = np.where(ok, np.minimum(x * p_rate, y * d_rate), 0.0)
-    pick = value.argmax(axis=0)[None]
-    take = lambda a: np.take_along_axis(np.broadcast_to(a, value.shape), pick, 0)[0]  # noqa: E731
-    return take(value), take(x), take(y)
+    best = value.argmax(axis=0)
+    take = lambda a: np.moveaxis(np.broadcast_to(a, value.shape), 0, -1)  # noqa: E731
+    return pick(take(value), best), pick(take(x), best), pick(take(y), best)
 
 
 # --- the modes at the workload's own rate -----------------------------------------------------

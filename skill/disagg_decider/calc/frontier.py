@@ -18,11 +18,11 @@ def boundary_index(slack: np.ndarray) -> np.ndarray:
     n = slack.shape[-1]
     first_bad = np.where(ok.all(axis=-1), n, np.argmin(ok, axis=-1))
     last_ok = first_bad - 1
-    s_ok = np.take_along_axis(slack, np.maximum(last_ok, 0)[..., None], -1)[..., 0]
-    s_bad = np.take_along_axis(slack, np.minimum(first_bad, n - 1)[..., None], -1)[..., 0]
+    s_ok = pick(slack, np.maximum(last_ok, 0))
+    s_bad = pick(slack, np.minimum(first_bad, n - 1))
     with np.errstate(divide="ignore", invalid="ignore"):
-        frac = np.where(first_bad < n, s_ok / (s_ok - s_bad), 0.0)
-    frac = np.nan_to_num(np.clip(frac, 0.0, 1.0), nan=0.0)
+        frac = (s_ok / (s_ok - s_bad)).clip(0.0, 1.0)
+    frac = np.where((first_bad < n) & (frac == frac), frac, 0.0)  # nan (inf - inf) -> 0
     return np.where(last_ok >= 0, last_ok + frac, -1.0)
 
 
@@ -30,16 +30,26 @@ def value_at(values: np.ndarray, index: np.ndarray) -> np.ndarray:
     """Linear interpolation of `values` along the last axis at fractional `index` (>= 0)."""
     n = values.shape[-1]
     i = np.clip(index, 0.0, n - 1)
-    lo = np.floor(i).astype(int)
+    lo = i.astype(int)
     hi = np.minimum(lo + 1, n - 1)
-    w = i - lo
-    v_lo = np.take_along_axis(values, lo[..., None], -1)[..., 0]
-    v_hi = np.take_along_axis(values, hi[..., None], -1)[..., 0]
-    return v_lo + w * (v_hi - v_lo)
+    v_lo = pick(values, lo)
+    return v_lo + (i - lo) * (pick(values, hi) - v_lo)
+
+
+def pick(values: np.ndarray, index: np.ndarray) -> np.ndarray:
+    """values[..., index[...]]: one element of the last axis per leading position."""
+    values = np.broadcast_to(values, (*np.shape(index), values.shape[-1]))
+    flat = values.reshape(-1, values.shape[-1])
+    return flat[np.arange(flat.shape[0]), np.ravel(index)].reshape(np.shape(index))
 
 
 def slack(limit, value):
-    """Normalised headroom of `value` under `limit`: >= 0 when the limit holds."""
+    """Normalised headroom of `value` under `limit`: >= 0 when the limit holds.
+
+    A limit of zero (no KV room at all) leaves no headroom.
+    """
+    if np.ndim(limit) == 0 and limit > 0:
+        return 1.0 - value / limit
     limit = np.asarray(limit, dtype=float)
-    with np.errstate(divide="ignore", invalid="ignore"):
-        return np.where(limit > 0, (limit - value) / np.where(limit > 0, limit, 1.0), -np.inf)
+    safe = np.where(limit > 0, limit, 1.0)
+    return np.where(limit > 0, 1.0 - value / safe, -np.inf)
