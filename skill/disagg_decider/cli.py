@@ -14,8 +14,6 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
-from rich.console import Console
-from rich.table import Table
 
 from disagg_decider import __version__, catalog
 from disagg_decider.deploy.cli import deploy_command
@@ -44,8 +42,19 @@ app = typer.Typer(
     rich_markup_mode=None,
     context_settings={"help_option_names": ["-h", "--help"]},
 )
-out = Console()
-err = Console(stderr=True)
+
+
+def out():
+    """The stdout console; rich is imported only when something is printed with it."""
+    from rich.console import Console
+
+    return Console()
+
+
+def err():
+    from rich.console import Console
+
+    return Console(stderr=True)
 
 
 class Format(StrEnum):
@@ -74,7 +83,7 @@ def write_output(text: str, out_path: Path | None, force: bool) -> None:
         raise UserError(f"{out_path}: already exists; pass --force to overwrite it")
     out_path.parent.mkdir(parents=True, exist_ok=True)
     out_path.write_text(text if text.endswith("\n") else text + "\n", encoding="utf-8")
-    err.print(f"wrote {out_path}")
+    err().print(f"wrote {out_path}")
 
 
 def verdict_json(verdict: Verdict) -> str:
@@ -114,12 +123,12 @@ def main_command(
     version: Annotated[bool, typer.Option("--version", help="Print the version.")] = False,
 ) -> None:
     if version:
-        out.print(f"disagg-decider {__version__}")
+        out().print(f"disagg-decider {__version__}")
         raise typer.Exit()
     if ctx.invoked_subcommand is not None:
         return
     if workload is None:
-        out.print(ctx.get_help())
+        out().print(ctx.get_help())
         raise typer.Exit(code=2)
     from disagg_decider.decide import decide_file
 
@@ -133,14 +142,19 @@ def main_command(
         resolved = resolve(load_workload(workload), workload.parent)
         write_output(render_report(verdict, resolved), out_file, force)
     elif out_file is not None:
+        from rich.console import Console
+
         console = Console(record=True, width=110, file=open("/dev/null", "w"))  # noqa: SIM115
         print_verdict(verdict, console)
         write_output(console.export_text(), out_file, force)
     else:
-        print_verdict(verdict, out)
+        print_verdict(verdict, out())
 
 
-def print_verdict(v: Verdict, console: Console) -> None:
+def print_verdict(v: Verdict, console) -> None:
+    """The verdict for a terminal: the call, the summary, both modes, the rules that fired."""
+    from rich.table import Table
+
     color = "green" if v.disaggregate else "cyan"
     console.print(f"[bold {color}]{v.decision.upper()}[/]  {v.workload}  ({v.model} on {v.gpu})")
     console.print(v.summary, highlight=False)
@@ -243,6 +257,8 @@ def catalog_command(
         sys.stdout.write(json.dumps(payload, indent=2) + "\n")
         return
     fields = CATALOG_COLUMNS[kind.value]
+    from rich.table import Table
+
     table = Table(title=f"catalog: {kind.value} (sources: --json)", title_justify="left")
     table.add_column("id")
     for f in fields:
@@ -254,7 +270,7 @@ def catalog_command(
         if kind is CatalogKind.models:
             row.append(_model_shape(r))
         table.add_row(*row)
-    out.print(table)
+    out().print(table)
 
 
 def _model_shape(m: catalog.ModelSpec) -> str:
@@ -284,7 +300,7 @@ def main() -> None:
         if isinstance(code, int) and code:
             sys.exit(code)
     except UserError as exc:
-        err.print(f"[red]error:[/] {exc}", highlight=False, markup=True, soft_wrap=True)
+        err().print(f"[red]error:[/] {exc}", highlight=False, markup=True, soft_wrap=True)
         sys.exit(2)
     except typer.Exit as exc:
         sys.exit(exc.exit_code)

@@ -7,7 +7,7 @@ Units are in the field names: `_tflops` (1e12 FLOP/s, dense), `_gb` (1e9 bytes),
 """
 
 from functools import cache
-from importlib import resources
+from pathlib import Path
 from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
@@ -89,7 +89,7 @@ class Link(_Record):
 
 
 def _load(kind: str, record: type[_Record]) -> dict[str, _Record]:
-    text = resources.files("disagg_decider.catalog").joinpath(f"{kind}.yaml").read_text("utf-8")
+    text = (Path(__file__).parent / f"{kind}.yaml").read_text("utf-8")
     raw = load_yaml_text(text, f"catalog/{kind}.yaml")
     out: dict[str, _Record] = {}
     for entry in raw[kind]:

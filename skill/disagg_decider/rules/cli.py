@@ -14,7 +14,6 @@ from pathlib import Path
 from typing import Annotated, Any
 
 import typer
-from rich.table import Table
 
 from disagg_decider.errors import UserError, nearest
 
@@ -76,6 +75,9 @@ def list_command(
         ]
         sys.stdout.write(json.dumps(rows, indent=2) + "\n")
         return
+    from rich.console import Console
+    from rich.table import Table
+
     table = Table(title=f"{len(rules)} rules (decide rules show ID)", title_justify="left")
     table.add_column("id", no_wrap=True)
     table.add_column("category")
@@ -84,8 +86,6 @@ def list_command(
     table.add_column("title")
     for r in rules:
         table.add_row(r.id, r.category, effect_text(r), r.name, r.title)
-    from rich.console import Console
-
     Console().print(table)
 
 

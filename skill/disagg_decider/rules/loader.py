@@ -9,7 +9,6 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 from functools import cache
-from importlib import resources
 from pathlib import Path
 from typing import Any
 
@@ -21,9 +20,9 @@ from disagg_decider.yamlio import load_yaml_file
 
 def rulebook_dir() -> Path:
     """The shipped rulebook: package data in a wheel, the repository's rules/ in a checkout."""
-    packaged = resources.files("disagg_decider").joinpath("rulebook")
+    packaged = Path(__file__).resolve().parents[1] / "rulebook"
     if packaged.is_dir():
-        return Path(str(packaged))
+        return packaged
     return Path(__file__).resolve().parents[3] / "rules"
 
 
