@@ -2,16 +2,34 @@
 
 from __future__ import annotations
 
+import copy
+import functools
 import json
 import os
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
-import pytest
+import yaml
 
 ROOT = Path(__file__).resolve().parents[1]
 EXAMPLES = sorted((ROOT / "examples").glob("*.yaml"))
+RAG_EXAMPLE = ROOT / "examples" / "rag-8k-h200-rdma-dynamo.yaml"
+DELETE = object()  # as a value for `edited_example`: remove that field
+
+# Llama 3.1 8B's Hugging Face config.json (the fields the catalog reads), for hf_config tests.
+LLAMA_8B_CONFIG = {
+    "architectures": ["LlamaForCausalLM"],
+    "hidden_size": 4096,
+    "intermediate_size": 14336,
+    "max_position_embeddings": 131072,
+    "num_attention_heads": 32,
+    "num_hidden_layers": 32,
+    "num_key_value_heads": 8,
+    "tie_word_embeddings": False,
+    "vocab_size": 128256,
+}
 
 
 def run_cli(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess:
@@ -33,6 +51,24 @@ def decide_json(path: Path, *extra: str) -> dict:
     return json.loads(proc.stdout)
 
 
-@pytest.fixture
-def rag_yaml() -> str:
-    return (ROOT / "examples" / "rag-8k-h200-rdma-dynamo.yaml").read_text()
+@functools.cache
+def _example_data(path: Path) -> dict:
+    return yaml.safe_load(path.read_text())
+
+
+def edited_example(example: Path = RAG_EXAMPLE, **changes: Any) -> dict:
+    """An example workload as YAML data (a fresh copy) with `changes` applied.
+
+    A dotted key names a nested field (`**{"slo.ttft_ms": 5}`); the value DELETE removes it.
+    """
+    data = copy.deepcopy(_example_data(example))
+    for dotted, value in changes.items():
+        *parents, leaf = dotted.split(".")
+        node = data
+        for p in parents:
+            node = node[p]
+        if value is DELETE:
+            del node[leaf]
+        else:
+            node[leaf] = value
+    return data

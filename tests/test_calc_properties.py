@@ -10,21 +10,13 @@ from hypothesis import strategies as st
 from disagg_decider.calc.compare import analyze
 from disagg_decider.decide import decide
 from disagg_decider.workload import load_workload_text, resolve
-from tests.conftest import ROOT
+from tests.conftest import edited_example
 
-BASE = yaml.safe_load((ROOT / "examples" / "rag-8k-h200-rdma-dynamo.yaml").read_text())
 DENSE_FITS = ["llama-3.1-8b", "qwen3-32b", "llama-3.3-70b", "mixtral-8x7b", "gpt-oss-120b"]
 
 
 def workload(**changes):
-    data = yaml.safe_load(yaml.safe_dump(BASE))
-    for dotted, value in changes.items():
-        node = data
-        *parents, leaf = dotted.split(".")
-        for p in parents:
-            node = node[p]
-        node[leaf] = value
-    return load_workload_text(yaml.safe_dump(data))
+    return load_workload_text(yaml.safe_dump(edited_example(**changes)))
 
 
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])

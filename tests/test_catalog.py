@@ -23,6 +23,7 @@ from disagg_decider.catalog import (
 )
 from disagg_decider.catalog.hf_config import model_from_hf_config, param_counts
 from disagg_decider.errors import UserError
+from tests.conftest import LLAMA_8B_CONFIG
 
 REQUIRED_GPUS = {"a100-80g", "h100", "h200", "b200", "gb200", "mi300x", "l40s"}
 REQUIRED_MODELS = {
@@ -233,18 +234,6 @@ def test_param_counts_mla_without_q_lora() -> None:
 
 
 # --- Hugging Face config.json ------------------------------------------------------------------
-
-LLAMA_8B_CONFIG = {
-    "architectures": ["LlamaForCausalLM"],
-    "hidden_size": 4096,
-    "intermediate_size": 14336,
-    "max_position_embeddings": 131072,
-    "num_attention_heads": 32,
-    "num_hidden_layers": 32,
-    "num_key_value_heads": 8,
-    "tie_word_embeddings": False,
-    "vocab_size": 128256,
-}
 
 DEEPSEEK_V3_CONFIG = {
     "architectures": ["DeepseekV3ForCausalLM"],

@@ -17,10 +17,9 @@ from disagg_decider.calc.compare import CROSSOVER_POINTS
 from disagg_decider.decide import decide_file
 from disagg_decider.rules.loader import shipped
 from disagg_decider.verdict import Verdict
+from tests.conftest import DELETE, EXAMPLES, LLAMA_8B_CONFIG, ROOT, edited_example
+from tests.conftest import RAG_EXAMPLE as RAG
 
-ROOT = Path(__file__).resolve().parents[1]
-EXAMPLES = sorted((ROOT / "examples").glob("*.yaml"))
-RAG = ROOT / "examples" / "rag-8k-h200-rdma-dynamo.yaml"
 TCP = ROOT / "examples" / "tcp-25gbe-colocate.yaml"
 TOOL_NAMES = {
     "decide_disaggregation",
@@ -114,19 +113,8 @@ async def test_decide_tool_applies_parameter_overrides(client):
 async def test_hf_config_is_read_relative_to_the_server_working_directory(
     client, tmp_path, monkeypatch
 ):
-    config = {
-        "architectures": ["LlamaForCausalLM"],
-        "hidden_size": 4096,
-        "intermediate_size": 14336,
-        "max_position_embeddings": 131072,
-        "num_attention_heads": 32,
-        "num_hidden_layers": 32,
-        "num_key_value_heads": 8,
-        "tie_word_embeddings": False,
-        "vocab_size": 128256,
-    }
     (tmp_path / "my-model").mkdir()
-    (tmp_path / "my-model" / "config.json").write_text(json.dumps(config))
+    (tmp_path / "my-model" / "config.json").write_text(json.dumps(LLAMA_8B_CONFIG))
     monkeypatch.chdir(tmp_path)
     workload = load(ROOT / "examples" / "chat-short-colocate.yaml")
     by_id = await call_ok(client, "decide_disaggregation", {"workload": workload})
@@ -139,33 +127,25 @@ async def test_hf_config_is_read_relative_to_the_server_working_directory(
 # --- bad arguments ----------------------------------------------------------------------------
 
 
-def _broken(**changes) -> dict:
-    w = load(RAG)
-    for dotted, value in changes.items():
-        *parents, leaf = dotted.split("__")
-        node = w
-        for p in parents:
-            node = node[p]
-        if value is KeyError:
-            del node[leaf]
-        else:
-            node[leaf] = value
-    return w
-
-
 @pytest.mark.anyio
 @pytest.mark.parametrize(
     ("workload", "must_say"),
     [
-        (_broken(traffic__prefix_cache_hit_rate=1.5), ["traffic.prefix_cache_hit_rate", "1.5"]),
-        (_broken(slo=KeyError), ["workload.slo", "missing"]),
-        (_broken(cluster__gpus="many"), ["workload.cluster.gpus", "integer", "'many'"]),
-        (_broken(cluster__gpuz=8), ["cluster.gpuz", "did you mean 'gpu'"]),
-        (_broken(engine="tgi"), ["workload.engine", "vllm", "'tgi'"]),
-        (_broken(model="llama-70b"), ["unknown model 'llama-70b'", "llama-3.3-70b"]),
-        (_broken(cluster__gpu="h300"), ["unknown gpu 'h300'"]),
-        (_broken(cluster__network="ib-800"), ["unknown network link 'ib-800'"]),
-        (_broken(traffic__prompt_tokens={"p50": 9000, "p99": 100}), ["p99", "p50"]),
+        (
+            edited_example(**{"traffic.prefix_cache_hit_rate": 1.5}),
+            ["traffic.prefix_cache_hit_rate", "1.5"],
+        ),
+        (edited_example(slo=DELETE), ["workload.slo", "missing"]),
+        (
+            edited_example(**{"cluster.gpus": "many"}),
+            ["workload.cluster.gpus", "integer", "'many'"],
+        ),
+        (edited_example(**{"cluster.gpuz": 8}), ["cluster.gpuz", "did you mean 'gpu'"]),
+        (edited_example(engine="tgi"), ["workload.engine", "vllm", "'tgi'"]),
+        (edited_example(model="llama-70b"), ["unknown model 'llama-70b'", "llama-3.3-70b"]),
+        (edited_example(**{"cluster.gpu": "h300"}), ["unknown gpu 'h300'"]),
+        (edited_example(**{"cluster.network": "ib-800"}), ["unknown network link 'ib-800'"]),
+        (edited_example(**{"traffic.prompt_tokens": {"p50": 9000, "p99": 100}}), ["p99", "p50"]),
     ],
     ids=[
         "hit-rate-out-of-range",

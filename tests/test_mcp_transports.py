@@ -18,8 +18,9 @@ import pytest
 import yaml
 from mcp import Client, StdioServerParameters
 
-ROOT = Path(__file__).resolve().parents[1]
-RAG = ROOT / "examples" / "rag-8k-h200-rdma-dynamo.yaml"
+from tests.conftest import RAG_EXAMPLE as RAG
+from tests.conftest import ROOT
+
 ENV = {**os.environ, "PYTHONPATH": str(ROOT / "skill")}
 
 

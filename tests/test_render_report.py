@@ -7,13 +7,12 @@ import re
 from pathlib import Path
 
 import pytest
-import yaml
 
 from disagg_decider.calc.compare import gain_curve
 from disagg_decider.decide import decide
 from disagg_decider.render.report import chart_prompt_grid, render_report
 from disagg_decider.workload import load_workload, parse_workload, resolve
-from tests.conftest import EXAMPLES, ROOT, run_cli
+from tests.conftest import EXAMPLES, ROOT, edited_example, run_cli
 from tests.render_helpers import assert_tables_rectangular, headings, section, tables
 
 SECTIONS = (
@@ -156,9 +155,10 @@ EVIL_NAME = "x | y\n---\nname: evil"
 
 
 def _evil_report() -> str:
-    data = yaml.safe_load((ROOT / "examples/rag-8k-h200-rdma-dynamo.yaml").read_text())
-    data["name"] = EVIL_NAME
-    data["description"] = "line one\n---\n# heading\n<!-- open comment `tick` | pipe *x* [l](u)"
+    data = edited_example(
+        name=EVIL_NAME,
+        description="line one\n---\n# heading\n<!-- open comment `tick` | pipe *x* [l](u)",
+    )
     workload = parse_workload(data, "evil")
     verdict = decide(workload)
     return render_report(verdict, resolve(workload))

@@ -14,6 +14,7 @@ import yaml
 from disagg_decider.metrics import METRICS
 from disagg_decider.rules.loader import shipped
 from disagg_decider.workload import Ops, Workload
+from tests.conftest import edited_example
 from tests.rules_support import EXAMPLES_DIR, ROOT, rule, rule_file, run_decide
 
 
@@ -131,8 +132,7 @@ def test_schema_workload_is_json_schema_that_validates_the_examples() -> None:
         data = yaml.safe_load(path.read_text())
         errors = [e.message for e in validator.iter_errors(data)]
         assert not errors, f"{path.name}: {errors}"
-    bad = yaml.safe_load((EXAMPLES_DIR / "rag-8k-h200-rdma-dynamo.yaml").read_text())
-    bad["ops"]["maturity"] = "expert"
+    bad = edited_example(**{"ops.maturity": "expert"})
     assert not validator.is_valid(bad)
 
 

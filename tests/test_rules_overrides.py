@@ -10,9 +10,10 @@ import yaml
 
 from disagg_decider.rules import engine
 from disagg_decider.rules.loader import shipped, with_extra
+from tests.conftest import RAG_EXAMPLE as RAG
+from tests.conftest import edited_example
 from tests.rules_support import EXAMPLES_DIR, rule, rule_file, run_decide
 
-RAG = EXAMPLES_DIR / "rag-8k-h200-rdma-dynamo.yaml"
 CHAT = EXAMPLES_DIR / "chat-short-colocate.yaml"
 
 
@@ -42,8 +43,7 @@ def test_set_changes_thresholds_and_can_flip_the_verdict() -> None:
 
 
 def test_the_workload_overrides_block_applies_and_set_wins(tmp_path: Path) -> None:
-    data = yaml.safe_load(RAG.read_text())
-    data["overrides"] = {"min_gpus_for_disaggregation": 64}
+    data = edited_example(overrides={"min_gpus_for_disaggregation": 64})
     path = tmp_path / "rag-overridden.yaml"
     path.write_text(yaml.safe_dump(data))
     v = verdict("--workload", path)
@@ -68,8 +68,7 @@ def test_a_bad_set_exits_2_with_the_nearest_name() -> None:
 
 
 def test_a_bad_overrides_block_exits_2_with_the_nearest_name(tmp_path: Path) -> None:
-    data = yaml.safe_load(RAG.read_text())
-    data["overrides"] = {"short_prompt_token": 100}
+    data = edited_example(overrides={"short_prompt_token": 100})
     path = tmp_path / "typo.yaml"
     path.write_text(yaml.safe_dump(data))
     result = run_decide("--workload", path)

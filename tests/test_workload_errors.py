@@ -5,32 +5,14 @@ from __future__ import annotations
 import pytest
 import yaml
 
-from tests.conftest import ROOT, run_cli
-
-BASE = yaml.safe_load((ROOT / "examples" / "rag-8k-h200-rdma-dynamo.yaml").read_text())
+from tests.conftest import DELETE, RAG_EXAMPLE, ROOT, run_cli
+from tests.conftest import edited_example as edited
 
 
 def write(tmp_path, data, name="w.yaml"):
     path = tmp_path / name
     path.write_text(data if isinstance(data, str) else yaml.safe_dump(data))
     return path
-
-
-def edited(**changes):
-    data = yaml.safe_load(yaml.safe_dump(BASE))
-    for dotted, value in changes.items():
-        node = data
-        *parents, leaf = dotted.split(".")
-        for p in parents:
-            node = node[p]
-        if value is DELETE:
-            del node[leaf]
-        else:
-            node[leaf] = value
-    return data
-
-
-DELETE = object()
 
 
 def fails(tmp_path, data, *expected: str):
@@ -128,7 +110,7 @@ def test_impossible_slo_is_a_verdict_not_an_error(tmp_path):
 
 
 def test_bad_set_override(tmp_path):
-    path = ROOT / "examples" / "rag-8k-h200-rdma-dynamo.yaml"
+    path = RAG_EXAMPLE
     proc = run_cli("--workload", str(path), "--set", "min_gian=1.3")
     assert proc.returncode == 2
     assert "min_gain" in proc.stderr
