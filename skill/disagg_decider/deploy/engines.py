@@ -115,22 +115,20 @@ def serve_command(plan: DeployPlan, pool: Pool, model: str, served: str, port: s
     return [*head, "--host", "0.0.0.0", "--port", port, *vllm_args(plan, pool)]
 
 
+# Each engine's router: its launcher and the flag that turns on prefill/decode routing. The
+# two take the same --prefill/--decode/--worker-urls arguments.
+ROUTERS = {
+    "sglang": (("python3", "-m", "sglang_router.launch_router"), "--pd-disaggregation"),
+    "vllm": (("vllm-router",), "--vllm-pd-disaggregation"),
+}
+
+
 def router_command(plan: DeployPlan, prefill: list[str], decode: list[str]) -> list[str]:
     """The load balancer / P/D router; `prefill`/`decode` are URLs (decode = all for colocated)."""
-    if plan.engine == "sglang":
-        cmd = ["python3", "-m", "sglang_router.launch_router"]
-        if plan.disaggregated:
-            cmd.append("--pd-disaggregation")
-            for url in prefill:
-                cmd += ["--prefill", url]
-            for url in decode:
-                cmd += ["--decode", url]
-        else:
-            cmd += ["--worker-urls", *decode]
-        return [*cmd, "--host", "0.0.0.0", "--port", str(ROUTER_PORT)]
-    cmd = ["vllm-router"]
+    launcher, pd_flag = ROUTERS["sglang" if plan.engine == "sglang" else "vllm"]
+    cmd = list(launcher)
     if plan.disaggregated:
-        cmd.append("--vllm-pd-disaggregation")
+        cmd.append(pd_flag)
         for url in prefill:
             cmd += ["--prefill", url]
         for url in decode:
