@@ -11,6 +11,7 @@ from disagg_decider.calc import kv, transfer
 from disagg_decider.render import skill
 from disagg_decider.render.tables import WORKED_LINKS, WORKED_PROMPTS, unique_models
 from disagg_decider.rules.loader import shipped
+from disagg_decider.rules.text import scalar_text
 from disagg_decider.workload import load_workload_text
 from tests.render_helpers import assert_tables_rectangular, front_matter, headings, section, tables
 
@@ -69,7 +70,7 @@ def test_every_rule_and_parameter_appears_with_its_value(skill_file: str) -> Non
         assert any(h.startswith(f"{rule.id} {rule.name}:") for h in rule_headings), rule.id
     params = {row[0]: row for row in tables(section(skill_file, "Parameters"))[0][1:]}
     for name, p in book.parameters.items():
-        assert params[f"`{name}`"][1] == skill.scalar_text(p.value), name
+        assert params[f"`{name}`"][1] == scalar_text(p.value), name
         assert params[f"`{name}`"][2] == p.unit
 
 

@@ -20,9 +20,9 @@ from disagg_decider import catalog
 from disagg_decider.calc import compare, kv, prefill, transfer
 from disagg_decider.calc.step import Engine
 from disagg_decider.decide import decide
-from disagg_decider.errors import UserError, nearest
-from disagg_decider.rules.loader import rule_leaves, shipped
-from disagg_decider.verdict import Reference, Verdict
+from disagg_decider.errors import UserError
+from disagg_decider.rules.loader import find_rule, rule_parameters, shipped
+from disagg_decider.verdict import Reference, RuleIdentity, Verdict
 from disagg_decider.workload import Dtype, Efficiency, Workload, resolve
 
 Scalar = float | int | bool | str
@@ -427,13 +427,7 @@ class RuleParameterInfo(_Out):
     source: str
 
 
-class RuleExplanation(_Out):
-    id: str
-    name: str
-    title: str
-    category: str
-    kind: Literal["veto", "effect"]
-    pushes: Literal["colocate", "disaggregate", "dynamo", "llm-d"]
+class RuleExplanation(RuleIdentity):
     weight: float | None = Field(description="effect weight; null for a veto, which always wins")
     when: dict[str, Any] = Field(description="the condition tree: all/any/not over comparisons")
     parameters: list[RuleParameterInfo] = Field(
@@ -458,12 +452,8 @@ def explain_rule(
     fired_rules (e.g. DSG007) or its name (e.g. gain-above-minimum).
     """
     loaded = shipped()
-    by_key = {r.id.upper(): r for r in loaded.book.rules} | {r.name: r for r in loaded.book.rules}
-    rule = by_key.get(rule_id.strip().upper()) or by_key.get(rule_id.strip().lower())
-    if rule is None:
-        ids = [r.id for r in loaded.book.rules]
-        raise UserError(f"unknown rule '{rule_id}': {nearest(rule_id.strip().upper(), ids)}")
-    names = dict.fromkeys(leaf.param for leaf in rule_leaves(rule) if leaf.param is not None)
+    rule = find_rule(loaded.book, rule_id)
+    names = rule_parameters(rule)
     params = loaded.book.parameters
     return RuleExplanation(
         id=rule.id,

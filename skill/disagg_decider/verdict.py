@@ -35,13 +35,18 @@ class Comparison(_Out):
     holds: bool
 
 
-class FiredRule(_Out):
+class RuleIdentity(_Out):
+    """Who a rule is and which way it pushes: what a fired rule and an explained rule share."""
+
     id: str
     name: str
     title: str
     category: str
     kind: Literal["veto", "effect"]
     pushes: Literal["colocate", "disaggregate", "dynamo", "llm-d"]
+
+
+class FiredRule(RuleIdentity):
     weight: float
     compared: list[Comparison]
     rationale: str

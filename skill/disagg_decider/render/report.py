@@ -13,6 +13,7 @@ from dataclasses import dataclass
 
 from disagg_decider.render import text
 from disagg_decider.render.env import render
+from disagg_decider.rules.text import effect_text
 from disagg_decider.verdict import Comparison, FiredRule, Reference, Verdict
 from disagg_decider.workload import Resolved
 
@@ -112,10 +113,6 @@ def comparison_text(c: Comparison) -> str:
     return line if c.holds else f"{line} (not met)"
 
 
-def effect_text(f: FiredRule) -> str:
-    return f"veto: {f.pushes}" if f.kind == "veto" else f"+{f.weight:g} {f.pushes}"
-
-
 def references(fired: list[FiredRule]) -> list[Reference]:
     """The fired rules' references, once each, in the order the rules fired."""
     seen: dict[str, Reference] = {}
@@ -138,7 +135,7 @@ def render_report(verdict: Verdict, resolved: Resolved) -> str:
         fired=[
             {
                 "rule": f,
-                "effect": effect_text(f),
+                "effect": effect_text(f.kind == "veto", f.weight, f.pushes),
                 "compared": "; ".join(comparison_text(c) for c in f.compared),
             }
             for f in verdict.fired_rules

@@ -16,8 +16,9 @@ from dataclasses import dataclass
 from disagg_decider import catalog, metrics
 from disagg_decider.render.env import render
 from disagg_decider.render.tables import worked_table
-from disagg_decider.rules.loader import LoadedRulebook, rule_leaves
-from disagg_decider.rules.schema import All, AnyOf, Leaf, Not, Parameter, Rule
+from disagg_decider.rules.loader import LoadedRulebook, rule_leaves, rule_parameters
+from disagg_decider.rules.schema import Parameter, Rule
+from disagg_decider.rules.text import condition_text, effect_text, scalar_text
 
 SKILL_NAME = "disaggregation-decider"
 SKILL_FILE = "skill-disaggregation-decider.md"
@@ -64,43 +65,7 @@ class RuleView:
 
     @property
     def effect(self) -> str:
-        if self.veto:
-            return f"veto: {self.pushes}"
-        return f"+{self.weight:g} {self.pushes}"
-
-
-def scalar_text(value: object) -> str:
-    """A rule literal or parameter value as YAML would spell it."""
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if isinstance(value, float):
-        return f"{value:g}"
-    if isinstance(value, list):
-        return "[" + ", ".join(scalar_text(v) for v in value) + "]"
-    return str(value)
-
-
-def condition_text(node: object, parameters: dict[str, Parameter]) -> str:
-    """A condition tree as one line of markdown: `metric` op `param` (value unit), and/or/not."""
-    if isinstance(node, Leaf):
-        if node.param is not None:
-            p = parameters[node.param]
-            right = f"`{node.param}` ({scalar_text(p.value)} {p.unit})"
-        else:
-            right = f"`{scalar_text(node.value)}`"
-        return f"`{node.metric}` {node.op} {right}"
-    if isinstance(node, All):
-        return " and ".join(_grouped(n, parameters) for n in node.all)
-    if isinstance(node, AnyOf):
-        return " or ".join(_grouped(n, parameters) for n in node.any)
-    if isinstance(node, Not):
-        return f"not ({condition_text(node.not_, parameters)})"
-    raise TypeError(f"unknown condition node {type(node).__name__}")
-
-
-def _grouped(node: object, parameters: dict[str, Parameter]) -> str:
-    inner = condition_text(node, parameters)
-    return f"({inner})" if isinstance(node, All | AnyOf) else inner
+        return effect_text(self.veto, self.weight, self.pushes)
 
 
 def rule_view(rule: Rule, parameters: dict[str, Parameter]) -> RuleView:
@@ -121,9 +86,8 @@ def rule_view(rule: Rule, parameters: dict[str, Parameter]) -> RuleView:
 def parameter_views(loaded: LoadedRulebook) -> list[ParameterView]:
     users: dict[str, list[str]] = {name: [] for name in loaded.book.parameters}
     for rule in loaded.book.rules:
-        for leaf in rule_leaves(rule):
-            if leaf.param is not None and rule.id not in users[leaf.param]:
-                users[leaf.param].append(rule.id)
+        for name in rule_parameters(rule):
+            users[name].append(rule.id)
     return [
         ParameterView(
             name=name,

@@ -11,11 +11,9 @@ import json
 import sys
 from enum import StrEnum
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated
 
 import typer
-
-from disagg_decider.errors import UserError, nearest
 
 rules_app = typer.Typer(
     help=(
@@ -89,42 +87,6 @@ def list_command(
     Console().print(table)
 
 
-def find_rule(book, key: str):
-    """A rule by id (any case) or by name; otherwise a user error with the nearest id."""
-    for rule in book.rules:
-        if key.upper() == rule.id or key == rule.name:
-            return rule
-    ids = [r.id for r in book.rules]
-    names = [r.name for r in book.rules]
-    hint = nearest(key.upper(), ids)
-    if not hint.startswith("did you mean"):
-        by_name = nearest(key, names)
-        hint = by_name if by_name.startswith("did you mean") else hint
-    raise UserError(f"unknown rule '{key}'; {hint}")
-
-
-def describe_condition(node, params: dict[str, Any], units: dict[str, str]) -> list[str]:
-    """A condition tree as indented lines a reviewer can read:
-    `prompt_tokens_p50 < short_prompt_tokens (512 tokens)`."""
-    from disagg_decider.rules.schema import All, AnyOf, Leaf, Not
-
-    if isinstance(node, Leaf):
-        if node.param is None:
-            return [f"{node.metric} {node.op} {json.dumps(node.value)}"]
-        unit = units.get(node.param, "")
-        value = f"{params[node.param]!r} {unit}".strip() if node.param in params else "?"
-        return [f"{node.metric} {node.op} {node.param} ({value})"]
-    if isinstance(node, All | AnyOf):
-        children = node.all if isinstance(node, All) else node.any
-        head = "all of:" if isinstance(node, All) else "any of:"
-        return [head] + [
-            "  " + line for child in children for line in describe_condition(child, params, units)
-        ]
-    if isinstance(node, Not):
-        return ["not:"] + ["  " + x for x in describe_condition(node.not_, params, units)]
-    raise TypeError(f"unknown condition node {type(node).__name__}")
-
-
 @rules_app.command("show")
 def show_command(
     rule_id: Annotated[str, typer.Argument(help="Rule id (DSG002) or name (short-prompts-...).")],
@@ -136,12 +98,13 @@ def show_command(
 
     Example: decide rules show DSG004
     """
-    from disagg_decider.rules.schema import leaves
+    from disagg_decider.rules.loader import find_rule, rule_parameters
+    from disagg_decider.rules.text import condition_lines
 
     loaded = _loaded(extra)
     rule = find_rule(loaded.book, rule_id)
     params = loaded.book.parameters
-    used = list(dict.fromkeys(leaf.param for leaf in leaves(rule.when) if leaf.param))
+    used = rule_parameters(rule)
     if as_json:
         payload = {
             "rule": rule.model_dump(mode="json", by_alias=True, exclude_none=True),
@@ -157,7 +120,7 @@ def show_command(
         f"category {rule.category}; {effect_text(rule)}; file {loaded.origin.get(rule.id)}",
         "",
         "when",
-        *(f"  {line}" for line in describe_condition(rule.when, values, units)),
+        *(f"  {line}" for line in condition_lines(rule.when, values, units)),
     ]
     if used:
         lines += ["", "parameters (change with --set NAME=VALUE)"]

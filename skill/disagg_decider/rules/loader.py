@@ -102,6 +102,27 @@ def rule_leaves(rule: Rule) -> list[Leaf]:
     return leaves(rule.when)
 
 
+def rule_parameters(rule: Rule) -> list[str]:
+    """The parameters a rule compares against, in the order its condition names them, once."""
+    return list(dict.fromkeys(leaf.param for leaf in leaves(rule.when) if leaf.param is not None))
+
+
+def find_rule(book: Rulebook, key: str) -> Rule:
+    """A rule by id (any case) or by name; otherwise a user error with the nearest id or name.
+
+    `decide rules show` and the MCP tool explain_rule both look rules up here.
+    """
+    wanted = key.strip()
+    for rule in book.rules:
+        if wanted.upper() == rule.id or wanted.lower() == rule.name:
+            return rule
+    hint = nearest(wanted.upper(), [r.id for r in book.rules])
+    if not hint.startswith("did you mean"):
+        by_name = nearest(wanted.lower(), [r.name for r in book.rules])
+        hint = by_name if by_name.startswith("did you mean") else hint
+    raise UserError(f"unknown rule '{key}'; {hint}")
+
+
 def merge(base: LoadedRulebook, extra: Rulebook, source: str) -> LoadedRulebook:
     """Add rules and parameters from `extra`; a rule with an existing id replaces it."""
     params = dict(base.book.parameters)
