@@ -245,17 +245,13 @@ def _link_figures(
         lat = latency_us if latency_us is not None else 0.0
         return f"{rate:g} Gb/s per GPU ({rate / 8:g} GB/s)", rate, eff, lat / 1e3
     spec = catalog.get_link(link_id)
-    if spec.kind == "scale-up":
+    rate = transfer.link_gbps_per_gpu(spec, gpu)
+    if rate <= 0:
         if gpu is None:
             raise UserError(
                 f"link {spec.id}: its bandwidth comes from the GPU; pass gpu, e.g. h200"
             )
-        if gpu.scaleup_gb_per_s <= 0:
-            raise UserError(f"link {spec.id}: {gpu.id} has no NVLink-class scale-up link")
-        rate = gpu.scaleup_gb_per_s * 8.0
-    else:
-        assert spec.gbps is not None
-        rate = spec.gbps
+        raise UserError(f"link {spec.id}: {gpu.id} has no NVLink-class scale-up link")
     eff = efficiency if efficiency is not None else spec.efficiency
     lat = latency_us if latency_us is not None else spec.latency_us
     return spec.name, rate, eff, lat / 1e3

@@ -212,13 +212,13 @@ def _resolve_link(ref: str | CustomNetwork, gpu: catalog.Gpu) -> tuple[catalog.L
             sources=["workload file"],
         )
         return link, ref.gbps_per_gpu
+    from disagg_decider.calc.transfer import link_gbps_per_gpu  # numpy: only when resolving
+
     link = catalog.get_link(ref)
-    if link.kind == "scale-up":
-        if gpu.scaleup_gb_per_s <= 0:
-            raise UserError(f"cluster.network: {gpu.id} has no NVLink-class scale-up link")
-        return link, gpu.scaleup_gb_per_s * 8
-    assert link.gbps is not None
-    return link, link.gbps
+    gbps = link_gbps_per_gpu(link, gpu)
+    if gbps <= 0:
+        raise UserError(f"cluster.network: {gpu.id} has no NVLink-class scale-up link")
+    return link, gbps
 
 
 # --- reading files -------------------------------------------------------------------------

@@ -187,7 +187,7 @@ def transfer_path(r: Resolved) -> TransferPath:
     on_scaleup = r.link.kind == "scale-up" or (c.gpus <= domain and r.gpu.scaleup_gb_per_s > 0)
     if on_scaleup:
         nvlink = get_link("nvlink")
-        gbps = r.gpu.scaleup_gb_per_s * 8
+        gbps = transfer.link_gbps_per_gpu(nvlink, r.gpu)
         return TransferPath("scale-up", gbps, nvlink.efficiency, nvlink.latency_us / 1e3, True)
     link = r.link
     return TransferPath("network", r.link_gbps, link.efficiency, link.latency_us / 1e3, link.rdma)

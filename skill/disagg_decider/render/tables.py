@@ -60,13 +60,9 @@ def worked_links() -> tuple[LinkColumn, ...]:
     columns = []
     for label, link_id in WORKED_LINKS:
         link = catalog.get_link(link_id)
-        if link.kind == "scale-up":
-            gpu = catalog.get_gpu(WORKED_NVLINK_GPU)
-            gbps = gpu.scaleup_gb_per_s * 8
-            name = f"{link.name}, {gpu.name}"
-        else:
-            assert link.gbps is not None
-            gbps, name = link.gbps, link.name
+        gpu = catalog.get_gpu(WORKED_NVLINK_GPU)
+        gbps = transfer.link_gbps_per_gpu(link, gpu)
+        name = f"{link.name}, {gpu.name}" if link.kind == "scale-up" else link.name
         columns.append(
             LinkColumn(
                 label=label,
