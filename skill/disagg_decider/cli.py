@@ -130,17 +130,20 @@ def main_command(
     if workload is None:
         out().print(ctx.get_help())
         raise typer.Exit(code=2)
-    from disagg_decider.decide import decide_file
+    from disagg_decider.decide import decide
+    from disagg_decider.workload import load_workload
 
-    verdict = decide_file(workload, rule_files=rules or [], overrides=parse_sets(sets or []))
+    w = load_workload(workload)
+    verdict = decide(
+        w, base_dir=workload.parent, rule_files=rules or [], overrides=parse_sets(sets or [])
+    )
     if fmt is Format.json:
         write_output(verdict_json(verdict), out_file, force)
     elif fmt is Format.markdown:
         from disagg_decider.render.report import render_report
-        from disagg_decider.workload import load_workload, resolve
+        from disagg_decider.workload import resolve
 
-        resolved = resolve(load_workload(workload), workload.parent)
-        write_output(render_report(verdict, resolved), out_file, force)
+        write_output(render_report(verdict, resolve(w, workload.parent)), out_file, force)
     elif out_file is not None:
         from rich.console import Console
 
