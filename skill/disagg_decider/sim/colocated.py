@@ -31,6 +31,7 @@ import numpy as np
 
 from disagg_decider.calc.step import Engine
 from disagg_decider.sim.batch import DecodeBatch, run_ms, steps_within
+from disagg_decider.sim.events import run_events
 from disagg_decider.sim.outcome import Outcome
 from disagg_decider.sim.requests import Requests
 from disagg_decider.sim.steps import DecodeTable, MixedTable
@@ -265,28 +266,21 @@ def simulate(engine: Engine, requests: Requests, cfg: ColocatedConfig, progress=
     shared = _Shared(engine, requests, cfg)
     heap: list = []
     replicas = [Replica(i, shared, heap) for i in range(cfg.replicas)]
-    arrivals = requests.arrival_ms.tolist()
-    n = len(arrivals)
-    i = 0
-    pop, inf = heapq.heappop, float("inf")
-    while True:
-        next_arrival = arrivals[i] if i < n else inf
-        if heap and heap[0][0] <= next_arrival:
-            now, r, version = pop(heap)
-            replica = replicas[r]
-            if version == replica.version:
-                replica.run_ended(now)
-        elif i < n:
-            target = replicas[0]
-            for replica in replicas:  # join the shortest queue (fewest requests in flight)
-                if replica.in_flight < target.in_flight:
-                    target = replica
-            target.arrive(i, next_arrival)
-            i += 1
-            if progress is not None and not i & 0xFFF:
-                progress(i)
-        else:
-            break
+
+    def run_ended(event: tuple) -> None:
+        now, r, version = event
+        replica = replicas[r]
+        if version == replica.version:
+            replica.run_ended(now)
+
+    def arrive(rid: int, now: float) -> None:
+        target = replicas[0]
+        for replica in replicas:  # join the shortest queue (fewest requests in flight)
+            if replica.in_flight < target.in_flight:
+                target = replica
+        target.arrive(rid, now)
+
+    run_events(requests.arrival_ms.tolist(), heap, run_ended, arrive, progress)
     return Outcome(
         mode="colocated",
         gpus=cfg.gpus,

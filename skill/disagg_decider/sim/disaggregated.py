@@ -30,6 +30,7 @@ from disagg_decider.calc.compare import TransferPath
 from disagg_decider.calc.prefill import prefill_ms
 from disagg_decider.calc.step import Engine
 from disagg_decider.sim.batch import DecodeBatch, run_ms, steps_within
+from disagg_decider.sim.events import run_events
 from disagg_decider.sim.outcome import Outcome
 from disagg_decider.sim.requests import Requests
 from disagg_decider.sim.steps import DecodeTable
@@ -252,31 +253,21 @@ def simulate(
     progress=None,
 ) -> Outcome:
     sim = _Sim(p_engine, d_engine, requests, cfg)
-    arrivals = requests.arrival_ms.tolist()
-    n = len(arrivals)
-    heap, pop, inf = sim.heap, heapq.heappop, float("inf")
     decoders, link = sim.decoders, sim.link
-    i = 0
-    while True:
-        next_arrival = arrivals[i] if i < n else inf
-        if heap and heap[0][0] <= next_arrival:
-            now, _, kind, a, b = pop(heap)
-            if kind == RUN_END:
-                if b == decoders[a].version:
-                    decoders[a].run_ended(now)
-            elif kind == PREFILL_DONE:
-                sim.prefill_done(a, now)
-            else:
-                receiver = link.finished(a, b, now)
-                if receiver is not None:
-                    decoders[receiver].join(a, now)
-        elif i < n:
-            sim.arrive(i, next_arrival)
-            i += 1
-            if progress is not None and not i & 0xFFF:
-                progress(i)
+
+    def handle(event: tuple) -> None:
+        now, _, kind, a, b = event
+        if kind == RUN_END:
+            if b == decoders[a].version:
+                decoders[a].run_ended(now)
+        elif kind == PREFILL_DONE:
+            sim.prefill_done(a, now)
         else:
-            break
+            receiver = link.finished(a, b, now)
+            if receiver is not None:
+                decoders[receiver].join(a, now)
+
+    run_events(requests.arrival_ms.tolist(), sim.heap, handle, sim.arrive, progress)
     return Outcome(
         mode="disaggregated",
         gpus=cfg.gpus,
