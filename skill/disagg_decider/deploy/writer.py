@@ -8,7 +8,6 @@ an interrupted run never leaves half a manifest behind.
 from __future__ import annotations
 
 import os
-import stat
 import tempfile
 from pathlib import Path, PurePosixPath
 
@@ -64,7 +63,3 @@ def _atomic_write(path: Path, text: str, *, executable: bool) -> None:
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
-
-
-def is_executable(path: Path) -> bool:
-    return bool(path.stat().st_mode & stat.S_IXUSR)

@@ -204,17 +204,9 @@ def simulate(
     else:
         batch = run.synthetic_requests(r, requests, seed, rate, cv)
     n = len(batch)
+    offset = {"colocated": 0, "disaggregated": n}  # the bar runs through both modes
     with _Progress(2 * n, "simulating colocated", quiet) as bar:
-        results = {}
-        for k, mode in enumerate(("colocated", "disaggregated")):
-            outcome = run.simulate_mode(
-                s, mode, batch, lambda done, k=k, mode=mode: bar.set(k * n + done, mode)
-            )
-            from disagg_decider.sim import metrics
-
-            results[mode] = metrics.summarize(
-                outcome, batch, w.slo.ttft_ms, w.slo.tpot_ms, w.cost.usd_per_gpu_hour
-            )
+        results = run.simulate_both(s, batch, lambda mode, done: bar.set(offset[mode] + done, mode))
     source = str(trace) if trace is not None else f"synthetic, seed {seed}, cv {cv:g}"
     offered = (
         (n - 1) / (float(batch.arrival_ms[-1]) / 1e3) if n > 1 and batch.arrival_ms[-1] > 0 else 0

@@ -13,6 +13,7 @@ at that batch queues sooner than the calculator, which counts only decoding sequ
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -132,12 +133,15 @@ def simulate_mode(
 
 
 def simulate_both(
-    s: Setup, requests: reqs.Requests, progress: Callable[[int], None] | None = None
+    s: Setup, requests: reqs.Requests, progress: Callable[[str, int], None] | None = None
 ) -> dict[str, metrics.ModeMetrics]:
+    """Both modes on the same requests, scored against the workload's SLOs and GPU price;
+    `progress(mode, done)` hears each mode's arrivals routed so far."""
     w = s.resolved.workload
     out = {}
     for mode in ("colocated", "disaggregated"):
-        outcome = simulate_mode(s, mode, requests, progress)
+        tick = None if progress is None else functools.partial(progress, mode)
+        outcome = simulate_mode(s, mode, requests, tick)
         out[mode] = metrics.summarize(
             outcome, requests, w.slo.ttft_ms, w.slo.tpot_ms, w.cost.usd_per_gpu_hour
         )
