@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from disagg_decider.deploy import TARGETS, dynamo, engines, llmd
-from disagg_decider.deploy.plan import DeployPlan, Layout, check, make_plan
+from disagg_decider.deploy.plan import LAYOUTS, DeployPlan, Layout, check, make_plan
 from disagg_decider.deploy.readme import readme
 from disagg_decider.errors import UserError
 from disagg_decider.verdict import Verdict
@@ -22,6 +22,16 @@ class Bundle:
     plan: DeployPlan
     files: dict[str, str]  # relative path -> text
     warnings: list[str] = field(default_factory=list)
+
+
+def check_options(target: str, dynamo_api: str, layout: str) -> None:
+    """Refuse an unknown target, Dynamo API or layout; the CLI calls it before deciding."""
+    if target not in TARGETS:
+        raise UserError(f"--target {target!r}: unknown target; valid: {', '.join(TARGETS)}")
+    if dynamo_api not in dynamo.API_VERSIONS:
+        raise UserError(f"--dynamo-api {dynamo_api!r}: valid: {', '.join(dynamo.API_VERSIONS)}")
+    if layout not in LAYOUTS:
+        raise UserError(f"--layout {layout!r}: valid: {', '.join(LAYOUTS)}")
 
 
 def build(
@@ -36,10 +46,7 @@ def build(
     served_model_name: str | None = None,
     base_dir: Path | None = None,
 ) -> Bundle:
-    if target not in TARGETS:
-        raise UserError(f"--target {target!r}: unknown target; valid: {', '.join(TARGETS)}")
-    if dynamo_api not in dynamo.API_VERSIONS:
-        raise UserError(f"--dynamo-api {dynamo_api!r}: valid: {', '.join(dynamo.API_VERSIONS)}")
+    check_options(target, dynamo_api, layout)
     plan = make_plan(
         workload,
         verdict,

@@ -82,17 +82,11 @@ def deploy_command(
 
     from disagg_decider.cli import parse_sets
     from disagg_decider.decide import decide
-    from disagg_decider.deploy import TARGETS
-    from disagg_decider.deploy.bundle import build
-    from disagg_decider.deploy.plan import LAYOUTS
+    from disagg_decider.deploy.bundle import build, check_options
     from disagg_decider.deploy.writer import write_files
-    from disagg_decider.errors import UserError
     from disagg_decider.workload import load_workload
 
-    if target not in TARGETS:
-        raise UserError(f"--target {target!r}: unknown target; valid: {', '.join(TARGETS)}")
-    if layout not in LAYOUTS:
-        raise UserError(f"--layout {layout!r}: valid: {', '.join(LAYOUTS)}")
+    check_options(target, dynamo_api, layout)
     w = load_workload(workload)
     verdict = decide(
         w, base_dir=workload.parent, rule_files=rules or [], overrides=parse_sets(sets or [])
