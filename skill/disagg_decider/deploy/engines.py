@@ -379,16 +379,20 @@ def pool_objects(plan: DeployPlan, pool: Pool) -> list[dict[str, Any]]:
             },
         },
     }
-    service = {
+    return [deployment, http_service(name, labels, SERVE_PORT)]
+
+
+def http_service(name: str, labels: dict[str, str], port: int) -> dict[str, Any]:
+    """A Service in front of the pods with `labels`, on their port named http."""
+    return {
         "apiVersion": "v1",
         "kind": "Service",
         "metadata": {"name": name, "labels": labels},
         "spec": {
             "selector": labels,
-            "ports": [{"name": "http", "port": SERVE_PORT, "targetPort": "http"}],
+            "ports": [{"name": "http", "port": port, "targetPort": "http"}],
         },
     }
-    return [deployment, service]
 
 
 def router_objects(plan: DeployPlan) -> list[dict[str, Any]]:
@@ -450,15 +454,7 @@ def router_objects(plan: DeployPlan) -> list[dict[str, Any]]:
                 "template": {"metadata": {"labels": labels}, "spec": pod_spec},
             },
         },
-        {
-            "apiVersion": "v1",
-            "kind": "Service",
-            "metadata": {"name": name, "labels": labels},
-            "spec": {
-                "selector": labels,
-                "ports": [{"name": "http", "port": ROUTER_PORT, "targetPort": "http"}],
-            },
-        },
+        http_service(name, labels, ROUTER_PORT),
     ]
     return objects
 
