@@ -130,3 +130,8 @@ def test_out_file_is_not_overwritten_without_force(tmp_path):
     proc = run_cli("--workload", str(path), "--format", "json", "--out", str(target), "--force")
     assert proc.returncode == 0
     assert '"decision"' in target.read_text()
+
+
+def test_messages_keep_brackets_and_user_text_verbatim(tmp_path):
+    """User text (ids, paths, extras like [plot]) is printed as is, never read as markup."""
+    fails(tmp_path, edited(model="llama[plot]"), "unknown model 'llama[plot]'")

@@ -303,7 +303,10 @@ def main() -> None:
         if isinstance(code, int) and code:
             sys.exit(code)
     except UserError as exc:
-        err().print(f"[red]error:[/] {exc}", highlight=False, markup=True, soft_wrap=True)
+        from rich.markup import escape
+
+        # The message is the user's text (paths, ids, "[plot]"), never markup.
+        err().print(f"[red]error:[/] {escape(str(exc))}", highlight=False, soft_wrap=True)
         sys.exit(2)
     except typer.Exit as exc:
         sys.exit(exc.exit_code)

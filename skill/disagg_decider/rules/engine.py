@@ -38,21 +38,16 @@ def compare(actual: Any, op: str, threshold: Any) -> bool:
 
 
 def evaluate(node, metrics: Mapping[str, Any], params: Mapping[str, Any], trail: list) -> bool:
-    """Evaluate a condition tree, appending every leaf it looked at to `trail`."""
+    """Evaluate a condition tree, appending every leaf it looked at to `trail`.
+
+    The trail holds plain tuples; only a rule that fires turns them into `Comparison` records,
+    which keeps evaluating the silent rules cheap.
+    """
     if isinstance(node, Leaf):
         threshold = params[node.param] if node.param is not None else node.value
         actual = metrics.get(node.metric)
         holds = compare(actual, node.op, threshold)
-        trail.append(
-            Comparison(
-                metric=node.metric,
-                op=node.op,
-                actual=actual,
-                threshold=threshold,
-                param=node.param,
-                holds=holds,
-            )
-        )
+        trail.append((node, actual, threshold, holds))
         return holds
     if isinstance(node, All):
         return all([evaluate(n, metrics, params, trail) for n in node.all])
@@ -64,9 +59,20 @@ def evaluate(node, metrics: Mapping[str, Any], params: Mapping[str, Any], trail:
 
 
 def fires(rule: Rule, metrics: Mapping[str, Any], params: Mapping[str, Any]) -> FiredRule | None:
-    trail: list[Comparison] = []
+    trail: list = []
     if not evaluate(rule.when, metrics, params, trail):
         return None
+    compared = [
+        Comparison.model_construct(
+            metric=leaf.metric,
+            op=leaf.op,
+            actual=actual,
+            threshold=threshold,
+            param=leaf.param,
+            holds=holds,
+        )
+        for leaf, actual, threshold, holds in trail
+    ]
     return FiredRule(
         id=rule.id,
         name=rule.name,
@@ -75,7 +81,7 @@ def fires(rule: Rule, metrics: Mapping[str, Any], params: Mapping[str, Any]) -> 
         kind="veto" if rule.veto else "effect",
         pushes=rule.pushes,
         weight=rule.effect.weight if rule.effect else 0.0,
-        compared=trail,
+        compared=compared,
         rationale=rule.rationale.strip(),
         references=[OutReference(title=x.title, url=x.url) for x in rule.references],
     )
