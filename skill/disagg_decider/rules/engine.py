@@ -58,11 +58,9 @@ def evaluate(node, metrics: Mapping[str, Any], params: Mapping[str, Any], trail:
     raise TypeError(f"unknown condition node {type(node).__name__}")
 
 
-def fires(rule: Rule, metrics: Mapping[str, Any], params: Mapping[str, Any]) -> FiredRule | None:
-    trail: list = []
-    if not evaluate(rule.when, metrics, params, trail):
-        return None
-    compared = [
+def comparisons(trail: list) -> list[Comparison]:
+    """An evaluation's trail as the records a verdict (or a lint message) shows."""
+    return [
         Comparison.model_construct(
             metric=leaf.metric,
             op=leaf.op,
@@ -73,6 +71,12 @@ def fires(rule: Rule, metrics: Mapping[str, Any], params: Mapping[str, Any]) -> 
         )
         for leaf, actual, threshold, holds in trail
     ]
+
+
+def fires(rule: Rule, metrics: Mapping[str, Any], params: Mapping[str, Any]) -> FiredRule | None:
+    trail: list = []
+    if not evaluate(rule.when, metrics, params, trail):
+        return None
     return FiredRule(
         id=rule.id,
         name=rule.name,
@@ -81,7 +85,7 @@ def fires(rule: Rule, metrics: Mapping[str, Any], params: Mapping[str, Any]) -> 
         kind="veto" if rule.veto else "effect",
         pushes=rule.pushes,
         weight=rule.effect.weight if rule.effect else 0.0,
-        compared=compared,
+        compared=comparisons(trail),
         rationale=rule.rationale.strip(),
         references=[OutReference(title=x.title, url=x.url) for x in rule.references],
     )

@@ -229,7 +229,7 @@ def example_problems(rule: Rule, params: Mapping[str, Any], source: str) -> list
                 trail: list = []
                 engine.evaluate(rule.when, example, params, trail)
                 verb = "does not make the rule fire" if expected == "fires" else "makes it fire"
-                add(f"{where} {verb}: {describe_trail(trail)}")
+                add(f"{where} {verb}: {describe_trail(engine.comparisons(trail))}")
     return problems
 
 
