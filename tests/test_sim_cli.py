@@ -90,3 +90,11 @@ def test_sweep_simulated_with_plot(tmp_path: Path) -> None:
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     again = _cli(*args)
     assert again.returncode == 2 and "--force" in again.stderr
+
+
+def test_sweep_plot_must_be_a_png_name(tmp_path: Path) -> None:
+    # matplotlib would write "<name>.png" beside a directory or an extension-less name
+    for target in (tmp_path, tmp_path / "chart"):
+        proc = _cli("sweep", "-w", CHAT, "--steps", "2", "--plot", str(target), "--force")
+        assert proc.returncode == 2 and "expected a .png file name" in proc.stderr, proc.stderr
+    assert list(tmp_path.iterdir()) == []

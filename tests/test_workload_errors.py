@@ -135,3 +135,49 @@ def test_out_file_is_not_overwritten_without_force(tmp_path):
 def test_messages_keep_brackets_and_user_text_verbatim(tmp_path):
     """User text (ids, paths, extras like [plot]) is printed as is, never read as markup."""
     fails(tmp_path, edited(model="llama[plot]"), "unknown model 'llama[plot]'")
+
+
+def test_unknown_catalog_ids_name_the_file_and_field(tmp_path):
+    err = fails(tmp_path, edited(model="llama-99"), "w.yaml: model: unknown model 'llama-99'")
+    assert "decide catalog models" in err
+    err = fails(tmp_path, edited(**{"cluster.network": "ib-xdr"}), "w.yaml: cluster.network:")
+    assert "decide catalog links" in err
+
+
+def test_out_onto_a_directory_or_unwritable_path_is_a_user_error(tmp_path):
+    for fmt in ("text", "json"):
+        proc = run_cli("-w", str(RAG_EXAMPLE), "-f", fmt, "-o", str(tmp_path), "--force")
+        assert proc.returncode == 2 and "Traceback" not in proc.stderr, proc.stderr
+        assert "is a directory" in proc.stderr
+    blocker = tmp_path / "file"
+    blocker.write_text("mine")
+    proc = run_cli("-w", str(RAG_EXAMPLE), "-o", str(blocker / "v.txt"))
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr, proc.stderr
+    assert f"--out {blocker / 'v.txt'}: cannot write" in proc.stderr
+    assert blocker.read_text() == "mine"
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ("--help",),
+        ("deploy", "--help"),
+        ("rules", "lint", "--help"),
+        ("rules", "list", "--help"),
+        ("simulate", "--help"),
+        ("sweep", "--help"),
+        ("trace", "summarize", "--help"),
+    ],
+)
+def test_help_names_values_not_python_types(args):
+    proc = run_cli(*args)
+    assert proc.returncode == 0, proc.stderr
+    for python_type in ("<list[", "<path>", "<str>", "<int", "<float", "list[Path]"):
+        assert python_type not in proc.stdout, (python_type, proc.stdout)
+
+
+def test_top_level_help_lists_examples_one_per_line():
+    proc = run_cli("--help")
+    lines = [line.strip() for line in proc.stdout.splitlines()]
+    assert "decide catalog models" in lines
+    assert "decide schema workload > workload.schema.json" in lines

@@ -32,10 +32,13 @@ app = typer.Typer(
         "targets, GPUs, network, team) and get the verdict, the reasons (rules that fired), "
         "the numbers for both modes and the pool sizes."
     ),
+    # \b keeps click from re-wrapping the examples into one paragraph
     epilog=(
-        "Examples:  decide --workload examples/rag-8k-h200-rdma-dynamo.yaml  |  "
-        "decide -w w.yaml --format json --set min_gain=1.2  |  decide catalog models  |  "
-        "decide schema workload > workload.schema.json"
+        "\b\nExamples:\n"
+        "  decide --workload examples/rag-8k-h200-rdma-dynamo.yaml\n"
+        "  decide -w w.yaml --format json --set min_gain=1.2\n"
+        "  decide catalog models\n"
+        "  decide schema workload > workload.schema.json"
     ),
     no_args_is_help=False,
     add_completion=False,
@@ -79,10 +82,15 @@ def write_output(text: str, out_path: Path | None, force: bool) -> None:
     if out_path is None:
         sys.stdout.write(text if text.endswith("\n") else text + "\n")
         return
+    if out_path.is_dir():
+        raise UserError(f"--out {out_path}: is a directory; give a file name inside it")
     if out_path.exists() and not force:
         raise UserError(f"{out_path}: already exists; pass --force to overwrite it")
-    out_path.parent.mkdir(parents=True, exist_ok=True)
-    out_path.write_text(text if text.endswith("\n") else text + "\n", encoding="utf-8")
+    try:
+        out_path.parent.mkdir(parents=True, exist_ok=True)
+        out_path.write_text(text if text.endswith("\n") else text + "\n", encoding="utf-8")
+    except OSError as exc:
+        raise UserError(f"--out {out_path}: cannot write ({exc.strerror})") from None
     err().print(f"wrote {out_path}")
 
 
@@ -295,11 +303,39 @@ app.add_typer(mcp_app, name="mcp")
 register_simulator(app)  # decide simulate, decide sweep, decide trace summarize
 
 
+def readable_metavars(command) -> None:
+    """Name values FILE, DIR, N, NUMBER, TEXT in --help, where typer 0.29 prints Python types
+    (`<list[Path]>`, `<int range>`); a metavar a module set itself is kept."""
+    from typing import get_args
+
+    for param in command.params:
+        descriptor = getattr(param, "type_descriptor", None)
+        if param.metavar is not None or descriptor is None or getattr(param, "is_flag", False):
+            continue
+        if param.param_type_name == "argument":
+            param.metavar = (param.name or "value").upper()
+            if not descriptor.is_choice:  # the name says it all; choices keep <a|b|c>
+                param.display_type_rich = lambda ctx: None
+            continue
+        if descriptor.is_choice:
+            continue  # typer's <text|json> already lists the values
+        element = get_args(descriptor.annotation)[0] if descriptor.is_list else None
+        if descriptor.is_path or element is Path:
+            param.metavar = "DIR" if "dir" in (param.name or "") else "FILE"
+        else:
+            kind = element or descriptor.annotation
+            param.metavar = {int: "N", float: "NUMBER"}.get(kind, "TEXT")
+    for sub in getattr(command, "commands", {}).values():
+        readable_metavars(sub)
+
+
 def main() -> None:
     """Entry point: user errors become a message and exit code 2, never a traceback."""
     try:
         # without standalone mode click returns the code of a typer.Exit instead of exiting
-        code = app(prog_name="decide", standalone_mode=False)
+        command = typer.main.get_command(app)
+        readable_metavars(command)
+        code = command(prog_name="decide", standalone_mode=False)
         if isinstance(code, int) and code:
             sys.exit(code)
     except UserError as exc:
@@ -310,6 +346,13 @@ def main() -> None:
         sys.exit(2)
     except typer.Exit as exc:
         sys.exit(exc.exit_code)
+    except OSError as exc:  # a path the user gave that cannot be read or written
+        where = f"{exc.filename}: " if exc.filename else ""
+        from rich.markup import escape
+
+        message = escape(f"{where}{exc.strerror or exc}")
+        err().print(f"[red]error:[/] {message}", highlight=False, soft_wrap=True)
+        sys.exit(2)
     except typer.Abort:
         sys.exit(130)
     except Exception as exc:  # click usage errors carry their own exit code

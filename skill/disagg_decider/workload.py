@@ -228,9 +228,25 @@ def parse_workload(data: Any, source: str) -> Workload:
     if not isinstance(data, dict):
         raise UserError(f"{source}: a workload is a YAML mapping with keys such as name, model")
     try:
-        return Workload.model_validate(data)
+        workload = Workload.model_validate(data)
     except ValidationError as exc:
         raise UserError(format_validation_error(exc, source, Workload)) from None
+    _check_catalog_ids(workload, source)
+    return workload
+
+
+def _check_catalog_ids(workload: Workload, source: str) -> None:
+    """Unknown catalog ids are named with the file and field here, not deep in the calculator."""
+    ids = [("cluster.gpu", catalog.get_gpu, workload.cluster.gpu)]
+    if isinstance(workload.model, str):
+        ids.append(("model", catalog.get_model, workload.model))
+    if isinstance(workload.cluster.network, str):
+        ids.append(("cluster.network", catalog.get_link, workload.cluster.network))
+    for field, lookup, value in ids:
+        try:
+            lookup(value)
+        except UserError as exc:
+            raise UserError(f"{source}: {field}: {exc}") from None
 
 
 def load_workload(path: Path) -> Workload:

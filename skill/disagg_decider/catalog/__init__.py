@@ -119,20 +119,21 @@ def links() -> dict[str, Link]:
     return _load("links", Link)  # type: ignore[return-value]
 
 
-def _get(table: dict, kind: str, key: str):
+def _get(table: dict, kind: str, key: str, listing: str):
     try:
         return table[key]
     except KeyError:
-        raise UserError(f"unknown {kind} '{key}': {nearest(key, list(table))}") from None
+        hint = nearest(key, list(table))
+        raise UserError(f"unknown {kind} '{key}': {hint} (all: decide catalog {listing})") from None
 
 
 def get_gpu(gpu_id: str) -> Gpu:
-    return _get(gpus(), "gpu", gpu_id)
+    return _get(gpus(), "gpu", gpu_id, "gpus")
 
 
 def get_model(model_id: str) -> ModelSpec:
-    return _get(models(), "model", model_id)
+    return _get(models(), "model", model_id, "models")
 
 
 def get_link(link_id: str) -> Link:
-    return _get(links(), "network link", link_id)
+    return _get(links(), "network link", link_id, "links")

@@ -360,6 +360,8 @@ def sweep(
 
     lo, hi = _prompt_range(prompt_tokens)
     if plot is not None:
+        if plot.suffix.lower() != ".png":  # matplotlib would quietly write plot + ".png"
+            raise UserError(f"--plot {plot}: expected a .png file name, e.g. --plot gain.png")
         _refuse_overwrite(plot, force)
         sweeps.require_matplotlib()
     from disagg_decider.workload import load_workload
