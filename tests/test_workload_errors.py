@@ -181,3 +181,14 @@ def test_top_level_help_lists_examples_one_per_line():
     lines = [line.strip() for line in proc.stdout.splitlines()]
     assert "decide catalog models" in lines
     assert "decide schema workload > workload.schema.json" in lines
+
+
+def test_text_verdict_reads_for_a_decision():
+    proc = run_cli("-w", str(RAG_EXAMPLE))
+    assert proc.returncode == 0, proc.stderr
+    text = proc.stdout
+    assert text.startswith("DISAGGREGATE on NVIDIA Dynamo")
+    # colocated cannot carry the rate on this cluster: the table says so, with its ceiling
+    assert "16 (all, short)" in text and "max req/s on the cluster" in text
+    assert "disaggregation wins above" in text and "crossover at n/a" not in text
+    assert "`decide rules show DSG007`" in text

@@ -162,12 +162,21 @@ def main_command(
         print_verdict(verdict, out())
 
 
+HEADLINES = {
+    "colocate": "COLOCATE",
+    "disaggregate": "DISAGGREGATE",
+    "dynamo": "DISAGGREGATE on NVIDIA Dynamo",
+    "llm-d": "DISAGGREGATE on llm-d",
+}
+
+
 def print_verdict(v: Verdict, console) -> None:
     """The verdict for a terminal: the call, the summary, both modes, the rules that fired."""
     from rich.table import Table
 
     color = "green" if v.disaggregate else "cyan"
-    console.print(f"[bold {color}]{v.decision.upper()}[/]  {v.workload}  ({v.model} on {v.gpu})")
+    headline = HEADLINES.get(v.decision, v.decision.upper())
+    console.print(f"[bold {color}]{headline}[/]  {v.workload}  ({v.model} on {v.gpu})")
     console.print(v.summary, highlight=False)
     console.print()
     table = Table(title="Both modes on the same GPUs, same p99 targets", title_justify="left")
@@ -176,10 +185,11 @@ def print_verdict(v: Verdict, console) -> None:
     c, d = v.colocated, v.disaggregated
     d_layout = f"{d.prefill_replicas}P x TP{d.prefill_tp} + {d.decode_replicas}D x TP{d.decode_tp}"
     rows = [
-        ("layout", f"{c.replicas} x TP{c.tp}", d_layout),
-        ("GPUs (sized for the rate)", str(c.gpus), str(d.gpus)),
-        ("meets SLO", _yn(c.feasible), _yn(d.feasible)),
+        ("layout (replicas x TP)", f"{c.replicas} x TP{c.tp}", d_layout),
+        ("GPUs sized for the rate", _gpus(c.gpus, c.fits_cluster), _gpus(d.gpus, d.fits_cluster)),
+        ("meets both p99 SLOs", _yn(c.feasible), _yn(d.feasible)),
         ("fits the cluster", _yn(c.fits_cluster), _yn(d.fits_cluster)),
+        ("max req/s on the cluster", _num(c.max_rate_per_s, 2), _num(d.max_rate_per_s, 2)),
         ("TTFT p99 ms", _num(c.ttft_p99_ms), _num(d.ttft_p99_ms)),
         ("TPOT p99 ms", _num(c.tpot_p99_ms), _num(d.tpot_p99_ms)),
         ("goodput req/s per GPU", f"{c.goodput_per_gpu:.3f}", f"{d.goodput_per_gpu:.3f}"),
@@ -193,25 +203,69 @@ def print_verdict(v: Verdict, console) -> None:
     for row in rows:
         table.add_row(*row)
     console.print(table)
-    m = v.metrics
-    console.print(
-        f"KV {m.kv_bytes_per_token:,.0f} B/token, {m.kv_bytes_per_request / 1e6:,.1f} MB/request; "
-        f"transfer {m.kv_transfer_ms:.2f} ms ({m.kv_transfer_path}, "
-        f"{m.kv_transfer_gb_per_s:.1f} GB/s); prefill {m.prefill_ms:.1f} ms; "
-        f"gain {_num(m.gain, 2)}; crossover at {m.crossover_prompt_tokens or 'n/a'} prompt "
-        f"tokens; conditional-disagg threshold {v.conditional_disagg_threshold_tokens} tokens",
-        highlight=False,
-    )
+    _print_key_figures(v, console)
     if v.fired_rules:
         console.print()
-        console.print("[bold]Rules that fired[/]")
+        console.print("[bold]Rules that fired[/] (weight, the way each pushes)")
+        rules = Table.grid(padding=(0, 2))
+        for col in ("id", "weight", "pushes", "title"):
+            rules.add_column(col, justify="right" if col == "weight" else "left")
         for f in v.fired_rules:
-            tag = "VETO" if f.kind == "veto" else f"+{f.weight:g}"
-            console.print(f"  {f.id} {tag:>5} -> {f.pushes:<12} {f.title}", highlight=False)
+            rules.add_row(f.id, "VETO" if f.kind == "veto" else f"+{f.weight:g}", f.pushes, f.title)
+        console.print(rules, highlight=False)
+        scores = ", ".join(f"{k} {s:g}" for k, s in v.scores.items() if s)
+        how = f"`decide rules show {v.fired_rules[0].id}` explains one"
+        console.print(f"[dim]scores: {scores or 'none'}; {how}[/]")
     for note in v.overrides_applied:
         console.print(f"[dim]override {note}[/]", highlight=False)
+    if v.warnings:
+        console.print()
     for w in v.warnings:
         console.print(f"[yellow]warning:[/] {w}", highlight=False)
+
+
+def _print_key_figures(v: Verdict, console) -> None:
+    """The per-request figures behind the call, one labelled line each."""
+    from rich.table import Table
+
+    m = v.metrics
+    link = f"{m.kv_transfer_gb_per_s:.1f} GB/s"
+    if m.kv_transfer_path == "network":
+        link += ", RDMA" if m.kv_transfer_rdma else ", TCP, no RDMA"
+    crossover = (
+        f"disaggregation wins above {m.crossover_prompt_tokens:,} prompt tokens"
+        if m.crossover_prompt_tokens
+        else "no crossover prompt length found"
+    )
+    figures = [
+        (
+            "KV cache",
+            f"{m.kv_bytes_per_token:,.0f} B/token, {m.kv_bytes_per_request / 1e6:,.1f} MB "
+            f"per request at {m.effective_prompt_tokens:,.0f} uncached prompt tokens",
+        ),
+        (
+            "KV transfer",
+            f"{m.kv_transfer_ms:.2f} ms per request over {m.kv_transfer_path} ({link})",
+        ),
+        ("prefill", f"{m.prefill_ms:.1f} ms; decode step {m.decode_step_ms:.1f} ms"),
+        ("gain", f"{_num(m.gain, 2)}x goodput per GPU; {crossover}"),
+        (
+            "routing" if v.disaggregate else "if split",
+            f"prompts with at least {v.conditional_disagg_threshold_tokens:,} uncached tokens "
+            "go to the prefill pool (conditional disaggregation)",
+        ),
+    ]
+    grid = Table.grid(padding=(0, 2))
+    grid.add_column(style="bold")
+    grid.add_column()
+    for label, text in figures:
+        grid.add_row(label, text)
+    console.print(grid, highlight=False)
+
+
+def _gpus(count: int, fits_cluster: bool) -> str:
+    """A mode that does not fit is capped at the cluster: say so rather than print a bare count."""
+    return str(count) if fits_cluster else f"{count} (all, short)"
 
 
 def _yn(flag: bool) -> str:
