@@ -20,7 +20,10 @@ from disagg_decider.deploy.yamltext import yaml_text
 
 ApiVersion = Literal["v1beta1", "v1alpha1"]
 API_VERSIONS: tuple[str, ...] = ("v1beta1", "v1alpha1")
-DYNAMO_VERSION = "1.1.0"  # v1beta1 DGDs and the separate planner image need Dynamo >= 1.1
+# The flags and planner keys below were checked against Dynamo 1.4 (see readme.VERIFIED_AGAINST):
+# the JSON --router-conditional-disagg-config and the planner's ttft_ms/itl_ms names are newer
+# than 1.1, where the planner silently ignores unknown keys.
+DYNAMO_VERSION = "1.4.2"
 RUNTIME_IMAGE = {
     "vllm": "nvcr.io/nvidia/ai-dynamo/vllm-runtime",
     "sglang": "nvcr.io/nvidia/ai-dynamo/sglang-runtime",
@@ -100,8 +103,10 @@ def planner_config(plan: DeployPlan) -> dict[str, Any]:
         "prefill_engine_num_gpu": p.tp,
         "decode_engine_num_gpu": d.tp,
         "model_name": plan.served_model_name,
+        # Throughput scaling needs a pre-deployment sweep (the planner rejects "none" with it
+        # on); load scaling learns online, and the replicas in the graph are its start.
         "pre_deployment_sweeping_mode": "none",
-        "enable_throughput_scaling": True,
+        "enable_throughput_scaling": False,
         "enable_load_scaling": True,
     }
 
@@ -153,7 +158,9 @@ def _worker(plan: DeployPlan, pool: Pool, image: str) -> Component:
         name, kind = f"{prefix}Worker", "worker"
     else:
         name, kind = f"{prefix}{pool.role.capitalize()}Worker", pool.role
-    model_flag = "--model" if plan.engine == "vllm" else "--model-path"
+    # dynamo.sglang takes SGLang's own --model-path; dynamo.vllm and dynamo.trtllm take --model
+    # (dynamo.trtllm keeps --model-path only as an obsolete alias).
+    model_flag = "--model-path" if plan.engine == "sglang" else "--model"
     args = [model_flag, plan.model_path, "--served-model-name", plan.served_model_name]
     args += engine_args(plan, pool)
     if pool.role != "colocated" and plan.engine != "sglang":  # SGLang's args already carry it

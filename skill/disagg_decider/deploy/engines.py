@@ -18,8 +18,8 @@ from disagg_decider.deploy.plan import DeployPlan, Pool
 from disagg_decider.deploy.yamltext import yaml_docs_text
 
 # Pinned defaults; every target takes --image to replace them.
-VLLM_IMAGE = "vllm/vllm-openai:v0.11.0"
-SGLANG_IMAGE = "lmsysorg/sglang:v0.5.3"
+VLLM_IMAGE = "vllm/vllm-openai:v0.18.2"
+SGLANG_IMAGE = "lmsysorg/sglang:v0.5.17"
 
 SERVE_PORT = 8000
 NIXL_SIDE_CHANNEL_PORT = 5600  # vLLM's default; base + DP rank
@@ -115,20 +115,24 @@ def serve_command(plan: DeployPlan, pool: Pool, model: str, served: str, port: s
     return [*head, "--host", "0.0.0.0", "--port", port, *vllm_args(plan, pool)]
 
 
-# Each engine's router: its launcher and the flag that turns on prefill/decode routing. The
-# two take the same --prefill/--decode/--worker-urls arguments.
+# Each engine's router: its launcher and the flags that turn on prefill/decode routing. The
+# two take the same --prefill/--decode/--worker-urls arguments. vllm-router's --kv-connector
+# already defaults to nixl; it is spelled out so the transfer backend is visible.
 ROUTERS = {
-    "sglang": (("python3", "-m", "sglang_router.launch_router"), "--pd-disaggregation"),
-    "vllm": (("vllm-router",), "--vllm-pd-disaggregation"),
+    "sglang": (("python3", "-m", "sglang_router.launch_router"), ("--pd-disaggregation",)),
+    "vllm": (("vllm-router",), ("--vllm-pd-disaggregation", "--kv-connector", "nixl")),
 }
+# The SGLang router's Kubernetes discovery: pods are reached on this port (its default is 80),
+# and a prefill pod's bootstrap port is read from this annotation.
+SGLANG_BOOTSTRAP_ANNOTATION = "sglang.ai/bootstrap-port"
 
 
 def router_command(plan: DeployPlan, prefill: list[str], decode: list[str]) -> list[str]:
     """The load balancer / P/D router; `prefill`/`decode` are URLs (decode = all for colocated)."""
-    launcher, pd_flag = ROUTERS["sglang" if plan.engine == "sglang" else "vllm"]
+    launcher, pd_flags = ROUTERS["sglang" if plan.engine == "sglang" else "vllm"]
     cmd = list(launcher)
     if plan.disaggregated:
-        cmd.append(pd_flag)
+        cmd += pd_flags
         for url in prefill:
             cmd += ["--prefill", url]
         for url in decode:
@@ -361,6 +365,9 @@ def pool_objects(plan: DeployPlan, pool: Pool) -> list[dict[str, Any]]:
         },
         "volumeMounts": [{"name": "shm", "mountPath": "/dev/shm"}],
     }
+    pod_meta: dict[str, Any] = {"labels": labels}
+    if plan.engine == "sglang" and pool.role == "prefill":
+        pod_meta["annotations"] = {SGLANG_BOOTSTRAP_ANNOTATION: str(SGLANG_BOOTSTRAP_PORT)}
     deployment = {
         "apiVersion": "apps/v1",
         "kind": "Deployment",
@@ -369,7 +376,7 @@ def pool_objects(plan: DeployPlan, pool: Pool) -> list[dict[str, Any]]:
             "replicas": pool.replicas,
             "selector": {"matchLabels": labels},
             "template": {
-                "metadata": {"labels": labels},
+                "metadata": pod_meta,
                 "spec": {
                     "containers": [container],
                     "volumes": [
@@ -419,6 +426,10 @@ def router_objects(plan: DeployPlan) -> list[dict[str, Any]]:
             "--decode-selector",
             f"app.kubernetes.io/name={plan.name}",
             "app.kubernetes.io/component=decode",
+            "--service-discovery-port",
+            str(SERVE_PORT),
+            "--service-discovery-namespace",
+            "$(POD_NAMESPACE)",  # Kubernetes expands it from the env below; the Role is namespaced
             "--host",
             "0.0.0.0",
             "--port",
@@ -443,6 +454,12 @@ def router_objects(plan: DeployPlan) -> list[dict[str, Any]]:
     }
     if plan.engine == "sglang" and plan.disaggregated:
         pod_spec["serviceAccountName"] = name
+        pod_spec["containers"][0]["env"] = [
+            {
+                "name": "POD_NAMESPACE",
+                "valueFrom": {"fieldRef": {"fieldPath": "metadata.namespace"}},
+            }
+        ]
     objects += [
         {
             "apiVersion": "apps/v1",

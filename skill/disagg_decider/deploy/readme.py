@@ -25,6 +25,53 @@ FILE_NOTES = {
 }
 BENCH_SECONDS = 600  # ten minutes of traffic at the workload's rate
 
+# Where each target's flag and key names were checked (repository and path, newest stored
+# version; no GPU run). Upstream renames these often: recheck when you change an image.
+VERIFIED_AGAINST: dict[str, list[str]] = {
+    "dynamo": [
+        "Frontend `--router-mode kv`, `--router-kv-events`, `--no-router-kv-events`, "
+        "`--router-conditional-disagg`, `--router-conditional-disagg-config` (JSON keys "
+        "`policy`, `eff_isl_threshold`, `eff_isl_ratio_threshold`): ai-dynamo/dynamo "
+        "docs conditional-disaggregation.md, components/src/dynamo/frontend/frontend_args.py, "
+        "examples/backends/vllm/launch/conditional_prefill_v1_smoke_test.sh",
+        "vLLM workers `--disaggregation-mode`, `--kv-transfer-config` "
+        '`{"kv_connector":"NixlConnector","kv_role":"kv_both"}`, `--kv-events-config` '
+        "on prefill and decode: the same smoke test",
+        "TensorRT-LLM workers `--model`, `--tensor-parallel-size`, `--max-batch-size`, "
+        "`--max-num-tokens`, `--publish-kv-events`, `--disaggregation-mode`: "
+        "components/src/dynamo/trtllm/backend_args.py",
+        "Planner `--config` keys (`ttft_ms`, `itl_ms`, `mode`, `optimization_target`, "
+        "`pre_deployment_sweeping_mode`, `enable_*_scaling`, `*_engine_num_gpu`): "
+        "components/src/dynamo/planner/config/planner_config.py (Dynamo 1.4; it ignores "
+        "unknown keys, so an older planner image silently falls back to its defaults)",
+    ],
+    "llm-d": [
+        "`prefix-based-pd-decider` `nonCachedTokens`, `disagg-profile-handler` `deciders`: "
+        "llm-d/llm-d-inference-scheduler docs/disaggregation.md, deploy/config/pd-epp-config.yaml",
+        "vLLM `--kv-transfer-config` NixlConnector/kv_both, `VLLM_NIXL_SIDE_CHANNEL_HOST`: "
+        "llm-d/llm-d guides/pd-disaggregation",
+        "KEDA metrics `vllm:num_requests_waiting`, `vllm:kv_cache_usage_perc`: llm-d/llm-d "
+        "guides/workload-autoscaling/keda-epp-token-aware; `sglang:num_queue_reqs`, "
+        "`sglang:token_usage`: SGLang's Prometheus names as scraped by public dashboards",
+    ],
+    "vllm": [
+        "`--kv-transfer-config` NixlConnector/kv_both, `VLLM_NIXL_SIDE_CHANNEL_PORT/HOST`: "
+        "vllm-project/vllm docs/features/nixl_connector_usage.md",
+        "`vllm-router --vllm-pd-disaggregation --kv-connector nixl --prefill URL --decode URL`, "
+        "`--worker-urls`: vllm-project/router src/main.rs",
+    ],
+    "sglang": [
+        "`--disaggregation-mode`, `--disaggregation-transfer-backend nixl`, "
+        "`--disaggregation-bootstrap-port`: sgl-project/sglang "
+        "docs/advanced_features/pd_disaggregation.md, python/sglang/srt/server_args.py",
+        "`sglang_router.launch_router --pd-disaggregation --prefill URL [PORT] --decode URL`, "
+        "`--service-discovery`, `--prefill-selector`/`--decode-selector`, "
+        "`--service-discovery-port` (default 80), `--service-discovery-namespace`, "
+        "annotation `sglang.ai/bootstrap-port`: sgl-project/sglang router docs, "
+        "sglang_router/launch_router.py",
+    ],
+}
+
 
 def readme(
     plan: DeployPlan, files: list[str], warnings: list[str], dynamo_api: str = "v1beta1"
@@ -70,6 +117,8 @@ def readme(
     if warnings:
         out += ["", "## Warnings", ""] + [f"- {w}" for w in warnings]
     out += ["", "## Verify after deploying", "", *_benchmark(plan)]
+    out += ["", "## Flags verified against", ""]
+    out += [f"- {line}" for line in VERIFIED_AGAINST.get(plan.target, [])]
     return "\n".join(out) + "\n"
 
 
@@ -107,11 +156,17 @@ def _deploy_steps(plan: DeployPlan, dynamo_api: str) -> list[str]:
             )
         if plan.disaggregated:
             steps.append(
-                "\nThe SLA planner adjusts replicas at run time from the TTFT/ITL targets; the "
-                "replicas above are the starting point sized for the declared rate."
+                "\nThe SLA planner adjusts replicas at run time from the TTFT/ITL targets with "
+                "load-based scaling (it learns step times online); the replicas above are the "
+                "starting point sized for the declared rate. Throughput-based scaling also needs "
+                "a pre-deployment sweep: set `pre_deployment_sweeping_mode` to `rapid` or "
+                "`thorough` and `enable_throughput_scaling` to true in the planner's `--config`."
             )
         else:
-            steps.append("\nNo SLA planner: Dynamo's planner does not support aggregated graphs.")
+            steps.append(
+                "\nNo planner is emitted for the colocated layout; the replicas above are sized "
+                "for the declared rate."
+            )
         return steps
     if plan.target == "llm-d":
         return [
