@@ -126,8 +126,8 @@ def summarize(r: Resolved, a: Analysis, outcome: engine.Outcome) -> str:
                 else "no rule makes the case for a split"
             )
         return (
-            f"Stay colocated: {c.replicas} x TP{c.tp} replicas ({c.gpus} GPUs, chunked prefill "
-            f"{c.chunk_tokens} tokens); {why}. {numbers}."
+            f"Stay colocated: {_count(c.replicas, 'replica')} x TP{c.tp} ({c.gpus} GPUs, "
+            f"chunked prefill {c.chunk_tokens} tokens); {why}. {numbers}."
         )
     name = "NVIDIA Dynamo" if outcome.decision == "dynamo" else "llm-d"
     return (
@@ -136,6 +136,10 @@ def summarize(r: Resolved, a: Analysis, outcome: engine.Outcome) -> str:
         f"send prompts with at least {a.conditional_disagg_threshold_tokens} uncached tokens "
         "to the prefill pool."
     )
+
+
+def _count(n: int, noun: str) -> str:
+    return f"{n} {noun}" if n == 1 else f"{n} {noun}s"
 
 
 def decide_file(path: Path, **kwargs: Any) -> Verdict:
