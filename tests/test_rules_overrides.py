@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
 import yaml
 
 from disagg_decider.rules import engine
@@ -120,3 +121,24 @@ def test_rules_file_replaces_a_rule_by_id(tmp_path: Path) -> None:
     assert len(replaced.book.rules) == len(shipped().book.rules)
     outcome = engine.decide(replaced.book, metrics, params)
     assert outcome.decision == "colocate" and outcome.deciding_veto.id == "DSG002"
+
+
+@pytest.mark.parametrize(
+    ("setting", "message"),
+    [
+        ("min_gain=-5", "outside its range [0, -]"),
+        ("high_prefix_hit_rate=1.5", "outside its range [0, 1]"),
+        ("min_gain=nan", "expected a float"),
+    ],
+)
+def test_set_outside_a_parameters_range_is_refused(setting, message):
+    proc = run_decide("--workload", str(RAG), "--set", setting)
+    assert proc.returncode == 2, proc.stderr
+    assert message in proc.stderr
+
+
+def test_a_parameter_value_outside_its_own_range_is_a_rulebook_error():
+    from disagg_decider.rules.schema import Parameter
+
+    with pytest.raises(ValueError, match="outside"):
+        Parameter(value=2.0, unit="share", doc="d", source="s", min=0, max=1)

@@ -175,3 +175,8 @@ def test_summarize_unknown_model_exits_2(tmp_path: Path) -> None:
     )
     assert proc.returncode == 2 and "unknown model" in proc.stderr
     assert not (tmp_path / "w.yaml").exists()
+
+
+def test_a_directory_is_not_a_trace(tmp_path):
+    with pytest.raises(UserError, match="is a directory"):
+        trace.load(tmp_path)

@@ -6,6 +6,7 @@ workload is evaluated, with the file, the rule id and the nearest valid name.
 
 from __future__ import annotations
 
+import math
 import re
 from dataclasses import dataclass, field
 from functools import cache
@@ -186,11 +187,22 @@ def coerce_override(name: str, raw: Any, param: Parameter, source: str) -> Any:
             if isinstance(raw, bool):
                 raise ValueError
             value = float(raw)
+            if not math.isfinite(value):
+                raise ValueError
+            if not param.allows(value):
+                raise UserError(
+                    f"{source}: {name}={raw!r}: outside its range "
+                    f"[{_bound(param.min)}, {_bound(param.max)}] {param.unit}"
+                )
             return int(value) if isinstance(current, int) and value.is_integer() else value
         return str(raw)
     except ValueError:
         kind = type(current).__name__
         raise UserError(f"{source}: {name}={raw!r}: expected a {kind} like {current!r}") from None
+
+
+def _bound(x: float | None) -> str:
+    return "-" if x is None else f"{x:g}"
 
 
 def apply_overrides(

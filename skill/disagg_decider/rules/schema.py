@@ -109,6 +109,27 @@ class Parameter(_Strict):
     unit: str
     doc: str
     source: str
+    min: float | None = None  # the range an override may take (numbers only)
+    max: float | None = None
+
+    @model_validator(mode="after")
+    def _in_range(self) -> Parameter:
+        if (self.min is not None or self.max is not None) and not _is_number(self.value):
+            raise ValueError("'min' and 'max' apply to numeric parameters only")
+        if not self.allows(self.value):
+            raise ValueError(f"value {self.value!r} is outside [{self.min}, {self.max}]")
+        return self
+
+    def allows(self, value: Scalar) -> bool:
+        if not _is_number(value):
+            return True
+        low = self.min if self.min is not None else float("-inf")
+        high = self.max if self.max is not None else float("inf")
+        return low <= float(value) <= high
+
+
+def _is_number(value: object) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool)
 
 
 class Reference(_Strict):

@@ -43,6 +43,8 @@ class Trace:
 
 
 def load(path: Path) -> Trace:
+    if path.is_dir():
+        raise UserError(f"{path}: is a directory; give a trace file (Azure CSV or Mooncake JSONL)")
     if not path.is_file():
         raise UserError(f"{path}: no such trace file (Azure CSV or Mooncake JSONL)")
     with path.open("r", encoding="utf-8", errors="replace") as fh:
