@@ -421,6 +421,8 @@ class RuleParameterInfo(_Out):
     unit: str
     doc: str
     source: str
+    min: float | None = Field(default=None, description="lowest value an override may take")
+    max: float | None = Field(default=None, description="highest value an override may take")
 
 
 class RuleExplanation(RuleIdentity):
