@@ -66,3 +66,28 @@ def test_specific_reasons():
     assert "DSG003" in [r["id"] for r in low["fired_rules"]]
     chat = decide_json(by_stem["chat-short-colocate"])
     assert "DSG002" in [r["id"] for r in chat["fired_rules"]]
+
+
+def test_readme_sample_output_is_current():
+    """The Quick start shows what `decide` prints today (80 columns, trailing spaces trimmed)."""
+    import os
+    import subprocess
+    import sys
+
+    from tests.conftest import ROOT
+
+    readme = (ROOT / "README.md").read_text()
+    start = readme.index("The first prints:\n\n```text\n") + len("The first prints:\n\n```text\n")
+    shown = readme[start : readme.index("```\n", start)]
+    env = {**os.environ, "PYTHONPATH": str(ROOT / "skill"), "COLUMNS": "80"}
+    example = "examples/rag-8k-h200-rdma-dynamo.yaml"
+    out = subprocess.run(
+        [sys.executable, "-m", "disagg_decider", "--workload", example],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=ROOT,
+        check=True,
+    ).stdout
+    printed = "\n".join(line.rstrip() for line in out.splitlines()) + "\n"
+    assert shown == printed, "README's sample output is stale: paste the current output"
