@@ -12,7 +12,7 @@ from disagg_decider.metrics import metric_values
 from disagg_decider.rules import engine
 from disagg_decider.rules.loader import LoadedRulebook, apply_overrides, load_files, with_extra
 from disagg_decider.verdict import Metrics, Sizing, Verdict
-from disagg_decider.workload import Resolved, Workload, resolve
+from disagg_decider.workload import Resolved, Workload, load_workload, resolve
 
 
 def decide(
@@ -143,6 +143,4 @@ def _count(n: int, noun: str) -> str:
 
 
 def decide_file(path: Path, **kwargs: Any) -> Verdict:
-    from disagg_decider.workload import load_workload
-
     return decide(load_workload(path), base_dir=path.parent, **kwargs)

@@ -140,12 +140,17 @@ def _log_crossing(lo: float, hi: float, g_lo: float, g_hi: float) -> int:
 # --- the modes at the workload's own rate -----------------------------------------------------
 
 
+def _replicas_needed(rate: float, per_replica: float) -> int:
+    """Whole replicas that carry `rate`; 1 when a replica carries nothing (no size fits)."""
+    return max(math.ceil(rate / per_replica - 1e-9), 1) if per_replica > 0 else 1
+
+
 def _replicas_for(rate: float, per_replica: float, tp: int, budget: int) -> tuple[int, bool]:
     """Whole replicas for the rate, capped at what the cluster holds."""
     cap = max(budget // tp, 1)
     if per_replica <= 0:
         return cap, False
-    need = max(math.ceil(rate / per_replica - 1e-9), 1)
+    need = _replicas_needed(rate, per_replica)
     return min(need, cap), need <= cap
 
 
@@ -185,8 +190,7 @@ def _disaggregated_result(r: Resolved, lengths: Lengths, f: Found) -> Disaggrega
     p_rate, d_rate = float(f.prefill_rate[0, i, j]), float(f.decode_rate[0, j])
     rate = w.traffic.requests_per_second
     feasible = bool(f.pair_served[0, i, j] > 0)
-    x = max(math.ceil(rate / p_rate - 1e-9), 1) if p_rate > 0 else 1
-    y = max(math.ceil(rate / d_rate - 1e-9), 1) if d_rate > 0 else 1
+    x, y = _replicas_needed(rate, p_rate), _replicas_needed(rate, d_rate)
     fits = feasible and x * p_tp + y * d_tp <= budget
     if feasible and not fits:
         _, bx, by = best_split(budget, p_tp, d_tp, p_rate, d_rate)
