@@ -11,30 +11,28 @@ then gives the rate a batch B carries in closed form:
 
     lam = B / (OSL t_empty + B u (t_full - t_empty) / (C - B))
 
-Every candidate (prompt, TP, chunk size C, batch B) is evaluated at once on a grid; the best
-feasible point per (prompt, TP) is the replica's capacity.
+Every candidate (prompt, TP, chunk size C) is searched at once for its largest feasible batch
+B (by bisection on the batch grid, `frontier.bisect_edge`); the best feasible point per
+(prompt, TP) is the replica's capacity.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
 from disagg_decider.calc import queueing
 from disagg_decider.calc.decode import batch_grid, decode_step_ms, memory_batch_limit
-from disagg_decider.calc.frontier import boundary_index, pick, slack, value_at
+from disagg_decider.calc.frontier import bisect_edge, interp_rows, pick
 from disagg_decider.calc.lengths import Lengths
-from disagg_decider.calc.step import Engine, iteration_ms
-from disagg_decider.workload import Slo
+from disagg_decider.calc.step import Engine, PassTerms, pass_terms
 
 
 @dataclass(frozen=True)
 class ColocatedGrid:
-    """Every candidate with its rate and p99 latencies; axes (prompt, TP, chunk, batch)."""
+    """Candidates with their rate and p99 latencies; axes (row, TP, chunk, batch)."""
 
-    chunk: np.ndarray
-    batch: np.ndarray
     rate_per_s: np.ndarray
     ttft_p99_ms: np.ndarray
     tpot_p99_ms: np.ndarray
@@ -43,56 +41,88 @@ class ColocatedGrid:
     idle_tpot_ms: np.ndarray  # TPOT with no prefill riding along
 
 
-def grid(engine: Engine, lengths: Lengths, slo: Slo, chunks: list[int]) -> ColocatedGrid:
-    b = batch_grid(engine.eff.max_decode_batch)
-    c = np.asarray(chunks, dtype=float)[:, None]
-    ctx = lengths.decode_context_mean
-    u_mean = lengths.uncached_mean
-    cached = lengths.prompt_mean * lengths.hit_rate
+@dataclass(frozen=True)
+class Lines:
+    """Colocated candidates without their batch: what stays fixed while the batch is searched.
 
+    Fields broadcast on the calculator's axes (row, TP, chunk); `evaluate` adds the batch.
+    """
+
+    engine: Engine
+    lengths: Lengths
+    ttft_ms: np.ndarray  # p99 targets
+    tpot_ms: np.ndarray
+    chunk: np.ndarray  # tokens per iteration (max_num_batched_tokens)
+    full_pass: PassTerms  # a chunk-carrying iteration, its prompt half done on average
+    empty_pass: PassTerms  # a pure decode iteration
+    inverse_memory_limit: np.ndarray  # 1 / sequences whose KV fits; inf when none does
+    uncached_p99: np.ndarray
+
+
+def lines(engine: Engine, lengths: Lengths, ttft_ms, tpot_ms, chunk) -> Lines:
+    ctx = lengths.decode_context_mean
+    cached = lengths.prompt_mean * lengths.hit_rate
+    limit = memory_batch_limit(engine, lengths)
+    with np.errstate(divide="ignore"):
+        inverse_limit = np.where(limit > 0, 1.0 / limit, np.inf)
+    return Lines(
+        engine=engine,
+        lengths=lengths,
+        ttft_ms=np.asarray(ttft_ms, dtype=float),
+        tpot_ms=np.asarray(tpot_ms, dtype=float),
+        chunk=np.asarray(chunk, dtype=float),
+        full_pass=pass_terms(engine, ctx, cached + lengths.uncached_mean / 2.0),
+        empty_pass=pass_terms(engine, ctx, 0.0),
+        inverse_memory_limit=inverse_limit,
+        uncached_p99=lengths.prompt_p99 * lengths.uncached_share,
+    )
+
+
+def evaluate(at: Lines, batch, t_empty=None) -> ColocatedGrid:
+    """Colocated replicas on the given lines at `batch` decode sequences (broadcasts).
+
+    `t_empty`, the pure decode step at `batch`, may be passed in by a caller that has it.
+    """
+    b, c, lengths = batch, at.chunk, at.lengths
+    u_mean = lengths.uncached_mean
     room = np.maximum(c - b, 1.0)  # prompt tokens a chunk-carrying iteration takes
-    t_empty = decode_step_ms(engine, b, ctx)
-    t_full = iteration_ms(engine, b, ctx, room, cached + u_mean / 2.0)
+    per_room = u_mean / room  # iterations one prompt's chunks occupy
+    if t_empty is None:
+        t_empty = at.empty_pass.ms(b, 0.0)
+    t_full = at.full_pass.ms(b, room)
     slow = t_full - t_empty
 
-    rate_per_ms = b / (lengths.output_mean * t_empty + b * u_mean * slow / room)
-    t_mean = b / (rate_per_ms * lengths.output_mean)
-    carrying = rate_per_ms * u_mean * t_mean / room  # share of iterations that carry a chunk
+    rate_per_ms = b / (lengths.output_mean * t_empty + (b * per_room) * slow)
+    # Share of iterations that carry a chunk: lam u t / room with lam = B / (OSL t).
+    carrying = b * per_room / lengths.output_mean
     # A prompt's chunks ride on consecutive iterations, so a request's output overlaps runs of
     # chunk-carrying steps: its share varies as over OSL / run-length independent draws.
-    run_length = np.maximum(u_mean / room, 1.0)
-    draws = np.maximum(lengths.output_p50 / run_length, 1.0)
-    spread = queueing.Z99 * np.sqrt(np.clip(carrying * (1 - carrying), 0, None) / draws)
+    draws = np.maximum(lengths.output_p50 / np.maximum(per_room, 1.0), 1.0)
+    spread = queueing.Z99 * np.sqrt(np.maximum(carrying * (1 - carrying), 0.0) / draws)
     tpot_p99 = t_empty + np.minimum(1.0, carrying + spread) * slow
 
     # Prefill as an M/G/1 server working through prompt tokens at `room` tokens per t_full:
     # a prompt of u tokens occupies it u / room iterations (chunks pack several short prompts),
     # and its first token comes out of the iteration that finishes it.
-    s1 = t_full / room
-    mean_s = s1 * u_mean
-    second_s = s1 * s1 * lengths.uncached_second_moment
-    u_p99 = lengths.prompt_p99 * lengths.uncached_share
-    service_p99 = t_full + s1 * u_p99
+    mean_s = t_full * per_room
+    second_s = (t_full * t_full) * (lengths.uncached_second_moment / (room * room))
+    service_p99 = t_full * (1.0 + at.uncached_p99 / room)
     ttft_p99 = service_p99 + queueing.wait_p99_ms(rate_per_ms, mean_s, second_s)
 
-    headroom = slack(c, b)
-    for limit, value in (
-        (1.0, carrying),
-        (memory_batch_limit(engine, lengths), b),
-        (slo.tpot_ms, tpot_p99),
-        (slo.ttft_ms, ttft_p99),
-    ):
-        headroom = np.minimum(headroom, slack(limit, value))
-    shape = headroom.shape
+    # Headroom is the smallest normalised slack, 1 - value / limit, over every limit: one
+    # minus the largest ratio. Chunk sizes and targets are positive (validated).
+    worst = ttft_p99 / at.ttft_ms  # the one ratio whose value spans every axis
+    np.maximum(worst, b / c, out=worst)
+    np.maximum(worst, carrying, out=worst)
+    np.maximum(worst, b * at.inverse_memory_limit, out=worst)
+    np.maximum(worst, tpot_p99 / at.tpot_ms, out=worst)
     return ColocatedGrid(
-        chunk=np.broadcast_to(c, shape),
-        batch=np.broadcast_to(b, shape),
         rate_per_s=rate_per_ms * 1e3,
         ttft_p99_ms=ttft_p99,
         tpot_p99_ms=tpot_p99,
-        headroom=headroom,
+        headroom=1.0 - worst,
         idle_ttft_ms=service_p99,
-        idle_tpot_ms=np.broadcast_to(t_empty, shape),
+        idle_tpot_ms=t_empty,
     )
 
 
@@ -105,26 +135,60 @@ class ColocatedPoint:
     batch: np.ndarray
 
 
-def best_points(g: ColocatedGrid) -> ColocatedPoint:
-    """Largest feasible batch per chunk size (interpolated), then the best chunk size."""
-    edge = boundary_index(g.headroom)  # (..., C)
-    rate = np.where(edge >= 0, value_at(g.rate_per_s, np.maximum(edge, 0.0)), 0.0)
-    batch = np.where(edge >= 0, value_at(g.batch, np.maximum(edge, 0.0)), 0.0)
+def best_points(engine: Engine, lengths: Lengths, ttft_ms, tpot_ms, chunks) -> ColocatedPoint:
+    """Largest feasible batch per chunk size (interpolated), then the best chunk size.
+
+    The search runs on flat copies of the (row, TP, chunk) lines: numpy is several times
+    faster on contiguous one-dimensional arrays than on broadcasts with a trailing axis of one.
+    """
+    batches = batch_grid(engine.eff.max_decode_batch)
+    c = np.asarray(chunks, dtype=float)[:, None]
+    shape = np.broadcast_shapes(np.shape(lengths.prompt_p50), np.shape(engine.tp), c.shape)
+
+    def flat(a) -> np.ndarray:
+        return np.broadcast_to(a, shape).reshape(-1)
+
+    flat_lengths = Lengths(**{k: flat(v) for k, v in vars(lengths).items()})
+    at_lines = lines(
+        replace(engine, tp=flat(engine.tp)), flat_lengths, flat(ttft_ms), flat(tpot_ms), flat(c)
+    )
+    # Pure decode steps do not depend on the chunk size: one per (row, TP, batch), looked up.
+    empty = decode_step_ms(engine, batches, lengths.decode_context_mean)
+    empty = np.broadcast_to(empty, (*shape[:-1], batches.size)).reshape(-1)
+    first = np.arange(at_lines.chunk.size) * batches.size
+
+    def at(index: np.ndarray):
+        b = batches[index]
+        point = evaluate(at_lines, b, t_empty=empty[first + index])
+        return point.headroom, (point.rate_per_s, b)
+
+    edge = bisect_edge(at, batches.size, (at_lines.chunk.size,))
+    rate, batch = edge.value(0).reshape(shape[:-1]), edge.value(1).reshape(shape[:-1])
     best = rate.argmax(axis=-1)
     return ColocatedPoint(rate_per_s=pick(rate, best), chunk_index=best, batch=pick(batch, best))
 
 
-def latencies_at_rate(g: ColocatedGrid, index: tuple[int, int, int], rate_per_s: float):
-    """p99 TTFT and TPOT at a given load along one (prompt, TP, chunk) row of the grid.
+def latencies_at_rate(engine: Engine, lengths: Lengths, ttft_ms, tpot_ms, chunk, rate_per_s):
+    """p99 TTFT and TPOT of replicas at given loads (N,), one configuration per load.
 
-    The grid starts at batch 1, whose rate already carries some queueing; below it the
-    latencies fall linearly to their idle values (no queue, no prefill riding along) at rate 0.
+    The engine's TP, the lengths, targets and `chunk` are columns (N, 1). Latencies are read
+    along the batch grid at the load each batch carries; below batch 1, whose rate already
+    carries some queueing, they fall linearly to their idle values (no queue, no prefill riding
+    along) at rate 0.
     """
-    rates = np.concatenate([[0.0], g.rate_per_s[index]])
-    order = np.argsort(rates, kind="stable")
-    ttft = np.concatenate([[g.idle_ttft_ms[index][0]], g.ttft_p99_ms[index]])
-    tpot = np.concatenate([[g.idle_tpot_ms[index][0]], g.tpot_p99_ms[index]])
+    batches = batch_grid(engine.eff.max_decode_batch)
+    g = evaluate(lines(engine, lengths, ttft_ms, tpot_ms, chunk), batches)
+    shape = (len(rate_per_s), batches.size)
+    rates, ttft, tpot, idle_ttft, idle_tpot = (
+        np.broadcast_to(a, shape)
+        for a in (g.rate_per_s, g.ttft_p99_ms, g.tpot_p99_ms, g.idle_ttft_ms, g.idle_tpot_ms)
+    )
+    rates = np.concatenate([np.zeros((shape[0], 1)), rates], axis=1)
+    ttft = np.concatenate([idle_ttft[:, :1], ttft], axis=1)
+    tpot = np.concatenate([idle_tpot[:, :1], tpot], axis=1)
+    order = np.argsort(rates, axis=1, kind="stable")
+    rates = np.take_along_axis(rates, order, axis=1)
     return (
-        float(np.interp(rate_per_s, rates[order], ttft[order])),
-        float(np.interp(rate_per_s, rates[order], tpot[order])),
+        interp_rows(rate_per_s, rates, np.take_along_axis(ttft, order, axis=1)),
+        interp_rows(rate_per_s, rates, np.take_along_axis(tpot, order, axis=1)),
     )

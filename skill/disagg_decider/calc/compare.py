@@ -4,15 +4,19 @@ Both modes get the same GPU budget (`cluster.gpus`) in whole replicas. Goodput i
 request rate a mode serves within its p99 TTFT and TPOT targets; dividing by the whole budget
 makes GPUs a mode cannot use, or a prefill pool idling on short prompts, count against it.
 
-`calc/search.py` evaluates every configuration at once; index 0 of its prompt axis is the
-workload's own p50 prompt, the rest a log-spaced grid from which the crossover (the prompt
-length where disaggregation starts to win) is read, every mode re-optimised at every length.
-This module turns that into the verdict's numbers at the workload's own rate.
+`calc/search.py` evaluates every configuration at once. Each workload gets a run of rows: its
+own p50 prompt first, then a log-spaced grid from which the crossover (the prompt length where
+disaggregation starts to win) is read, every mode re-optimised at every length. Workloads that
+share an engine are searched together (`analyze_many`), so a batch pays numpy's fixed cost per
+call once. This module turns each workload's rows into the verdict's numbers at its own rate.
 """
 
 from __future__ import annotations
 
 import math
+from bisect import bisect_left
+from collections.abc import Sequence
+from dataclasses import dataclass
 from functools import cache
 
 import numpy as np
@@ -22,58 +26,103 @@ from disagg_decider.calc.lengths import Lengths
 from disagg_decider.calc.result import Analysis, ColocatedResult, DisaggregatedResult
 from disagg_decider.calc.search import (
     Found,
+    Members,
     best_split,
     engine_for,
+    group_key,
+    members_of,
     search,
-    tp_options,
-    transfer_path,
     transfer_times,
 )
-from disagg_decider.calc.step import Engine, iteration_ms
+from disagg_decider.calc.step import iteration_ms
 from disagg_decider.workload import Resolved
 
 HOURS_PER_YEAR = 8760.0
 CROSSOVER_POINTS = 11
 LOCAL_PREFILL_CANDIDATES = np.geomspace(16, 65536, 49)
+BLOCK_WORKLOADS = 64  # workloads per search: big enough to spread numpy's per-call cost
 
 
 def analyze(r: Resolved) -> Analysis:
+    return analyze_many([r])[0]
+
+
+def analyze_many(resolved: Sequence[Resolved]) -> list[Analysis]:
+    """One `Analysis` per workload, in order, each equal to what `analyze` gives alone.
+
+    Workloads that share an engine (`group_key`) are searched together, in blocks: a sweep
+    over rates, lengths, SLOs or clusters costs a fraction of one search per workload.
+    """
+    out: list[Analysis | None] = [None] * len(resolved)
+    groups: dict[tuple, list[int]] = {}
+    for i, r in enumerate(resolved):
+        groups.setdefault(group_key(r), []).append(i)
+    for members in groups.values():
+        # Neighbours in a block should allow the same TP degrees, so fewer degrees are searched.
+        members.sort(key=lambda i: _tp_limits(resolved[i]))
+        for start in range(0, len(members), BLOCK_WORKLOADS):
+            block = members[start : start + BLOCK_WORKLOADS]
+            analyses = _analyze_block([resolved[i] for i in block])
+            for i, analysis in zip(block, analyses, strict=True):
+                out[i] = analysis
+    return out  # type: ignore[return-value]
+
+
+def _tp_limits(r: Resolved) -> tuple:
     w = r.workload
-    warnings: list[str] = []
-    tps = tp_options(r, warnings)
-    own = w.traffic.prompt_tokens.p50
-    prompts = np.concatenate([[own], crossover_grid(r)])
-    found = search(r, prompts, tps)
-    lengths = Lengths.of(w)
-    colo = _colocated_result(r, lengths, found)
-    disagg = _disaggregated_result(r, lengths, found)
-    p_engine = engine_for(r, disagg.prefill_tp)
-    d_engine = engine_for(r, disagg.decode_tp)
-    path = transfer_path(r)
-    u50 = w.traffic.prompt_tokens.p50 * lengths.uncached_share
-    cached50 = w.traffic.prompt_tokens.p50 - u50
-    prefill50_ms = _scalar(prefill.prefill_ms(p_engine, u50, cached50))
-    serial, layered, exposed = transfer_times(r, path, u50, prefill50_ms, p_engine.tp, d_engine.tp)
-    warnings += _warnings(r, colo, disagg)
-    return Analysis(
-        kv_bytes_per_token=kv.kv_bytes_per_token(r.model, w.kv_dtype, max(u50, 1.0)),
-        kv_bytes_per_request=_scalar(kv.kv_bytes(r.model, w.kv_dtype, u50)),
-        kv_transfer_ms=exposed,
-        kv_transfer_serialized_ms=serial,
-        kv_transfer_layerwise_ms=layered,
-        kv_transfer_path=path.kind,
-        kv_transfer_gb_per_s=path.gb_per_s(p_engine.tp, d_engine.tp),
-        kv_transfer_rdma=path.rdma,
-        prefill_ms=prefill50_ms,
-        decode_step_ms=_decode_step(d_engine, lengths, disagg),
-        effective_prompt_tokens=u50,
-        colocated=colo,
-        disaggregated=disagg,
-        gain=_gain(disagg.goodput_per_gpu, colo.goodput_per_gpu),
-        crossover_prompt_tokens=_crossover(prompts, found.gain),
-        conditional_disagg_threshold_tokens=_local_prefill_threshold(r, d_engine, lengths, disagg),
-        warnings=warnings,
-    )
+    pins = (w.parallelism.colocated_tp, w.parallelism.prefill_tp, w.parallelism.decode_tp)
+    return (min(w.cluster.gpus, w.cluster.gpus_per_node), *(p or 0 for p in pins))
+
+
+def _analyze_block(resolved: list[Resolved]) -> list[Analysis]:
+    """Search every member's own prompt, then the side of its crossover grid it needs."""
+    members = members_of(resolved)
+    own_prompts = [np.array([p]) for p in members.prompt_p50.tolist()]
+    found = search(members.first, members.rows(own_prompts), members.tps)
+    own = _Own.of(members)
+    colo = _colocated_results(own, found)
+    disagg = _disaggregated_results(own, found)
+    request = _per_request(own, disagg)
+    crossovers = _crossovers(members, own_prompts, found.gain)
+    out = []
+    for k, r in enumerate(resolved):
+        c, d = colo[k], disagg[k]
+        out.append(
+            Analysis(
+                **{name: values[k] for name, values in request.items()},
+                colocated=c,
+                disaggregated=d,
+                gain=_gain(d.goodput_per_gpu, c.goodput_per_gpu),
+                crossover_prompt_tokens=crossovers[k],
+                warnings=members.warnings[k] + _warnings(r, c, d),
+            )
+        )
+    return out
+
+
+def _crossovers(
+    members: Members, own_prompts: list[np.ndarray], own_gain: np.ndarray
+) -> list[int | None]:
+    """Each member's crossover, searching only the grid points it can depend on.
+
+    `crossover_from_curve` reads below the workload's own prompt when disaggregation wins
+    there (where does the winning stretch start?) and above it when it does not (where would
+    it start winning?), so the other side is never searched. Rows are independent, so this
+    gives what the whole grid gives, for about half the work.
+    """
+    grid = crossover_grid(members.first)
+    sides = []
+    for own, gain in zip(own_prompts, own_gain.tolist(), strict=True):
+        sides.append(grid[grid < own[0]] if gain > 1.0 else grid[grid >= own[0]])
+    gains = np.empty(0)
+    if any(len(side) for side in sides):
+        gains = search(members.first, members.rows(sides), members.tps).gain
+    out, start = [], 0
+    for own, gain, side in zip(own_prompts, own_gain, sides, strict=True):
+        curve = np.concatenate([[gain], gains[start : start + len(side)]])
+        out.append(_crossover(np.concatenate([own, side]), curve))
+        start += len(side)
+    return out
 
 
 def gain_curve(r: Resolved, prompt_tokens) -> np.ndarray:
@@ -82,7 +131,9 @@ def gain_curve(r: Resolved, prompt_tokens) -> np.ndarray:
     The p99/p50 spread, outputs, rate, SLOs and cluster stay as in the workload. Returns inf
     where only disaggregation meets the SLO and nan where neither does.
     """
-    return search(r, np.asarray(prompt_tokens, dtype=float), tp_options(r, [])).gain
+    members = members_of([r])
+    prompts = np.asarray(prompt_tokens, dtype=float).reshape(-1)
+    return search(r, members.rows([prompts]), members.tps).gain
 
 
 def crossover_grid(r: Resolved) -> np.ndarray:
@@ -104,19 +155,20 @@ def crossover_from_curve(prompts: np.ndarray, gains: np.ndarray, own_prompt: flo
     of that winning stretch; if not, the first longer prompt where it would win. The crossing
     is log-interpolated between grid points; None when it never wins on the grid.
     """
-    wins = np.where(np.isnan(gains), 0.0, gains) > 1.0
-    if not wins.any():
+    prompts = np.asarray(prompts, dtype=float).tolist()  # a dozen points: plain Python is faster
+    gains = np.asarray(gains, dtype=float).tolist()
+    wins = [g > 1.0 for g in gains]  # nan never wins
+    if not any(wins):
         return None
-    own = int(np.clip(np.searchsorted(prompts, own_prompt), 0, len(prompts) - 1))
+    own = min(bisect_left(prompts, own_prompt), len(prompts) - 1)
     if wins[own]:
         start = own
         while start > 0 and wins[start - 1]:
             start -= 1
+    elif True in wins[own:]:
+        start = wins.index(True, own)
     else:
-        later = np.flatnonzero(wins[own:])
-        if later.size == 0:
-            return None
-        start = own + int(later[0])
+        return None
     if start == 0:
         return int(prompts[0])
     return _log_crossing(prompts[start - 1], prompts[start], gains[start - 1], gains[start])
@@ -124,8 +176,9 @@ def crossover_from_curve(prompts: np.ndarray, gains: np.ndarray, own_prompt: flo
 
 def _crossover(prompts: np.ndarray, gains: np.ndarray) -> int | None:
     """The crossover on the grid with the workload's own prompt (index 0) merged in."""
-    order = np.argsort(prompts, kind="stable")
-    return crossover_from_curve(prompts[order], gains[order], float(prompts[0]))
+    p, g = prompts.tolist(), gains.tolist()
+    order = sorted(range(len(p)), key=p.__getitem__)
+    return crossover_from_curve([p[i] for i in order], [g[i] for i in order], p[0])
 
 
 def _log_crossing(lo: float, hi: float, g_lo: float, g_hi: float) -> int:
@@ -137,138 +190,217 @@ def _log_crossing(lo: float, hi: float, g_lo: float, g_hi: float) -> int:
     return round(math.exp(math.log(lo) + frac * (math.log(hi) - math.log(lo))))
 
 
-# --- the modes at the workload's own rate -----------------------------------------------------
+# --- the modes at each workload's own rate ---------------------------------------------------
+#
+# Vectorised over a block's workloads: arrays below have one entry per workload (W,), and the
+# lengths and engines they use are columns (W, 1) so they broadcast against batch grids.
 
 
-def _replicas_needed(rate: float, per_replica: float) -> int:
+@dataclass(frozen=True)
+class _Own:
+    """Each workload's own row of a search (the first W rows), with its own rate and cost."""
+
+    members: Members
+    row: np.ndarray  # (W,) index of each workload's own-prompt row
+    rate: np.ndarray  # requests per second
+    usd_per_gpu_hour: np.ndarray
+    lengths: Lengths  # fields (W, 1)
+
+    @property
+    def first(self) -> Resolved:
+        return self.members.first
+
+    @property
+    def budget(self) -> np.ndarray:
+        return self.members.budget
+
+    @property
+    def ttft_slo_ms(self) -> np.ndarray:
+        return self.members.ttft_ms
+
+    @property
+    def tpot_slo_ms(self) -> np.ndarray:
+        return self.members.tpot_ms
+
+    @classmethod
+    def of(cls, members: Members) -> _Own:
+        everyone = np.arange(len(members.resolved))
+        workloads = [r.workload for r in members.resolved]
+        return cls(
+            members=members,
+            row=everyone,
+            rate=np.array([w.traffic.requests_per_second for w in workloads]),
+            usd_per_gpu_hour=np.array([w.cost.usd_per_gpu_hour for w in workloads]),
+            lengths=members.lengths(members.prompt_p50, everyone, (-1, 1)),
+        )
+
+
+def _replicas_needed(rate, per_replica):
     """Whole replicas that carry `rate`; 1 when a replica carries nothing (no size fits)."""
-    return max(math.ceil(rate / per_replica - 1e-9), 1) if per_replica > 0 else 1
+    with np.errstate(divide="ignore", invalid="ignore"):
+        need = np.ceil(rate / per_replica - 1e-9)
+    return np.where(per_replica > 0, np.maximum(need, 1.0), 1.0)
 
 
-def _replicas_for(rate: float, per_replica: float, tp: int, budget: int) -> tuple[int, bool]:
-    """Whole replicas for the rate, capped at what the cluster holds."""
-    cap = max(budget // tp, 1)
-    if per_replica <= 0:
-        return cap, False
-    need = _replicas_needed(rate, per_replica)
-    return min(need, cap), need <= cap
-
-
-def _colocated_result(r: Resolved, lengths: Lengths, f: Found) -> ColocatedResult:
-    w = r.workload
-    t = int(f.colo_best_t[0])
-    tp = int(f.tps["colocated"][t])
-    per_replica = float(f.colo_rate[0, t])
-    chunk_i = int(f.colo_chunk_index[0, t])
-    replicas, fits = _replicas_for(w.traffic.requests_per_second, per_replica, tp, w.cluster.gpus)
-    ttft = tpot = None
-    if per_replica > 0:
-        load = min(w.traffic.requests_per_second / replicas, per_replica)
-        ttft, tpot = colocated.latencies_at_rate(f.colo_grid, (0, t, chunk_i), load)
-    served = min(w.traffic.requests_per_second, replicas * per_replica)
-    return ColocatedResult(
-        feasible=per_replica > 0,
-        fits_cluster=fits,
-        gpus=replicas * tp,
-        max_rate_per_s=float(f.colo_within[0]),
-        goodput_per_gpu=float(f.colo_within[0]) / w.cluster.gpus,
-        ttft_p99_ms=ttft,
-        tpot_p99_ms=tpot,
-        tp=tp,
-        replicas=replicas,
-        chunk_tokens=int(w.efficiency.chunk_tokens[chunk_i]),
-        max_batch=int(f.colo_batch[0, t]),
-        **_costs(r, lengths, replicas * tp, served),
+def _colocated_results(o: _Own, f: Found) -> list[ColocatedResult]:
+    t = f.colo_best_t[o.row]
+    tp = f.tps[t].astype(float)
+    per_replica = f.colo_rate[o.row, t]
+    chunk_i = f.colo_chunk_index[o.row, t]
+    feasible = per_replica > 0
+    cap = np.maximum(o.budget // tp, 1.0)
+    need = _replicas_needed(o.rate, per_replica)
+    replicas = np.where(feasible, np.minimum(need, cap), cap)
+    fits = feasible & (need <= cap)
+    load = np.minimum(o.rate / replicas, per_replica)
+    chunks = o.first.workload.efficiency.chunk_tokens
+    ttft, tpot = colocated.latencies_at_rate(
+        engine_for(o.first, tp.reshape(-1, 1)),
+        o.lengths,
+        o.ttft_slo_ms.reshape(-1, 1),
+        o.tpot_slo_ms.reshape(-1, 1),
+        np.asarray(chunks, dtype=float)[chunk_i].reshape(-1, 1),
+        load,
     )
+    served = np.minimum(o.rate, replicas * per_replica)
+    within = f.colo_within[o.row]
+    costs = _costs(o, replicas * tp, served)
+    return [
+        ColocatedResult(
+            feasible=bool(feasible[k]),
+            fits_cluster=bool(fits[k]),
+            gpus=int(replicas[k] * tp[k]),
+            max_rate_per_s=float(within[k]),
+            goodput_per_gpu=float(within[k] / o.budget[k]),
+            ttft_p99_ms=float(ttft[k]) if feasible[k] else None,
+            tpot_p99_ms=float(tpot[k]) if feasible[k] else None,
+            tp=int(tp[k]),
+            replicas=int(replicas[k]),
+            chunk_tokens=int(chunks[chunk_i[k]]),
+            max_batch=int(f.colo_batch[o.row[k], t[k]]),
+            **costs[k],
+        )
+        for k in range(len(o.row))
+    ]
 
 
-def _disaggregated_result(r: Resolved, lengths: Lengths, f: Found) -> DisaggregatedResult:
-    w = r.workload
-    budget = w.cluster.gpus
-    i, j = (int(k) for k in f.best_pair[0])
-    p_tp, d_tp = int(f.tps["prefill"][i]), int(f.tps["decode"][j])
-    p_rate, d_rate = float(f.prefill_rate[0, i, j]), float(f.decode_rate[0, j])
-    rate = w.traffic.requests_per_second
-    feasible = bool(f.pair_served[0, i, j] > 0)
-    x, y = _replicas_needed(rate, p_rate), _replicas_needed(rate, d_rate)
-    fits = feasible and x * p_tp + y * d_tp <= budget
-    if feasible and not fits:
-        _, bx, by = best_split(budget, p_tp, d_tp, p_rate, d_rate)
-        x, y = int(bx), int(by)
-    transfer_p99 = float(f.transfer_p99_ms[0, i, j])
-    ttft = tpot = None
-    if feasible:
-        p_engine, d_engine = engine_for(r, p_tp), engine_for(r, d_tp)
-        step = decode.step_at_rate_ms(d_engine, lengths, min(rate / y, d_rate))
-        ttft = prefill.ttft_p99_ms(p_engine, lengths, min(rate / x, p_rate)) + transfer_p99 + step
-        tpot = step
-    served = min(rate, x * p_rate, y * d_rate)
+def _disaggregated_results(o: _Own, f: Found) -> list[DisaggregatedResult]:
+    i, j = f.best_pair[o.row, 0], f.best_pair[o.row, 1]
+    p_tp, d_tp = f.tps[i].astype(float), f.tps[j].astype(float)
+    p_rate, d_rate = f.prefill_rate[o.row, i, j], f.decode_rate[o.row, j]
+    feasible = f.pair_served[o.row, i, j] > 0
+    x, y = _replicas_needed(o.rate, p_rate), _replicas_needed(o.rate, d_rate)
+    fits = feasible & (x * p_tp + y * d_tp <= o.budget)
+    _, best_x, best_y = best_split(o.budget, p_tp, d_tp, p_rate, d_rate)
+    x = np.where(feasible & ~fits, best_x, x)
+    y = np.where(feasible & ~fits, best_y, y)
+    transfer_p99 = f.transfer_p99_ms[o.row, i, j]
+    with np.errstate(divide="ignore", invalid="ignore"):
+        p_load = np.minimum(o.rate / x, p_rate)
+        d_load = np.minimum(o.rate / np.maximum(y, 1.0), d_rate)
+    p_engine = engine_for(o.first, p_tp.reshape(-1, 1))
+    d_engine = engine_for(o.first, d_tp.reshape(-1, 1))
+    step = decode.step_at_rate_ms(d_engine, o.lengths, d_load)
+    ttft = prefill.ttft_p99_ms(p_engine, o.lengths, p_load) + transfer_p99 + step
+    served = np.minimum(o.rate, np.minimum(x * p_rate, y * d_rate))
     gpus = x * p_tp + y * d_tp
-    return DisaggregatedResult(
-        feasible=feasible,
-        fits_cluster=fits,
-        gpus=gpus,
-        max_rate_per_s=float(f.disagg_within[0]),
-        goodput_per_gpu=float(f.disagg_within[0]) / budget,
-        ttft_p99_ms=ttft,
-        tpot_p99_ms=tpot,
-        prefill_tp=p_tp,
-        decode_tp=d_tp,
-        prefill_replicas=x,
-        decode_replicas=y,
-        prefill_gpus=x * p_tp,
-        decode_gpus=y * d_tp,
-        max_batch=int(f.decode_batch[0, j]),
-        transfer_ms_p99=transfer_p99,
-        **_costs(r, lengths, gpus, served),
-    )
+    within = f.disagg_within[o.row]
+    costs = _costs(o, gpus, served)
+    return [
+        DisaggregatedResult(
+            feasible=bool(feasible[k]),
+            fits_cluster=bool(fits[k]),
+            gpus=int(gpus[k]),
+            max_rate_per_s=float(within[k]),
+            goodput_per_gpu=float(within[k] / o.budget[k]),
+            ttft_p99_ms=float(ttft[k]) if feasible[k] else None,
+            tpot_p99_ms=float(step[k]) if feasible[k] else None,
+            prefill_tp=int(p_tp[k]),
+            decode_tp=int(d_tp[k]),
+            prefill_replicas=int(x[k]),
+            decode_replicas=int(y[k]),
+            prefill_gpus=int(x[k] * p_tp[k]),
+            decode_gpus=int(y[k] * d_tp[k]),
+            max_batch=int(f.decode_batch[o.row[k], j[k]]),
+            transfer_ms_p99=float(transfer_p99[k]),
+            **costs[k],
+        )
+        for k in range(len(o.row))
+    ]
 
 
-def _decode_step(engine: Engine, lengths: Lengths, d: DisaggregatedResult) -> float:
-    """Step time at the sized operating point, or at batch 1 when no size meets the SLO."""
-    if d.tpot_p99_ms is not None:
-        return d.tpot_p99_ms
-    return _scalar(decode.decode_step_ms(engine, 1.0, lengths.decode_context_mean))
+def _per_request(o: _Own, disagg: list[DisaggregatedResult]) -> dict[str, list]:
+    """The per-request figures at the p50 prompt after prefix-cache hits, per workload."""
+    first = o.first
+    model, kv_dtype = first.model, first.workload.kv_dtype
+    p_tp = np.array([[d.prefill_tp] for d in disagg], dtype=float)
+    d_tp = np.array([[d.decode_tp] for d in disagg], dtype=float)
+    p_engine, d_engine = engine_for(first, p_tp), engine_for(first, d_tp)
+    p50 = o.lengths.prompt_p50
+    u50 = p50 * o.lengths.uncached_share
+    prefill50 = prefill.prefill_ms(p_engine, u50, p50 - u50)
+    path = o.members.path.take(o.row, (-1, 1))
+    serial, layered, exposed = transfer_times(first, path, u50, prefill50, p_tp, d_tp)
+    gb_per_s = path.gb_per_s(p_tp, d_tp)
+    ctx = o.lengths.decode_context_mean
+    tpot = np.array([[d.tpot_p99_ms if d.tpot_p99_ms is not None else np.nan] for d in disagg])
+    step = np.where(np.isnan(tpot), decode.decode_step_ms(d_engine, 1.0, ctx), tpot)
+    size = kv.kv_bytes(model, kv_dtype, u50)
+    per_token = kv.kv_bytes(model, kv_dtype, np.maximum(u50, 1.0)) / np.maximum(u50, 1.0)
+    replicas = np.array([d.decode_replicas for d in disagg], dtype=float)
+    threshold = _local_prefill_threshold(o, d_engine, replicas)
+    flat = lambda a: np.ravel(a).tolist()  # noqa: E731
+    return {
+        "kv_bytes_per_token": flat(per_token),
+        "kv_bytes_per_request": flat(size),
+        "kv_transfer_ms": flat(exposed),
+        "kv_transfer_serialized_ms": flat(serial),
+        "kv_transfer_layerwise_ms": flat(layered),
+        "kv_transfer_path": [p.kind for p in o.members.paths],
+        "kv_transfer_gb_per_s": flat(gb_per_s),
+        "kv_transfer_rdma": [p.rdma for p in o.members.paths],
+        "prefill_ms": flat(prefill50),
+        "decode_step_ms": flat(step),
+        "effective_prompt_tokens": flat(u50),
+        "conditional_disagg_threshold_tokens": flat(threshold),
+    }
 
 
-def _local_prefill_threshold(r: Resolved, d_engine: Engine, lengths, d) -> int:
+def _local_prefill_threshold(o: _Own, d_engine, decode_replicas: np.ndarray) -> np.ndarray:
     """Uncached prompt tokens a decode worker can prefill itself without breaking TPOT.
 
     At the batch the decode pool settles at, a prompt whose prefill still fits in one iteration
     under the TPOT target costs less computed locally than shipped; longer ones go to the
     prefill pool. This is Dynamo's `eff_isl_threshold` and llm-d's `nonCachedTokens`.
     """
-    w = r.workload
-    load = w.traffic.requests_per_second / max(d.decode_replicas, 1)
-    batch = max(decode.batch_at_rate(d_engine, lengths, load), 1.0)
+    load = o.rate / np.maximum(decode_replicas, 1.0)
+    batch = np.maximum(decode.batch_at_rate(d_engine, o.lengths, load), 1.0)[:, None]
     candidates = LOCAL_PREFILL_CANDIDATES
-    ctx = float(lengths.decode_context_mean)
-    t = iteration_ms(d_engine, batch, ctx, candidates, 0.0)
-    fits = candidates[t <= w.slo.tpot_ms]
-    if fits.size == 0:
-        return 16
-    return int(max(16, fits.max() // 16 * 16))
+    t = iteration_ms(d_engine, batch, o.lengths.decode_context_mean, candidates, 0.0)
+    longest = np.where(t <= o.tpot_slo_ms[:, None], candidates, 0.0).max(axis=1)
+    return np.maximum(16, longest // 16 * 16).astype(int)
 
 
 # --- costs and warnings -----------------------------------------------------------------------
 
 
-def _costs(r: Resolved, lengths: Lengths, gpus: int, served_rate: float) -> dict:
-    usd_per_hour = gpus * r.workload.cost.usd_per_gpu_hour
-    tokens_per_hour = served_rate * float(lengths.prompt_mean + lengths.output_mean) * 3600.0
-    per_million = usd_per_hour / tokens_per_hour * 1e6 if tokens_per_hour > 0 else None
-    return {
-        "cost_per_million_tokens_usd": per_million,
-        "cost_per_year_usd": usd_per_hour * HOURS_PER_YEAR,
-    }
+def _costs(o: _Own, gpus: np.ndarray, served_rate: np.ndarray) -> list[dict]:
+    usd_per_hour = gpus * o.usd_per_gpu_hour
+    mean_tokens = np.ravel(o.lengths.prompt_mean + o.lengths.output_mean)
+    tokens_per_hour = served_rate * mean_tokens * 3600.0
+    with np.errstate(divide="ignore", invalid="ignore"):
+        per_million = np.where(tokens_per_hour > 0, usd_per_hour / tokens_per_hour * 1e6, np.nan)
+    return [
+        {
+            "cost_per_million_tokens_usd": None if math.isnan(m) else m,
+            "cost_per_year_usd": y,
+        }
+        for m, y in zip(per_million.tolist(), (usd_per_hour * HOURS_PER_YEAR).tolist(), strict=True)
+    ]
 
 
 def _gain(disagg: float, colo: float) -> float | None:
     return disagg / colo if colo > 0 else None
-
-
-def _scalar(x) -> float:
-    return float(np.ravel(x)[0])
 
 
 def _warnings(r: Resolved, colo: ColocatedResult, disagg: DisaggregatedResult) -> list[str]:

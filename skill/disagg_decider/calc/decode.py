@@ -13,7 +13,7 @@ from functools import cache
 
 import numpy as np
 
-from disagg_decider.calc.frontier import boundary_index, slack, value_at
+from disagg_decider.calc.frontier import boundary_index, interp_rows, slack, value_at
 from disagg_decider.calc.kv import kv_bytes
 from disagg_decider.calc.lengths import Lengths
 from disagg_decider.calc.step import Engine, iteration_ms
@@ -66,14 +66,19 @@ def replica_capacity(
     return DecodePoint(rate_per_s=rate, batch=best, step_ms=best_step)
 
 
-def step_at_rate_ms(engine: Engine, lengths: Lengths, rate_per_s: float) -> float:
-    """Step time at the batch a given load settles at, for one scalar engine and prompt."""
+def step_at_rate_ms(engine: Engine, lengths: Lengths, rate_per_s: np.ndarray) -> np.ndarray:
+    """Step time at the batch each load (N,) settles at.
+
+    The engine's TP and the lengths are scalars or columns (N, 1), one row per load.
+    """
     grid = batch_grid(engine.eff.max_decode_batch)
-    step = np.ravel(decode_step_ms(engine, grid, lengths.decode_context_mean))
+    step = decode_step_ms(engine, grid, lengths.decode_context_mean)
+    step = np.broadcast_to(step, (len(rate_per_s), grid.size))
     carried = grid / (lengths.output_mean * step) * 1e3
-    return float(np.interp(rate_per_s, carried, step))
+    return interp_rows(rate_per_s, carried, step)
 
 
-def batch_at_rate(engine: Engine, lengths: Lengths, rate_per_s: float) -> float:
-    """Sequences in flight at a given load (Little's law on the step time it settles at)."""
-    return rate_per_s * lengths.output_mean * step_at_rate_ms(engine, lengths, rate_per_s) / 1e3
+def batch_at_rate(engine: Engine, lengths: Lengths, rate_per_s: np.ndarray) -> np.ndarray:
+    """Sequences in flight at each load (Little's law on the step time it settles at)."""
+    step = step_at_rate_ms(engine, lengths, rate_per_s)
+    return rate_per_s * np.ravel(lengths.output_mean) * step / 1e3

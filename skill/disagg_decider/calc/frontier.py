@@ -5,9 +5,16 @@ coarse geometric grid of batches at once; instead of rounding down to the last g
 (which would under-state capacity by up to a grid step), it interpolates the normalised slack
 of the binding constraint to where it crosses zero. Slack must fall as the batch grows, so the
 feasible batches form a prefix of the grid.
+
+Where the grid is large (the colocated comparator has a line of batches for every prompt, TP
+and chunk size), `bisect_edge` finds the same crossing with log2(n) evaluations per line
+instead of n, under the same prefix assumption.
 """
 
 from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -48,8 +55,72 @@ def slack(limit, value):
 
     A limit of zero (no KV room at all) leaves no headroom.
     """
-    if np.ndim(limit) == 0 and limit > 0:
-        return 1.0 - value / limit
     limit = np.asarray(limit, dtype=float)
+    if (limit > 0).all():
+        return 1.0 - value / limit
     safe = np.where(limit > 0, limit, 1.0)
     return np.where(limit > 0, 1.0 - value / safe, -np.inf)
+
+
+def interp_rows(x: np.ndarray, xp: np.ndarray, fp: np.ndarray) -> np.ndarray:
+    """`np.interp` row by row: x (N,), xp and fp (N, K), xp ascending along each row.
+
+    Outside a row's range the end values hold, as in `np.interp`.
+    """
+    k = xp.shape[-1]
+    hi = np.clip((xp <= x[:, None]).sum(axis=-1), 1, k - 1)
+    lo = hi - 1
+    x0, x1, y0, y1 = pick(xp, lo), pick(xp, hi), pick(fp, lo), pick(fp, hi)
+    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+        frac = np.clip((x - x0) / (x1 - x0), 0.0, 1.0)
+        mid = y0 + frac * (y1 - y0)
+    return np.where(frac >= 1.0, y1, np.where((frac > 0.0) & (frac == frac), mid, y0))
+
+
+@dataclass(frozen=True)
+class Edge:
+    """Where slack crosses zero along each line of a grid, found by `bisect_edge`."""
+
+    lo: np.ndarray  # last index with slack >= 0; -1 where none is
+    hi: np.ndarray  # first index with slack < 0; n where every point holds
+    frac: np.ndarray  # how far from lo towards hi the slack reaches zero
+    at_lo: tuple[np.ndarray, ...]  # the evaluated values at lo (0 where lo is -1)
+    at_hi: tuple[np.ndarray, ...]  # and at hi (0 where hi is n)
+
+    def value(self, k: int) -> np.ndarray:
+        """The k-th evaluated value interpolated at the crossing; 0 where no point holds."""
+        lo, hi = self.at_lo[k], self.at_hi[k]
+        return np.where(self.lo >= 0, lo + self.frac * (hi - lo), 0.0)
+
+
+def bisect_edge(
+    at: Callable[[np.ndarray], tuple[np.ndarray, tuple[np.ndarray, ...]]],
+    n: int,
+    shape: tuple[int, ...],
+) -> Edge:
+    """The crossing `boundary_index` finds on a full grid, evaluating log2(n) points per line.
+
+    `at(index)` evaluates one grid index per line (an int array of `shape`) and returns the
+    slack there and the values to interpolate.
+    """
+    lo = np.full(shape, -1)
+    hi = np.full(shape, n)
+    s_lo = s_hi = np.zeros(shape)
+    at_lo: tuple[np.ndarray, ...] | None = None
+    at_hi: tuple[np.ndarray, ...] | None = None
+    while (still_open := hi - lo > 1).any():
+        mid = (lo + hi) // 2
+        s_mid, values = at(np.clip(mid, 0, n - 1))
+        if at_lo is None or at_hi is None:
+            at_lo = at_hi = tuple(np.zeros(shape) for _ in values)
+        up = still_open & (s_mid >= 0)  # mid holds: the crossing is above it
+        down = still_open & ~up
+        at_lo = tuple(np.where(up, v, old) for v, old in zip(values, at_lo, strict=True))
+        at_hi = tuple(np.where(down, v, old) for v, old in zip(values, at_hi, strict=True))
+        lo, s_lo = np.where(up, mid, lo), np.where(up, s_mid, s_lo)
+        hi, s_hi = np.where(down, mid, hi), np.where(down, s_mid, s_hi)
+    assert at_lo is not None and at_hi is not None, "a grid has at least one point"
+    with np.errstate(divide="ignore", invalid="ignore"):
+        frac = (s_lo / (s_lo - s_hi)).clip(0.0, 1.0)
+    frac = np.where((hi < n) & (lo >= 0) & (frac == frac), frac, 0.0)  # nan (inf - inf) -> 0
+    return Edge(lo=lo, hi=hi, frac=frac, at_lo=at_lo, at_hi=at_hi)

@@ -44,8 +44,11 @@ def replica_rate_per_s(mean_ms, second_ms2, p99_ms, ttft_budget_ms):
     return queueing.max_rate_per_ms(np.asarray(ttft_budget_ms) - p99_ms, mean_ms, second_ms2) * 1e3
 
 
-def ttft_p99_ms(engine: Engine, lengths: Lengths, rate_per_s: float) -> float:
-    """p99 prefill-side TTFT (queue + prefill) of one scalar replica at a given load."""
+def ttft_p99_ms(engine: Engine, lengths: Lengths, rate_per_s: np.ndarray) -> np.ndarray:
+    """p99 prefill-side TTFT (queue + prefill) of a replica at each load (N,).
+
+    The engine's TP and the lengths are scalars or columns (N, 1), one row per load.
+    """
     mean, second = service_moments_ms(engine, lengths)
-    wait = queueing.wait_p99_ms(rate_per_s / 1e3, mean, second)
-    return float(np.ravel(p99_prefill_ms(engine, lengths) + wait)[0])
+    wait = queueing.wait_p99_ms(np.reshape(rate_per_s, (-1, 1)) / 1e3, mean, second)
+    return np.ravel(p99_prefill_ms(engine, lengths) + wait)

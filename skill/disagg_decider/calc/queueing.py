@@ -20,29 +20,40 @@ _GH_NODES, _GH_WEIGHTS = np.polynomial.hermite_e.hermegauss(7)
 _GH_WEIGHTS = _GH_WEIGHTS / _GH_WEIGHTS.sum()
 
 
-def lognormal_nodes(p50, sigma: float) -> tuple[np.ndarray, np.ndarray]:
+def lognormal_nodes(p50, sigma) -> tuple[np.ndarray, np.ndarray]:
     """Quadrature points and weights of a log-normal length distribution.
 
-    The nodes broadcast along the last axis, which must be of size one in `p50`.
+    The nodes broadcast along the last axis, which must be of size one in `p50` and `sigma`.
     """
-    return np.asarray(p50, dtype=float) * np.exp(sigma * _GH_NODES), _GH_WEIGHTS
+    return np.asarray(p50, dtype=float) * np.exp(np.multiply(sigma, _GH_NODES)), _GH_WEIGHTS
 
 
-def lognormal_mean(p50, sigma: float):
-    return np.asarray(p50, dtype=float) * math.exp(sigma * sigma / 2.0)
+def lognormal_mean(p50, sigma):
+    return np.asarray(p50, dtype=float) * np.exp(np.multiply(sigma, sigma) / 2.0)
 
 
-def lognormal_p99(p50, sigma: float):
-    return np.asarray(p50, dtype=float) * math.exp(sigma * Z99)
+def lognormal_p99(p50, sigma):
+    return np.asarray(p50, dtype=float) * np.exp(np.multiply(sigma, Z99))
 
 
 def wait_p99_ms(rate_per_ms, mean_service_ms, second_moment_ms2):
-    """p99 of the M/G/1 waiting time; infinite when the server is saturated."""
-    rho = rate_per_ms * mean_service_ms
-    with np.errstate(divide="ignore", invalid="ignore"):
-        mean_wait = rate_per_ms * second_moment_ms2 / (2.0 * (1.0 - rho))
-        tail = mean_wait / rho * np.log(np.maximum(rho, 0.01) / 0.01)
-    return np.where(rho >= 1.0, np.inf, np.where(rho > 0.01, tail, 0.0))
+    """p99 of the M/G/1 waiting time; infinite when the server is saturated.
+
+    Mean wait E[W] = lam E[S^2] / (2 (1 - rho)); the tail E[W] / rho ln(100 rho) needs
+    E[W] / rho = E[S^2] / (2 E[S] (1 - rho)), which is how it is computed. Below rho = 0.01
+    the p99 wait is zero. Only the loads in between are divided, so nothing warns.
+    """
+    rho = np.asarray(rate_per_ms * mean_service_ms)
+    queued = (rho > 0.01) & (rho < 1.0)
+    shape = np.broadcast(rho, second_moment_ms2).shape
+    tail = np.divide(
+        second_moment_ms2,
+        (2.0 * mean_service_ms) * (1.0 - rho),
+        out=np.zeros(shape),
+        where=queued,
+    )
+    tail *= np.log(np.maximum(rho, 0.01) * 100.0)
+    return np.where(rho >= 1.0, np.inf, tail)
 
 
 def max_rate_per_ms(budget_ms, mean_service_ms, second_moment_ms2):

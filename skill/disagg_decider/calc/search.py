@@ -1,15 +1,22 @@
 """The search: every serving configuration of both modes, evaluated at once.
 
-Arrays carry the axes (prompt, TP, chunk, batch). The colocated comparator tries every TP
-degree, chunk budget and decode batch; the disaggregated side tries every prefill TP, decode
-TP and whole-replica split of the GPU budget that the engine allows. `search` returns, per
-prompt length, the best of each mode; `compare.analyze` turns index 0 (the workload's own
-prompt) into the verdict's numbers and the rest into the crossover.
+Arrays carry the axes (row, TP, chunk, batch). A row is one prompt length of one workload: its
+own p50 prompt and the crossover grid, for every workload of a batch. Workloads that share a
+model, GPU, dtypes, engine and efficiency constants (`group_key`) share one `Engine`, so one
+search serves them all and numpy's fixed cost per call is paid once per batch rather than once
+per decision; everything else a workload sets (lengths, SLOs, GPU budget, network, TP limits)
+is an array with one entry per row (`Rows`).
+
+The colocated comparator tries every TP degree, chunk budget and decode batch; the
+disaggregated side tries every prefill TP, decode TP and whole-replica split of the GPU budget
+that the engine allows. `search` returns, per row, the best of each mode; `compare` turns each
+workload's own row into the verdict's numbers and the rest into its crossover.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
 
 import numpy as np
 
@@ -18,9 +25,10 @@ from disagg_decider.calc.frontier import pick
 from disagg_decider.calc.lengths import Lengths
 from disagg_decider.calc.step import Engine
 from disagg_decider.catalog import get_link
-from disagg_decider.workload import Resolved
+from disagg_decider.workload import Resolved, Workload, lognormal_sigma
 
 TP_CANDIDATES = (1, 2, 4, 8)
+ROLES = ("colocated", "prefill", "decode")
 
 
 # --- engines and TP choices ------------------------------------------------------------------
@@ -31,26 +39,134 @@ def engine_for(r: Resolved, tp) -> Engine:
     return Engine(r.model, r.gpu, w.weights_dtype, w.kv_dtype, tp, w.efficiency)
 
 
-def tp_options(r: Resolved, warnings: list[str]) -> dict[str, np.ndarray]:
-    """TP degrees each role may use: pinned in the workload, or every one that fits a node."""
+def group_key(r: Resolved) -> tuple:
+    """Workloads with equal keys run on the same `Engine`, so one search can serve them all."""
     w = r.workload
-    limit = min(w.cluster.gpus, w.cluster.gpus_per_node)
-    pinned = {
-        "colocated": w.parallelism.colocated_tp,
-        "prefill": w.parallelism.prefill_tp,
-        "decode": w.parallelism.decode_tp,
-    }
-    out = {}
-    for role, pin in pinned.items():
-        options = np.array([pin] if pin else [t for t in TP_CANDIDATES if t <= limit] or [1])
-        fits = engine_for(r, options).fits()
-        if pin and not fits.all():
-            warnings.append(
-                f"parallelism.{role}_tp={pin}: {r.model.id} in {w.weights_dtype} leaves no room "
-                f"for KV on {pin} x {r.gpu.id}"
-            )
-        out[role] = options[fits] if fits.any() else options[-1:]
-    return out
+    return (
+        id(r.model),
+        id(r.gpu),
+        w.weights_dtype,
+        w.kv_dtype,
+        w.engine,
+        w.efficiency.model_dump_json(),
+    )
+
+
+def _pins(w: Workload) -> dict[str, int | None]:
+    p = w.parallelism
+    return {"colocated": p.colocated_tp, "prefill": p.prefill_tp, "decode": p.decode_tp}
+
+
+def candidate_tps(members: Sequence[Resolved]) -> np.ndarray:
+    """TP degrees a search evaluates: the usual ones plus any a workload pins."""
+    pins = {pin for r in members for pin in _pins(r.workload).values() if pin}
+    return np.array(sorted(set(TP_CANDIDATES) | pins))
+
+
+def _tp_masks(members: Sequence[Resolved], tps: np.ndarray, fits: np.ndarray):
+    """Which of `tps` each member's roles may use: role -> (W, T), plus warnings per member.
+
+    A role uses its pinned degree, or every usual one within a node. Degrees whose weights
+    leave no room for KV are dropped; when none is left the largest is kept, so the mode
+    reports itself infeasible rather than vanishing.
+    """
+    clusters = [r.workload.cluster for r in members]
+    limit = np.array([min(c.gpus, c.gpus_per_node) for c in clusters])
+    free = np.isin(tps, TP_CANDIDATES) & (tps <= limit[:, None])  # TP1 is always among them
+    warnings: list[list[str]] = [[] for _ in members]
+    masks = {}
+    for role in ROLES:
+        pins = np.array([_pins(r.workload)[role] or 0 for r in members])
+        options = np.where(pins[:, None] > 0, tps == pins[:, None], free)
+        usable = options & fits
+        for k in np.flatnonzero(~usable.any(axis=1)):
+            if pins[k]:
+                r = members[k]
+                warnings[k].append(
+                    f"parallelism.{role}_tp={pins[k]}: {r.model.id} in {r.workload.weights_dtype} "
+                    f"leaves no room for KV on {pins[k]} x {r.gpu.id}"
+                )
+            usable[k] = tps == tps[options[k]][-1]
+        masks[role] = usable
+    return masks, warnings
+
+
+@dataclass(frozen=True)
+class Members:
+    """The workloads of one search: their inputs as arrays, one entry per workload (W,)."""
+
+    resolved: list[Resolved]
+    tps: np.ndarray  # TP degrees searched: those some member may use
+    allowed: dict[str, np.ndarray]  # role -> (W, T) which of them each member may use
+    warnings: list[list[str]]  # per member: pinned degrees that leave no room for KV
+    prompt_p50: np.ndarray
+    prompt_sigma: np.ndarray
+    hit_rate: np.ndarray
+    output_p50: np.ndarray
+    output_sigma: np.ndarray
+    ttft_ms: np.ndarray
+    tpot_ms: np.ndarray
+    budget: np.ndarray  # cluster GPUs
+    paths: list[TransferPath]
+    path: TransferPath  # the paths stacked: numeric fields (W,)
+
+    @property
+    def first(self) -> Resolved:
+        """Any member: they share model, GPU, dtypes, engine and efficiency constants."""
+        return self.resolved[0]
+
+    def lengths(self, prompt_p50, index, shape) -> Lengths:
+        """Lengths for rows that take member `index[i]`'s distributions at `prompt_p50[i]`."""
+        return Lengths.build(
+            prompt_p50=np.reshape(prompt_p50, shape),
+            prompt_sigma=self.prompt_sigma[index].reshape(shape),
+            hit_rate=self.hit_rate[index].reshape(shape),
+            output_p50=self.output_p50[index].reshape(shape),
+            output_sigma=self.output_sigma[index].reshape(shape),
+        )
+
+    def rows(self, prompts: Sequence[np.ndarray]) -> Rows:
+        """One row per member and prompt: member k at each of `prompts[k]` (p50 lengths)."""
+        index = np.repeat(np.arange(len(self.resolved)), [len(p) for p in prompts])
+        shape = (-1, 1, 1, 1)
+        return Rows(
+            lengths=self.lengths(np.concatenate(prompts), index, shape),
+            ttft_ms=self.ttft_ms[index].reshape(shape),
+            tpot_ms=self.tpot_ms[index].reshape(shape),
+            budget=self.budget[index],
+            path=self.path.take(index, (-1, 1, 1)),
+            allowed={role: mask[index] for role, mask in self.allowed.items()},
+        )
+
+
+def members_of(resolved: Sequence[Resolved]) -> Members:
+    """`resolved` must share a `group_key`. TP degrees no member may use are not searched."""
+    resolved = list(resolved)
+    tps = candidate_tps(resolved)
+    masks, warnings = _tp_masks(resolved, tps, engine_for(resolved[0], tps).fits())
+    used = np.logical_or.reduce([m.any(axis=0) for m in masks.values()])
+    traffic = [r.workload.traffic for r in resolved]
+    paths = [transfer_path(r) for r in resolved]
+
+    def each(values) -> np.ndarray:
+        return np.array(list(values), dtype=float)
+
+    return Members(
+        resolved=resolved,
+        tps=tps[used],
+        allowed={role: m[:, used] for role, m in masks.items()},
+        warnings=warnings,
+        prompt_p50=each(t.prompt_tokens.p50 for t in traffic),
+        prompt_sigma=each(lognormal_sigma(t.prompt_tokens) for t in traffic),
+        hit_rate=each(t.prefix_cache_hit_rate for t in traffic),
+        output_p50=each(t.output_tokens.p50 for t in traffic),
+        output_sigma=each(lognormal_sigma(t.output_tokens) for t in traffic),
+        ttft_ms=each(r.workload.slo.ttft_ms for r in resolved),
+        tpot_ms=each(r.workload.slo.tpot_ms for r in resolved),
+        budget=each(r.workload.cluster.gpus for r in resolved),
+        paths=paths,
+        path=TransferPath.stack(paths),
+    )
 
 
 # --- KV transfer ------------------------------------------------------------------------------
@@ -58,17 +174,43 @@ def tp_options(r: Resolved, warnings: list[str]) -> dict[str, np.ndarray]:
 
 @dataclass(frozen=True)
 class TransferPath:
+    """The link a request's KV takes; numeric fields may be arrays, one entry per row."""
+
     kind: str  # "scale-up" or "network"
-    gbps_per_gpu: float
-    efficiency: float
-    latency_ms: float
+    gbps_per_gpu: float | np.ndarray
+    efficiency: float | np.ndarray
+    latency_ms: float | np.ndarray
     rdma: bool
+
+    @staticmethod
+    def stack(paths: Sequence[TransferPath]) -> TransferPath:
+        """Many paths as one whose numeric fields are arrays (W,), one entry per path.
+
+        `kind` and `rdma` do not enter the arithmetic; they are left as the first path's.
+        """
+
+        def field(name: str) -> np.ndarray:
+            return np.array([getattr(p, name) for p in paths], dtype=float)
+
+        first = paths[0]
+        return TransferPath(
+            first.kind, field("gbps_per_gpu"), field("efficiency"), field("latency_ms"), first.rdma
+        )
 
     def gb_per_s(self, prefill_tp, decode_tp):
         """Each prefill rank ships its shard over its own link, in parallel."""
         senders = np.minimum(prefill_tp, decode_tp)
         bw = transfer.effective_gb_per_s(self.gbps_per_gpu, self.efficiency, senders)
         return float(bw) if np.ndim(bw) == 0 else bw
+
+    def take(self, index: np.ndarray, shape: tuple[int, ...]) -> TransferPath:
+        """A stacked path's entries at `index`, reshaped to broadcast on a search's axes."""
+        return replace(
+            self,
+            gbps_per_gpu=np.asarray(self.gbps_per_gpu)[index].reshape(shape),
+            efficiency=np.asarray(self.efficiency)[index].reshape(shape),
+            latency_ms=np.asarray(self.latency_ms)[index].reshape(shape),
+        )
 
 
 def transfer_path(r: Resolved) -> TransferPath:
@@ -99,74 +241,90 @@ def transfer_times(r: Resolved, path: TransferPath, uncached, prefill_compute_ms
     return serial, layered, exposed
 
 
+# --- the rows of a search ---------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Rows:
+    """What varies along the leading axis: one row per (workload, prompt length)."""
+
+    lengths: Lengths  # fields shaped (S, 1, 1, 1)
+    ttft_ms: np.ndarray  # (S, 1, 1, 1) p99 targets
+    tpot_ms: np.ndarray  # (S, 1, 1, 1)
+    budget: np.ndarray  # (S,) GPUs each mode may use
+    path: TransferPath  # numeric fields (S, 1, 1)
+    allowed: dict[str, np.ndarray]  # role -> (S, T): which TP candidates the row may use
+
+
 # --- the search -------------------------------------------------------------------------------
 
 
 @dataclass(frozen=True)
 class Found:
-    """Best configuration of each mode per prompt length (leading axis)."""
+    """Best configuration of each mode per row (leading axis); TP indices refer to `tps`."""
 
-    tps: dict[str, np.ndarray]
-    colo_grid: colocated.ColocatedGrid
-    colo_rate: np.ndarray  # per replica, (P, Tc)
+    tps: np.ndarray
+    rows: Rows
+    colo_rate: np.ndarray  # per replica, (S, T)
     colo_chunk_index: np.ndarray
     colo_batch: np.ndarray
-    colo_best_t: np.ndarray  # (P,)
-    colo_within: np.ndarray  # (P,) req/s within the budget
-    prefill_rate: np.ndarray  # per replica, (P, Tp, Td)
-    decode_rate: np.ndarray  # per replica, (P, Td)
+    colo_best_t: np.ndarray  # (S,)
+    colo_within: np.ndarray  # (S,) req/s within the budget
+    prefill_rate: np.ndarray  # per replica, (S, Tp, Td)
+    decode_rate: np.ndarray  # per replica, (S, Td)
     decode_batch: np.ndarray
-    transfer_p99_ms: np.ndarray  # (P, Tp, Td)
-    pair_served: np.ndarray  # (P, Tp, Td) req/s within the budget
-    best_pair: np.ndarray  # (P, 2) indices into tps["prefill"], tps["decode"]
-    disagg_within: np.ndarray  # (P,)
-    gain: np.ndarray  # (P,)
+    transfer_p99_ms: np.ndarray  # (S, Tp, Td)
+    pair_served: np.ndarray  # (S, Tp, Td) req/s within the budget
+    best_pair: np.ndarray  # (S, 2) indices into tps (prefill, decode)
+    disagg_within: np.ndarray  # (S,)
+    gain: np.ndarray  # (S,)
 
 
-def search(r: Resolved, prompts: np.ndarray, tps: dict[str, np.ndarray]) -> Found:
+def search(r: Resolved, rows: Rows, tps: np.ndarray) -> Found:
+    """`r` is any member of the rows' group: it supplies the engine they share."""
     w = r.workload
-    budget = w.cluster.gpus
-    lengths = Lengths.of(w, prompt_p50=prompts.reshape(-1, 1, 1, 1))
-    n_prompts = prompts.shape[0]
+    lengths, budget = rows.lengths, rows.budget
+    n_rows = budget.shape[0]
+    everyone = np.arange(n_rows)
+    tp4 = tps.reshape(1, -1, 1, 1)
+    engine = engine_for(r, tp4)  # colocated, prefill and decode all try every degree
 
     # Colocated: every (TP, chunk, batch) at once.
-    tc = tps["colocated"]
-    c_engine = engine_for(r, tc.reshape(1, -1, 1, 1))
-    grid = colocated.grid(c_engine, lengths, w.slo, w.efficiency.chunk_tokens)
-    best = colocated.best_points(grid)
-    colo_within_t = (budget // tc)[None, :] * best.rate_per_s
+    chunks = w.efficiency.chunk_tokens
+    best = colocated.best_points(engine, lengths, rows.ttft_ms, rows.tpot_ms, chunks)
+    colo_within_t = (budget[:, None] // tps) * best.rate_per_s
+    colo_within_t = np.where(rows.allowed["colocated"], colo_within_t, -1.0)
     colo_t = colo_within_t.argmax(axis=1)
-    colo_within = colo_within_t[np.arange(n_prompts), colo_t]
+    colo_within = np.maximum(colo_within_t[everyone, colo_t], 0.0)
 
     # Disaggregated: decode per TP, prefill per TP, then every allowed (prefill, decode) pair.
-    tp_p, tp_d = tps["prefill"], tps["decode"]
-    path = transfer_path(r)
-    d_engine = engine_for(r, tp_d.reshape(1, -1, 1, 1))
-    ingress = transfer.effective_gb_per_s(path.gbps_per_gpu, path.efficiency, tp_d)
+    path = rows.path
+    ingress = transfer.effective_gb_per_s(path.gbps_per_gpu, path.efficiency, tps)  # (S, 1, T)
     d_point = decode.replica_capacity(
-        d_engine, lengths, w.slo.tpot_ms, ingress[None, :, None, None]
+        engine, lengths, rows.tpot_ms, ingress.reshape(n_rows, -1, 1, 1)
     )
     d_rate = d_point.rate_per_s[:, :, 0, 0]
 
-    p_engine = engine_for(r, tp_p.reshape(1, -1, 1, 1))
-    mean_s, second_s = (m[:, :, 0, 0] for m in prefill.service_moments_ms(p_engine, lengths))
-    p99_s = prefill.p99_prefill_ms(p_engine, lengths)[:, :, 0, 0]
+    mean_s, second_s = (m[:, :, 0, 0] for m in prefill.service_moments_ms(engine, lengths))
+    p99_s = prefill.p99_prefill_ms(engine, lengths)[:, :, 0, 0]
     u99 = (lengths.prompt_p99 * lengths.uncached_share).reshape(-1, 1, 1)
     _, _, t99 = transfer_times(
-        r, path, u99, p99_s[:, :, None], tp_p[None, :, None], tp_d[None, None, :]
+        r, path, u99, p99_s[:, :, None], tps[None, :, None], tps[None, None, :]
     )
     # The first token reaches the user once the KV has landed and the request joins the
     # decode batch at its next step; a step at batch 1 keeps the budget independent of TPOT.
-    join_ms = decode.decode_step_ms(d_engine, 1.0, lengths.decode_context_mean)[:, :, 0, 0]
-    ttft_budget = w.slo.ttft_ms - t99 - join_ms[:, None, :]
+    join_ms = decode.decode_step_ms(engine, 1.0, lengths.decode_context_mean)[:, :, 0, 0]
+    ttft_budget = rows.ttft_ms.reshape(-1, 1, 1) - t99 - join_ms[:, None, :]
     p_rate = prefill.replica_rate_per_s(
         mean_s[:, :, None], second_s[:, :, None], p99_s[:, :, None], ttft_budget
     )
-    served = best_split(budget, tp_p[None, :, None], tp_d[None, None, :], p_rate, d_rate[:, None])
-    served = np.where(pairs_allowed(w.engine, tp_p, tp_d, budget)[None], served[0], 0.0)
-    flat = served.reshape(n_prompts, -1).argmax(axis=1)
+    b3 = budget[:, None, None]
+    served = best_split_served(b3, tps[None, :, None], tps[None, None, :], p_rate, d_rate[:, None])
+    served = np.where(pairs_allowed(w.engine, tps, tps, b3), served, 0.0)
+    tp_ok = rows.allowed["prefill"][:, :, None] & rows.allowed["decode"][:, None, :]
+    flat = np.where(tp_ok, served, -1.0).reshape(n_rows, -1).argmax(axis=1)
     pair = np.stack(np.unravel_index(flat, served.shape[1:]), axis=1)
-    disagg_within = served.reshape(n_prompts, -1).max(axis=1)
+    disagg_within = served.reshape(n_rows, -1)[everyone, flat]
 
     with np.errstate(divide="ignore", invalid="ignore"):
         gain = np.where(
@@ -176,7 +334,7 @@ def search(r: Resolved, prompts: np.ndarray, tps: dict[str, np.ndarray]) -> Foun
         )
     return Found(
         tps=tps,
-        colo_grid=grid,
+        rows=rows,
         colo_rate=best.rate_per_s,
         colo_chunk_index=best.chunk_index,
         colo_batch=best.batch,
@@ -193,28 +351,40 @@ def search(r: Resolved, prompts: np.ndarray, tps: dict[str, np.ndarray]) -> Foun
     )
 
 
-def pairs_allowed(engine_name: str, tp_p: np.ndarray, tp_d: np.ndarray, budget: int):
+def pairs_allowed(engine_name: str, tp_p: np.ndarray, tp_d: np.ndarray, budget):
     """vLLM/TensorRT-LLM NIXL paths need decode TP >= prefill TP; SGLang needs them equal."""
     p, d = tp_p[:, None], tp_d[None, :]
     same_rule = p == d if engine_name == "sglang" else d >= p
     return same_rule & (p + d <= budget)
 
 
-def best_split(budget: int, p_tp, d_tp, p_rate, d_rate):
+def best_split(budget, p_tp, d_tp, p_rate, d_rate):
     """Whole prefill (x) and decode (y) replicas in the budget maximising min(x P, y D).
 
-    Returns (served, x, y). The optimum of the relaxed problem is x* = B D / (p D + d P);
-    the best integer split is among the whole numbers next to it.
+    Returns (served, x, y).
+    """
+    x, y, value = _splits(budget, p_tp, d_tp, p_rate, d_rate)
+    best = value.argmax(axis=0)
+    take = lambda a: np.moveaxis(np.broadcast_to(a, value.shape), 0, -1)  # noqa: E731
+    return pick(take(value), best), pick(take(x), best), pick(take(y), best)
+
+
+def best_split_served(budget, p_tp, d_tp, p_rate, d_rate):
+    """What `best_split` serves, without the split itself (the search needs only this)."""
+    return _splits(budget, p_tp, d_tp, p_rate, d_rate)[2].max(axis=0)
+
+
+def _splits(budget, p_tp, d_tp, p_rate, d_rate):
+    """Candidate splits (x, y) and what each serves, stacked on a new leading axis.
+
+    The optimum of the relaxed problem is x* = B D / (p D + d P); the best whole split is among
+    the whole numbers next to it.
     """
     with np.errstate(divide="ignore", invalid="ignore"):
         ideal = budget * d_rate / (p_tp * d_rate + d_tp * p_rate)
     ideal = np.where(np.isfinite(ideal), ideal, 1.0)
     base = np.floor(ideal)
-    cands = np.stack([base - 1, base, base + 1, base + 2])
-    x = np.maximum(cands, 1.0)
+    x = np.maximum(np.stack([base - 1, base, base + 1, base + 2]), 1.0)
     y = np.floor((budget - x * p_tp) / d_tp)
     ok = (y >= 1) & (x * p_tp + d_tp <= budget)
-    value = np.where(ok, np.minimum(x * p_rate, y * d_rate), 0.0)
-    best = value.argmax(axis=0)
-    take = lambda a: np.moveaxis(np.broadcast_to(a, value.shape), 0, -1)  # noqa: E731
-    return pick(take(value), best), pick(take(x), best), pick(take(y), best)
+    return x, y, np.where(ok, np.minimum(x * p_rate, y * d_rate), 0.0)

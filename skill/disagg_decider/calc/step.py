@@ -99,18 +99,51 @@ def iteration_ms(engine: Engine, decode_batch, decode_context, prefill_tokens, p
     `decode_batch` sequences each add one token after `decode_context` tokens of KV;
     `prefill_tokens` new prompt tokens are computed after `prefill_context` earlier ones.
     """
-    m, eff = engine.model, engine.eff
-    b, c = decode_batch, prefill_tokens
-    tokens = b + c
-    read = arch.weight_bytes_read(m, engine.weights_dtype, tokens)
-    read = read + b * engine.kv_bytes_held(decode_context)
-    memory_ms = read * engine.ms_per_byte
+    return pass_terms(engine, decode_context, prefill_context).ms(decode_batch, prefill_tokens)
+
+
+@dataclass(frozen=True, eq=False)
+class PassTerms:
+    """The parts of a forward pass that do not depend on how many tokens it carries.
+
+    Searches evaluate the same contexts at many batch and chunk sizes; computing these once
+    keeps the repeated part of the roofline short.
+    """
+
+    engine: Engine
+    kv_read_ms_per_sequence: np.ndarray  # HBM time to read one decode sequence's KV
+    decode_flops_per_sequence: np.ndarray  # one decode token: linear + attention
+    prefill_context: np.ndarray
+    fixed_ms: np.ndarray  # all-reduce latency and per-step overhead
+
+    def ms(self, decode_batch, prefill_tokens):
+        """Time of one pass with `decode_batch` decode sequences and `prefill_tokens` new ones."""
+        e = self.engine
+        m, eff = e.model, e.eff
+        b, c = decode_batch, prefill_tokens
+        tokens = b + c
+        weights_ms = arch.weight_bytes_read(m, e.weights_dtype, tokens) * e.ms_per_byte
+        memory_ms = weights_ms + b * self.kv_read_ms_per_sequence
+        prefill_flops = c * e.linear_flops_per_token + arch.attention_flops(
+            m, c, self.prefill_context
+        )
+        # Passes that carry prompt tokens run at prefill MFU, pure decode passes at decode MFU;
+        # small passes reach less of it (short GEMMs are launch- and memory-bound).
+        mfu = np.where(c > 0, eff.prefill_mfu, eff.decode_mfu)
+        mfu = mfu * tokens / (tokens + eff.saturation_tokens)
+        flops = b * self.decode_flops_per_sequence + prefill_flops
+        compute_ms = (flops / mfu) * e.ms_per_flop
+        all_reduce_ms = e.allreduce_coefficients[0] * tokens
+        return np.maximum(memory_ms, compute_ms) + (all_reduce_ms + self.fixed_ms)
+
+
+def pass_terms(engine: Engine, decode_context, prefill_context) -> PassTerms:
+    m = engine.model
     linear = engine.linear_flops_per_token
-    decode_flops = b * (linear + arch.attention_flops(m, 1.0, decode_context))
-    prefill_flops = c * linear + arch.attention_flops(m, c, prefill_context)
-    # Passes that carry prompt tokens run at prefill MFU, pure decode passes at decode MFU;
-    # small passes reach less of it (short GEMMs are launch- and memory-bound).
-    mfu = np.where(c > 0, eff.prefill_mfu, eff.decode_mfu)
-    mfu = mfu * tokens / (tokens + eff.saturation_tokens)
-    compute_ms = (decode_flops + prefill_flops) * engine.ms_per_flop / mfu
-    return np.maximum(memory_ms, compute_ms) + allreduce_ms(engine, tokens) + eff.step_overhead_ms
+    return PassTerms(
+        engine=engine,
+        kv_read_ms_per_sequence=engine.kv_bytes_held(decode_context) * engine.ms_per_byte,
+        decode_flops_per_sequence=linear + arch.attention_flops(m, 1.0, decode_context),
+        prefill_context=np.asarray(prefill_context, dtype=float),
+        fixed_ms=engine.allreduce_coefficients[1] + engine.eff.step_overhead_ms,
+    )

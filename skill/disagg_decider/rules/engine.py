@@ -9,7 +9,7 @@ Kubernetes).
 from __future__ import annotations
 
 import operator
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -22,19 +22,53 @@ _ORDERING = {">": operator.gt, ">=": operator.ge, "<": operator.lt, "<=": operat
 
 def compare(actual: Any, op: str, threshold: Any) -> bool:
     """One comparison; a missing metric or mismatched types never holds."""
-    if actual is None:
-        return False
-    if op == "==":
-        return actual == threshold
-    if op == "!=":
-        return actual != threshold
-    if op == "in":
-        return actual in threshold
-    if op == "not_in":
-        return actual not in threshold
-    if isinstance(actual, bool) or isinstance(threshold, bool | str) or isinstance(actual, str):
-        return False
-    return _ORDERING[op](actual, threshold)
+    return _COMPARERS[op](actual, threshold)
+
+
+def _ordered(order: Callable[[Any, Any], bool]) -> Callable[[Any, Any], bool]:
+    def check(actual: Any, threshold: Any) -> bool:
+        if actual is None or isinstance(actual, bool | str) or isinstance(threshold, bool | str):
+            return False
+        return order(actual, threshold)
+
+    return check
+
+
+_COMPARERS: dict[str, Callable[[Any, Any], bool]] = {
+    "==": lambda a, t: a is not None and a == t,
+    "!=": lambda a, t: a is not None and a != t,
+    "in": lambda a, t: a is not None and a in t,
+    "not_in": lambda a, t: a is not None and a not in t,
+    **{op: _ordered(order) for op, order in _ORDERING.items()},
+}
+
+Predicate = Callable[[Mapping[str, Any], Mapping[str, Any]], bool]
+
+
+def predicate(node) -> Predicate:
+    """A condition tree as nested closures over (metrics, params).
+
+    Every decision evaluates every rule, so each rule's tree is turned into closures once
+    (see `_prepared`) instead of being walked node by node; `evaluate` is the walk that
+    records what it compared, for the rules that fire.
+    """
+    if isinstance(node, Leaf):
+        check, metric = _COMPARERS[node.op], node.metric
+        if node.param is not None:
+            param = node.param
+            return lambda m, p: check(m.get(metric), p[param])
+        value = node.value
+        return lambda m, p: check(m.get(metric), value)
+    if isinstance(node, All):
+        parts = [predicate(n) for n in node.all]
+        return lambda m, p: all(f(m, p) for f in parts)
+    if isinstance(node, AnyOf):
+        parts = [predicate(n) for n in node.any]
+        return lambda m, p: any(f(m, p) for f in parts)
+    if isinstance(node, Not):
+        inner = predicate(node.not_)
+        return lambda m, p: not inner(m, p)
+    raise TypeError(f"unknown condition node {type(node).__name__}")
 
 
 def evaluate(node, metrics: Mapping[str, Any], params: Mapping[str, Any], trail: list) -> bool:
@@ -61,7 +95,7 @@ def evaluate(node, metrics: Mapping[str, Any], params: Mapping[str, Any], trail:
 def comparisons(trail: list) -> list[Comparison]:
     """An evaluation's trail as the records a verdict (or a lint message) shows."""
     return [
-        Comparison.model_construct(
+        Comparison(
             metric=leaf.metric,
             op=leaf.op,
             actual=actual,
@@ -74,21 +108,43 @@ def comparisons(trail: list) -> list[Comparison]:
 
 
 def fires(rule: Rule, metrics: Mapping[str, Any], params: Mapping[str, Any]) -> FiredRule | None:
-    trail: list = []
-    if not evaluate(rule.when, metrics, params, trail):
+    when, identity = _prepared(rule)
+    if not when(metrics, params):
         return None
-    return FiredRule(
-        id=rule.id,
-        name=rule.name,
-        title=rule.title,
-        category=rule.category,
-        kind="veto" if rule.veto else "effect",
-        pushes=rule.pushes,
-        weight=rule.effect.weight if rule.effect else 0.0,
-        compared=comparisons(trail),
-        rationale=rule.rationale.strip(),
-        references=[OutReference(title=x.title, url=x.url) for x in rule.references],
-    )
+    trail: list = []
+    evaluate(rule.when, metrics, params, trail)
+    return FiredRule(**identity, compared=comparisons(trail))
+
+
+_PREPARED: dict[int, tuple[Rule, Predicate, dict[str, Any]]] = {}
+
+
+def _prepared(rule: Rule) -> tuple[Predicate, dict[str, Any]]:
+    """A rule's compiled condition and what it reports when it fires, built once per rule.
+
+    Keyed by object identity (rules are not hashable); the entry keeps its rule alive, so an
+    id is never reused while cached.
+    """
+    cached = _PREPARED.get(id(rule))
+    if cached is None or cached[0] is not rule:
+        if len(_PREPARED) > 4096:  # rulebooks loaded per call (MCP, --rules) come and go
+            _PREPARED.clear()
+        cached = _PREPARED[id(rule)] = (rule, predicate(rule.when), _identity_of(rule))
+    return cached[1], cached[2]
+
+
+def _identity_of(rule: Rule) -> dict[str, Any]:
+    return {
+        "id": rule.id,
+        "name": rule.name,
+        "title": rule.title,
+        "category": rule.category,
+        "kind": "veto" if rule.veto else "effect",
+        "pushes": rule.pushes,
+        "weight": rule.effect.weight if rule.effect else 0.0,
+        "rationale": rule.rationale.strip(),
+        "references": [OutReference(title=x.title, url=x.url) for x in rule.references],
+    }
 
 
 @dataclass(frozen=True)

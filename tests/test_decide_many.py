@@ -1,0 +1,102 @@
+"""The batch path: `decide_many` must give, workload by workload, what `decide` gives alone.
+
+Batching shares one search among workloads that share an engine, stacks their rows, prunes TP
+degrees no member may use and cuts them into blocks; none of that may change an answer.
+"""
+
+from __future__ import annotations
+
+import itertools
+
+import numpy as np
+import pytest
+import yaml
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from disagg_decider.calc import compare
+from disagg_decider.calc.frontier import bisect_edge, boundary_index, interp_rows, value_at
+from disagg_decider.decide import decide, decide_many
+from disagg_decider.workload import load_workload, load_workload_text
+from tests.conftest import EXAMPLES, edited_example
+
+
+def _variants() -> list:
+    """Examples plus variations along what a sweep changes, interleaving models and GPUs."""
+    out = [load_workload(p) for p in EXAMPLES]
+    changes = itertools.product(
+        [{"traffic.requests_per_second": 0.5}, {"traffic.requests_per_second": 8}],
+        [{"slo.tpot_ms": 15}, {"slo.ttft_ms": 800}],
+        [{"cluster.gpus": 2}, {"cluster.gpus": 32, "cluster.network": "tcp-25"}],
+        [{}, {"parallelism": {"prefill_tp": 2, "decode_tp": 4}}],
+    )
+    for i, parts in enumerate(changes):
+        merged = {k: v for part in parts for k, v in part.items()}
+        merged["model"] = ["llama-3.3-70b", "llama-3.1-8b", "qwen3-32b"][i % 3]
+        out.append(load_workload_text(yaml.safe_dump(edited_example(**merged))))
+    return out
+
+
+VARIANTS = _variants()
+
+
+@pytest.fixture(scope="module")
+def alone() -> list[dict]:
+    return [decide(w).model_dump(mode="json") for w in VARIANTS]
+
+
+def test_batch_equals_one_by_one(alone):
+    batch = [v.model_dump(mode="json") for v in decide_many(VARIANTS)]
+    for one, many in zip(alone, batch, strict=True):
+        assert many == one, one["workload"]
+
+
+def test_block_boundaries_and_order_do_not_matter(alone, monkeypatch):
+    monkeypatch.setattr(compare, "BLOCK_WORKLOADS", 3)
+    order = list(reversed(range(len(VARIANTS))))
+    batch = decide_many([VARIANTS[i] for i in order])
+    for i, verdict in zip(order, batch, strict=True):
+        assert verdict.model_dump(mode="json") == alone[i], alone[i]["workload"]
+
+
+def test_the_variants_cover_both_answers_and_several_engines():
+    """The equality tests above mean something only if the batch mixes groups and verdicts."""
+    decisions = {v.decision for v in decide_many(VARIANTS)}
+    assert "colocate" in decisions and decisions & {"dynamo", "llm-d"}
+    assert len({(w.model, w.cluster.gpu, w.engine) for w in VARIANTS}) >= 5
+
+
+# --- the search helpers batching relies on ------------------------------------------------
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    steps=st.lists(st.lists(st.floats(0.0, 2.0), min_size=15, max_size=15), min_size=1, max_size=8),
+    start=st.floats(-1.0, 3.0),
+)
+def test_bisection_finds_the_full_grid_crossing(steps, start):
+    """On falling slack (the frontier's assumption) bisection equals scanning every point."""
+    slack = start - np.cumsum(np.array(steps), axis=1)  # (lines, 15), non-increasing
+    values = np.cumsum(np.ones_like(slack) * 3.0, axis=1) ** 1.5
+    edge = boundary_index(slack)
+    expected = np.where(edge >= 0, value_at(values, np.maximum(edge, 0.0)), 0.0)
+
+    def at(index):
+        rows = np.arange(len(index))
+        return slack[rows, index], (values[rows, index],)
+
+    found = bisect_edge(at, slack.shape[1], (slack.shape[0],))
+    np.testing.assert_allclose(found.value(0), expected, rtol=1e-12)
+    assert ((found.lo >= 0) == (edge >= 0)).all()
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    xs=st.lists(st.floats(0.0, 100.0), min_size=2, max_size=12, unique=True),
+    x=st.floats(-10.0, 110.0),
+)
+def test_row_interpolation_matches_numpy(xs, x):
+    xp = np.sort(np.array(xs))
+    fp = np.sqrt(xp) * 3.0 + 1.0
+    got = interp_rows(np.array([x, x]), np.stack([xp, xp]), np.stack([fp, fp]))
+    np.testing.assert_allclose(got, np.interp(x, xp, fp), rtol=1e-12)
