@@ -7,6 +7,8 @@ degrees no member may use and cuts them into blocks; none of that may change an 
 from __future__ import annotations
 
 import itertools
+import json
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -16,9 +18,9 @@ from hypothesis import strategies as st
 
 from disagg_decider.calc import compare
 from disagg_decider.calc.frontier import bisect_edge, boundary_index, interp_rows, value_at
-from disagg_decider.decide import decide, decide_many
+from disagg_decider.decide import decide, decide_file, decide_many
 from disagg_decider.workload import load_workload, load_workload_text
-from tests.conftest import EXAMPLES, edited_example
+from tests.conftest import EXAMPLES, RAG_EXAMPLE, edited_example, run_cli
 
 
 def _variants() -> list:
@@ -100,3 +102,40 @@ def test_row_interpolation_matches_numpy(xs, x):
     fp = np.sqrt(xp) * 3.0 + 1.0
     got = interp_rows(np.array([x, x]), np.stack([xp, xp]), np.stack([fp, fp]))
     np.testing.assert_allclose(got, np.interp(x, xp, fp), rtol=1e-12)
+
+
+# --- `decide batch` ---------------------------------------------------------------------------
+
+
+def test_batch_command_prints_what_decide_prints_per_file(tmp_path):
+    proc = run_cli("batch", "examples", "--format", "jsonl")
+    assert proc.returncode == 0, proc.stderr
+    lines = [json.loads(line) for line in proc.stdout.splitlines()]
+    assert [Path(x["file"]).name for x in lines] == [p.name for p in EXAMPLES]
+    for line, path in zip(lines, EXAMPLES, strict=True):
+        line.pop("file")
+        assert line == decide_file(path).model_dump(mode="json"), path.name
+
+
+def test_batch_command_checks_every_file_before_computing(tmp_path):
+    bad = tmp_path / "typo.yaml"
+    bad.write_text(RAG_EXAMPLE.read_text().replace("requests_per_second", "request_per_second"))
+    proc = run_cli("batch", str(RAG_EXAMPLE), str(bad), "--format", "json")
+    assert proc.returncode == 2
+    assert "typo.yaml" in proc.stderr and "requests_per_second" in proc.stderr
+    assert proc.stdout == "" and "Traceback" not in proc.stderr
+
+
+def test_batch_command_refuses_an_empty_folder_and_an_existing_out(tmp_path):
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    proc = run_cli("batch", str(empty))
+    assert proc.returncode == 2 and "no *.yaml" in proc.stderr
+    taken = tmp_path / "verdicts.json"
+    taken.write_text("mine")
+    proc = run_cli("batch", str(RAG_EXAMPLE), "--format", "json", "--out", str(taken))
+    assert proc.returncode == 2 and "--force" in proc.stderr
+    assert taken.read_text() == "mine"
+    proc = run_cli("batch", str(RAG_EXAMPLE), "-f", "json", "-o", str(taken), "--force")
+    assert proc.returncode == 0
+    assert json.loads(taken.read_text())[0]["decision"] == "dynamo"

@@ -7,6 +7,7 @@ message naming the file, field or id; `--json`-style output goes to stdout only.
 
 from __future__ import annotations
 
+import io
 import json
 import sys
 from enum import StrEnum
@@ -37,6 +38,7 @@ app = typer.Typer(
         "\b\nExamples:\n"
         "  decide --workload examples/rag-8k-h200-rdma-dynamo.yaml\n"
         "  decide -w w.yaml --format json --set min_gain=1.2\n"
+        "  decide batch examples/ --format jsonl\n"
         "  decide catalog models\n"
         "  decide schema workload > workload.schema.json"
     ),
@@ -276,6 +278,122 @@ def _num(x: float | None, digits: int = 1) -> str:
     return "-" if x is None else f"{x:,.{digits}f}"
 
 
+# --- batch ------------------------------------------------------------------------------------
+
+
+class BatchFormat(StrEnum):
+    table = "table"
+    jsonl = "jsonl"
+    json = "json"
+
+
+@app.command("batch")
+def batch_command(
+    paths: Annotated[
+        list[Path],
+        typer.Argument(metavar="FILE_OR_DIR", help="Workload files, or folders of *.yaml."),
+    ],
+    fmt: Annotated[
+        BatchFormat,
+        typer.Option(
+            "--format", "-f", help="table (default), jsonl (one verdict per line) or json."
+        ),
+    ] = BatchFormat.table,
+    out_file: Annotated[
+        Path | None, typer.Option("--out", "-o", help="Write to this file instead of stdout.")
+    ] = None,
+    force: Annotated[bool, typer.Option("--force", help="Overwrite --out if it exists.")] = False,
+    sets: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--set", metavar="PARAM=VALUE", help="Override a rule parameter for every workload."
+        ),
+    ] = None,
+    rules: Annotated[
+        list[Path] | None,
+        typer.Option("--rules", metavar="FILE", help="Extra rule file, as for `decide`."),
+    ] = None,
+) -> None:
+    """Decide many workloads at once: the fast path for sweeps and scripts.
+
+    Workloads that share a model, GPU and engine are searched together, so hundreds of
+    verdicts take about a second. Each verdict equals `decide --workload FILE --format json`.
+    Every file is read and checked before anything is computed.
+
+    \b
+    Examples:
+      decide batch examples/
+      decide batch sweep/*.yaml --format jsonl > verdicts.jsonl
+    """
+    from disagg_decider.decide import decide_many
+    from disagg_decider.workload import load_workload
+
+    files = _workload_files(paths)
+    workloads = [load_workload(f) for f in files]
+    verdicts = decide_many(
+        workloads,
+        base_dir=[f.parent for f in files],
+        rule_files=rules or [],
+        overrides=parse_sets(sets or []),
+    )
+    if fmt is BatchFormat.json:
+        items = [
+            {"file": str(f), **v.model_dump(mode="json")}
+            for f, v in zip(files, verdicts, strict=True)
+        ]
+        write_output(json.dumps(items, indent=2, allow_nan=False), out_file, force)
+    elif fmt is BatchFormat.jsonl:
+        lines = [
+            json.dumps({"file": str(f), **v.model_dump(mode="json")}, allow_nan=False)
+            for f, v in zip(files, verdicts, strict=True)
+        ]
+        write_output("\n".join(lines), out_file, force)
+    elif out_file is None:
+        out().print(_batch_table(files, verdicts))
+    else:
+        from rich.console import Console
+
+        console = Console(record=True, width=140, file=io.StringIO())
+        console.print(_batch_table(files, verdicts))
+        write_output(console.export_text(), out_file, force)
+
+
+def _workload_files(paths: list[Path]) -> list[Path]:
+    """The files named, with folders expanded to their *.yaml and *.yml files, sorted."""
+    files: list[Path] = []
+    for path in paths:
+        if path.is_dir():
+            found = sorted([*path.glob("*.yaml"), *path.glob("*.yml")])
+            if not found:
+                raise UserError(f"{path}: folder has no *.yaml or *.yml workload files")
+            files.extend(found)
+        else:
+            files.append(path)
+    return files
+
+
+def _batch_table(files: list[Path], verdicts: list[Verdict]):
+    from rich.table import Table
+
+    table = Table(title=f"{len(verdicts)} workloads", title_justify="left")
+    table.add_column("workload", overflow="fold")
+    table.add_column("decision")
+    for col in ("gain", "colocated", "prefill + decode", "crossover"):
+        table.add_column(col, justify="right", no_wrap=True)
+    for f, v in zip(files, verdicts, strict=True):
+        c, d = v.colocated, v.disaggregated
+        crossover = v.metrics.crossover_prompt_tokens
+        table.add_row(
+            f.stem,
+            v.decision,
+            _num(v.metrics.gain, 2),
+            f"{c.replicas}xTP{c.tp}",
+            f"{d.prefill_replicas}xTP{d.prefill_tp} + {d.decode_replicas}xTP{d.decode_tp}",
+            f"{crossover:,}" if crossover else "-",
+        )
+    return table
+
+
 # --- catalog ----------------------------------------------------------------------------------
 
 
@@ -364,12 +482,12 @@ def readable_metavars(command) -> None:
 
     for param in command.params:
         descriptor = getattr(param, "type_descriptor", None)
-        if param.metavar is not None or descriptor is None or getattr(param, "is_flag", False):
-            continue
-        if param.param_type_name == "argument":
-            param.metavar = (param.name or "value").upper()
+        if param.param_type_name == "argument" and descriptor is not None:
+            param.metavar = param.metavar or (param.name or "value").upper()
             if not descriptor.is_choice:  # the name says it all; choices keep <a|b|c>
                 param.display_type_rich = lambda ctx: None
+            continue
+        if param.metavar is not None or descriptor is None or getattr(param, "is_flag", False):
             continue
         if descriptor.is_choice:
             continue  # typer's <text|json> already lists the values

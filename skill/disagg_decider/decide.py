@@ -45,7 +45,7 @@ def decide(
 def decide_many(
     workloads: Sequence[Workload],
     *,
-    base_dir: Path | None = None,
+    base_dir: Path | Sequence[Path | None] | None = None,
     rule_files: Sequence[Path] = (),
     overrides: Mapping[str, Any] | None = None,
     overrides_source: str = "--set",
@@ -55,13 +55,18 @@ def decide_many(
 
     The calculator searches workloads that share a model, GPU and engine together
     (`calc.compare.analyze_many`), so a sweep costs a fraction of a decision per workload.
+    `base_dir` (where relative `hf_config` paths start) may be one folder or one per workload.
     """
+    if base_dir is None or isinstance(base_dir, Path):
+        base_dirs: Sequence[Path | None] = [base_dir] * len(workloads)
+    else:
+        base_dirs = base_dir
     if rulebook is None:
         loaded = with_extra(list(rule_files))
     else:
         loaded = load_files(list(rule_files), seed=rulebook) if rule_files else rulebook
     with _cycle_collector_paused():
-        resolved = [resolve(w, base_dir) for w in workloads]
+        resolved = [resolve(w, d) for w, d in zip(workloads, base_dirs, strict=True)]
         analyses = analyze_many(resolved)
         return [
             _verdict(loaded, r, a, overrides or {}, overrides_source)

@@ -41,6 +41,7 @@ HOURS_PER_YEAR = 8760.0
 CROSSOVER_POINTS = 11
 LOCAL_PREFILL_CANDIDATES = np.geomspace(16, 65536, 49)
 BLOCK_WORKLOADS = 64  # workloads per search: big enough to spread numpy's per-call cost
+ONE_PASS_WORKLOADS = 4  # up to this many, own prompts and crossover grid share one search
 
 
 def analyze(r: Resolved) -> Analysis:
@@ -78,12 +79,25 @@ def _analyze_block(resolved: list[Resolved]) -> list[Analysis]:
     """Search every member's own prompt, then the side of its crossover grid it needs."""
     members = members_of(resolved)
     own_prompts = [np.array([p]) for p in members.prompt_p50.tolist()]
-    found = search(members.first, members.rows(own_prompts), members.tps)
-    own = _Own.of(members)
+    grid = crossover_grid(members.first)
+    if len(resolved) <= ONE_PASS_WORKLOADS:
+        # Few workloads: numpy's fixed cost per call dominates, so one search takes the whole
+        # grid along with the workloads' own prompts.
+        prompts = [np.concatenate([p, grid]) for p in own_prompts]
+        found = search(members.first, members.rows(prompts), members.tps)
+        stride = 1 + len(grid)
+        rows = np.arange(len(resolved)) * stride
+        crossovers = [
+            _crossover(p, found.gain[k * stride : (k + 1) * stride]) for k, p in enumerate(prompts)
+        ]
+    else:
+        found = search(members.first, members.rows(own_prompts), members.tps)
+        rows = np.arange(len(resolved))
+        crossovers = _crossovers(members, grid, own_prompts, found.gain)
+    own = _Own.of(members, rows)
     colo = _colocated_results(own, found)
     disagg = _disaggregated_results(own, found)
     request = _per_request(own, disagg)
-    crossovers = _crossovers(members, own_prompts, found.gain)
     out = []
     for k, r in enumerate(resolved):
         c, d = colo[k], disagg[k]
@@ -101,7 +115,7 @@ def _analyze_block(resolved: list[Resolved]) -> list[Analysis]:
 
 
 def _crossovers(
-    members: Members, own_prompts: list[np.ndarray], own_gain: np.ndarray
+    members: Members, grid: np.ndarray, own_prompts: list[np.ndarray], own_gain: np.ndarray
 ) -> list[int | None]:
     """Each member's crossover, searching only the grid points it can depend on.
 
@@ -110,7 +124,6 @@ def _crossovers(
     it start winning?), so the other side is never searched. Rows are independent, so this
     gives what the whole grid gives, for about half the work.
     """
-    grid = crossover_grid(members.first)
     sides = []
     for own, gain in zip(own_prompts, own_gain.tolist(), strict=True):
         sides.append(grid[grid < own[0]] if gain > 1.0 else grid[grid >= own[0]])
@@ -198,7 +211,7 @@ def _log_crossing(lo: float, hi: float, g_lo: float, g_hi: float) -> int:
 
 @dataclass(frozen=True)
 class _Own:
-    """Each workload's own row of a search (the first W rows), with its own rate and cost."""
+    """Each workload's own row of a search, with its own rate and cost."""
 
     members: Members
     row: np.ndarray  # (W,) index of each workload's own-prompt row
@@ -223,12 +236,12 @@ class _Own:
         return self.members.tpot_ms
 
     @classmethod
-    def of(cls, members: Members) -> _Own:
+    def of(cls, members: Members, rows: np.ndarray) -> _Own:
         everyone = np.arange(len(members.resolved))
         workloads = [r.workload for r in members.resolved]
         return cls(
             members=members,
-            row=everyone,
+            row=rows,
             rate=np.array([w.traffic.requests_per_second for w in workloads]),
             usd_per_gpu_hour=np.array([w.cost.usd_per_gpu_hour for w in workloads]),
             lengths=members.lengths(members.prompt_p50, everyone, (-1, 1)),
@@ -339,7 +352,7 @@ def _per_request(o: _Own, disagg: list[DisaggregatedResult]) -> dict[str, list]:
     p50 = o.lengths.prompt_p50
     u50 = p50 * o.lengths.uncached_share
     prefill50 = prefill.prefill_ms(p_engine, u50, p50 - u50)
-    path = o.members.path.take(o.row, (-1, 1))
+    path = o.members.path.take(np.arange(len(o.row)), (-1, 1))
     serial, layered, exposed = transfer_times(first, path, u50, prefill50, p_tp, d_tp)
     gb_per_s = path.gb_per_s(p_tp, d_tp)
     ctx = o.lengths.decode_context_mean

@@ -74,9 +74,10 @@ def _tp_masks(members: Sequence[Resolved], tps: np.ndarray, fits: np.ndarray):
     limit = np.array([min(c.gpus, c.gpus_per_node) for c in clusters])
     free = np.isin(tps, TP_CANDIDATES) & (tps <= limit[:, None])  # TP1 is always among them
     warnings: list[list[str]] = [[] for _ in members]
+    pinned = [_pins(r.workload) for r in members]
     masks = {}
     for role in ROLES:
-        pins = np.array([_pins(r.workload)[role] or 0 for r in members])
+        pins = np.array([p[role] or 0 for p in pinned])
         options = np.where(pins[:, None] > 0, tps == pins[:, None], free)
         usable = options & fits
         for k in np.flatnonzero(~usable.any(axis=1)):
