@@ -24,9 +24,17 @@ import numpy as np
 
 from disagg_decider.calc import queueing
 from disagg_decider.calc.decode import batch_grid, decode_step_ms, memory_batch_limit
-from disagg_decider.calc.frontier import bisect_edge, interp_rows, pick
+from disagg_decider.calc.frontier import (
+    bisect_edge,
+    boundary_index,
+    interp_rows,
+    pick,
+    value_at,
+)
 from disagg_decider.calc.lengths import Lengths
 from disagg_decider.calc.step import Engine, PassTerms, pass_terms
+
+WHOLE_GRID_POINTS = 20_000  # up to this many (line, batch) points, evaluate them all at once
 
 
 @dataclass(frozen=True)
@@ -138,32 +146,50 @@ class ColocatedPoint:
 def best_points(engine: Engine, lengths: Lengths, ttft_ms, tpot_ms, chunks) -> ColocatedPoint:
     """Largest feasible batch per chunk size (interpolated), then the best chunk size.
 
-    The search runs on flat copies of the (row, TP, chunk) lines: numpy is several times
-    faster on contiguous one-dimensional arrays than on broadcasts with a trailing axis of one.
+    Every (row, TP, chunk) line is searched along the batch grid. Few lines (one workload) are
+    evaluated at every batch in one pass, where numpy's fixed cost per call dominates; many
+    lines (a batch of workloads) by bisection, which evaluates log2(n) batches instead of n.
+    Both find the same crossing (`frontier`). Lines are flattened copies: numpy is several
+    times faster on contiguous arrays than on broadcasts with a trailing axis of one.
     """
     batches = batch_grid(engine.eff.max_decode_batch)
     c = np.asarray(chunks, dtype=float)[:, None]
     shape = np.broadcast_shapes(np.shape(lengths.prompt_p50), np.shape(engine.tp), c.shape)
+    n_lines = int(np.prod(shape))
+    whole_grid = n_lines * batches.size <= WHOLE_GRID_POINTS
+    line_shape = (n_lines, 1) if whole_grid else (n_lines,)
 
-    def flat(a) -> np.ndarray:
-        return np.broadcast_to(a, shape).reshape(-1)
+    def per_line(a) -> np.ndarray:
+        return np.broadcast_to(a, shape).reshape(line_shape)
 
-    flat_lengths = Lengths(**{k: flat(v) for k, v in vars(lengths).items()})
     at_lines = lines(
-        replace(engine, tp=flat(engine.tp)), flat_lengths, flat(ttft_ms), flat(tpot_ms), flat(c)
+        replace(engine, tp=per_line(engine.tp)),
+        Lengths(**{k: per_line(v) for k, v in vars(lengths).items()}),
+        per_line(ttft_ms),
+        per_line(tpot_ms),
+        per_line(c),
     )
     # Pure decode steps do not depend on the chunk size: one per (row, TP, batch), looked up.
     empty = decode_step_ms(engine, batches, lengths.decode_context_mean)
-    empty = np.broadcast_to(empty, (*shape[:-1], batches.size)).reshape(-1)
-    first = np.arange(at_lines.chunk.size) * batches.size
+    empty = np.broadcast_to(empty, (*shape[:-1], batches.size)).reshape(n_lines, -1)
+    if whole_grid:
+        grid = evaluate(at_lines, batches, t_empty=empty)
+        edge = boundary_index(grid.headroom)
+        found = edge >= 0
+        rate = np.where(found, value_at(grid.rate_per_s, np.maximum(edge, 0.0)), 0.0)
+        batch = np.where(found, value_at(np.broadcast_to(batches, grid.headroom.shape), edge), 0.0)
+    else:
+        flat_empty = empty.reshape(-1)
+        first = np.arange(n_lines) * batches.size
 
-    def at(index: np.ndarray):
-        b = batches[index]
-        point = evaluate(at_lines, b, t_empty=empty[first + index])
-        return point.headroom, (point.rate_per_s, b)
+        def at(index: np.ndarray):
+            b = batches[index]
+            point = evaluate(at_lines, b, t_empty=flat_empty[first + index])
+            return point.headroom, (point.rate_per_s, b)
 
-    edge = bisect_edge(at, batches.size, (at_lines.chunk.size,))
-    rate, batch = edge.value(0).reshape(shape[:-1]), edge.value(1).reshape(shape[:-1])
+        bisected = bisect_edge(at, batches.size, (n_lines,))
+        rate, batch = bisected.value(0), bisected.value(1)
+    rate, batch = rate.reshape(shape[:-1]), batch.reshape(shape[:-1])
     best = rate.argmax(axis=-1)
     return ColocatedPoint(rate_per_s=pick(rate, best), chunk_index=best, batch=pick(batch, best))
 

@@ -40,7 +40,7 @@ from disagg_decider.workload import Resolved
 HOURS_PER_YEAR = 8760.0
 CROSSOVER_POINTS = 11
 LOCAL_PREFILL_CANDIDATES = np.geomspace(16, 65536, 49)
-BLOCK_WORKLOADS = 64  # workloads per search: big enough to spread numpy's per-call cost
+BLOCK_WORKLOADS = 256  # workloads per search: big enough to spread numpy's per-call cost
 ONE_PASS_WORKLOADS = 4  # up to this many, own prompts and crossover grid share one search
 
 
@@ -277,24 +277,20 @@ def _colocated_results(o: _Own, f: Found) -> list[ColocatedResult]:
     )
     served = np.minimum(o.rate, replicas * per_replica)
     within = f.colo_within[o.row]
-    costs = _costs(o, replicas * tp, served)
-    return [
-        ColocatedResult(
-            feasible=bool(feasible[k]),
-            fits_cluster=bool(fits[k]),
-            gpus=int(replicas[k] * tp[k]),
-            max_rate_per_s=float(within[k]),
-            goodput_per_gpu=float(within[k] / o.budget[k]),
-            ttft_p99_ms=float(ttft[k]) if feasible[k] else None,
-            tpot_p99_ms=float(tpot[k]) if feasible[k] else None,
-            tp=int(tp[k]),
-            replicas=int(replicas[k]),
-            chunk_tokens=int(chunks[chunk_i[k]]),
-            max_batch=int(f.colo_batch[o.row[k], t[k]]),
-            **costs[k],
-        )
-        for k in range(len(o.row))
-    ]
+    columns = {
+        "feasible": feasible,
+        "fits_cluster": fits,
+        "gpus": (replicas * tp).astype(int),
+        "max_rate_per_s": within,
+        "goodput_per_gpu": within / o.budget,
+        "ttft_p99_ms": np.where(feasible, ttft, np.nan),
+        "tpot_p99_ms": np.where(feasible, tpot, np.nan),
+        "tp": tp.astype(int),
+        "replicas": replicas.astype(int),
+        "chunk_tokens": np.asarray(chunks)[chunk_i],
+        "max_batch": f.colo_batch[o.row, t].astype(int),
+    }
+    return _records(ColocatedResult, columns, _costs(o, replicas * tp, served))
 
 
 def _disaggregated_results(o: _Own, f: Found) -> list[DisaggregatedResult]:
@@ -318,27 +314,33 @@ def _disaggregated_results(o: _Own, f: Found) -> list[DisaggregatedResult]:
     served = np.minimum(o.rate, np.minimum(x * p_rate, y * d_rate))
     gpus = x * p_tp + y * d_tp
     within = f.disagg_within[o.row]
-    costs = _costs(o, gpus, served)
+    columns = {
+        "feasible": feasible,
+        "fits_cluster": fits,
+        "gpus": gpus.astype(int),
+        "max_rate_per_s": within,
+        "goodput_per_gpu": within / o.budget,
+        "ttft_p99_ms": np.where(feasible, ttft, np.nan),
+        "tpot_p99_ms": np.where(feasible, step, np.nan),
+        "prefill_tp": p_tp.astype(int),
+        "decode_tp": d_tp.astype(int),
+        "prefill_replicas": x.astype(int),
+        "decode_replicas": y.astype(int),
+        "prefill_gpus": (x * p_tp).astype(int),
+        "decode_gpus": (y * d_tp).astype(int),
+        "max_batch": f.decode_batch[o.row, j].astype(int),
+        "transfer_ms_p99": transfer_p99,
+    }
+    return _records(DisaggregatedResult, columns, _costs(o, gpus, served))
+
+
+def _records(model, columns: dict[str, np.ndarray], extra: list[dict]) -> list:
+    """One record per workload from columns of equal length; NaN stands for None."""
+    names = list(columns)
+    rows = zip(*(np.asarray(c).tolist() for c in columns.values()), strict=True)
     return [
-        DisaggregatedResult(
-            feasible=bool(feasible[k]),
-            fits_cluster=bool(fits[k]),
-            gpus=int(gpus[k]),
-            max_rate_per_s=float(within[k]),
-            goodput_per_gpu=float(within[k] / o.budget[k]),
-            ttft_p99_ms=float(ttft[k]) if feasible[k] else None,
-            tpot_p99_ms=float(step[k]) if feasible[k] else None,
-            prefill_tp=int(p_tp[k]),
-            decode_tp=int(d_tp[k]),
-            prefill_replicas=int(x[k]),
-            decode_replicas=int(y[k]),
-            prefill_gpus=int(x[k] * p_tp[k]),
-            decode_gpus=int(y[k] * d_tp[k]),
-            max_batch=int(f.decode_batch[o.row[k], j[k]]),
-            transfer_ms_p99=float(transfer_p99[k]),
-            **costs[k],
-        )
-        for k in range(len(o.row))
+        model(**{n: None if v != v else v for n, v in zip(names, row, strict=True)}, **more)
+        for row, more in zip(rows, extra, strict=True)
     ]
 
 

@@ -45,7 +45,8 @@ def value_at(values: np.ndarray, index: np.ndarray) -> np.ndarray:
 
 def pick(values: np.ndarray, index: np.ndarray) -> np.ndarray:
     """values[..., index[...]]: one element of the last axis per leading position."""
-    values = np.broadcast_to(values, (*np.shape(index), values.shape[-1]))
+    if values.shape[:-1] != np.shape(index):
+        values = np.broadcast_to(values, (*np.shape(index), values.shape[-1]))
     flat = values.reshape(-1, values.shape[-1])
     return flat[np.arange(flat.shape[0]), np.ravel(index)].reshape(np.shape(index))
 
