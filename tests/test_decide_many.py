@@ -16,7 +16,7 @@ import yaml
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from disagg_decider.calc import compare
+from disagg_decider.calc import colocated, compare
 from disagg_decider.calc.frontier import bisect_edge, boundary_index, interp_rows, value_at
 from disagg_decider.decide import decide, decide_file, decide_many
 from disagg_decider.workload import load_workload, load_workload_text
@@ -139,3 +139,10 @@ def test_batch_command_refuses_an_empty_folder_and_an_existing_out(tmp_path):
     proc = run_cli("batch", str(RAG_EXAMPLE), "-f", "json", "-o", str(taken), "--force")
     assert proc.returncode == 0
     assert json.loads(taken.read_text())[0]["decision"] == "dynamo"
+
+
+def test_bisection_finds_what_the_whole_grid_finds(alone, monkeypatch):
+    """One workload's colocated lines are evaluated at every batch; a batch's are bisected."""
+    monkeypatch.setattr(colocated, "WHOLE_GRID_POINTS", 0)
+    for one, many in zip(alone, decide_many(VARIANTS), strict=True):
+        assert many.model_dump(mode="json") == one, one["workload"]

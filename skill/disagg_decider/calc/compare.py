@@ -288,7 +288,7 @@ def _colocated_results(o: _Own, f: Found) -> list[ColocatedResult]:
         "tp": tp.astype(int),
         "replicas": replicas.astype(int),
         "chunk_tokens": np.asarray(chunks)[chunk_i],
-        "max_batch": f.colo_batch[o.row, t].astype(int),
+        "max_batch": _whole(f.colo_batch[o.row, t]),
     }
     return _records(ColocatedResult, columns, _costs(o, replicas * tp, served))
 
@@ -328,10 +328,15 @@ def _disaggregated_results(o: _Own, f: Found) -> list[DisaggregatedResult]:
         "decode_replicas": y.astype(int),
         "prefill_gpus": (x * p_tp).astype(int),
         "decode_gpus": (y * d_tp).astype(int),
-        "max_batch": f.decode_batch[o.row, j].astype(int),
+        "max_batch": _whole(f.decode_batch[o.row, j]),
         "transfer_ms_p99": transfer_p99,
     }
     return _records(DisaggregatedResult, columns, _costs(o, gpus, served))
+
+
+def _whole(batch: np.ndarray) -> np.ndarray:
+    """Whole sequences in an interpolated batch; rounding noise (364.99999...) is not a loss."""
+    return np.floor(batch + 1e-6).astype(int)
 
 
 def _records(model, columns: dict[str, np.ndarray], extra: list[dict]) -> list:

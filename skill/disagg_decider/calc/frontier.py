@@ -89,9 +89,16 @@ class Edge:
     at_hi: tuple[np.ndarray, ...]  # and at hi (0 where hi is n)
 
     def value(self, k: int) -> np.ndarray:
-        """The k-th evaluated value interpolated at the crossing; 0 where no point holds."""
-        lo, hi = self.at_lo[k], self.at_hi[k]
-        return np.where(self.lo >= 0, lo + self.frac * (hi - lo), 0.0)
+        """The k-th evaluated value interpolated at the crossing; 0 where no point holds.
+
+        Rounded exactly as `value_at` at `boundary_index`'s fractional index, so bisection and
+        the whole grid give the same bits.
+        """
+        v_lo, v_hi = self.at_lo[k], self.at_hi[k]
+        index = self.lo + self.frac
+        step = index - self.lo
+        value = np.where(step >= 1.0, v_hi, v_lo + step * (v_hi - v_lo))
+        return np.where(self.lo >= 0, value, 0.0)
 
 
 def bisect_edge(
