@@ -6,8 +6,9 @@ Run from the repository root:
 
 Reports, on one core (the process is pinned to CPU 0 where the OS allows):
   - batched decisions (`decide.decide_many` over a seeded mix of workloads around the
-    examples, `benchmarks/workload_mix.py`): the path for sweeps, MCP batches and scripts;
-    calculator only (`analyze_many`) and full decisions (calculator + rulebook + Verdict);
+    examples, `benchmarks/workload_mix.py`): the path of `decide batch`, sweeps and scripts;
+    calculator only (`analyze_many`), rule evaluation only (metric table + rulebook on those
+    results) and full decisions (calculator + rulebook + Verdict records);
   - one decision per call (`decide.decide`, cycling through the examples): what one
     `decide --workload` or one MCP call costs in-process;
   - the wall time of `decide --workload examples/... --format json` as a fresh process.
@@ -32,6 +33,9 @@ sys.path.insert(0, str(ROOT / "benchmarks"))
 
 from disagg_decider.calc.compare import analyze_many  # noqa: E402
 from disagg_decider.decide import decide, decide_many  # noqa: E402
+from disagg_decider.metrics import metric_values  # noqa: E402
+from disagg_decider.rules import engine  # noqa: E402
+from disagg_decider.rules.loader import with_extra  # noqa: E402
 from disagg_decider.workload import load_workload, resolve  # noqa: E402
 from workload_mix import workload_mix  # noqa: E402
 
@@ -96,6 +100,17 @@ def main() -> None:
     mix = workload_mix(args.workloads)
     resolved = [resolve(w) for w in mix]
     batch_calc = batch_rates(analyze_many, resolved, args.repeats)
+    analyses = analyze_many(resolved)
+    book = with_extra([])
+    params = book.param_values()
+
+    read = engine.metrics_read(book.book)
+
+    def rules_only(pairs):
+        for r, a in pairs:
+            engine.decide(book.book, metric_values(r, a, read), params)
+
+    rule_rates = batch_rates(rules_only, list(zip(resolved, analyses, strict=True)), args.repeats)
     batch_full = batch_rates(decide_many, mix, args.repeats)
     examples = [load_workload(p) for p in EXAMPLES]
     one_full = call_rates(decide, examples, args.seconds, min(args.repeats, 3))
@@ -104,7 +119,15 @@ def main() -> None:
     print(f"one core; python {sys.version.split()[0]}")
     print(f"batched: {len(mix)} workloads from benchmarks/workload_mix.py, {args.repeats} runs")
     print(line("  calculator only (analyze_many)", batch_calc))
+    print(line("  rule evaluation only (metrics + rulebook)", rule_rates))
     print(line("  full decisions (decide_many -> Verdicts)", batch_full))
+    calc_s, rules_s = 1 / statistics.median(batch_calc), 1 / statistics.median(rule_rates)
+    full_s = 1 / statistics.median(batch_full)
+    print(
+        f"  per decision: calculator {calc_s * 1e6:.0f} us, rule evaluation {rules_s * 1e6:.0f} us "
+        f"(+{100 * rules_s / calc_s:.0f}% on the calculator), records and summary "
+        f"{max(full_s - calc_s - rules_s, 0) * 1e6:.0f} us"
+    )
     print(f"one by one: the {len(examples)} examples, cycled")
     print(line("  full decision per call (decide)", one_full))
     print(

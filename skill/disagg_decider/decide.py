@@ -101,7 +101,8 @@ def _verdict(
 ) -> Verdict:
     workload = resolved.workload
     params, notes = effective_parameters(loaded, workload, overrides, overrides_source)
-    outcome = engine.decide(loaded.book, metric_values(resolved, analysis), params)
+    metrics = metric_values(resolved, analysis, engine.metrics_read(loaded.book))
+    outcome = engine.decide(loaded.book, metrics, params)
     return Verdict(
         workload=workload.name,
         model=resolved.model.id,

@@ -13,7 +13,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from disagg_decider.rules.schema import All, AnyOf, Leaf, Not, Rule, Rulebook
+from disagg_decider.rules.schema import All, AnyOf, Leaf, Not, Rule, Rulebook, leaves
 from disagg_decider.verdict import Comparison, FiredRule
 from disagg_decider.verdict import Reference as OutReference
 
@@ -25,8 +25,13 @@ def compare(actual: Any, op: str, threshold: Any) -> bool:
     return _COMPARERS[op](actual, threshold)
 
 
+_PLAIN_NUMBERS = frozenset({int, float})
+
+
 def _ordered(order: Callable[[Any, Any], bool]) -> Callable[[Any, Any], bool]:
     def check(actual: Any, threshold: Any) -> bool:
+        if type(actual) in _PLAIN_NUMBERS and type(threshold) in _PLAIN_NUMBERS:
+            return order(actual, threshold)  # the common case, checked first because cheap
         if actual is None or isinstance(actual, bool | str) or isinstance(threshold, bool | str):
             return False
         return order(actual, threshold)
@@ -61,10 +66,25 @@ def predicate(node) -> Predicate:
         return lambda m, p: check(m.get(metric), value)
     if isinstance(node, All):
         parts = [predicate(n) for n in node.all]
-        return lambda m, p: all(f(m, p) for f in parts)
+
+        # Loops, not all()/any() over a generator: these run for every rule of every workload.
+        def all_hold(m: Mapping[str, Any], p: Mapping[str, Any]) -> bool:
+            for part in parts:  # noqa: SIM110
+                if not part(m, p):
+                    return False
+            return True
+
+        return all_hold
     if isinstance(node, AnyOf):
         parts = [predicate(n) for n in node.any]
-        return lambda m, p: any(f(m, p) for f in parts)
+
+        def any_holds(m: Mapping[str, Any], p: Mapping[str, Any]) -> bool:
+            for part in parts:  # noqa: SIM110
+                if part(m, p):
+                    return True
+            return False
+
+        return any_holds
     if isinstance(node, Not):
         inner = predicate(node.not_)
         return lambda m, p: not inner(m, p)
@@ -109,8 +129,12 @@ def comparisons(trail: list) -> list[Comparison]:
 
 def fires(rule: Rule, metrics: Mapping[str, Any], params: Mapping[str, Any]) -> FiredRule | None:
     when, identity = _prepared(rule)
-    if not when(metrics, params):
-        return None
+    return _fired(rule, identity, metrics, params) if when(metrics, params) else None
+
+
+def _fired(
+    rule: Rule, identity: dict[str, Any], metrics: Mapping[str, Any], params: Mapping[str, Any]
+) -> FiredRule:
     trail: list = []
     evaluate(rule.when, metrics, params, trail)
     # Plain dicts: pydantic builds the nested records faster than one constructor call each.
@@ -128,21 +152,48 @@ def fires(rule: Rule, metrics: Mapping[str, Any], params: Mapping[str, Any]) -> 
     return FiredRule(**identity, compared=compared)
 
 
+# Compiled rules, keyed by object identity (rules are not hashable); an entry keeps its rule
+# alive, so an id is never reused while cached. Rulebooks loaded per call (MCP, --rules) come
+# and go, hence the bound.
 _PREPARED: dict[int, tuple[Rule, Predicate, dict[str, Any]]] = {}
+_CACHE_BOUND = 4096
 
 
 def _prepared(rule: Rule) -> tuple[Predicate, dict[str, Any]]:
-    """A rule's compiled condition and what it reports when it fires, built once per rule.
-
-    Keyed by object identity (rules are not hashable); the entry keeps its rule alive, so an
-    id is never reused while cached.
-    """
+    """A rule's compiled condition and what it reports when it fires, built once per rule."""
     cached = _PREPARED.get(id(rule))
     if cached is None or cached[0] is not rule:
-        if len(_PREPARED) > 4096:  # rulebooks loaded per call (MCP, --rules) come and go
+        if len(_PREPARED) > _CACHE_BOUND:
             _PREPARED.clear()
         cached = _PREPARED[id(rule)] = (rule, predicate(rule.when), _identity_of(rule))
     return cached[1], cached[2]
+
+
+@dataclass(frozen=True)
+class _Book:
+    rules: list[tuple[Rule, Predicate, dict[str, Any]]]
+    metrics: tuple[str, ...]
+
+
+_BOOKS: dict[int, tuple[Rulebook, _Book]] = {}
+
+
+def _prepared_book(book: Rulebook) -> _Book:
+    """Every rule of a rulebook compiled, and the metrics they read: `decide` runs once per
+    workload of a batch."""
+    cached = _BOOKS.get(id(book))
+    if cached is None or cached[0] is not book:
+        if len(_BOOKS) > _CACHE_BOUND:
+            _BOOKS.clear()
+        rules = [(r, *_prepared(r)) for r in book.rules]
+        read = tuple(sorted({leaf.metric for r in book.rules for leaf in leaves(r.when)}))
+        cached = _BOOKS[id(book)] = (book, _Book(rules, read))
+    return cached[1]
+
+
+def metrics_read(book: Rulebook) -> tuple[str, ...]:
+    """The metric names a rulebook's conditions compare: all `decide` needs computed."""
+    return _prepared_book(book).metrics
 
 
 def _identity_of(rule: Rule) -> dict[str, Any]:
@@ -168,7 +219,11 @@ class Outcome:
 
 
 def decide(book: Rulebook, metrics: Mapping[str, Any], params: Mapping[str, Any]) -> Outcome:
-    fired = [f for rule in book.rules if (f := fires(rule, metrics, params)) is not None]
+    fired = [
+        _fired(rule, identity, metrics, params)
+        for rule, when, identity in _prepared_book(book).rules
+        if when(metrics, params)
+    ]
     scores = {k: 0.0 for k in ("colocate", "disaggregate", "dynamo", "llm-d")}
     for f in fired:
         if f.kind == "effect":
