@@ -6,9 +6,10 @@ memory time (weights + KV read over HBM bandwidth x MBU) and its compute time (F
 peak x MFU), plus tensor-parallel all-reduces and a fixed per-step overhead. One function for
 all three keeps the colocated and disaggregated numbers comparable.
 
-Everything broadcasts over numpy arrays, TP degree included: the calculator evaluates every
-candidate (prompt length, TP, chunk size, batch) in one pass, which is what makes a verdict take
-well under a millisecond.
+Everything broadcasts over numpy arrays, TP degree included: the calculator evaluates many
+candidates (workload, prompt length, TP, chunk size, batch) per numpy call. `PassTerms` holds
+what a pass costs regardless of its batch, so searches that try many batches on the same
+contexts repeat only the short part.
 """
 
 from __future__ import annotations
