@@ -126,7 +126,7 @@ def _crossovers(
     """
     sides = []
     for own, gain in zip(own_prompts, own_gain.tolist(), strict=True):
-        sides.append(grid[grid < own[0]] if gain > 1.0 else grid[grid >= own[0]])
+        sides.append(grid[grid < own[0]] if _wins(gain) else grid[grid >= own[0]])
     gains = np.empty(0)
     if any(len(side) for side in sides):
         gains = search(members.first, members.rows(sides), members.tps).gain
@@ -170,7 +170,7 @@ def crossover_from_curve(prompts: np.ndarray, gains: np.ndarray, own_prompt: flo
     """
     prompts = np.asarray(prompts, dtype=float).tolist()  # a dozen points: plain Python is faster
     gains = np.asarray(gains, dtype=float).tolist()
-    wins = [g > 1.0 for g in gains]  # nan never wins
+    wins = [_wins(g) for g in gains]
     if not any(wins):
         return None
     own = min(bisect_left(prompts, own_prompt), len(prompts) - 1)
@@ -185,6 +185,11 @@ def crossover_from_curve(prompts: np.ndarray, gains: np.ndarray, own_prompt: flo
     if start == 0:
         return int(prompts[0])
     return _log_crossing(prompts[start - 1], prompts[start], gains[start - 1], gains[start])
+
+
+def _wins(gain: float) -> bool:
+    """Disaggregation wins where it serves more per GPU (nan, neither meets the SLO, never)."""
+    return gain > 1.0
 
 
 def _crossover(prompts: np.ndarray, gains: np.ndarray) -> int | None:

@@ -63,7 +63,9 @@ def candidate_tps(members: Sequence[Resolved]) -> np.ndarray:
     return np.array(sorted(set(TP_CANDIDATES) | pins))
 
 
-def _tp_masks(members: Sequence[Resolved], tps: np.ndarray, fits: np.ndarray):
+def _tp_masks(
+    members: Sequence[Resolved], tps: np.ndarray, fits: np.ndarray
+) -> tuple[dict[str, np.ndarray], list[list[str]]]:
     """Which of `tps` each member's roles may use: role -> (W, T), plus warnings per member.
 
     A role uses its pinned degree, or every usual one within a node. Degrees whose weights
@@ -90,84 +92,6 @@ def _tp_masks(members: Sequence[Resolved], tps: np.ndarray, fits: np.ndarray):
             usable[k] = tps == tps[options[k]][-1]
         masks[role] = usable
     return masks, warnings
-
-
-@dataclass(frozen=True)
-class Members:
-    """The workloads of one search: their inputs as arrays, one entry per workload (W,)."""
-
-    resolved: list[Resolved]
-    tps: np.ndarray  # TP degrees searched: those some member may use
-    allowed: dict[str, np.ndarray]  # role -> (W, T) which of them each member may use
-    warnings: list[list[str]]  # per member: pinned degrees that leave no room for KV
-    prompt_p50: np.ndarray
-    prompt_sigma: np.ndarray
-    hit_rate: np.ndarray
-    output_p50: np.ndarray
-    output_sigma: np.ndarray
-    ttft_ms: np.ndarray
-    tpot_ms: np.ndarray
-    budget: np.ndarray  # cluster GPUs
-    paths: list[TransferPath]
-    path: TransferPath  # the paths stacked: numeric fields (W,)
-
-    @property
-    def first(self) -> Resolved:
-        """Any member: they share model, GPU, dtypes, engine and efficiency constants."""
-        return self.resolved[0]
-
-    def lengths(self, prompt_p50, index, shape) -> Lengths:
-        """Lengths for rows that take member `index[i]`'s distributions at `prompt_p50[i]`."""
-        return Lengths.build(
-            prompt_p50=np.reshape(prompt_p50, shape),
-            prompt_sigma=self.prompt_sigma[index].reshape(shape),
-            hit_rate=self.hit_rate[index].reshape(shape),
-            output_p50=self.output_p50[index].reshape(shape),
-            output_sigma=self.output_sigma[index].reshape(shape),
-        )
-
-    def rows(self, prompts: Sequence[np.ndarray]) -> Rows:
-        """One row per member and prompt: member k at each of `prompts[k]` (p50 lengths)."""
-        index = np.repeat(np.arange(len(self.resolved)), [len(p) for p in prompts])
-        shape = (-1, 1, 1, 1)
-        return Rows(
-            lengths=self.lengths(np.concatenate(prompts), index, shape),
-            ttft_ms=self.ttft_ms[index].reshape(shape),
-            tpot_ms=self.tpot_ms[index].reshape(shape),
-            budget=self.budget[index],
-            path=self.path.take(index, (-1, 1, 1)),
-            allowed={role: mask[index] for role, mask in self.allowed.items()},
-        )
-
-
-def members_of(resolved: Sequence[Resolved]) -> Members:
-    """`resolved` must share a `group_key`. TP degrees no member may use are not searched."""
-    resolved = list(resolved)
-    tps = candidate_tps(resolved)
-    masks, warnings = _tp_masks(resolved, tps, engine_for(resolved[0], tps).fits())
-    used = np.logical_or.reduce([m.any(axis=0) for m in masks.values()])
-    traffic = [r.workload.traffic for r in resolved]
-    paths = [transfer_path(r) for r in resolved]
-
-    def each(values) -> np.ndarray:
-        return np.array(list(values), dtype=float)
-
-    return Members(
-        resolved=resolved,
-        tps=tps[used],
-        allowed={role: m[:, used] for role, m in masks.items()},
-        warnings=warnings,
-        prompt_p50=each(t.prompt_tokens.p50 for t in traffic),
-        prompt_sigma=each(lognormal_sigma(t.prompt_tokens) for t in traffic),
-        hit_rate=each(t.prefix_cache_hit_rate for t in traffic),
-        output_p50=each(t.output_tokens.p50 for t in traffic),
-        output_sigma=each(lognormal_sigma(t.output_tokens) for t in traffic),
-        ttft_ms=each(r.workload.slo.ttft_ms for r in resolved),
-        tpot_ms=each(r.workload.slo.tpot_ms for r in resolved),
-        budget=each(r.workload.cluster.gpus for r in resolved),
-        paths=paths,
-        path=TransferPath.stack(paths),
-    )
 
 
 # --- KV transfer ------------------------------------------------------------------------------
@@ -255,6 +179,84 @@ class Rows:
     budget: np.ndarray  # (S,) GPUs each mode may use
     path: TransferPath  # numeric fields (S, 1, 1)
     allowed: dict[str, np.ndarray]  # role -> (S, T): which TP candidates the row may use
+
+
+@dataclass(frozen=True)
+class Members:
+    """The workloads of one search: their inputs as arrays, one entry per workload (W,)."""
+
+    resolved: list[Resolved]
+    tps: np.ndarray  # TP degrees searched: those some member may use
+    allowed: dict[str, np.ndarray]  # role -> (W, T) which of them each member may use
+    warnings: list[list[str]]  # per member: pinned degrees that leave no room for KV
+    prompt_p50: np.ndarray
+    prompt_sigma: np.ndarray
+    hit_rate: np.ndarray
+    output_p50: np.ndarray
+    output_sigma: np.ndarray
+    ttft_ms: np.ndarray
+    tpot_ms: np.ndarray
+    budget: np.ndarray  # cluster GPUs
+    paths: list[TransferPath]
+    path: TransferPath  # the paths stacked: numeric fields (W,)
+
+    @property
+    def first(self) -> Resolved:
+        """Any member: they share model, GPU, dtypes, engine and efficiency constants."""
+        return self.resolved[0]
+
+    def lengths(self, prompt_p50, index, shape) -> Lengths:
+        """Lengths for rows that take member `index[i]`'s distributions at `prompt_p50[i]`."""
+        return Lengths.build(
+            prompt_p50=np.reshape(prompt_p50, shape),
+            prompt_sigma=self.prompt_sigma[index].reshape(shape),
+            hit_rate=self.hit_rate[index].reshape(shape),
+            output_p50=self.output_p50[index].reshape(shape),
+            output_sigma=self.output_sigma[index].reshape(shape),
+        )
+
+    def rows(self, prompts: Sequence[np.ndarray]) -> Rows:
+        """One row per member and prompt: member k at each of `prompts[k]` (p50 lengths)."""
+        index = np.repeat(np.arange(len(self.resolved)), [len(p) for p in prompts])
+        shape = (-1, 1, 1, 1)
+        return Rows(
+            lengths=self.lengths(np.concatenate(prompts), index, shape),
+            ttft_ms=self.ttft_ms[index].reshape(shape),
+            tpot_ms=self.tpot_ms[index].reshape(shape),
+            budget=self.budget[index],
+            path=self.path.take(index, (-1, 1, 1)),
+            allowed={role: mask[index] for role, mask in self.allowed.items()},
+        )
+
+
+def members_of(resolved: Sequence[Resolved]) -> Members:
+    """`resolved` must share a `group_key`. TP degrees no member may use are not searched."""
+    resolved = list(resolved)
+    tps = candidate_tps(resolved)
+    masks, warnings = _tp_masks(resolved, tps, engine_for(resolved[0], tps).fits())
+    used = np.logical_or.reduce([m.any(axis=0) for m in masks.values()])
+    traffic = [r.workload.traffic for r in resolved]
+    paths = [transfer_path(r) for r in resolved]
+
+    def each(values) -> np.ndarray:
+        return np.array(list(values), dtype=float)
+
+    return Members(
+        resolved=resolved,
+        tps=tps[used],
+        allowed={role: m[:, used] for role, m in masks.items()},
+        warnings=warnings,
+        prompt_p50=each(t.prompt_tokens.p50 for t in traffic),
+        prompt_sigma=each(lognormal_sigma(t.prompt_tokens) for t in traffic),
+        hit_rate=each(t.prefix_cache_hit_rate for t in traffic),
+        output_p50=each(t.output_tokens.p50 for t in traffic),
+        output_sigma=each(lognormal_sigma(t.output_tokens) for t in traffic),
+        ttft_ms=each(r.workload.slo.ttft_ms for r in resolved),
+        tpot_ms=each(r.workload.slo.tpot_ms for r in resolved),
+        budget=each(r.workload.cluster.gpus for r in resolved),
+        paths=paths,
+        path=TransferPath.stack(paths),
+    )
 
 
 # --- the search -------------------------------------------------------------------------------
