@@ -146,3 +146,33 @@ def test_bisection_finds_what_the_whole_grid_finds(alone, monkeypatch):
     monkeypatch.setattr(colocated, "WHOLE_GRID_POINTS", 0)
     for one, many in zip(alone, decide_many(VARIANTS), strict=True):
         assert many.model_dump(mode="json") == one, one["workload"]
+
+
+@settings(max_examples=8, deadline=None)
+@given(
+    changes=st.lists(
+        st.fixed_dictionaries(
+            {
+                "model": st.sampled_from(["llama-3.1-8b", "llama-3.3-70b", "qwen3-32b"]),
+                "traffic.requests_per_second": st.floats(0.1, 40),
+                "traffic.prompt_tokens": st.sampled_from([128, 1024, 8192, 30000]),
+                "traffic.prefix_cache_hit_rate": st.sampled_from([0.0, 0.5, 0.9]),
+                "slo.tpot_ms": st.sampled_from([6, 12, 40]),
+                "slo.ttft_ms": st.sampled_from([300, 2000, 10000]),
+                "cluster.gpus": st.sampled_from([1, 2, 4, 8, 16, 64]),
+                "cluster.network": st.sampled_from(["ib-ndr-400", "tcp-10", "nvlink"]),
+            }
+        ),
+        min_size=6,
+        max_size=12,
+    )
+)
+def test_any_batch_equals_its_workloads_one_by_one(changes):
+    """Generated batches, bisection forced, blocks of 5: still each workload's own verdict."""
+    workloads = [load_workload_text(yaml.safe_dump(edited_example(**c))) for c in changes]
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(compare, "BLOCK_WORKLOADS", 5)
+        patch.setattr(colocated, "WHOLE_GRID_POINTS", 0)
+        batch = decide_many(workloads)
+    for w, verdict in zip(workloads, batch, strict=True):
+        assert verdict.model_dump(mode="json") == decide(w).model_dump(mode="json")
