@@ -11,9 +11,9 @@ then gives the rate a batch B carries in closed form:
 
     lam = B / (OSL t_empty + B u (t_full - t_empty) / (C - B))
 
-Every candidate (prompt, TP, chunk size C) is searched at once for its largest feasible batch
-B (by bisection on the batch grid, `frontier.bisect_edge`); the best feasible point per
-(prompt, TP) is the replica's capacity.
+Every candidate (row, TP, chunk size C) is searched at once for its largest feasible batch
+B (along the batch grid, or by bisection on it for many rows: `best_points`); the best point per
+(row, TP) is the replica's capacity.
 """
 
 from __future__ import annotations
@@ -136,7 +136,7 @@ def evaluate(at: Lines, batch, t_empty=None) -> ColocatedGrid:
 
 @dataclass(frozen=True)
 class ColocatedPoint:
-    """Best (chunk, batch) per (prompt, TP); rate 0 where no point meets the targets."""
+    """Best (chunk, batch) per (row, TP); rate 0 where no point meets the targets."""
 
     rate_per_s: np.ndarray
     chunk_index: np.ndarray

@@ -3,7 +3,8 @@
 Memory-bound: every step reads the weights (or the experts the batch touches) and every
 sequence's KV. A replica runs the largest batch whose step stays inside the TPOT target and
 whose KV fits in HBM; Little's law (batch = rate x output tokens x step time) turns that batch
-into requests per second. Arrays follow the calculator's axes (prompt, TP, chunk, batch).
+into requests per second. Arrays follow the calculator's axes (row, TP, chunk, batch), a row
+being one prompt length of one workload.
 """
 
 from __future__ import annotations
@@ -40,7 +41,7 @@ def memory_batch_limit(engine: Engine, lengths: Lengths):
 
 @dataclass(frozen=True)
 class DecodePoint:
-    """Best batch per (prompt, TP); rate is 0 where the TPOT target cannot be met."""
+    """Best batch per (row, TP); rate is 0 where the TPOT target cannot be met."""
 
     rate_per_s: np.ndarray
     batch: np.ndarray
