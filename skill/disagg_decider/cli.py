@@ -10,9 +10,10 @@ from __future__ import annotations
 import io
 import json
 import sys
+from collections.abc import Callable
 from enum import StrEnum
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 
@@ -96,6 +97,15 @@ def write_output(text: str, out_path: Path | None, force: bool) -> None:
     err().print(f"wrote {out_path}")
 
 
+def plain_text(print_into: Callable[[Any], None], width: int) -> str:
+    """What `print_into(console)` prints, as plain text for a file (no colours, fixed width)."""
+    from rich.console import Console
+
+    console = Console(record=True, width=width, file=io.StringIO())
+    print_into(console)
+    return console.export_text()
+
+
 def verdict_json(verdict: Verdict) -> str:
     return json.dumps(verdict.model_dump(mode="json"), indent=2, allow_nan=False)
 
@@ -155,11 +165,8 @@ def main_command(
 
         write_output(render_report(verdict, resolve(w, workload.parent)), out_file, force)
     elif out_file is not None:
-        from rich.console import Console
-
-        console = Console(record=True, width=110, file=open("/dev/null", "w"))  # noqa: SIM115
-        print_verdict(verdict, console)
-        write_output(console.export_text(), out_file, force)
+        text = plain_text(lambda console: print_verdict(verdict, console), 110)
+        write_output(text, out_file, force)
     else:
         print_verdict(verdict, out())
 
@@ -351,11 +358,8 @@ def batch_command(
     elif out_file is None:
         out().print(_batch_table(files, verdicts))
     else:
-        from rich.console import Console
-
-        console = Console(record=True, width=140, file=io.StringIO())
-        console.print(_batch_table(files, verdicts))
-        write_output(console.export_text(), out_file, force)
+        table = _batch_table(files, verdicts)
+        write_output(plain_text(lambda console: console.print(table), 140), out_file, force)
 
 
 def _workload_files(paths: list[Path]) -> list[Path]:

@@ -31,6 +31,7 @@ from disagg_decider.calc.search import (
     engine_for,
     group_key,
     members_of,
+    pinned_tps,
     search,
     transfer_times,
 )
@@ -71,7 +72,7 @@ def analyze_many(resolved: Sequence[Resolved]) -> list[Analysis]:
 
 def _tp_limits(r: Resolved) -> tuple:
     w = r.workload
-    pins = (w.parallelism.colocated_tp, w.parallelism.prefill_tp, w.parallelism.decode_tp)
+    pins = pinned_tps(w).values()
     return (min(w.cluster.gpus, w.cluster.gpus_per_node), *(p or 0 for p in pins))
 
 
@@ -96,8 +97,8 @@ def _analyze_block(resolved: list[Resolved]) -> list[Analysis]:
         crossovers = _crossovers(members, grid, own_prompts, found.gain)
     own = _Own.of(members, rows)
     colo = _colocated_results(own, found)
-    disagg = _disaggregated_results(own, found)
-    request = _per_request(own, disagg)
+    disagg, disagg_columns = _disaggregated_results(own, found)
+    request = _per_request(own, disagg_columns)
     out = []
     for k, r in enumerate(resolved):
         c, d = colo[k], disagg[k]
@@ -298,7 +299,10 @@ def _colocated_results(o: _Own, f: Found) -> list[ColocatedResult]:
     return _records(ColocatedResult, columns, _costs(o, replicas * tp, served))
 
 
-def _disaggregated_results(o: _Own, f: Found) -> list[DisaggregatedResult]:
+def _disaggregated_results(
+    o: _Own, f: Found
+) -> tuple[list[DisaggregatedResult], dict[str, np.ndarray]]:
+    """The records, and the columns they were built from (the per-request figures use them)."""
     i, j = f.best_pair[o.row, 0], f.best_pair[o.row, 1]
     p_tp, d_tp = f.tps[i].astype(float), f.tps[j].astype(float)
     p_rate, d_rate = f.prefill_rate[o.row, i, j], f.decode_rate[o.row, j]
@@ -336,7 +340,7 @@ def _disaggregated_results(o: _Own, f: Found) -> list[DisaggregatedResult]:
         "max_batch": _whole(f.decode_batch[o.row, j]),
         "transfer_ms_p99": transfer_p99,
     }
-    return _records(DisaggregatedResult, columns, _costs(o, gpus, served))
+    return _records(DisaggregatedResult, columns, _costs(o, gpus, served)), columns
 
 
 def _whole(batch: np.ndarray) -> np.ndarray:
@@ -354,12 +358,15 @@ def _records(model, columns: dict[str, np.ndarray], extra: list[dict]) -> list:
     ]
 
 
-def _per_request(o: _Own, disagg: list[DisaggregatedResult]) -> dict[str, list]:
-    """The per-request figures at the p50 prompt after prefix-cache hits, per workload."""
+def _per_request(o: _Own, disagg: dict[str, np.ndarray]) -> dict[str, list]:
+    """The per-request figures at the p50 prompt after prefix-cache hits, per workload.
+
+    `disagg` holds the disaggregated columns: the sized TP degrees and operating point.
+    """
     first = o.first
     model, kv_dtype = first.model, first.workload.kv_dtype
-    p_tp = np.array([[d.prefill_tp] for d in disagg], dtype=float)
-    d_tp = np.array([[d.decode_tp] for d in disagg], dtype=float)
+    p_tp = disagg["prefill_tp"].astype(float).reshape(-1, 1)
+    d_tp = disagg["decode_tp"].astype(float).reshape(-1, 1)
     p_engine, d_engine = engine_for(first, p_tp), engine_for(first, d_tp)
     p50 = o.lengths.prompt_p50
     u50 = p50 * o.lengths.uncached_share
@@ -368,12 +375,12 @@ def _per_request(o: _Own, disagg: list[DisaggregatedResult]) -> dict[str, list]:
     serial, layered, exposed = transfer_times(first, path, u50, prefill50, p_tp, d_tp)
     gb_per_s = path.gb_per_s(p_tp, d_tp)
     ctx = o.lengths.decode_context_mean
-    tpot = np.array([[d.tpot_p99_ms if d.tpot_p99_ms is not None else np.nan] for d in disagg])
+    # The step at the sized operating point, or at batch 1 where no size meets the SLO.
+    tpot = disagg["tpot_p99_ms"].reshape(-1, 1)
     step = np.where(np.isnan(tpot), decode.decode_step_ms(d_engine, 1.0, ctx), tpot)
     size = kv.kv_bytes(model, kv_dtype, u50)
-    per_token = kv.kv_bytes(model, kv_dtype, np.maximum(u50, 1.0)) / np.maximum(u50, 1.0)
-    replicas = np.array([d.decode_replicas for d in disagg], dtype=float)
-    threshold = _local_prefill_threshold(o, d_engine, replicas)
+    per_token = kv.kv_bytes_per_token(model, kv_dtype, np.maximum(u50, 1.0))
+    threshold = _local_prefill_threshold(o, d_engine, disagg["decode_replicas"].astype(float))
     flat = lambda a: np.ravel(a).tolist()  # noqa: E731
     return {
         "kv_bytes_per_token": flat(per_token),

@@ -28,9 +28,13 @@ def kv_bytes(model: ModelSpec, dtype: str, tokens):
     return total
 
 
-def kv_bytes_per_token(model: ModelSpec, dtype: str, context_tokens: float = 1.0) -> float:
-    """Average KV bytes per token at a given context (constant unless the model has windows)."""
-    return float(kv_bytes(model, dtype, context_tokens)) / context_tokens
+def kv_bytes_per_token(model: ModelSpec, dtype: str, context_tokens=1.0):
+    """Average KV bytes per token at a given context (constant unless the model has windows).
+
+    A float for one context, an array for an array of them.
+    """
+    per_token = kv_bytes(model, dtype, context_tokens) / np.asarray(context_tokens, dtype=float)
+    return float(per_token) if np.ndim(per_token) == 0 else per_token
 
 
 def kv_replication(model: ModelSpec, tp):

@@ -52,14 +52,15 @@ def group_key(r: Resolved) -> tuple:
     )
 
 
-def _pins(w: Workload) -> dict[str, int | None]:
+def pinned_tps(w: Workload) -> dict[str, int | None]:
+    """The TP degree the workload pins per role (`parallelism:`), None where it lets us choose."""
     p = w.parallelism
     return {"colocated": p.colocated_tp, "prefill": p.prefill_tp, "decode": p.decode_tp}
 
 
 def candidate_tps(members: Sequence[Resolved]) -> np.ndarray:
     """TP degrees a search evaluates: the usual ones plus any a workload pins."""
-    pins = {pin for r in members for pin in _pins(r.workload).values() if pin}
+    pins = {pin for r in members for pin in pinned_tps(r.workload).values() if pin}
     return np.array(sorted(set(TP_CANDIDATES) | pins))
 
 
@@ -76,7 +77,7 @@ def _tp_masks(
     limit = np.array([min(c.gpus, c.gpus_per_node) for c in clusters])
     free = np.isin(tps, TP_CANDIDATES) & (tps <= limit[:, None])  # TP1 is always among them
     warnings: list[list[str]] = [[] for _ in members]
-    pinned = [_pins(r.workload) for r in members]
+    pinned = [pinned_tps(r.workload) for r in members]
     masks = {}
     for role in ROLES:
         pins = np.array([p[role] or 0 for p in pinned])

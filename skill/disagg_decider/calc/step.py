@@ -88,12 +88,6 @@ class Engine:
         return kv.kv_bytes(self.model, self.kv_dtype, tokens) * self._kv_copies
 
 
-def allreduce_ms(engine: Engine, tokens):
-    """Two ring all-reduces of the hidden state per layer: bandwidth plus latency."""
-    per_token, fixed = engine.allreduce_coefficients
-    return per_token * tokens + fixed
-
-
 def iteration_ms(engine: Engine, decode_batch, decode_context, prefill_tokens, prefill_context):
     """Time of one forward pass.
 
@@ -134,6 +128,8 @@ class PassTerms:
         mfu = mfu * tokens / (tokens + eff.saturation_tokens)
         flops = b * self.decode_flops_per_sequence + prefill_flops
         compute_ms = (flops / mfu) * e.ms_per_flop
+        # Two ring all-reduces of the hidden state per layer: per-token bandwidth here, their
+        # latency in `fixed_ms`.
         all_reduce_ms = e.allreduce_coefficients[0] * tokens
         return np.maximum(memory_ms, compute_ms) + (all_reduce_ms + self.fixed_ms)
 
