@@ -18,6 +18,7 @@ from typing import Annotated, Any
 import typer
 
 from disagg_decider import __version__, catalog
+from disagg_decider.calibrate.cli import calibrate_command
 from disagg_decider.deploy.cli import deploy_command
 from disagg_decider.errors import UserError
 from disagg_decider.mcp_cli import mcp_app
@@ -140,6 +141,15 @@ def main_command(
             help="Extra rule file: adds rules, or replaces shipped ones with the same id.",
         ),
     ] = None,
+    calibration: Annotated[
+        Path | None,
+        typer.Option(
+            "--calibration",
+            metavar="FILE",
+            help="Calibration file from `decide calibrate`: its constants replace the defaults "
+            "for a matching model/GPU/engine (overrides the workload's calibration:).",
+        ),
+    ] = None,
     version: Annotated[bool, typer.Option("--version", help="Print the version.")] = False,
 ) -> None:
     if version:
@@ -155,7 +165,11 @@ def main_command(
 
     w = load_workload(workload)
     verdict = decide(
-        w, base_dir=workload.parent, rule_files=rules or [], overrides=parse_sets(sets or [])
+        w,
+        base_dir=workload.parent,
+        rule_files=rules or [],
+        overrides=parse_sets(sets or []),
+        calibration=calibration,
     )
     if fmt is Format.json:
         write_output(verdict_json(verdict), out_file, force)
@@ -227,6 +241,10 @@ def print_verdict(v: Verdict, console) -> None:
         console.print(f"[dim]scores: {scores or 'none'}; {how}[/]")
     for note in v.overrides_applied:
         console.print(f"[dim]override {note}[/]", highlight=False)
+    for note in v.calibration:
+        console.print(f"[dim]{note}[/]", highlight=False)
+    if v.slo_basis != "p99-under-load":
+        console.print(f"[dim]SLO basis: {v.slo_basis} (see warnings)[/]", highlight=False)
     if v.warnings:
         console.print()
     for w in v.warnings:
@@ -429,14 +447,33 @@ class CatalogKind(StrEnum):
     gpus = "gpus"
     models = "models"
     links = "links"
+    calibration = "calibration"
 
 
 @app.command("catalog")
 def catalog_command(
-    kind: Annotated[CatalogKind, typer.Argument(help="gpus, models or links")],
+    kind: Annotated[CatalogKind, typer.Argument(help="gpus, models, links or calibration")],
+    file: Annotated[
+        Path | None,
+        typer.Argument(metavar="FILE", help="With `calibration`: the calibration file to show."),
+    ] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print JSON with sources.")] = False,
 ) -> None:
-    """List the GPUs, models and network links the calculator knows, with their figures."""
+    """List the GPUs, models and network links the calculator knows, with their figures.
+
+    `decide catalog calibration FILE` shows the calibrated entries of a calibration file.
+    """
+    if kind is CatalogKind.calibration:
+        if file is None:
+            raise UserError("decide catalog calibration FILE: give the calibration file to show")
+        from disagg_decider.calibrate.file import load_calibration
+
+        cal = load_calibration(file)
+        if as_json:
+            sys.stdout.write(json.dumps(cal.model_dump(mode="json"), indent=2) + "\n")
+            return
+        _print_calibrated(cal, file)
+        return
     table_of = {"gpus": catalog.gpus, "models": catalog.models, "links": catalog.links}
     records = {r.id: r for r in table_of[kind.value]().values()}
     if as_json:
@@ -460,6 +497,23 @@ def catalog_command(
     out().print(table)
 
 
+def _print_calibrated(cal, file: Path) -> None:
+    """One line per entry: what it applies to, its constants and how well they fit."""
+    console = out()
+    console.print(f"[bold]calibrated entries[/] in {file}", highlight=False)
+    for e in cal.entries:
+        c = e.efficiency
+        files = ", ".join(d.file for d in e.data)
+        console.print(
+            f"{e.label()}: prefill_mfu {c.prefill_mfu:.3g}, decode_mbu {c.decode_mbu:.3g}, "
+            f"step_overhead_ms {c.step_overhead_ms:.3g}; residual error {e.error_text()}; "
+            f"from {files}",
+            highlight=False,
+        )
+        for w in e.warnings:
+            console.print(f"[yellow]warning:[/] {w}", highlight=False)
+
+
 def _model_shape(m: catalog.ModelSpec) -> str:
     parts = ["MLA" if m.mla else "GQA"]
     if m.sliding_window_layers:
@@ -477,6 +531,7 @@ app.command("deploy")(deploy_command)
 app.command("render")(render_command)
 app.add_typer(mcp_app, name="mcp")
 register_simulator(app)  # decide simulate, decide sweep, decide trace summarize
+app.command("calibrate")(calibrate_command)
 
 
 def readable_metavars(command) -> None:

@@ -25,6 +25,7 @@ def decide(
     overrides: Mapping[str, Any] | None = None,
     overrides_source: str = "--set",
     rulebook: LoadedRulebook | None = None,
+    calibration: Path | None = None,
 ) -> Verdict:
     """`overrides` (from `--set`, or an MCP call) apply after the workload's `overrides:` block.
 
@@ -39,6 +40,7 @@ def decide(
         overrides=overrides,
         overrides_source=overrides_source,
         rulebook=rulebook,
+        calibration=calibration,
     )[0]
 
 
@@ -50,12 +52,14 @@ def decide_many(
     overrides: Mapping[str, Any] | None = None,
     overrides_source: str = "--set",
     rulebook: LoadedRulebook | None = None,
+    calibration: Path | None = None,
 ) -> list[Verdict]:
     """One verdict per workload, in order, each equal to `decide` on it alone.
 
     The calculator searches workloads that share a model, GPU and engine together
     (`calc.compare.analyze_many`), so a sweep costs a fraction of a decision per workload.
     `base_dir` (where relative `hf_config` paths start) may be one folder or one per workload.
+    `calibration` (`--calibration`) replaces each workload's own `calibration:` file.
     """
     if base_dir is None or isinstance(base_dir, Path):
         base_dirs: Sequence[Path | None] = [base_dir] * len(workloads)
@@ -66,12 +70,46 @@ def decide_many(
     else:
         loaded = load_files(list(rule_files), seed=rulebook) if rule_files else rulebook
     with _cycle_collector_paused():
-        resolved = [resolve(w, d) for w, d in zip(workloads, base_dirs, strict=True)]
-        analyses = analyze_many(resolved)
-        return [
+        calibrated = [
+            _calibrated(w, d, calibration) for w, d in zip(workloads, base_dirs, strict=True)
+        ]
+        resolved = [resolve(c.workload, d) for c, d in zip(calibrated, base_dirs, strict=True)]
+        analyses = [_on_basis(r, a) for r, a in zip(resolved, analyze_many(resolved), strict=True)]
+        verdicts = [
             _verdict(loaded, r, a, overrides or {}, overrides_source)
             for r, a in zip(resolved, analyses, strict=True)
         ]
+        return [
+            v.model_copy(
+                update={
+                    "calibration": c.notes,
+                    "warnings": [*v.warnings, *c.warnings],
+                    "slo_basis": r.workload.slo.basis,
+                }
+            )
+            if c.notes or c.warnings or r.workload.slo.basis != "p99-under-load"
+            else v
+            for v, c, r in zip(verdicts, calibrated, resolved, strict=True)
+        ]
+
+
+def _calibrated(workload: Workload, base_dir: Path | None, cli: Path | None):
+    """The workload with its calibration file's constants (calibrate/apply.py)."""
+    from disagg_decider.calibrate.apply import Applied, apply_calibration, calibration_path
+
+    path = calibration_path(workload, base_dir, cli)
+    if path is None:
+        return Applied(workload, [], [])
+    return apply_calibration(workload, path)
+
+
+def _on_basis(r: Resolved, a: Analysis) -> Analysis:
+    """`slo.basis: static` re-sizes both modes as static-batch planners do (calc/static.py)."""
+    if r.workload.slo.basis != "static":
+        return a
+    from disagg_decider.calc.static import static_analysis
+
+    return static_analysis(r, a)
 
 
 @contextmanager

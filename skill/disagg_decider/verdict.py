@@ -105,3 +105,5 @@ class Verdict(_Out):
     thresholds: dict[str, Any]
     overrides_applied: list[str]
     warnings: list[str]
+    calibration: list[str] = []  # constants taken from a calibration file, with their residuals
+    slo_basis: str = "p99-under-load"

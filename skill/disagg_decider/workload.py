@@ -62,6 +62,14 @@ class Slo(_Strict):
 
     ttft_ms: float = Field(gt=0)
     tpot_ms: float = Field(gt=0)
+    basis: Literal["p99-under-load", "static"] = Field(
+        default="p99-under-load",
+        description=(
+            "p99-under-load: p99 TTFT/TPOT at the workload's Poisson rate (queueing included); "
+            "static: TTFT of a batch with no queue and mean TPOT, the batch maximising "
+            "throughput per GPU, as AIConfigurator and Dynamo's planner size (calc/static.py)"
+        ),
+    )
 
 
 class CustomNetwork(_Strict):
@@ -157,6 +165,10 @@ class Workload(_Strict):
     cost: Cost = Cost()
     parallelism: Parallelism = Parallelism()
     efficiency: Efficiency = Efficiency()
+    calibration: Path | None = Field(
+        default=None,
+        description="calibration file from `decide calibrate` (relative to this file)",
+    )
     overrides: dict[str, float | int | bool | str] = Field(
         default_factory=dict, description="rulebook parameter overrides, by name"
     )
