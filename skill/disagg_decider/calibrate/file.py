@@ -33,7 +33,7 @@ class Constants(_Strict):
 class DataFile(_Strict):
     file: str
     sha256: str
-    format: Literal["vllm", "sglang", "aiperf"]
+    format: Literal["vllm", "sglang", "aiperf", "microbench"]
     runs: int
 
 
