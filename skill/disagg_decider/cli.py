@@ -202,7 +202,10 @@ def print_verdict(v: Verdict, console) -> None:
     console.print(f"[bold {color}]{headline}[/]  {v.workload}  ({v.model} on {v.gpu})")
     console.print(v.summary, highlight=False)
     console.print()
-    table = Table(title="Both modes on the same GPUs, same p99 targets", title_justify="left")
+    title = "Both modes on the same GPUs, same p99 targets"
+    if v.slo_basis == "static":
+        title = "Both modes on the same GPUs, static basis (no queueing; TTFT/TPOT rows are static)"
+    table = Table(title=title, title_justify="left")
     for col in ("", "colocated", "disaggregated"):
         table.add_column(col, justify="right" if col else "left")
     c, d = v.colocated, v.disaggregated
