@@ -307,3 +307,13 @@ def test_gpu_microbench_skips_cleanly_and_writes_ceilings_as_a_calibration(tmp_p
     assert entry.efficiency.prefill_mfu == pytest.approx(700 / 989.4, rel=1e-3)
     assert entry.efficiency.decode_mbu == pytest.approx(2800 / 3350, rel=1e-3)
     assert "step_overhead_ms" in entry.held
+
+
+def test_simulate_runs_on_the_calibrated_constants(tmp_path, calibration_file):
+    from disagg_decider.sim.cli import _load
+
+    (tmp_path / "cal.yaml").write_text(calibration_file.read_text())
+    w = _chat_workload(tmp_path, calibration="cal.yaml")
+    _, resolved, verdict = _load(w)
+    assert resolved.workload.efficiency.decode_mbu == pytest.approx(0.62, rel=0.05)
+    assert verdict.calibration

@@ -89,3 +89,10 @@ def _pick(workload: Workload, entries: list[Entry]) -> tuple[Entry, str]:
                 return e, ""
     e = entries[0]
     return e, f" (measured at TP{e.tp}; applied to every TP degree searched)"
+
+
+def calibrated_workload(workload: Workload, base_dir: Path | None) -> Workload:
+    """The workload with its own `calibration:` file applied (front ends that resolve it
+    themselves, e.g. `decide simulate`, so the simulator runs on the constants the verdict used)."""
+    path = calibration_path(workload, base_dir, None)
+    return workload if path is None else apply_calibration(workload, path).workload

@@ -72,11 +72,13 @@ def register(app: typer.Typer) -> None:
 
 
 def _load(workload: Path):
+    from disagg_decider.calibrate.apply import calibrated_workload
     from disagg_decider.decide import decide
     from disagg_decider.workload import load_workload, resolve
 
     w = load_workload(workload)
-    return w, resolve(w, workload.parent), decide(w, base_dir=workload.parent)
+    calibrated = calibrated_workload(w, workload.parent)  # the constants the verdict uses
+    return w, resolve(calibrated, workload.parent), decide(w, base_dir=workload.parent)
 
 
 class _Progress:
