@@ -317,3 +317,17 @@ def test_simulate_runs_on_the_calibrated_constants(tmp_path, calibration_file):
     _, resolved, verdict = _load(w)
     assert resolved.workload.efficiency.decode_mbu == pytest.approx(0.62, rel=0.05)
     assert verdict.calibration
+
+
+def test_genai_perf_export_with_top_level_concurrency_parses():
+    doc = {
+        "request_throughput": {"unit": "requests/sec", "avg": 4.0},
+        "time_to_first_token": {"unit": "ms", "avg": 120.0, "p99": 300.0},
+        "inter_token_latency": {"unit": "ms", "avg": 15.0},
+        "output_token_throughput": {"unit": "tokens/sec", "avg": 800.0},
+        "input_sequence_length": {"unit": "tokens", "avg": 512.0},
+        "output_sequence_length": {"unit": "tokens", "avg": 200.0},
+        "input_config": {"model": ["m"], "concurrency": 8, "endpoint_type": "chat"},
+    }
+    (run,) = readers.parse_text(json.dumps(doc), "profile_export_genai_perf.json")
+    assert run.format == "aiperf" and run.concurrency == 8 and run.tpot_ms == 15.0

@@ -17,7 +17,7 @@ def calibrate_command(
     results: Annotated[
         list[Path],
         typer.Argument(
-            metavar="RESULTS...",
+            metavar="RESULTS",
             help="vllm bench serve --save-result JSON, AIPerf/GenAI-Perf profile export JSON or "
             "SGLang bench_serving JSONL files (format detected from their keys).",
         ),

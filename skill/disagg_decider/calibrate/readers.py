@@ -127,11 +127,7 @@ def _records(text: str, source: str) -> list[tuple[str, dict]]:
         return [(w, _object(o, source, w)) for w, o in out]
     if isinstance(doc, list):
         return [(f"run {i + 1}", _object(o, source, f"run {i + 1}")) for i, o in enumerate(doc)]
-    return (
-        [("run 1", _object(doc, source, "run 1"))]
-        if isinstance(doc, dict)
-        else [("run 1", _object(doc, source, "the document"))]
-    )
+    return [("run 1", _object(doc, source, "the document"))]
 
 
 def _object(obj: Any, source: str, where: str) -> dict:
