@@ -69,8 +69,14 @@ def at_batch(engine: Engine, runs: Runs, chunk_tokens: float, batch) -> Replica:
     t_full = iteration_ms(engine, b, context, k, np.maximum(prompt - k, 0.0) / 2.0)
     slow = t_full - t_empty
     rate_per_ms = b / (decode_steps * t_empty + b * per_prompt * slow)
-    tpot = t_empty + b * per_prompt * slow / decode_steps
     service = per_prompt * t_full
+    # What a request sees differs from the time average (inspection paradox): it decodes beside
+    # the others in flight (b + 1 sequences, Poisson arrivals seeing time averages), and the
+    # prompts that queued behind its own prefill (rho of them on average) are prefilled during
+    # its first iterations.
+    seen_empty = iteration_ms(engine, b + 1.0, context, 0.0, 0.0)
+    behind = rate_per_ms * service * per_prompt * slow
+    tpot = seen_empty + (b * per_prompt * slow + behind) / decode_steps
     return Replica(
         batch=b,
         rate_per_s=rate_per_ms * 1e3,

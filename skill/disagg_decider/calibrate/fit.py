@@ -188,7 +188,13 @@ def fit(runs: list[Run], target: Target) -> Fit:
     fitted = {n: float(getattr(eff, n)) for n in names}
     for n, v in fitted.items():
         lo, hi = BOUNDS[n]
-        if n != "step_overhead_ms" and (math.isclose(v, lo) or math.isclose(v, hi)):
+        if n == "step_overhead_ms":
+            if v < 0.05:
+                warnings.append(
+                    "step_overhead_ms fitted to 0: decode MBU absorbs the fixed cost of a step "
+                    "(it reads low); runs at more loads and context lengths separate the two"
+                )
+        elif math.isclose(v, lo) or math.isclose(v, hi):
             warnings.append(f"{n} = {v:.3g} is at the edge of its range: the fit is not reliable")
     worst = max((abs(r.error) for r in residuals if r.error is not None), default=math.inf)
     if worst > POOR_FIT:
