@@ -65,7 +65,8 @@ def main() -> int:
     print("  constants       simulated with   fitted on half")
     for name in fit.FITTED:
         fitted = result.fitted.get(name, float("nan"))
-        print(f"  {name:<17} {getattr(TRUE, name):>10.3f} {fitted:>16.3f}")
+        se = result.uncertainty.get(name, float("nan"))
+        print(f"  {name:<17} {getattr(TRUE, name):>10.3f} {fitted:>16.3f}  (+/-{se:.1%})")
     for w in result.warnings:
         print(f"  warning: {w}")
     print()

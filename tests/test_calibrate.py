@@ -80,6 +80,13 @@ def test_fit_on_simulated_runs_predicts_them_and_states_its_bias(tmp_path):
     result = fit.fit(runs, TARGET)
     assert result.efficiency.prefill_mfu == pytest.approx(TRUE.prefill_mfu, rel=0.05)
     assert result.efficiency.decode_mbu == pytest.approx(TRUE.decode_mbu, rel=0.12)
+    # The reported standard error covers the miss (within three of them) ...
+    miss = abs(result.efficiency.decode_mbu / TRUE.decode_mbu - 1)
+    assert miss <= max(0.05, 3 * result.uncertainty["decode_mbu"])
+    # ... and calculated runs, which the model reproduces exactly, leave nothing uncertain.
+    exact = fit.fit(readers.read_results(_write_calculated(tmp_path, "vllm"))[0], TARGET)
+    assert max(exact.uncertainty.values()) < 0.01
+    assert not any("loosely" in w for w in exact.warnings)
     errors = [abs(r.error) for r in result.residuals]
     assert np.median(errors) < 0.03 and max(errors) < 0.08
 

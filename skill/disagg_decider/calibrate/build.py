@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 
 from disagg_decider.calibrate import fit as fitting
@@ -61,6 +62,7 @@ def calibrate(
         ),
         fitted=list(result.fitted),
         held=result.held,
+        uncertainty={k: round(v, 4) for k, v in result.uncertainty.items() if math.isfinite(v)},
         residuals={
             k: None if v is None else round(v, 4)
             for k, v in fitting.summary(result.residuals).items()

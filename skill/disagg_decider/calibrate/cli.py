@@ -95,7 +95,11 @@ def print_calibration(cal, out_file: Path | None) -> None:
     console = Console()
     for e in cal.entries:
         console.print(f"[bold]calibration[/] {e.label()}", highlight=False)
-        fitted = ", ".join(f"{k} {getattr(e.efficiency, k):.3g}" for k in e.fitted)
+        fitted = ", ".join(
+            f"{k} {getattr(e.efficiency, k):.3g}"
+            + (f" (+/-{e.uncertainty[k]:.0%})" if k in e.uncertainty else "")
+            for k in e.fitted
+        )
         console.print(f"fitted: {fitted}; residual error {e.error_text()}", highlight=False)
         for name, why in e.held.items():
             console.print(f"held: {name} ({why})", highlight=False)

@@ -63,6 +63,7 @@ class Entry(_Strict):
     efficiency: Constants
     fitted: list[str]
     held: dict[str, str] = {}
+    uncertainty: dict[str, float] = {}  # one standard error, relative to the fitted value
     residuals: dict[str, float | None]  # median / worst absolute relative error per metric
     warnings: list[str] = []
     data: list[DataFile]

@@ -31,6 +31,7 @@ BOUNDS = {"prefill_mfu": (0.02, 1.0), "decode_mbu": (0.05, 1.0), "step_overhead_
 METRICS = ("ttft_ms", "tpot_ms", "output_tokens_per_s")
 MISSING_PENALTY = 3.0  # log-error charged where a candidate predicts no value (saturated)
 POOR_FIT = 0.25
+LOOSE = 0.05  # relative standard error above which a fitted constant is reported as loose
 SATURATED = 0.8  # an open-loop run that completed less than this share of its rate saturated
 
 
@@ -72,6 +73,7 @@ class Fit:
     held: dict[str, str]  # constants kept at their default, with why
     residuals: list[Residual]
     warnings: list[str]
+    uncertainty: dict[str, float] = field(default_factory=dict)  # 1-sigma, relative to value
 
 
 def measured_values(run: Run) -> dict[str, float]:
@@ -183,6 +185,7 @@ def fit(runs: list[Run], target: Target) -> Fit:
 
     x = _grid_start(names, errors)
     x = _levenberg_marquardt(errors, x, names)
+    uncertainty = _relative_std_errors(errors, x, names)
     eff = eff_of(x)
     residuals = predict_runs(target, eff, runs)
     fitted = {n: float(getattr(eff, n)) for n in names}
@@ -203,7 +206,39 @@ def fit(runs: list[Run], target: Target) -> Fit:
             "runs well (speculative decoding, prefix caching, CPU-bound serving or a different "
             "batch/chunk setting than --max-batch/--chunk-tokens can cause this)"
         )
-    return Fit(eff, fitted, held, residuals, warnings)
+    loose = {n: u for n, u in uncertainty.items() if n != "step_overhead_ms" and u > LOOSE}
+    if loose:
+        spread = ", ".join(f"{n} +/-{u:.0%}" for n, u in loose.items())
+        warnings.append(
+            f"loosely determined by these runs ({spread}, one standard error): decode MBU and the "
+            "step overhead trade off along the step time; runs at more loads and longer contexts "
+            "pin them"
+        )
+    return Fit(eff, fitted, held, residuals, warnings, uncertainty)
+
+
+def _relative_std_errors(errors, x: np.ndarray, names: list[str]) -> dict[str, float]:
+    """One standard error of each constant, relative to its value: s^2 (J^T J)^-1 with s^2 the
+    residual variance (log errors), the usual least-squares estimate. Empty when the runs give
+    no degrees of freedom."""
+    r = errors(x)
+    dof = r.size - x.size
+    if dof <= 0:
+        return {}
+    jac = np.empty((r.size, x.size))
+    for j in range(x.size):
+        h = max(abs(x[j]) * 1e-4, 1e-6)
+        step = x.copy()
+        step[j] += h
+        jac[:, j] = (errors(step) - r) / h
+    try:
+        cov = np.linalg.pinv(jac.T @ jac) * float(r @ r) / dof
+    except np.linalg.LinAlgError:
+        return {}
+    se = np.sqrt(np.maximum(np.diag(cov), 0.0))
+    return {
+        n: float(se[i] / abs(x[i])) if abs(x[i]) > 1e-9 else math.inf for i, n in enumerate(names)
+    }
 
 
 def _clip(name: str, value: float) -> float:
