@@ -338,3 +338,11 @@ def test_genai_perf_export_with_top_level_concurrency_parses():
     }
     (run,) = readers.parse_text(json.dumps(doc), "profile_export_genai_perf.json")
     assert run.format == "aiperf" and run.concurrency == 8 and run.tpot_ms == 15.0
+
+
+def test_markdown_report_states_the_calibrated_constants(tmp_path, calibration_file):
+    w = _chat_workload(tmp_path)
+    proc = run_cli("-w", str(w), "--format", "markdown", "--calibration", str(calibration_file))
+    assert proc.returncode == 0, proc.stderr
+    assert "**Calibrated:**" in proc.stdout
+    assert "decode memory-bandwidth utilisation 0.62" in proc.stdout

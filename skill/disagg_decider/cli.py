@@ -174,10 +174,17 @@ def main_command(
     if fmt is Format.json:
         write_output(verdict_json(verdict), out_file, force)
     elif fmt is Format.markdown:
+        from disagg_decider.calibrate.apply import apply_calibration, calibrated_workload
         from disagg_decider.render.report import render_report
         from disagg_decider.workload import resolve
 
-        write_output(render_report(verdict, resolve(w, workload.parent)), out_file, force)
+        # the report states the constants the verdict used
+        shown = (
+            apply_calibration(w, calibration).workload
+            if calibration is not None
+            else calibrated_workload(w, workload.parent)
+        )
+        write_output(render_report(verdict, resolve(shown, workload.parent)), out_file, force)
     elif out_file is not None:
         text = plain_text(lambda console: print_verdict(verdict, console), 110)
         write_output(text, out_file, force)
