@@ -346,3 +346,15 @@ def test_markdown_report_states_the_calibrated_constants(tmp_path, calibration_f
     assert proc.returncode == 0, proc.stderr
     assert "**Calibrated:**" in proc.stdout
     assert "decode memory-bandwidth utilisation 0.62" in proc.stdout
+
+
+def test_batch_applies_one_calibration_to_every_workload(tmp_path, calibration_file):
+    w = _chat_workload(tmp_path)
+    proc = run_cli(
+        "batch", str(w), str(ROOT / "examples" / "rag-8k-h200-rdma-dynamo.yaml"),
+        "--format", "jsonl", "--calibration", str(calibration_file),
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    chat, rag = (json.loads(line) for line in proc.stdout.splitlines())
+    assert chat["calibration"] and not rag["calibration"]
+    assert any("no entry for llama-3.3-70b" in x for x in rag["warnings"])

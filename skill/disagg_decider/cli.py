@@ -348,6 +348,14 @@ def batch_command(
         list[Path] | None,
         typer.Option("--rules", metavar="FILE", help="Extra rule file, as for `decide`."),
     ] = None,
+    calibration: Annotated[
+        Path | None,
+        typer.Option(
+            "--calibration",
+            metavar="FILE",
+            help="Calibration file for every workload (replaces their own calibration:).",
+        ),
+    ] = None,
 ) -> None:
     """Decide many workloads at once: the fast path for sweeps and scripts.
 
@@ -370,6 +378,7 @@ def batch_command(
         base_dir=[f.parent for f in files],
         rule_files=rules or [],
         overrides=parse_sets(sets or []),
+        calibration=calibration,
     )
     if fmt is BatchFormat.json:
         items = [

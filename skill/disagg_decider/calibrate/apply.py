@@ -9,10 +9,11 @@ sets itself in `efficiency:` are kept over the calibration. No match is reported
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import lru_cache
 from pathlib import Path
 
 from disagg_decider import catalog
-from disagg_decider.calibrate.file import Entry, load_calibration
+from disagg_decider.calibrate.file import Calibration, Entry, load_calibration
 from disagg_decider.workload import Workload
 
 FIELDS = ("prefill_mfu", "decode_mbu", "step_overhead_ms")
@@ -35,8 +36,22 @@ def calibration_path(workload: Workload, base_dir: Path | None, cli: Path | None
     return ref if ref.is_absolute() or base_dir is None else base_dir / ref
 
 
+@lru_cache(maxsize=32)
+def _loaded(path: str, mtime_ns: int) -> Calibration:
+    """One parse per file and version: a batch applies one file to many workloads."""
+    return load_calibration(Path(path))
+
+
+def _load(path: Path) -> Calibration:
+    try:
+        mtime = path.stat().st_mtime_ns
+    except OSError:
+        return load_calibration(path)  # names the problem (missing file, ...)
+    return _loaded(str(path.resolve()), mtime)
+
+
 def apply_calibration(workload: Workload, path: Path) -> Applied:
-    cal = load_calibration(path)
+    cal = _load(path)
     model_id = _model_id(workload)
     gpu_id = catalog.get_gpu(workload.cluster.gpu).id
     matching = [
