@@ -358,3 +358,14 @@ def test_batch_applies_one_calibration_to_every_workload(tmp_path, calibration_f
     chat, rag = (json.loads(line) for line in proc.stdout.splitlines())
     assert chat["calibration"] and not rag["calibration"]
     assert any("no entry for llama-3.3-70b" in x for x in rag["warnings"])
+
+
+def test_workload_far_from_the_calibrated_prompts_is_warned(tmp_path, calibration_file):
+    data = yaml.safe_load((ROOT / "examples" / "chat-short-colocate.yaml").read_text())
+    data["traffic"]["prompt_tokens"] = {"p50": 32000, "p99": 60000}
+    w = tmp_path / "long.yaml"
+    w.write_text(yaml.safe_dump(data))
+    verdict = json.loads(
+        run_cli("-w", str(w), "--format", "json", "--calibration", str(calibration_file)).stdout
+    )
+    assert any("measured on prompts of 1,024-4,096 tokens" in x for x in verdict["warnings"])

@@ -86,6 +86,7 @@ def apply_calibration(workload: Workload, path: Path) -> Applied:
     if kept:
         notes.append(f"efficiency.{', '.join(kept)} set in the workload: kept over the calibration")
     warnings = [f"calibration {path.name}: {w}" for w in entry.warnings]
+    warnings += _range_warnings(workload, entry, path.name)
     return Applied(workload.model_copy(update={"efficiency": eff}), notes, warnings)
 
 
@@ -111,3 +112,18 @@ def calibrated_workload(workload: Workload, base_dir: Path | None) -> Workload:
     themselves, e.g. `decide simulate`, so the simulator runs on the constants the verdict used)."""
     path = calibration_path(workload, base_dir, None)
     return workload if path is None else apply_calibration(workload, path).workload
+
+
+def _range_warnings(workload: Workload, entry: Entry, name: str) -> list[str]:
+    """A workload far outside the prompt lengths the runs covered extrapolates the constants."""
+    prompts = [p.prompt_tokens for p in entry.points]
+    if not prompts:
+        return []
+    lo, hi = min(prompts), max(prompts)
+    p50 = workload.traffic.prompt_tokens.p50
+    if lo / 2 <= p50 <= hi * 2:
+        return []
+    return [
+        f"calibration {name}: measured on prompts of {lo:,.0f}-{hi:,.0f} tokens; this workload's "
+        f"p50 of {p50:,.0f} extrapolates the fitted constants"
+    ]
