@@ -369,3 +369,12 @@ def test_workload_far_from_the_calibrated_prompts_is_warned(tmp_path, calibratio
         run_cli("-w", str(w), "--format", "json", "--calibration", str(calibration_file)).stdout
     )
     assert any("measured on prompts of 1,024-4,096 tokens" in x for x in verdict["warnings"])
+
+
+def test_aiperf_metrics_nested_under_records_parse():
+    run = synthetic.calculated_run(TARGET.engine_with(TRUE), 1024, 256, concurrency=4)
+    doc = json.loads(synthetic.aiperf_json(run))
+    nested = {"records": {k: v for k, v in doc.items() if k != "input_config"}}
+    nested["input_config"] = doc["input_config"]
+    (parsed,) = readers.parse_text(json.dumps(nested), "old-aiperf.json")
+    assert parsed.concurrency == 4 and parsed.ttft_ms == pytest.approx(run.ttft_ms[0])

@@ -150,6 +150,9 @@ def detect_format(obj: dict) -> str | None:
 
 
 def parse_record(obj: dict, source: str, where: str) -> Run:
+    records = obj.get("records")
+    if isinstance(records, dict) and isinstance(records.get("time_to_first_token"), dict):
+        obj = {**records, **{k: v for k, v in obj.items() if k != "records"}}  # early AIPerf
     fmt = detect_format(obj)
     if fmt == "aiperf":
         return _aiperf(obj, _Fields(obj, source, where))
