@@ -19,7 +19,7 @@ import typer
 
 from disagg_decider import __version__, catalog
 from disagg_decider.deploy.cli import deploy_command
-from disagg_decider.errors import UserError
+from disagg_decider.errors import UserError, excerpt
 from disagg_decider.mcp_cli import mcp_app
 from disagg_decider.render.cli import render_command
 from disagg_decider.rules.cli import rules_app, schema_command
@@ -75,7 +75,9 @@ def parse_sets(pairs: list[str]) -> dict[str, str]:
     for pair in pairs:
         name, sep, value = pair.partition("=")
         if not sep or not name.strip():
-            raise UserError(f"--set {pair!r}: expected PARAMETER=VALUE, e.g. --set min_gain=1.2")
+            raise UserError(
+                f"--set {excerpt(pair)}: expected PARAMETER=VALUE, e.g. --set min_gain=1.2"
+            )
         result[name.strip()] = value.strip()
     return result
 
