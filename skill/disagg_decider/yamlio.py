@@ -5,6 +5,7 @@ times faster and builds the same plain Python data): tags such as `!!python/obje
 rejected, and nothing read from a workload or rule file is evaluated as code.
 
 On top of the safe loader, a document is bounded before any Python object is built from it:
+- at most `MAX_ITEMS` lines and commas (a cheap count that keeps parsing under a second);
 - aliases may be used, but the document they expand to is capped at `MAX_EXPANDED_NODES`
   nodes (a ten-level "billion laughs" bomb is refused in microseconds, wherever it sits);
 - nesting is capped at `MAX_DEPTH` levels;
@@ -24,6 +25,7 @@ from disagg_decider.userfiles import CONFIG_MAX_BYTES, read_text
 
 MAX_EXPANDED_NODES = 100_000
 MAX_DEPTH = 64
+MAX_ITEMS = 20_000  # lines + commas: the shipped rulebook has ~400, a workload ~50
 
 _Base = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 
@@ -107,6 +109,15 @@ def _check_bounds(root: Node) -> None:
 
 
 def load_yaml_text(text: str, source: str) -> Any:
+    # Parsing costs ~5 us per value; a megabyte of "1, 1, 1" would take seconds, so count first.
+    items = text.count(",") + text.count("\n")
+    if items > MAX_ITEMS:
+        error = UserError(
+            f"{source}: {items:,} lines and list items; at most {MAX_ITEMS:,} are read (a "
+            "workload is a few dozen lines)"
+        )
+        error.line = None
+        raise error
     try:
         return yaml.load(text, Loader=_BoundedLoader)
     except _Refused as exc:
