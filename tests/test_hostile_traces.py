@@ -146,4 +146,4 @@ def test_source_name_with_markup_prints_literally(tmp_path, capsys):
     path.write_text(HEADER + "1,5,6\n2,7,8\n", encoding="utf-8")
     result = run_decide(capsys, "trace", "summarize", str(path))
     assert result.code == 0, result.stderr
-    assert "[link=evil.example]x[-link].csv" in result.stdout
+    assert "[link=evil.example]x[-link].csv" in result.stdout.replace("\n", "")
