@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import os
 import sys
 import time
@@ -97,6 +98,6 @@ def alias_bomb(levels: int = BOMB_LEVELS) -> tuple[str, str]:
     """A 'billion laughs' block (each level lists the previous ten times) and its top anchor."""
     names = [f"l{i}" for i in range(levels)]
     lines = ["bomb:", f"  - &{names[0]} [lol, lol, lol, lol, lol, lol, lol, lol, lol, lol]"]
-    for prev, name in zip(names, names[1:], strict=False):
+    for prev, name in itertools.pairwise(names):
         lines.append(f"  - &{name} [" + ", ".join([f"*{prev}"] * 10) + "]")
     return "\n".join(lines) + "\n", names[-1]

@@ -173,8 +173,10 @@ def hf_workload(tmp_path: Path, target: str) -> Path:
         (lambda d: str(_loop(d)), "symlink loop"),
         (lambda d: str(_json(d, "[" * 100_000 + "]" * 100_000)), "nested deeper"),
         (lambda d: str(_json(d, json.dumps(LLAMA_8B_CONFIG)[:-1] + ', "x": 1e400}')), "JSON"),
-        (lambda d: str(_json(d, json.dumps({**LLAMA_8B_CONFIG, "vocab_size": float("nan")}))),
-         "NaN"),
+        (
+            lambda d: str(_json(d, json.dumps({**LLAMA_8B_CONFIG, "vocab_size": float("nan")}))),
+            "NaN",
+        ),
         (lambda d: str(_json(d, " " * 1_000_001)), "larger than 1,000,000 bytes"),
     ],
     ids=["dev-zero", "fifo", "directory", "symlink-loop", "deep-json", "1e400", "nan", "big"],
@@ -271,9 +273,7 @@ def test_control_and_bidi_characters_in_a_name_are_refused(tmp_path, capsys, bad
     assert "\x1b" not in result.stderr and "\u202e" not in result.stderr
 
 
-def test_control_characters_in_a_description_are_refused_but_newlines_are_fine(
-    tmp_path, capsys
-):
+def test_control_characters_in_a_description_are_refused_but_newlines_are_fine(tmp_path, capsys):
     ok = write_data(tmp_path, workload_data(description="line one\nline two\tend"), "ok.yaml")
     assert run_decide(capsys, "--workload", str(ok), "--format", "json").code == 0
     bad = write_data(tmp_path, workload_data(description="see \x1b]0;pwned\x07"), "bad.yaml")
