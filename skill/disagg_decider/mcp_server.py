@@ -22,7 +22,7 @@ from mcp.types import CallToolResult, TextContent, ToolAnnotations
 from pydantic import ValidationError
 
 from disagg_decider import __version__, catalog, mcp_tools
-from disagg_decider.errors import UserError, clip
+from disagg_decider.errors import UserError, clip, excerpt
 from disagg_decider.rules.loader import rulebook_dir
 from disagg_decider.userfiles import FilePolicy, confined_policy, file_policy
 from disagg_decider.workload import format_validation_error
@@ -77,7 +77,7 @@ class DeciderServer(MCPServer):
     async def call_tool(self, name: str, arguments: dict[str, Any], context: Any = None) -> Any:
         too_big = argument_bounds_problem(arguments)
         if too_big:
-            return _tool_error(name, f"{name} arguments: {too_big}")
+            return _tool_error(name, f"{name} arguments: {too_big}")  # fields named in it
         try:
             with file_policy(self.policy):
                 return await super().call_tool(name, arguments, context)
@@ -116,29 +116,37 @@ MAX_ARGUMENT_DEPTH = 32
 
 
 def argument_bounds_problem(arguments: Any) -> str | None:
-    """What makes a call's arguments too large or too deep to validate, or None.
+    """What makes a call's arguments too large or too deep to validate, naming where, or None.
 
     Bounded work (it stops at the first limit), so a hostile call costs microseconds here
     instead of seconds in validation and in messages quoting it.
     """
-    stack = [(arguments, 0)]
+    stack: list[tuple[Any, tuple[str, ...]]] = [(arguments, ())]
     values = chars = 0
     while stack:
-        node, depth = stack.pop()
+        node, path = stack.pop()
+        where = ".".join(path) or "arguments"
         values += 1
         if values > MAX_ARGUMENT_VALUES:
-            return f"more than {MAX_ARGUMENT_VALUES:,} values; a workload has about a hundred"
-        if depth > MAX_ARGUMENT_DEPTH:
-            return f"nested deeper than {MAX_ARGUMENT_DEPTH} levels"
+            return f"{where}: more than {MAX_ARGUMENT_VALUES:,} values in one call"
+        if len(path) > MAX_ARGUMENT_DEPTH:
+            return f"{where[:200]}: nested deeper than {MAX_ARGUMENT_DEPTH} levels"
         if isinstance(node, str):
             chars += len(node)
+            if chars > MAX_ARGUMENT_CHARS:
+                return (
+                    f"{where}: a string of {len(node):,} characters; at most "
+                    f"{MAX_ARGUMENT_CHARS:,} characters of text per call"
+                )
         elif isinstance(node, dict):
-            chars += sum(len(k) for k in node if isinstance(k, str))
-            stack.extend((v, depth + 1) for v in node.values())
+            for key, value in node.items():
+                name = str(key)
+                chars += len(name)
+                if chars > MAX_ARGUMENT_CHARS or len(name) > 1000:
+                    return f"{where}: a key of {len(name):,} characters ({excerpt(name)})"
+                stack.append((value, (*path, name)))
         elif isinstance(node, list | tuple):
-            stack.extend((v, depth + 1) for v in node)
-        if chars > MAX_ARGUMENT_CHARS:
-            return f"more than {MAX_ARGUMENT_CHARS:,} characters of text"
+            stack.extend((v, (*path, str(i))) for i, v in enumerate(node))
     return None
 
 
