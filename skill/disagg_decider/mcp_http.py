@@ -91,7 +91,10 @@ def _literal_address(host: str) -> str | None:
 
 
 class BodyGuard:
-    """ASGI middleware: refuse an over-long body up front, and time out a slow one."""
+    """ASGI middleware: refuse over-long headers and bodies up front, time out a slow body.
+
+    (h11's incomplete-event limit only bounds headers that arrive in pieces; headers that come
+    in one read are counted here.)"""
 
     def __init__(
         self, app: Any, max_bytes: int = MAX_BODY_BYTES, timeout_s: float = BODY_TIMEOUT_S
@@ -104,7 +107,11 @@ class BodyGuard:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
-        headers = dict(scope.get("headers") or [])
+        raw = scope.get("headers") or []
+        if sum(len(k) + len(v) + 4 for k, v in raw) > MAX_HEADER_BYTES:
+            await _reply(send, 431, f"request headers over {MAX_HEADER_BYTES:,} bytes")
+            return
+        headers = dict(raw)
         length = headers.get(b"content-length")
         if length is not None and (not length.isdigit() or int(length) > self.max_bytes):
             await _reply(send, 413, f"request body over {self.max_bytes:,} bytes")
@@ -184,15 +191,15 @@ def _protocol_class():
     return HeaderDeadline
 
 
-def serve_http(
+def http_server(
     server: Any,
     host: str,
     port: int,
     *,
     allowed_hosts: Sequence[str] = (),
     allowed_origins: Sequence[str] = (),
-    on_listening: Callable[[str], None] | None = None,
-) -> None:
+) -> tuple[Any, socket.socket]:
+    """The uvicorn server for `server` and its bound socket (run it with `.run(sockets=...)`)."""
     import uvicorn
 
     sock = bind(host, port)
@@ -213,7 +220,23 @@ def serve_http(
         h11_max_incomplete_event_size=MAX_HEADER_BYTES,
         limit_concurrency=MAX_CONNECTIONS,
     )
+    return uvicorn.Server(config), sock
+
+
+def serve_http(
+    server: Any,
+    host: str,
+    port: int,
+    *,
+    allowed_hosts: Sequence[str] = (),
+    allowed_origins: Sequence[str] = (),
+    on_listening: Callable[[str], None] | None = None,
+) -> None:
+    """Serve until SIGTERM or Ctrl-C; the URL is announced only once the port is ours."""
+    http, sock = http_server(
+        server, host, port, allowed_hosts=allowed_hosts, allowed_origins=allowed_origins
+    )
     shown = f"[{host}]" if ":" in host else host
     if on_listening is not None:
         on_listening(f"http://{shown}:{sock.getsockname()[1]}/mcp")
-    uvicorn.Server(config).run(sockets=[sock])
+    http.run(sockets=[sock])
