@@ -502,7 +502,10 @@ def explain_rule(
     fired_rules (e.g. DSG007) or its name (e.g. gain-above-minimum).
     """
     loaded = shipped()
-    rule = find_rule(loaded.book, rule_id)
+    try:
+        rule = find_rule(loaded.book, rule_id)
+    except UserError as exc:
+        raise UserError(f"rule_id: {exc}") from None
     names = rule_parameters(rule)
     params = loaded.book.parameters
     return RuleExplanation(

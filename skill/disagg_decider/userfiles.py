@@ -140,7 +140,10 @@ def read_text(path: Path, *, what: str, max_bytes: int = CONFIG_MAX_BYTES) -> st
     try:
         return data.decode("utf-8")
     except UnicodeDecodeError as exc:
-        raise UserError(f"{shown}: not UTF-8 text (byte {exc.start:,}); expected {what}") from None
+        line = data[: exc.start].count(b"\n") + 1
+        raise UserError(
+            f"{shown}:{line}: not UTF-8 text (byte {exc.start:,}); expected {what}"
+        ) from None
 
 
 class _NotRegular(Exception):

@@ -135,6 +135,15 @@ def load_yaml_text(text: str, source: str) -> Any:
         )
         error.line = mark.line + 1 if mark else None  # lets callers name what is on that line
         raise error from None
+    except yaml.reader.ReaderError as exc:  # a character YAML does not allow, e.g. NUL
+        line = text[: exc.position].count("\n") + 1
+        char = exc.character if isinstance(exc.character, int) else ord(exc.character)
+        error = UserError(
+            f"{source}:{line}: character U+{char:04X} is not allowed in YAML (control "
+            "characters are not)"
+        )
+        error.line = line
+        raise error from None
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f"{source}:{mark.line + 1}:{mark.column + 1}" if mark else source

@@ -239,13 +239,18 @@ def _is_dir(path: Path) -> bool:
 def _parse_json(text: str, where: str) -> Any:
     """JSON with finite numbers only and bounded nesting; errors name the line, never content."""
 
+    def line_of(literal: str) -> int:
+        return text[: max(text.find(literal), 0)].count("\n") + 1
+
     def no_constant(name: str) -> Any:
-        raise ValueError(f"{name} is not a JSON number")
+        raise ValueError(f"line {line_of(name)}: {name} is not a JSON number")
 
     def finite(literal: str) -> float:
         value = float(literal)
         if not math.isfinite(value):
-            raise ValueError(f"number of {len(literal)} characters overflows")
+            raise ValueError(
+                f"line {line_of(literal)}: a number of {len(literal)} characters overflows"
+            )
         return value
 
     depth = max_depth = 0
@@ -262,7 +267,7 @@ def _parse_json(text: str, where: str) -> Any:
     except json.JSONDecodeError as exc:
         raise UserError(f"{where}: invalid JSON at line {exc.lineno}: {exc.msg}") from None
     except (ValueError, RecursionError) as exc:
-        raise UserError(f"{where}: unsupported JSON value ({clip(str(exc), 80)})") from None
+        raise UserError(f"{where}: unsupported JSON value at {clip(str(exc), 80)}") from None
 
 
 def _kind(value: Any) -> str:
