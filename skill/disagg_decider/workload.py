@@ -250,12 +250,13 @@ class Workload(_Strict):
         description="rulebook parameter overrides, by name",
     )
 
-    @field_validator("name", "model", "engine", mode="before")
+    @field_validator("model", "engine", mode="before")
     @classmethod
     def _one_line(cls, value: Any) -> Any:
         return _plain_string(value)
 
-    @field_validator("description", mode="before")
+    # Tabs and newlines are whitespace every renderer folds; escapes and bidi controls are not.
+    @field_validator("name", "description", mode="before")
     @classmethod
     def _readable(cls, value: Any) -> Any:
         return _plain_string(value, allow="\t\n")
