@@ -298,6 +298,16 @@ def test_out_never_follows_a_dangling_symlink(tmp_path, capsys, rag_file):
     assert not outside.exists() and not link.is_symlink() and link.is_file()
 
 
+def test_plot_never_follows_a_dangling_symlink(tmp_path, capsys, rag_file):
+    outside = tmp_path / "outside" / "gain.png"
+    outside.parent.mkdir()
+    link = tmp_path / "gain.png"
+    os.symlink(outside, link)
+    result = run_decide(capsys, "sweep", "-w", str(rag_file), "--plot", str(link))
+    assert_user_error(result, "--plot", "symbolic link")
+    assert not outside.exists()
+
+
 @pytest.fixture
 def rag_file(tmp_path) -> Path:
     return write_data(tmp_path, workload_data(), "rag.yaml")

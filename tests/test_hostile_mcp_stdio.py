@@ -17,6 +17,7 @@ import subprocess
 import sys
 import threading
 import time
+from pathlib import Path
 
 import anyio
 import pytest
@@ -69,6 +70,7 @@ async def test_no_file_is_read_without_allow_dir_and_refusals_look_alike(tmp_pat
     bodies = {refusal_body(text) for _, text, _ in answers}
     assert len(bodies) == 1, bodies
     assert "reads no local files" in bodies.pop()
+    assert str(Path.cwd()) not in answers[2][1]  # a relative path is not joined to the cwd
 
 
 @pytest.mark.anyio

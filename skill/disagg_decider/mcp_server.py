@@ -24,7 +24,7 @@ from pydantic import ValidationError
 from disagg_decider import __version__, catalog, mcp_tools
 from disagg_decider.errors import UserError, clip, excerpt
 from disagg_decider.rules.loader import rulebook_dir
-from disagg_decider.userfiles import FilePolicy, confined_policy, file_policy
+from disagg_decider.userfiles import FilePolicy, confined_policy, file_policy, read_text
 from disagg_decider.workload import format_validation_error
 
 LOG = logging.getLogger("disagg_decider.mcp")
@@ -194,7 +194,10 @@ def rendered_text(relative: str) -> str:
     candidates = output_dirs()
     for folder in candidates:
         if (folder / relative).is_file():
-            return (folder / relative).read_text(encoding="utf-8")
+            try:  # regular file, size-capped: outputs/ under the working directory is not ours
+                return read_text(folder / relative, what="a rendered skill file")
+            except UserError:
+                continue
     looked = ", ".join(str(folder / relative) for folder in candidates)
     return (
         f"# Skill not rendered yet\n\n{relative} was not found (looked in {looked}). Run "

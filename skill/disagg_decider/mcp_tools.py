@@ -88,7 +88,7 @@ def decide_disaggregation(
     )
 
 
-def _tool_dir() -> Path:
+def _tool_dir() -> Path | None:
     """Where a relative {hf_config: path} is read from: the server's first --allow-dir."""
     return base_dir_for_tools(current_policy())
 

@@ -75,11 +75,15 @@ def confined_policy(dirs: Sequence[Path]) -> FilePolicy:
     return FilePolicy(tuple(resolved))
 
 
-def base_dir_for_tools(policy: FilePolicy) -> Path:
-    """Where a relative path given to an MCP tool is read from: the first allowed directory."""
+def base_dir_for_tools(policy: FilePolicy) -> Path | None:
+    """Where a relative path given to an MCP tool is read from: the first allowed directory.
+
+    None without one: the path is then refused as given, so the answer does not reveal the
+    server's working directory.
+    """
     if policy.allowed_dirs:
         return policy.allowed_dirs[0]
-    return Path.cwd()
+    return None if policy.confined else Path.cwd()
 
 
 def _shipped_dirs() -> tuple[Path, ...]:
