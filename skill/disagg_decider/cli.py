@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import io
 import json
+import os
 import sys
 from collections.abc import Callable
 from enum import StrEnum
@@ -20,7 +21,7 @@ import typer
 from disagg_decider import __version__, catalog
 from disagg_decider.calibrate.cli import calibrate_command
 from disagg_decider.deploy.cli import deploy_command
-from disagg_decider.errors import UserError
+from disagg_decider.errors import UserError, excerpt
 from disagg_decider.mcp_cli import mcp_app
 from disagg_decider.render.cli import render_command
 from disagg_decider.rules.cli import rules_app, schema_command
@@ -76,7 +77,9 @@ def parse_sets(pairs: list[str]) -> dict[str, str]:
     for pair in pairs:
         name, sep, value = pair.partition("=")
         if not sep or not name.strip():
-            raise UserError(f"--set {pair!r}: expected PARAMETER=VALUE, e.g. --set min_gain=1.2")
+            raise UserError(
+                f"--set {excerpt(pair)}: expected PARAMETER=VALUE, e.g. --set min_gain=1.2"
+            )
         result[name.strip()] = value.strip()
     return result
 
@@ -86,15 +89,9 @@ def write_output(text: str, out_path: Path | None, force: bool) -> None:
     if out_path is None:
         sys.stdout.write(text if text.endswith("\n") else text + "\n")
         return
-    if out_path.is_dir():
-        raise UserError(f"--out {out_path}: is a directory; give a file name inside it")
-    if out_path.exists() and not force:
-        raise UserError(f"{out_path}: already exists; pass --force to overwrite it")
-    try:
-        out_path.parent.mkdir(parents=True, exist_ok=True)
-        out_path.write_text(text if text.endswith("\n") else text + "\n", encoding="utf-8")
-    except OSError as exc:
-        raise UserError(f"--out {out_path}: cannot write ({exc.strerror})") from None
+    from disagg_decider.outfiles import write_text
+
+    write_text(out_path, text if text.endswith("\n") else text + "\n", force, "--out")
     err().print(f"wrote {out_path}")
 
 
@@ -204,10 +201,15 @@ def print_verdict(v: Verdict, console) -> None:
     """The verdict for a terminal: the call, the summary, both modes, the rules that fired."""
     from rich.table import Table
 
+    from disagg_decider.render.text import terminal_text as safe
+
     color = "green" if v.disaggregate else "cyan"
     headline = HEADLINES.get(v.decision, v.decision.upper())
-    console.print(f"[bold {color}]{headline}[/]  {v.workload}  ({v.model} on {v.gpu})")
-    console.print(v.summary, highlight=False)
+    console.print(
+        f"[bold {color}]{headline}[/]  {safe(v.workload)}  ({safe(v.model)} on {safe(v.gpu)})",
+        highlight=False,
+    )
+    console.print(safe(v.summary), highlight=False)
     console.print()
     title = "Both modes on the same GPUs, same p99 targets"
     if v.slo_basis == "static":
@@ -250,15 +252,15 @@ def print_verdict(v: Verdict, console) -> None:
         how = f"`decide rules show {v.fired_rules[0].id}` explains one"
         console.print(f"[dim]scores: {scores or 'none'}; {how}[/]")
     for note in v.overrides_applied:
-        console.print(f"[dim]override {note}[/]", highlight=False)
+        console.print(f"[dim]override {safe(note)}[/]", highlight=False)
     for note in v.calibration:
-        console.print(f"[dim]{note}[/]", highlight=False)
+        console.print(f"[dim]{safe(note)}[/]", highlight=False)
     if v.slo_basis != "p99-under-load":
         console.print(f"[dim]SLO basis: {v.slo_basis} (see warnings)[/]", highlight=False)
     if v.warnings:
         console.print()
     for w in v.warnings:
-        console.print(f"[yellow]warning:[/] {w}", highlight=False)
+        console.print(f"[yellow]warning:[/] {safe(w)}", highlight=False)
 
 
 def _print_key_figures(v: Verdict, console) -> None:
@@ -416,6 +418,8 @@ def _workload_files(paths: list[Path]) -> list[Path]:
 def _batch_table(files: list[Path], verdicts: list[Verdict]):
     from rich.table import Table
 
+    from disagg_decider.render.text import terminal_text
+
     table = Table(title=f"{len(verdicts)} workloads", title_justify="left")
     table.add_column("workload", overflow="fold")
     table.add_column("decision")
@@ -425,7 +429,7 @@ def _batch_table(files: list[Path], verdicts: list[Verdict]):
         c, d = v.colocated, v.disaggregated
         crossover = v.metrics.crossover_prompt_tokens
         table.add_row(
-            f.stem,
+            terminal_text(f.stem),
             v.decision,
             _num(v.metrics.gain, 2),
             f"{c.replicas}xTP{c.tp}",
@@ -612,7 +616,16 @@ def main() -> None:
         if isinstance(exc, click.ClickException | typer.TyperException) and hasattr(exc, "show"):
             exc.show()
             sys.exit(exc.exit_code)
-        raise
+        if os.environ.get("DECIDE_DEBUG"):
+            raise
+        # A bug, not the user's input: one line, no traceback (DECIDE_DEBUG=1 shows it).
+        from disagg_decider.errors import clip
+
+        sys.stderr.write(
+            f"error: internal error ({type(exc).__name__}: {clip(str(exc), 200)}); please "
+            "report it with the input that caused it (DECIDE_DEBUG=1 prints the traceback)\n"
+        )
+        sys.exit(1)
 
 
 if __name__ == "__main__":

@@ -22,8 +22,18 @@ from disagg_decider.calc.step import Engine
 from disagg_decider.decide import decide
 from disagg_decider.errors import UserError
 from disagg_decider.rules.loader import find_rule, rule_parameters, shipped
+from disagg_decider.userfiles import base_dir_for_tools, current_policy
 from disagg_decider.verdict import Reference, RuleIdentity, Verdict
-from disagg_decider.workload import Dtype, Efficiency, Workload, resolve
+from disagg_decider.workload import (
+    MAX_GBPS,
+    MAX_LATENCY_US,
+    MAX_TOKENS,
+    MAX_TP,
+    Dtype,
+    Efficiency,
+    Workload,
+    resolve,
+)
 
 Scalar = float | int | bool | str
 
@@ -41,7 +51,8 @@ WORKLOAD_HELP = (
     "Optional: weights_dtype, kv_cache_dtype, engine, traffic.prefix_cache_hit_rate (0..1), "
     "cluster.gpus_per_node / network (link id or {rdma, gbps_per_gpu}) / kubernetes, "
     "ops {maturity, orchestrator_preference, ...}, cost, parallelism, efficiency, overrides. "
-    "A model given as {hf_config: path} is read relative to the server's working directory."
+    "A model given as {hf_config: path} is read only if the server was started with "
+    "--allow-dir DIR: then from regular files under DIR (a relative path: under the first DIR)."
 )
 
 
@@ -50,10 +61,11 @@ def decide_disaggregation(
     overrides: Annotated[
         dict[str, Scalar] | None,
         Field(
+            max_length=100,
             description=(
                 "Rule parameter overrides by name, applied after workload.overrides, e.g. "
                 '{"min_gain": 1.2}. explain_rule shows the parameters a rule uses.'
-            )
+            ),
         ),
     ] = None,
 ) -> Verdict:
@@ -72,8 +84,13 @@ def decide_disaggregation(
     the fired rules' reasons rather than re-deriving numbers.
     """
     return decide(
-        workload, base_dir=Path.cwd(), overrides=overrides or {}, overrides_source="overrides"
+        workload, base_dir=_tool_dir(), overrides=overrides or {}, overrides_source="overrides"
     )
+
+
+def _tool_dir() -> Path | None:
+    """Where a relative {hf_config: path} is read from: the server's first --allow-dir."""
+    return base_dir_for_tools(current_policy())
 
 
 # --- estimate_kv_transfer ---------------------------------------------------------------------
@@ -106,28 +123,42 @@ class KvTransferEstimate(_Out):
 
 
 def estimate_kv_transfer(
-    model: Annotated[str, Field(description="Model catalog id, e.g. llama-3.3-70b.")],
+    model: Annotated[
+        str, Field(max_length=100, description="Model catalog id, e.g. llama-3.3-70b.")
+    ],
     prompt_tokens: Annotated[
-        int, Field(gt=0, description="Uncached prompt tokens whose KV cache is moved.")
+        int,
+        Field(gt=0, le=MAX_TOKENS, description="Uncached prompt tokens whose KV cache is moved."),
     ],
     kv_dtype: Annotated[Dtype, Field(description="KV cache dtype: bf16, fp8 or fp4.")] = "bf16",
     link: Annotated[
         str | None,
         Field(
+            max_length=100,
             description=(
                 "Link catalog id (e.g. ib-ndr-400, roce-100, tcp-25, nvlink). Give exactly one "
                 "of link, link_gbps, link_gb_per_s. Catalog links carry their measured "
                 "efficiency and latency; nvlink takes its bandwidth from `gpu`."
-            )
+            ),
         ),
     ] = None,
     link_gbps: Annotated[
         float | None,
-        Field(gt=0, description="Or: bandwidth per GPU in gigaBITS per second (400 for NDR)."),
+        Field(
+            gt=0,
+            le=MAX_GBPS,
+            allow_inf_nan=False,
+            description="Or: bandwidth per GPU in gigaBITS per second (400 for NDR).",
+        ),
     ] = None,
     link_gb_per_s: Annotated[
         float | None,
-        Field(gt=0, description="Or: bandwidth per GPU in gigaBYTES per second (50 for NDR)."),
+        Field(
+            gt=0,
+            le=MAX_GBPS / 8,
+            allow_inf_nan=False,
+            description="Or: bandwidth per GPU in gigaBYTES per second (50 for NDR).",
+        ),
     ] = None,
     link_efficiency: Annotated[
         float | None,
@@ -142,26 +173,39 @@ def estimate_kv_transfer(
     ] = None,
     latency_us: Annotated[
         float | None,
-        Field(ge=0, description="Fixed per-transfer latency; default: catalog link's, else 0."),
+        Field(
+            ge=0,
+            le=MAX_LATENCY_US,
+            allow_inf_nan=False,
+            description="Fixed per-transfer latency; default: catalog link's, else 0.",
+        ),
     ] = None,
     gpu: Annotated[
         str | None,
         Field(
+            max_length=100,
             description=(
                 "GPU catalog id (e.g. h200). Needed for the prefill time and so for the "
                 "layer-wise figure; without it only the serialized time is reported."
-            )
+            ),
         ),
     ] = None,
-    prefill_tp: Annotated[int, Field(gt=0, description="Prefill tensor-parallel degree.")] = 1,
+    prefill_tp: Annotated[
+        int, Field(gt=0, le=MAX_TP, description="Prefill tensor-parallel degree.")
+    ] = 1,
     decode_tp: Annotated[
-        int | None, Field(gt=0, description="Decode TP degree; default: prefill_tp.")
+        int | None, Field(gt=0, le=MAX_TP, description="Decode TP degree; default: prefill_tp.")
     ] = None,
     weights_dtype: Annotated[
         Dtype, Field(description="Weight dtype, for the prefill time only.")
     ] = "bf16",
     cached_prompt_tokens: Annotated[
-        int, Field(ge=0, description="Prompt tokens already in the prefix cache (not moved).")
+        int,
+        Field(
+            ge=0,
+            le=MAX_TOKENS,
+            description="Prompt tokens already in the prefix cache (not moved).",
+        ),
     ] = 0,
 ) -> KvTransferEstimate:
     """Estimate the KV-cache bytes one request moves from a prefill GPU pool to a decode pool,
@@ -291,11 +335,15 @@ class CrossoverResult(_Out):
 def find_crossover(
     workload: Annotated[Workload, Field(description=WORKLOAD_HELP)],
     min_prompt_tokens: Annotated[
-        int, Field(ge=16, description="Shortest prompt p50 to try.")
+        int, Field(ge=16, le=MAX_TOKENS, description="Shortest prompt p50 to try.")
     ] = 256,
     max_prompt_tokens: Annotated[
         int | None,
-        Field(gt=16, description="Longest prompt p50 to try; default: min(context, 131072)."),
+        Field(
+            gt=16,
+            le=MAX_TOKENS,
+            description="Longest prompt p50 to try; default: min(context, 131072).",
+        ),
     ] = None,
     steps: Annotated[
         int, Field(ge=2, le=64, description="Log-spaced prompt lengths in the range.")
@@ -314,7 +362,7 @@ def find_crossover(
     the curve: gain = disaggregated / colocated goodput per GPU within the p99 SLOs, with an
     outcome per point when one mode or neither meets the SLO.
     """
-    r = resolve(workload, Path.cwd())
+    r = resolve(workload, _tool_dir())
     top = max_prompt_tokens or min(r.model.max_context_tokens, 131072)
     if top <= min_prompt_tokens:
         raise UserError(
@@ -439,7 +487,11 @@ class RuleExplanation(RuleIdentity):
 
 def explain_rule(
     rule_id: Annotated[
-        str, Field(description="A rule id such as DSG007 (as in a verdict's fired_rules) or name.")
+        str,
+        Field(
+            max_length=100,
+            description="A rule id such as DSG007 (as in a verdict's fired_rules) or name.",
+        ),
     ],
 ) -> RuleExplanation:
     """Explain one rule of the rulebook: its condition, the parameters (thresholds) it uses with
@@ -450,7 +502,10 @@ def explain_rule(
     fired_rules (e.g. DSG007) or its name (e.g. gain-above-minimum).
     """
     loaded = shipped()
-    rule = find_rule(loaded.book, rule_id)
+    try:
+        rule = find_rule(loaded.book, rule_id)
+    except UserError as exc:
+        raise UserError(f"rule_id: {exc}") from None
     names = rule_parameters(rule)
     params = loaded.book.parameters
     return RuleExplanation(
