@@ -192,22 +192,22 @@ def print_verdict(v: Verdict, console) -> None:
     for col in ("", "colocated", "disaggregated"):
         table.add_column(col, justify="right" if col else "left")
     c, d = v.colocated, v.disaggregated
-    d_layout = f"{d.prefill_replicas}P x TP{d.prefill_tp} + {d.decode_replicas}D x TP{d.decode_tp}"
+    cluster = v.sizing.cluster_gpus
     rows = [
-        ("layout (replicas x TP)", f"{c.replicas} x TP{c.tp}", d_layout),
-        ("GPUs sized for the rate", _gpus(c.gpus, c.fits_cluster), _gpus(d.gpus, d.fits_cluster)),
+        ("layout (replicas x TP)", colocated_layout(c), split_layout(d)),
+        ("GPUs for the rate", _gpus(c, cluster), _gpus(d, cluster)),
         ("meets both p99 SLOs", _yn(c.feasible), _yn(d.feasible)),
         ("fits the cluster", _yn(c.fits_cluster), _yn(d.fits_cluster)),
-        ("max req/s on the cluster", _num(c.max_rate_per_s, 2), _num(d.max_rate_per_s, 2)),
+        ("max req/s on the cluster", _if(c, c.max_rate_per_s, 2), _if(d, d.max_rate_per_s, 2)),
         ("TTFT p99 ms", _num(c.ttft_p99_ms), _num(d.ttft_p99_ms)),
         ("TPOT p99 ms", _num(c.tpot_p99_ms), _num(d.tpot_p99_ms)),
-        ("goodput req/s per GPU", f"{c.goodput_per_gpu:.3f}", f"{d.goodput_per_gpu:.3f}"),
+        ("goodput req/s per GPU", _if(c, c.goodput_per_gpu, 3), _if(d, d.goodput_per_gpu, 3)),
         (
             "$ per 1M tokens",
             _num(c.cost_per_million_tokens_usd, 3),
             _num(d.cost_per_million_tokens_usd, 3),
         ),
-        ("$ per year", f"{c.cost_per_year_usd:,.0f}", f"{d.cost_per_year_usd:,.0f}"),
+        ("$ per year", _if(c, c.cost_per_year_usd, 0), _if(d, d.cost_per_year_usd, 0)),
     ]
     for row in rows:
         table.add_row(*row)
@@ -227,8 +227,11 @@ def print_verdict(v: Verdict, console) -> None:
         console.print(f"[dim]scores: {scores or 'none'}; {how}[/]")
     for note in v.overrides_applied:
         console.print(f"[dim]override {note}[/]", highlight=False)
-    if v.warnings:
+    if v.limits or v.warnings:
         console.print()
+    for limit in v.limits:
+        where = "" if limit.mode == "both" else f"{limit.mode} "
+        console.print(f"[red]limit ({where}{limit.kind}):[/] {limit.detail}", highlight=False)
     for w in v.warnings:
         console.print(f"[yellow]warning:[/] {w}", highlight=False)
 
@@ -257,13 +260,16 @@ def _print_key_figures(v: Verdict, console) -> None:
             f"{m.kv_transfer_ms:.2f} ms per request over {m.kv_transfer_path} ({link})",
         ),
         ("prefill", f"{m.prefill_ms:.1f} ms; decode step {m.decode_step_ms:.1f} ms"),
-        ("gain", f"{_num(m.gain, 2)}x goodput per GPU; {crossover}"),
-        (
-            "routing" if v.disaggregate else "if split",
-            f"prompts with at least {v.conditional_disagg_threshold_tokens:,} uncached tokens "
-            "go to the prefill pool (conditional disaggregation)",
-        ),
+        ("gain", f"{gain_text(m.gain)} goodput per GPU; {crossover}"),
     ]
+    if v.disaggregated.feasible:
+        figures.append(
+            (
+                "routing" if v.disaggregate else "if split",
+                f"prompts with at least {v.conditional_disagg_threshold_tokens:,} uncached "
+                "tokens go to the prefill pool (conditional disaggregation)",
+            )
+        )
     grid = Table.grid(padding=(0, 2))
     grid.add_column(style="bold")
     grid.add_column()
@@ -272,9 +278,35 @@ def _print_key_figures(v: Verdict, console) -> None:
     console.print(grid, highlight=False)
 
 
-def _gpus(count: int, fits_cluster: bool) -> str:
-    """A mode that does not fit is capped at the cluster: say so rather than print a bare count."""
-    return str(count) if fits_cluster else f"{count} (all, short)"
+def colocated_layout(c) -> str:
+    """The colocated plan, or "-" where no colocated layout meets the targets."""
+    return f"{c.replicas} x TP{c.tp}" if c.feasible else "-"
+
+
+def split_layout(d) -> str:
+    """The split as a plan, or "-" where no split meets the targets."""
+    if not d.feasible:
+        return "-"
+    return f"{d.prefill_replicas}P x TP{d.prefill_tp} + {d.decode_replicas}D x TP{d.decode_tp}"
+
+
+def gain_text(gain: float | None) -> str:
+    """A gain as "1.92x"; "-" where one mode meets no target (never 0.00x or "-x")."""
+    return "-" if gain is None else f"{gain:.2f}x"
+
+
+def _gpus(mode, cluster: int) -> str:
+    """GPUs the rate needs: the count when it fits, "needs N, has M" when the cluster is short."""
+    if not mode.feasible:
+        return "-"
+    if mode.fits_cluster:
+        return str(mode.gpus)
+    return f"needs {mode.gpus_needed_for_rate}, has {cluster}"
+
+
+def _if(mode, x: float, digits: int) -> str:
+    """A figure of a feasible mode; "-" for one that serves nothing within the targets."""
+    return f"{x:,.{digits}f}" if mode.feasible else "-"
 
 
 def _yn(flag: bool) -> str:
@@ -390,9 +422,9 @@ def _batch_table(files: list[Path], verdicts: list[Verdict]):
         table.add_row(
             f.stem,
             v.decision,
-            _num(v.metrics.gain, 2),
-            f"{c.replicas}xTP{c.tp}",
-            f"{d.prefill_replicas}xTP{d.prefill_tp} + {d.decode_replicas}xTP{d.decode_tp}",
+            gain_text(v.metrics.gain),
+            colocated_layout(c),
+            split_layout(d),
             f"{crossover:,}" if crossover else "-",
         )
     return table
