@@ -277,7 +277,9 @@ class CrossoverResult(_Out):
         description=(
             "where disaggregation starts to win (gain > 1), read from the workload's own "
             "prompt p50: the lower end of the winning stretch that contains it, else the first "
-            "longer prompt where it wins; log-interpolated; null if it never wins there"
+            "longer prompt where it wins; log-interpolated; null if it never wins. Computed "
+            "once by the calculator on its own grid: the number decide_disaggregation reports, "
+            "whatever range the curve below covers"
         )
     )
     winning_ranges: list[tuple[int, int]] = Field(
@@ -334,7 +336,7 @@ def find_crossover(
         notes.append(f"lengths above {r.model.max_context_tokens} exceed {r.model.id}'s context")
     return CrossoverResult(
         workload=workload.name,
-        crossover_prompt_tokens=compare.crossover_from_curve(prompts, gains, own),
+        crossover_prompt_tokens=compare.analyze(r).crossover_prompt_tokens,
         winning_ranges=_runs(curve),
         workload_prompt_tokens_p50=workload.traffic.prompt_tokens.p50,
         curve=curve,

@@ -31,6 +31,7 @@ from disagg_decider.calc.search import (
     best_split,
     engine_for,
     group_key,
+    join_step_ms,
     members_of,
     pinned_tps,
     search,
@@ -325,7 +326,8 @@ def _disaggregated_results(
     p_engine = engine_for(o.first, p_tp.reshape(-1, 1))
     d_engine = engine_for(o.first, d_tp.reshape(-1, 1))
     step = decode.step_at_rate_ms(d_engine, o.lengths, d_load)
-    ttft = prefill.ttft_p99_ms(p_engine, o.lengths, p_load) + transfer_p99 + step
+    join = np.ravel(join_step_ms(d_engine, o.lengths))
+    ttft = prefill.ttft_p99_ms(p_engine, o.lengths, p_load) + transfer_p99 + join
     served = np.minimum(o.rate, np.minimum(x * p_rate, y * d_rate))
     gpus = x * p_tp + y * d_tp
     within = f.disagg_within[o.row]

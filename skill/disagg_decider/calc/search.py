@@ -320,8 +320,9 @@ def search(r: Resolved, rows: Rows, tps: np.ndarray) -> Found:
         r, path, u99, p99_s[:, :, None], tps[None, :, None], tps[None, None, :]
     )
     # The first token reaches the user once the KV has landed and the request joins the
-    # decode batch at its next step; a step at batch 1 keeps the budget independent of TPOT.
-    join_ms = decode.decode_step_ms(engine, 1.0, lengths.decode_context_mean)[:, :, 0, 0]
+    # decode batch at its next step; a step at batch 1 keeps the budget independent of TPOT
+    # (`join_ms`; the TTFT reported at the workload's rate prices the join the same way).
+    join_ms = join_step_ms(engine, lengths)[:, :, 0, 0]
     ttft_budget = rows.ttft_ms.reshape(-1, 1, 1) - t99 - join_ms[:, None, :]
     p_rate = prefill.replica_rate_per_s(
         mean_s[:, :, None], second_s[:, :, None], p99_s[:, :, None], ttft_budget
@@ -368,6 +369,15 @@ def within_context(max_context_tokens: int, lengths: Lengths) -> np.ndarray:
     """
     output_p99 = queueing.lognormal_p99(lengths.output_p50, lengths.output_sigma)
     return lengths.prompt_p99 + output_p99 <= max_context_tokens * (1.0 + 1e-9)
+
+
+def join_step_ms(engine: Engine, lengths: Lengths):
+    """The decode step a request's first token waits for after its KV lands: one at batch 1.
+
+    The prefill pool's TTFT budget and the TTFT reported at the workload's rate both use it,
+    so a split loaded to its prefill capacity reports the TTFT it was sized for.
+    """
+    return decode.decode_step_ms(engine, 1.0, lengths.decode_context_mean)
 
 
 def pairs_allowed(engine_name: str, tp_p: np.ndarray, tp_d: np.ndarray, budget):
