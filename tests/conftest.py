@@ -79,7 +79,7 @@ def edited_example(example: Path = RAG_EXAMPLE, **changes: Any) -> dict:
 # A test that sets max_examples itself keeps its own count.
 from hypothesis import HealthCheck, settings  # noqa: E402
 
-settings.register_profile("ci", max_examples=60, deadline=None, print_blob=True)
+settings.register_profile("ci", max_examples=200, deadline=None, print_blob=True)
 settings.register_profile(
     "large",
     max_examples=2000,

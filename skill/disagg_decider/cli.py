@@ -7,20 +7,19 @@ message naming the file, field or id; `--json`-style output goes to stdout only.
 
 from __future__ import annotations
 
-import io
 import json
 import sys
-from collections.abc import Callable
 from enum import StrEnum
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated
 
 import typer
 
 from disagg_decider import __version__, catalog
+from disagg_decider.cli_common import err, out, parse_sets, plain_text, write_output
 from disagg_decider.deploy.cli import deploy_command
 from disagg_decider.errors import UserError
-from disagg_decider.mcp_cli import mcp_app
+from disagg_decider.mcp_cli import mcp_app, mcp_command
 from disagg_decider.render.cli import render_command
 from disagg_decider.rules.cli import rules_app, schema_command
 from disagg_decider.sim.cli import register as register_simulator
@@ -50,60 +49,10 @@ app = typer.Typer(
 )
 
 
-def out():
-    """The stdout console; rich is imported only when something is printed with it."""
-    from rich.console import Console
-
-    return Console()
-
-
-def err():
-    from rich.console import Console
-
-    return Console(stderr=True)
-
-
 class Format(StrEnum):
     text = "text"
     json = "json"
     markdown = "markdown"
-
-
-def parse_sets(pairs: list[str]) -> dict[str, str]:
-    """`--set name=value` pairs; values are typed later against the parameter."""
-    result = {}
-    for pair in pairs:
-        name, sep, value = pair.partition("=")
-        if not sep or not name.strip():
-            raise UserError(f"--set {pair!r}: expected PARAMETER=VALUE, e.g. --set min_gain=1.2")
-        result[name.strip()] = value.strip()
-    return result
-
-
-def write_output(text: str, out_path: Path | None, force: bool) -> None:
-    """Print, or write a file; an existing file is only replaced with --force."""
-    if out_path is None:
-        sys.stdout.write(text if text.endswith("\n") else text + "\n")
-        return
-    if out_path.is_dir():
-        raise UserError(f"--out {out_path}: is a directory; give a file name inside it")
-    if out_path.exists() and not force:
-        raise UserError(f"{out_path}: already exists; pass --force to overwrite it")
-    try:
-        out_path.parent.mkdir(parents=True, exist_ok=True)
-        out_path.write_text(text if text.endswith("\n") else text + "\n", encoding="utf-8")
-    except OSError as exc:
-        raise UserError(f"--out {out_path}: cannot write ({exc.strerror})") from None
-    err().print(f"wrote {out_path}")
-
-
-def plain_text(print_into: Callable[[Any], None], width: int) -> str:
-    """What `print_into(console)` prints, as plain text for a file (no colours, fixed width)."""
-    from rich.console import Console
-
-    console = Console(record=True, width=width, file=io.StringIO())
-    print_into(console)
-    return console.export_text()
 
 
 def verdict_json(verdict: Verdict) -> str:
@@ -146,6 +95,24 @@ def main_command(
         out().print(f"disagg-decider {__version__}")
         raise typer.Exit()
     if ctx.invoked_subcommand is not None:
+        given = [
+            name
+            for name, value in (
+                ("--workload", workload),
+                ("--format", fmt is not Format.text),
+                ("--out", out_file),
+                ("--force", force),
+                ("--set", sets),
+                ("--rules", rules),
+            )
+            if value
+        ]
+        if given:
+            raise UserError(
+                f"{', '.join(given)} before `{ctx.invoked_subcommand}` would be ignored: those "
+                "options belong to `decide --workload FILE`; give a subcommand its own options "
+                f"after its name (decide {ctx.invoked_subcommand} --help)"
+            )
         return
     if workload is None:
         out().print(ctx.get_help())
@@ -476,24 +443,68 @@ def catalog_command(
         sys.stdout.write(json.dumps(payload, indent=2) + "\n")
         return
     fields = CATALOG_COLUMNS[kind.value]
+    aliases: dict[str, list[str]] = {r.id: [] for r in records.values()}
+    for key, r in table_of[kind.value]().items():
+        if key != r.id:
+            aliases[r.id].append(key)
+    from rich import box
     from rich.table import Table
 
-    table = Table(title=f"catalog: {kind.value} (sources: --json)", title_justify="left")
-    table.add_column("id")
+    # The id (what a workload names) never wraps or truncates; headers wrap between words and
+    # no column is narrower than its longest value, so an 80-column terminal shows it all.
+    table = Table(
+        title=f"catalog: {kind.value} (sources: --json)",
+        title_justify="left",
+        box=box.SIMPLE_HEAD,
+        pad_edge=False,
+        padding=(0, 1),
+    )
+    widths = [max(len(i) for i in records)]
+    table.add_column("id", no_wrap=True, min_width=widths[0])
     for f in fields:
-        table.add_column(f, justify="right")
-    if kind is CatalogKind.models:
+        header = f.replace("_", " ")
+        values = [_catalog_value(getattr(r, f)) for r in records.values()]
+        widths.append(max(len(v) for v in [*values, *header.split()]))
+        table.add_column(header, justify="right", min_width=widths[-1])
+    shapes = {r.id: _model_shape(r) for r in records.values()} if kind.value == "models" else {}
+    if shapes:
+        widths.append(max(len(word) for v in shapes.values() for word in v.split()))
         table.add_column("attention / MoE")
     for r in records.values():
-        row = [r.id, *("-" if getattr(r, f) is None else str(getattr(r, f)) for f in fields)]
-        if kind is CatalogKind.models:
-            row.append(_model_shape(r))
+        row = [r.id, *(_catalog_value(getattr(r, f)) for f in fields)]
+        if shapes:
+            row.append(shapes[r.id])
         table.add_row(*row)
-    out().print(table)
+    console = out()
+    if sum(widths) + 2 * len(widths) <= console.width:
+        console.print(table)
+    else:  # too narrow for a table that shows every figure: one block per record instead
+        console.print(table.title, highlight=False)
+        for r in records.values():
+            figures = [f"{f.replace('_', ' ')} {_catalog_value(getattr(r, f))}" for f in fields]
+            if shapes:
+                figures.append(shapes[r.id])
+            console.print(f"[bold]{r.id}[/]", highlight=False)
+            console.print("  " + "; ".join(figures), highlight=False)
+    listed = [f"{i}: {', '.join(names)}" for i, names in aliases.items() if names]
+    if listed:
+        console.print("accepted aliases (a workload may name either):", highlight=False)
+        for line in listed:
+            console.print(f"  {line}", highlight=False, overflow="fold")
+
+
+def _catalog_value(value: object) -> str:
+    return "-" if value is None else str(value)
 
 
 def _model_shape(m: catalog.ModelSpec) -> str:
-    parts = ["MLA" if m.mla else "GQA"]
+    if m.mla:
+        attention = "MLA"
+    elif m.kv_heads == m.heads:
+        attention = "MHA"  # one KV head per query head (OPT), no grouping
+    else:
+        attention = "GQA"
+    parts = [attention]
     if m.sliding_window_layers:
         parts.append(f"{m.sliding_window_layers} SWA-{m.sliding_window} layers")
     if m.moe:
@@ -507,7 +518,8 @@ app.add_typer(rules_app, name="rules")
 app.command("schema")(schema_command)
 app.command("deploy")(deploy_command)
 app.command("render")(render_command)
-app.add_typer(mcp_app, name="mcp")
+# A plain command, so `decide mcp --help` shows options only (no COMMAND to give).
+app.command("mcp", help=mcp_app.info.help)(mcp_command)
 register_simulator(app)  # decide simulate, decide sweep, decide trace summarize
 
 
@@ -537,9 +549,19 @@ def readable_metavars(command) -> None:
         readable_metavars(sub)
 
 
+def _suggest_workload_option(args: list[str]) -> None:
+    """`decide w.yaml` reads as a command named w.yaml: say how to give a workload instead."""
+    first = next((a for a in args if not a.startswith("-")), None)
+    if first is not None and args and args[0] == first and first.endswith((".yaml", ".yml")):
+        raise UserError(
+            f"{first!r} is not a command; to decide a workload file: decide --workload {first}"
+        )
+
+
 def main() -> None:
     """Entry point: user errors become a message and exit code 2, never a traceback."""
     try:
+        _suggest_workload_option(sys.argv[1:])
         # without standalone mode click returns the code of a typer.Exit instead of exiting
         command = typer.main.get_command(app)
         readable_metavars(command)
