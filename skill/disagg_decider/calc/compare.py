@@ -23,7 +23,7 @@ import numpy as np
 
 from disagg_decider.calc import colocated, decode, kv, prefill
 from disagg_decider.calc.lengths import Lengths
-from disagg_decider.calc.limits import limits_of
+from disagg_decider.calc.limits import limits_for_block
 from disagg_decider.calc.result import Analysis, ColocatedResult, DisaggregatedResult
 from disagg_decider.calc.search import (
     Found,
@@ -101,6 +101,7 @@ def _analyze_block(resolved: list[Resolved]) -> list[Analysis]:
     colo = _colocated_results(own, found)
     disagg, disagg_columns = _disaggregated_results(own, found)
     request = _per_request(own, disagg_columns)
+    limits = limits_for_block(members, colo, disagg)
     out = []
     for k, r in enumerate(resolved):
         c, d = colo[k], disagg[k]
@@ -111,7 +112,7 @@ def _analyze_block(resolved: list[Resolved]) -> list[Analysis]:
                 disaggregated=d,
                 gain=_gain(d.goodput_per_gpu, c.goodput_per_gpu),
                 crossover_prompt_tokens=crossovers[k],
-                limits=limits_of(r, c, d),
+                limits=limits[k],
                 warnings=members.warnings[k] + _warnings(r),
             )
         )

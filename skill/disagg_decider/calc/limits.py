@@ -18,10 +18,9 @@ from disagg_decider.calc.lengths import Lengths
 from disagg_decider.calc.result import ColocatedResult, DisaggregatedResult, Limit
 from disagg_decider.calc.search import (
     TP_CANDIDATES,
+    Members,
     engine_for,
     pairs_allowed,
-    pinned_tps,
-    transfer_path,
     transfer_times,
 )
 from disagg_decider.calc.step import Engine
@@ -30,36 +29,48 @@ from disagg_decider.workload import Resolved
 GB = 1e9
 
 
-def limits_of(r: Resolved, c: ColocatedResult, d: DisaggregatedResult) -> list[Limit]:
-    """Every limit on the workload, most fundamental first: context, memory, SLO, rate.
+def limits_for_block(
+    members: Members, colo: list[ColocatedResult], disagg: list[DisaggregatedResult]
+) -> list[list[Limit]]:
+    """Every limit on each member of a search block, most fundamental first.
 
     Context and memory limits hold for both modes and explain every infeasible mode; an SLO
-    limit is given for a mode that is infeasible for no other reason.
+    limit is given for a mode that is infeasible for no other reason; a rate limit for a
+    feasible mode the cluster is too small for. The unloaded bests are computed for all the
+    members that need them at once, so a batch with many infeasible workloads stays fast.
     """
-    out: list[Limit] = []
-    context = _context_limit(r)
-    if context is not None:
-        out.append(context)
-    memory = _memory_limit(r) if context is None else None
-    if memory is not None:
-        out.append(memory)
-    if context is None and memory is None:
-        if not c.feasible:
-            out.append(_colocated_slo_limit(r))
-        if not d.feasible:
-            out.append(_disaggregated_slo_limit(r))
-    for mode in (c, d):
-        if mode.feasible and not mode.fits_cluster:
-            out.append(_rate_limit(r, mode))
+    out: list[list[Limit]] = [[] for _ in members.resolved]
+    pairs = list(zip(colo, disagg, strict=True))
+    todo = [k for k, (c, d) in enumerate(pairs) if not (c.feasible and d.feasible)]
+    for k in todo:
+        context = _context_limit(members.resolved[k])
+        if context is not None:
+            out[k].append(context)
+    todo = [k for k in todo if not out[k]]
+    both = [k for k in todo if not colo[k].feasible and not disagg[k].feasible]
+    if both:
+        for k, bound in zip(both, _memory_bound(members, np.array(both)), strict=True):
+            if bound:
+                out[k].append(_memory_limit(members.resolved[k]))
+    todo = [k for k in todo if not out[k]]
+    need = [k for k in todo if not colo[k].feasible]
+    if need:
+        for k, limit in zip(need, _colocated_slo_limits(members, np.array(need)), strict=True):
+            out[k].append(limit)
+    need = [k for k in todo if not disagg[k].feasible]
+    if need:
+        for k, limit in zip(need, _disaggregated_slo_limits(members, np.array(need)), strict=True):
+            out[k].append(limit)
+    for k, (c, d) in enumerate(pairs):
+        for mode in (c, d):
+            if mode.feasible and not mode.fits_cluster:
+                out[k].append(_rate_limit(members.resolved[k], mode))
     return out
 
 
-def replica_tps(r: Resolved, role: str | None = None) -> list[int]:
-    """TP degrees a replica may use here: the one `role` pins, else the usual ones within a
-    node and the cluster (TP1 at least)."""
-    pin = pinned_tps(r.workload)[role] if role else None
-    if pin:
-        return [pin]
+def replica_tps(r: Resolved) -> list[int]:
+    """TP degrees a replica may use without a pin: the usual ones within a node and the
+    cluster (TP1 at least)."""
     c = r.workload.cluster
     top = min(c.gpus, c.gpus_per_node)
     return [tp for tp in TP_CANDIDATES if tp <= top] or [1]
@@ -101,6 +112,18 @@ def _replica_bytes(r: Resolved, weights_dtype: str, gpu: catalog.Gpu, tp: int) -
 def _fits(r: Resolved, weights_dtype: str, gpu: catalog.Gpu, tp: int) -> bool:
     needed, available = _replica_bytes(r, weights_dtype, gpu, tp)
     return needed <= available
+
+
+def _memory_bound(members: Members, idx: np.ndarray) -> np.ndarray:
+    """Which members fit weights plus one sequence's KV on no replica the cluster allows."""
+    tps = np.asarray(TP_CANDIDATES, dtype=float)
+    engine = engine_for(members.first, tps)
+    lengths = members.lengths(members.prompt_p50[idx], idx, (-1, 1))
+    fits = engine.kv_capacity_bytes() >= engine.kv_bytes_held(lengths.decode_context_mean)
+    clusters = [members.resolved[k].workload.cluster for k in idx]
+    top = np.array([min(c.gpus, c.gpus_per_node) for c in clusters], dtype=float)
+    free = (tps <= top[:, None]) | (tps == 1)
+    return ~(fits & free).any(axis=1)
 
 
 def _memory_limit(r: Resolved) -> Limit | None:
@@ -162,57 +185,102 @@ def _missed(r: Resolved, mode: str, best_ttft_ms: float, best_tpot_ms: float) ->
     return Limit(mode=mode, kind="slo", detail=detail + ": relax the target or use faster GPUs")
 
 
-def _colocated_slo_limit(r: Resolved) -> Limit:
-    """Best p99s over TP and chunk sizes at a batch of one (the lightest load that serves)."""
-    w = r.workload
-    tp = np.array(replica_tps(r, "colocated"), dtype=float).reshape(-1, 1)
-    engine = engine_for(r, tp)
-    chunks = np.asarray(w.efficiency.chunk_tokens, dtype=float).reshape(1, -1)
-    at = colocated.lines(engine, Lengths.of(w), w.slo.ttft_ms, w.slo.tpot_ms, chunks)
-    point = colocated.evaluate(at, 1.0)
-    fits = engine.fits().reshape(-1, 1)
-    ttft = np.where(fits, point.idle_ttft_ms, np.inf)
-    tpot = np.where(fits, point.tpot_p99_ms, np.inf)
-    return _missed(r, "colocated", float(ttft.min()), float(tpot.min()))
+def _rows(members: Members, idx: np.ndarray, shape: tuple[int, ...]) -> Lengths:
+    return members.lengths(members.prompt_p50[idx], idx, shape)
 
 
-def _disaggregated_slo_limit(r: Resolved) -> Limit:
-    """Best p99s over allowed (prefill TP, decode TP) pairs, unloaded."""
-    w = r.workload
-    budget = w.cluster.gpus
-    if budget < 2:
-        return Limit(
-            mode="disaggregated",
-            kind="slo",
-            detail=f"a split needs at least 2 GPUs (one per pool); the cluster has {budget}",
-        )
-    p_tps = np.array(replica_tps(r, "prefill"), dtype=float)
-    d_tps = np.array(replica_tps(r, "decode"), dtype=float)
-    ok = pairs_allowed(w.engine, p_tps, d_tps, budget)
-    if not ok.any():
-        rule = "equal TP" if w.engine == "sglang" else "decode TP >= prefill TP"
-        return Limit(
-            mode="disaggregated",
-            kind="slo",
-            detail=(
-                f"no prefill/decode TP pair fits: {w.engine} transfers KV only with {rule}, "
-                f"both pools within {budget} GPUs (prefill TP {_tps(p_tps)}, decode TP "
-                f"{_tps(d_tps)})"
-            ),
-        )
-    lengths = Lengths.of(w)
-    p_engine, d_engine = engine_for(r, p_tps), engine_for(r, d_tps)
-    p99_prefill = np.ravel(prefill.p99_prefill_ms(p_engine, lengths)) * np.ones_like(p_tps)
-    p99_prefill = np.where(p_engine.fits(), p99_prefill, np.inf)
-    step = decode.decode_step_ms(d_engine, 1.0, lengths.decode_context_mean)
-    step = np.where(d_engine.fits(), np.ravel(step) * np.ones_like(d_tps), np.inf)
-    uncached_p99 = w.traffic.prompt_tokens.p99 * (1.0 - w.traffic.prefix_cache_hit_rate)
-    _, _, transfer_ms = transfer_times(
-        r, transfer_path(r), uncached_p99, p99_prefill[:, None], p_tps[:, None], d_tps[None, :]
+def _colocated_slo_limits(members: Members, idx: np.ndarray) -> list[Limit]:
+    """Best p99s over allowed TP and chunk sizes at a batch of one (the lightest load)."""
+    first = members.first
+    tps = members.tps
+    engine = engine_for(first, tps.reshape(1, -1, 1))
+    chunks = np.asarray(first.workload.efficiency.chunk_tokens, dtype=float).reshape(1, 1, -1)
+    at = colocated.lines(
+        engine,
+        _rows(members, idx, (-1, 1, 1)),
+        members.ttft_ms[idx].reshape(-1, 1, 1),
+        members.tpot_ms[idx].reshape(-1, 1, 1),
+        chunks,
     )
-    ttft = np.where(ok, p99_prefill[:, None] + transfer_ms + step[None, :], np.inf)
-    tpot = np.where(ok.any(axis=0), step, np.inf)
-    return _missed(r, "disaggregated", float(ttft.min()), float(tpot.min()))
+    point = colocated.evaluate(at, 1.0)
+    allowed = members.allowed["colocated"][idx]
+    ok = (allowed & engine.fits().reshape(1, -1))[:, :, None]
+    ttft = np.where(ok, point.idle_ttft_ms, np.inf).min(axis=(1, 2))
+    tpot = np.where(ok, point.tpot_p99_ms, np.inf).min(axis=(1, 2))
+    out = []
+    for n, k in enumerate(idx.tolist()):
+        r = members.resolved[k]
+        if not ok[n].any():
+            out.append(_no_room(r, "colocated", tps[allowed[n]]))
+        else:
+            out.append(_missed(r, "colocated", float(ttft[n]), float(tpot[n])))
+    return out
+
+
+def _disaggregated_slo_limits(members: Members, idx: np.ndarray) -> list[Limit]:
+    """Best p99s over allowed (prefill TP, decode TP) pairs, unloaded."""
+    first, tps = members.first, members.tps
+    engine = engine_for(first, tps.reshape(1, -1))
+    lengths = _rows(members, idx, (-1, 1))
+    fits = engine.fits().reshape(1, -1)
+    p_allowed, d_allowed = members.allowed["prefill"][idx], members.allowed["decode"][idx]
+    budget = members.budget[idx]
+    pairs = pairs_allowed(first.workload.engine, tps, tps, budget[:, None, None])
+    pairs = pairs & p_allowed[:, :, None] & d_allowed[:, None, :]
+    ok = pairs & (fits[:, :, None] & fits[:, None, :])
+    p99_prefill = prefill.p99_prefill_ms(engine, lengths)
+    step = decode.decode_step_ms(engine, 1.0, lengths.decode_context_mean)
+    u99 = (lengths.prompt_p99 * lengths.uncached_share).reshape(-1, 1, 1)
+    path = members.path.take(idx, (-1, 1, 1))
+    _, _, t99 = transfer_times(
+        first, path, u99, p99_prefill[:, :, None], tps[None, :, None], tps[None, None, :]
+    )
+    ttft = np.where(ok, p99_prefill[:, :, None] + t99 + step[:, None, :], np.inf).min(axis=(1, 2))
+    tpot = np.where(ok.any(axis=1), step, np.inf).min(axis=1)
+    out = []
+    for n, k in enumerate(idx.tolist()):
+        r = members.resolved[k]
+        if budget[n] < 2:
+            detail = f"a split needs at least 2 GPUs (one per pool); the cluster has {budget[n]:g}"
+            out.append(Limit(mode="disaggregated", kind="slo", detail=detail))
+        elif not pairs[n].any():
+            out.append(_no_pair(r, tps[p_allowed[n]], tps[d_allowed[n]]))
+        elif not ok[n].any():
+            role = "prefill" if not (p_allowed[n] & fits[0]).any() else "decode"
+            allowed = p_allowed[n] if role == "prefill" else d_allowed[n]
+            out.append(_no_room(r, "disaggregated", tps[allowed], role))
+        else:
+            out.append(_missed(r, "disaggregated", float(ttft[n]), float(tpot[n])))
+    return out
+
+
+def _no_pair(r: Resolved, p_tps: np.ndarray, d_tps: np.ndarray) -> Limit:
+    w = r.workload
+    rule = "equal TP" if w.engine == "sglang" else "decode TP >= prefill TP"
+    return Limit(
+        mode="disaggregated",
+        kind="slo",
+        detail=(
+            f"no prefill/decode TP pair fits: {w.engine} transfers KV only with {rule}, both "
+            f"pools within {w.cluster.gpus} GPUs (prefill TP {_tps(p_tps)}, decode TP "
+            f"{_tps(d_tps)})"
+        ),
+    )
+
+
+def _no_room(r: Resolved, mode: str, tps: np.ndarray, role: str | None = None) -> Limit:
+    """The TP degrees a role may use (a pin) leave no HBM for KV, though wider ones would."""
+    w = r.workload
+    who = f"{role} " if role else ""
+    return Limit(
+        mode=mode,  # type: ignore[arg-type]
+        kind="memory",
+        detail=(
+            f"{who}TP {_tps(tps)} (parallelism:) leaves no room for KV: {r.model.id} in "
+            f"{w.weights_dtype} needs {arch.weight_bytes(r.model, w.weights_dtype) / GB:,.0f} GB "
+            f"of weights on {r.gpu.id}; pin a wider TP or leave it to the calculator"
+        ),
+    )
 
 
 def _tps(tps: np.ndarray) -> str:
