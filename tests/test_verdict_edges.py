@@ -60,7 +60,8 @@ def test_prompts_no_layout_can_serve_get_no_split_and_say_why(tmp_path: Path) ->
     assert "DSG012" in {f["id"] for f in v["fired_rules"]}
     assert v["metrics"]["gain"] is None
     text_out = run_cli("-w", str(tmp_path / "w.yaml")).stdout
-    assert text_out.startswith("COLOCATE") and "0.00x" not in text_out and "-x" not in text_out
+    assert text_out.startswith("NO LAYOUT MEETS THE TARGETS")
+    assert "0.00x" not in text_out and "-x" not in text_out
 
 
 def test_prompts_beyond_the_context_are_a_context_limit() -> None:
@@ -236,3 +237,14 @@ def test_an_infeasible_split_prints_dash_not_zero(tmp_path: Path) -> None:
     assert "gain         - goodput per GPU" in out
     assert "0.00x" not in out and " -x" not in out
     assert "n/a, the split meets no SLO" in v["summary"]
+
+
+def test_the_report_and_batch_table_say_no_layout_meets_the_targets(tmp_path: Path) -> None:
+    path = write(tmp_path, edited_example(**BIG_ON_SMALL), "big.yaml")
+    md = run_cli("-w", str(path), "-f", "markdown").stdout
+    assert "**Verdict: no layout meets the targets.** No layout meets the targets:" in md
+    assert "- **Limit (memory):** llama-3.1-405b in bf16 needs 812 GB" in md
+    assert "| layout | - | - |" in md
+    batch = run_cli("batch", str(path), str(RAG_EXAMPLE)).stdout
+    assert "colocate*" in batch and "dynamo" in batch
+    assert "* the chosen layout meets no target" in batch

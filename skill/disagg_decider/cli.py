@@ -152,6 +152,8 @@ def print_verdict(v: Verdict, console) -> None:
 
     color = "green" if v.disaggregate else "cyan"
     headline = HEADLINES.get(v.decision, v.decision.upper())
+    if not v.colocated.feasible and not v.disaggregated.feasible:
+        color, headline = "red", "NO LAYOUT MEETS THE TARGETS"
     console.print(f"[bold {color}]{headline}[/]  {v.workload}  ({v.model} on {v.gpu})")
     console.print(v.summary, highlight=False)
     console.print()
@@ -361,6 +363,12 @@ def batch_command(
         write_output(plain_text(lambda console: console.print(table), 140), out_file, force)
 
 
+def _compact_split(d) -> str:
+    if not d.feasible:
+        return "-"
+    return f"{d.prefill_replicas}xTP{d.prefill_tp} + {d.decode_replicas}xTP{d.decode_tp}"
+
+
 def _workload_files(paths: list[Path]) -> list[Path]:
     """The files named, with folders expanded to their *.yaml and *.yml files, sorted."""
     files: list[Path] = []
@@ -376,22 +384,28 @@ def _workload_files(paths: list[Path]) -> list[Path]:
 
 
 def _batch_table(files: list[Path], verdicts: list[Verdict]):
+    from rich import box
     from rich.table import Table
 
     table = Table(title=f"{len(verdicts)} workloads", title_justify="left")
-    table.add_column("workload", overflow="fold")
-    table.add_column("decision")
-    for col in ("gain", "colocated", "prefill + decode", "crossover"):
+    table.box = box.SIMPLE_HEAD
+    table.pad_edge = False
+    table.add_column("workload", overflow="fold", ratio=1)
+    table.add_column("decision", no_wrap=True)
+    for col in ("gain", "colocated", "P + D", "crossover"):
         table.add_column(col, justify="right", no_wrap=True)
+    if any(not v.feasible for v in verdicts):
+        table.caption = "* the chosen layout meets no target: see its `limits`"
+        table.caption_justify = "left"
     for f, v in zip(files, verdicts, strict=True):
         c, d = v.colocated, v.disaggregated
         crossover = v.metrics.crossover_prompt_tokens
         table.add_row(
             f.stem,
-            v.decision,
+            v.decision if v.feasible else f"{v.decision}*",
             gain_text(v.metrics.gain),
-            colocated_layout(c),
-            split_layout(d),
+            f"{c.replicas}xTP{c.tp}" if c.feasible else "-",
+            _compact_split(d),
             f"{crossover:,}" if crossover else "-",
         )
     return table

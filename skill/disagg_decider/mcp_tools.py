@@ -68,8 +68,10 @@ def decide_disaggregation(
     Returns the verdict: `decision` (colocate, dynamo or llm-d), a one-paragraph `summary`,
     `fired_rules` with the metric comparisons and rationale behind each, `metrics` (KV bytes,
     transfer time, goodput per GPU of both modes, gain, crossover prompt length), `sizing`
-    (replicas and TP per pool), the rule `thresholds` used and `warnings`. Quote the summary and
-    the fired rules' reasons rather than re-deriving numbers.
+    (replicas and TP per pool), the rule `thresholds` used and `warnings`. `feasible` is false
+    when the chosen layout meets no target; `limits` then says why (memory, context, slo, rate,
+    with what would fit), and each mode's `gpus_needed_for_rate` how many GPUs the rate needs.
+    Quote the summary and the fired rules' reasons rather than re-deriving numbers.
     """
     return decide(
         workload, base_dir=Path.cwd(), overrides=overrides or {}, overrides_source="overrides"

@@ -148,7 +148,11 @@ def render_report(verdict: Verdict, resolved: Resolved) -> str:
         v=verdict,
         w=w,
         r=resolved,
-        headline=DECISION_HEADLINE[verdict.decision],
+        headline=(
+            DECISION_HEADLINE[verdict.decision]
+            if verdict.colocated.feasible or verdict.disaggregated.feasible
+            else "Verdict: no layout meets the targets"
+        ),
         fired=[
             {
                 "rule": f,
