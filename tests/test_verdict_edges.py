@@ -248,3 +248,13 @@ def test_the_report_and_batch_table_say_no_layout_meets_the_targets(tmp_path: Pa
     batch = run_cli("batch", str(path), str(RAG_EXAMPLE)).stdout
     assert "colocate*" in batch and "dynamo" in batch
     assert "* the chosen layout meets no target" in batch
+
+
+def test_a_vetoed_split_leaves_an_infeasible_colocated_verdict_that_says_so() -> None:
+    """TPOT 8 ms: only a split meets it, but the team cannot run two pools (DSG003)."""
+    v = decide(rag(**{"slo.tpot_ms": 8, "ops.maturity": "low"}))
+    assert not v.colocated.feasible and v.disaggregated.feasible
+    assert v.decision == "colocate" and not v.feasible
+    assert v.summary.startswith("No colocated layout meets the targets: no colocated layout")
+    assert "only a split does" in v.summary and "veto DSG003" in v.summary
+    assert [(x.mode, x.kind) for x in v.limits][0] == ("colocated", "slo")
