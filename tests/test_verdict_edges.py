@@ -257,4 +257,4 @@ def test_a_vetoed_split_leaves_an_infeasible_colocated_verdict_that_says_so() ->
     assert v.decision == "colocate" and not v.feasible
     assert v.summary.startswith("No colocated layout meets the targets: no colocated layout")
     assert "only a split does" in v.summary and "veto DSG003" in v.summary
-    assert [(x.mode, x.kind) for x in v.limits][0] == ("colocated", "slo")
+    assert (v.limits[0].mode, v.limits[0].kind) == ("colocated", "slo")
