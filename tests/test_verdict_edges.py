@@ -258,3 +258,12 @@ def test_a_vetoed_split_leaves_an_infeasible_colocated_verdict_that_says_so() ->
     assert v.summary.startswith("No colocated layout meets the targets: no colocated layout")
     assert "only a split does" in v.summary and "veto DSG003" in v.summary
     assert (v.limits[0].mode, v.limits[0].kind) == ("colocated", "slo")
+
+
+def test_deploying_a_layout_short_of_the_rate_warns_with_the_gpus_needed() -> None:
+    w = rag()
+    v = decide(w)
+    bundle = build(w, v, "vllm", layout="colocated")  # colocated carries 1.94 of 3 req/s
+    short = [x for x in bundle.warnings if "short of GPUs" in x]
+    assert short and f"needs {v.colocated.gpus_needed_for_rate} GPUs colocated" in short[0]
+    assert not any("short of GPUs" in x for x in build(w, v, "dynamo").warnings)

@@ -257,6 +257,9 @@ def check(plan: DeployPlan) -> tuple[list[str], list[str]]:
         # What limits the layout (memory, context, a target out of reach), in the verdict's words.
         limits = [x.detail for x in plan.verdict.limits if x.mode in (mode, "both")]
         errors.append(f"no {mode} layout meets the targets: " + "; ".join(limits))
+    elif not getattr(plan.verdict, mode).fits_cluster:
+        short = [x.detail for x in plan.verdict.limits if x.mode == mode and x.kind == "rate"]
+        warnings.append("the cluster is short of GPUs for the rate: " + "; ".join(short))
     for pool in plan.pools:
         if feasible and pool.max_num_seqs is not None and pool.max_num_seqs < 1:
             errors.append(
