@@ -1,8 +1,10 @@
 """Invariants every verdict keeps, over generated workloads from the whole input space.
 
-Every catalog model and GPU, 1-64 GPUs, prompts 16-200K tokens, outputs 1-8K, 0.01-500 req/s,
-tight to loose SLOs, every network and engine. The CI profile runs a bounded number of them
-(`tests/conftest.py`); the on-demand profile runs 2,000:
+Every catalog model and GPU, 1-64 GPUs, prompts 16-200K tokens, outputs 1-8K, 0.01-500 req/s
+(log-uniform), tight to loose SLOs, every network and engine (`workloads`); most of that space
+cannot be served (beyond the context, out of memory, targets out of reach), so a second
+generator (`served_workloads`) draws where serving usually is possible and splits get chosen.
+The CI profile runs 200 of each (`tests/conftest.py`); the on-demand profile 2,000 of each:
 
     HYPOTHESIS_PROFILE=large python -m pytest tests/test_verdict_invariants.py -q
 
@@ -34,11 +36,16 @@ SCALE_OUT_LINKS = [x for x in LINKS if catalog.get_link(x).kind != "scale-up"]
 TOLERANCE = 1.001  # "at or under the target, within 0.1%"
 
 
+def log_uniform(low: float, high: float) -> st.SearchStrategy[float]:
+    """Spread over decades, so short prompts and low rates are drawn as often as long ones."""
+    return st.floats(math.log10(low), math.log10(high)).map(lambda e: 10.0**e)
+
+
 @st.composite
 def workloads(draw) -> Workload:
-    prompt_p50 = draw(st.floats(16, 200_000))
+    prompt_p50 = draw(log_uniform(16, 200_000))
     prompt_p99 = prompt_p50 * draw(st.floats(1.0, 4.0))
-    output_p50 = draw(st.floats(1, 8192))
+    output_p50 = draw(log_uniform(1, 8192))
     output_p99 = output_p50 * draw(st.floats(1.0, 4.0))
     gpus = draw(st.integers(1, 64))
     weights = draw(st.sampled_from(["bf16", "fp8", "fp4"]))
@@ -54,20 +61,56 @@ def workloads(draw) -> Workload:
             "traffic": {
                 "prompt_tokens": {"p50": prompt_p50, "p99": prompt_p99},
                 "output_tokens": {"p50": output_p50, "p99": output_p99},
-                "requests_per_second": draw(st.floats(0.01, 500)),
+                "requests_per_second": draw(log_uniform(0.01, 500)),
                 "prefix_cache_hit_rate": draw(st.sampled_from([0.0, 0.1, 0.5, 0.9])),
             },
             "slo": {
-                "ttft_ms": draw(st.sampled_from([50, 200, 500, 1000, 3000, 10_000, 600_000])),
-                "tpot_ms": draw(st.sampled_from([2, 5, 10, 20, 50, 100, 1000])),
+                "ttft_ms": draw(st.sampled_from([50, 500, 1000, 3000, 10_000, 600_000])),
+                "tpot_ms": draw(st.sampled_from([2, 10, 20, 50, 100, 1000])),
             },
             "cluster": {
                 "gpu": gpu,
                 "gpus": gpus,
-                "gpus_per_node": draw(st.sampled_from([1, 2, 4, 8])),
+                "gpus_per_node": draw(st.sampled_from([1, 2, 4, 8, 8, 8])),
                 "network": draw(st.sampled_from(links)),
             },
             "ops": {"maturity": draw(st.sampled_from(["low", "medium", "high"]))},
+        }
+    )
+
+
+@st.composite
+def served_workloads(draw) -> Workload:
+    """Where serving usually is possible: models that fit, 4-64 GPUs in 8-GPU nodes, 256-32K
+    prompts, interactive to batch SLOs. Here splits are chosen and clusters run short, so the
+    invariants about a chosen split and about `gpus_needed_for_rate` are exercised often."""
+    prompt_p50 = draw(log_uniform(256, 32_768))
+    output_p50 = draw(log_uniform(16, 2048))
+    gpu = draw(st.sampled_from(["h100", "h200", "b200", "mi300x", "a100-80g"]))
+    return Workload.model_validate(
+        {
+            "name": "served",
+            "model": draw(st.sampled_from(["llama-3.1-8b", "qwen3-32b", "llama-3.3-70b"])),
+            "weights_dtype": "bf16"
+            if gpu == "a100-80g"
+            else draw(st.sampled_from(["bf16", "fp8"])),
+            "engine": draw(st.sampled_from(["vllm", "sglang", "trtllm"])),
+            "traffic": {
+                "prompt_tokens": {"p50": prompt_p50, "p99": prompt_p50 * draw(st.floats(1, 3))},
+                "output_tokens": {"p50": output_p50, "p99": output_p50 * draw(st.floats(1, 3))},
+                "requests_per_second": draw(log_uniform(0.1, 100)),
+                "prefix_cache_hit_rate": draw(st.sampled_from([0.0, 0.3, 0.6])),
+            },
+            "slo": {
+                "ttft_ms": draw(st.sampled_from([500, 1000, 2000, 5000])),
+                "tpot_ms": draw(st.sampled_from([8, 15, 30, 60])),
+            },
+            "cluster": {
+                "gpu": gpu,
+                "gpus": draw(st.sampled_from([4, 8, 16, 24, 32, 64])),
+                "gpus_per_node": 8,
+                "network": draw(st.sampled_from(["ib-ndr-400", "roce-200", "efa", "tcp-100"])),
+            },
         }
     )
 
@@ -116,6 +159,15 @@ def check_invariants(w: Workload, v: Verdict) -> None:
 @settings(deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(w=workloads(), steps=st.integers(2, 12))
 def test_every_verdict_keeps_its_invariants(w: Workload, steps: int) -> None:
+    v = decide(w)
+    check_invariants(w, v)
+    sweep = run_sweep(w, None, 64, 65536, steps)
+    assert sweep.crossover_analytic == v.metrics.crossover_prompt_tokens
+
+
+@settings(deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(w=served_workloads(), steps=st.integers(2, 12))
+def test_served_workloads_keep_the_invariants(w: Workload, steps: int) -> None:
     v = decide(w)
     check_invariants(w, v)
     sweep = run_sweep(w, None, 64, 65536, steps)
