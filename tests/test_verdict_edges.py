@@ -88,6 +88,7 @@ def test_a_model_that_cannot_load_is_a_memory_limit_and_deploy_says_so(tmp_path:
     assert "fp8 weights" not in detail  # 405 GB does not fit 8 x 48 GB either
     assert v.summary.startswith("No layout meets the targets: llama-3.1-405b in bf16 needs")
     assert "Stay colocated" not in v.summary and "relax" not in v.summary
+    assert v.metrics.prefill_ms is None and v.metrics.decode_step_ms is None  # cannot load
     with pytest.raises(UserError, match="812 GB of weights") as refused:
         build(w, v, "vllm")
     assert "relax the SLO" not in str(refused.value)

@@ -228,7 +228,12 @@ def _print_key_figures(v: Verdict, console) -> None:
             "KV transfer",
             f"{m.kv_transfer_ms:.2f} ms per request over {m.kv_transfer_path} ({link})",
         ),
-        ("prefill", f"{m.prefill_ms:.1f} ms; decode step {m.decode_step_ms:.1f} ms"),
+        (
+            "prefill",
+            "- (the model fits no replica here)"
+            if m.prefill_ms is None or m.decode_step_ms is None
+            else f"{m.prefill_ms:.1f} ms; decode step {m.decode_step_ms:.1f} ms",
+        ),
         ("gain", f"{gain_text(m.gain)} goodput per GPU; {crossover}"),
     ]
     if v.disaggregated.feasible:

@@ -137,6 +137,8 @@ def effective_parameters(
 
 
 def _metrics(a: Analysis) -> Metrics:
+    # A model that fits no replica has no prefill or decode time to report.
+    loads = not any(x.kind == "memory" and x.mode == "both" for x in a.limits)
     return Metrics(
         kv_bytes_per_token=a.kv_bytes_per_token,
         kv_bytes_per_request=a.kv_bytes_per_request,
@@ -146,8 +148,8 @@ def _metrics(a: Analysis) -> Metrics:
         kv_transfer_path=a.kv_transfer_path,
         kv_transfer_gb_per_s=a.kv_transfer_gb_per_s,
         kv_transfer_rdma=a.kv_transfer_rdma,
-        prefill_ms=a.prefill_ms,
-        decode_step_ms=a.decode_step_ms,
+        prefill_ms=a.prefill_ms if loads else None,
+        decode_step_ms=a.decode_step_ms if loads else None,
         effective_prompt_tokens=a.effective_prompt_tokens,
         goodput_per_gpu_colocated=a.colocated.goodput_per_gpu,
         goodput_per_gpu_disaggregated=a.disaggregated.goodput_per_gpu,

@@ -64,8 +64,8 @@ class Metrics(_Out):
     kv_transfer_path: str
     kv_transfer_gb_per_s: float
     kv_transfer_rdma: bool
-    prefill_ms: float
-    decode_step_ms: float
+    prefill_ms: float | None  # null where the model fits no replica (a memory limit)
+    decode_step_ms: float | None
     effective_prompt_tokens: float
     goodput_per_gpu_colocated: float
     goodput_per_gpu_disaggregated: float
