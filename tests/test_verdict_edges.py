@@ -268,3 +268,11 @@ def test_deploying_a_layout_short_of_the_rate_warns_with_the_gpus_needed() -> No
     short = [x for x in bundle.warnings if "short of GPUs" in x]
     assert short and f"needs {v.colocated.gpus_needed_for_rate} GPUs colocated" in short[0]
     assert not any("short of GPUs" in x for x in build(w, v, "dynamo").warnings)
+
+
+def test_the_report_presents_no_pools_for_an_infeasible_mode(tmp_path: Path) -> None:
+    md = run_cli("-w", str(write(tmp_path, edited_example(**LONG_PROMPTS))), "-f", "markdown")
+    sizing = md.stdout.split("### Sizing")[1].split("###")[0]
+    assert "**Prefill and decode pools:** none" in sizing
+    assert "**Colocated:** none" in sizing
+    assert "Prefill pool:" not in sizing
