@@ -276,3 +276,13 @@ def test_the_report_presents_no_pools_for_an_infeasible_mode(tmp_path: Path) -> 
     assert "**Prefill and decode pools:** none" in sizing
     assert "**Colocated:** none" in sizing
     assert "Prefill pool:" not in sizing
+
+
+@pytest.mark.parametrize("steps", [2, 4, 12])
+def test_mcp_find_crossover_reports_the_verdicts_crossover(steps: int) -> None:
+    from disagg_decider.mcp_tools import find_crossover
+
+    w = rag()
+    got = find_crossover(w, min_prompt_tokens=256, max_prompt_tokens=32768, steps=steps)
+    crossover = decide(w).metrics.crossover_prompt_tokens
+    assert crossover is not None and got.crossover_prompt_tokens == crossover
