@@ -80,8 +80,10 @@ def decide_disaggregation(
     Returns the verdict: `decision` (colocate, dynamo or llm-d), a one-paragraph `summary`,
     `fired_rules` with the metric comparisons and rationale behind each, `metrics` (KV bytes,
     transfer time, goodput per GPU of both modes, gain, crossover prompt length), `sizing`
-    (replicas and TP per pool), the rule `thresholds` used and `warnings`. Quote the summary and
-    the fired rules' reasons rather than re-deriving numbers.
+    (replicas and TP per pool), the rule `thresholds` used and `warnings`. `feasible` is false
+    when the chosen layout meets no target; `limits` then says why (memory, context, slo, rate,
+    with what would fit), and each mode's `gpus_needed_for_rate` how many GPUs the rate needs.
+    Quote the summary and the fired rules' reasons rather than re-deriving numbers.
     """
     return decide(
         workload, base_dir=_tool_dir(), overrides=overrides or {}, overrides_source="overrides"
@@ -321,7 +323,9 @@ class CrossoverResult(_Out):
         description=(
             "where disaggregation starts to win (gain > 1), read from the workload's own "
             "prompt p50: the lower end of the winning stretch that contains it, else the first "
-            "longer prompt where it wins; log-interpolated; null if it never wins there"
+            "longer prompt where it wins; log-interpolated; null if it never wins. Computed "
+            "once by the calculator on its own grid: the number decide_disaggregation reports, "
+            "whatever range the curve below covers"
         )
     )
     winning_ranges: list[tuple[int, int]] = Field(
@@ -382,7 +386,7 @@ def find_crossover(
         notes.append(f"lengths above {r.model.max_context_tokens} exceed {r.model.id}'s context")
     return CrossoverResult(
         workload=workload.name,
-        crossover_prompt_tokens=compare.crossover_from_curve(prompts, gains, own),
+        crossover_prompt_tokens=compare.analyze(r).crossover_prompt_tokens,
         winning_ranges=_runs(curve),
         workload_prompt_tokens_p50=workload.traffic.prompt_tokens.p50,
         curve=curve,

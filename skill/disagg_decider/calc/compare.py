@@ -23,6 +23,7 @@ import numpy as np
 
 from disagg_decider.calc import colocated, decode, kv, prefill
 from disagg_decider.calc.lengths import Lengths
+from disagg_decider.calc.limits import limits_for_block
 from disagg_decider.calc.result import Analysis, ColocatedResult, DisaggregatedResult
 from disagg_decider.calc.search import (
     Found,
@@ -30,6 +31,7 @@ from disagg_decider.calc.search import (
     best_split,
     engine_for,
     group_key,
+    join_step_ms,
     members_of,
     pinned_tps,
     search,
@@ -99,6 +101,7 @@ def _analyze_block(resolved: list[Resolved]) -> list[Analysis]:
     colo = _colocated_results(own, found)
     disagg, disagg_columns = _disaggregated_results(own, found)
     request = _per_request(own, disagg_columns)
+    limits = limits_for_block(members, colo, disagg)
     out = []
     for k, r in enumerate(resolved):
         c, d = colo[k], disagg[k]
@@ -109,7 +112,8 @@ def _analyze_block(resolved: list[Resolved]) -> list[Analysis]:
                 disaggregated=d,
                 gain=_gain(d.goodput_per_gpu, c.goodput_per_gpu),
                 crossover_prompt_tokens=crossovers[k],
-                warnings=members.warnings[k] + _warnings(r, c, d),
+                limits=limits[k],
+                warnings=members.warnings[k] + _warnings(r),
             )
         )
     return out
@@ -266,7 +270,7 @@ def _colocated_results(o: _Own, f: Found) -> list[ColocatedResult]:
     tp = f.tps[t].astype(float)
     per_replica = f.colo_rate[o.row, t]
     chunk_i = f.colo_chunk_index[o.row, t]
-    feasible = per_replica > 0
+    feasible = (per_replica > 0) & (o.budget // tp >= 1)
     cap = np.maximum(o.budget // tp, 1.0)
     need = _replicas_needed(o.rate, per_replica)
     replicas = np.where(feasible, np.minimum(need, cap), cap)
@@ -287,6 +291,7 @@ def _colocated_results(o: _Own, f: Found) -> list[ColocatedResult]:
         "feasible": feasible,
         "fits_cluster": fits,
         "gpus": (replicas * tp).astype(int),
+        "gpus_needed_for_rate": np.where(feasible, need * tp, np.nan),
         "max_rate_per_s": within,
         "goodput_per_gpu": within / o.budget,
         "ttft_p99_ms": np.where(feasible, ttft, np.nan),
@@ -308,10 +313,13 @@ def _disaggregated_results(
     p_rate, d_rate = f.prefill_rate[o.row, i, j], f.decode_rate[o.row, j]
     feasible = f.pair_served[o.row, i, j] > 0
     x, y = _replicas_needed(o.rate, p_rate), _replicas_needed(o.rate, d_rate)
+    needed = np.where(feasible, x * p_tp + y * d_tp, np.nan)
     fits = feasible & (x * p_tp + y * d_tp <= o.budget)
+    # Short of GPUs, the plan is the best split of the cluster; with no feasible split, the
+    # smallest pair (one replica each), which the verdict never presents as a plan.
     _, best_x, best_y = best_split(o.budget, p_tp, d_tp, p_rate, d_rate)
-    x = np.where(feasible & ~fits, best_x, x)
-    y = np.where(feasible & ~fits, best_y, y)
+    x = np.where(fits, x, np.where(feasible, best_x, 1.0))
+    y = np.where(fits, y, np.where(feasible, best_y, 1.0))
     transfer_p99 = f.transfer_p99_ms[o.row, i, j]
     with np.errstate(divide="ignore", invalid="ignore"):
         p_load = np.minimum(o.rate / x, p_rate)
@@ -319,7 +327,8 @@ def _disaggregated_results(
     p_engine = engine_for(o.first, p_tp.reshape(-1, 1))
     d_engine = engine_for(o.first, d_tp.reshape(-1, 1))
     step = decode.step_at_rate_ms(d_engine, o.lengths, d_load)
-    ttft = prefill.ttft_p99_ms(p_engine, o.lengths, p_load) + transfer_p99 + step
+    join = np.ravel(join_step_ms(d_engine, o.lengths))
+    ttft = prefill.ttft_p99_ms(p_engine, o.lengths, p_load) + transfer_p99 + join
     served = np.minimum(o.rate, np.minimum(x * p_rate, y * d_rate))
     gpus = x * p_tp + y * d_tp
     within = f.disagg_within[o.row]
@@ -327,6 +336,7 @@ def _disaggregated_results(
         "feasible": feasible,
         "fits_cluster": fits,
         "gpus": gpus.astype(int),
+        "gpus_needed_for_rate": needed,
         "max_rate_per_s": within,
         "goodput_per_gpu": within / o.budget,
         "ttft_p99_ms": np.where(feasible, ttft, np.nan),
@@ -432,33 +442,17 @@ def _costs(o: _Own, gpus: np.ndarray, served_rate: np.ndarray) -> list[dict]:
 
 
 def _gain(disagg: float, colo: float) -> float | None:
-    return disagg / colo if colo > 0 else None
+    """The goodput ratio where both modes serve something; None otherwise (never 0 or inf)."""
+    return disagg / colo if colo > 0 and disagg > 0 else None
 
 
-def _warnings(r: Resolved, colo: ColocatedResult, disagg: DisaggregatedResult) -> list[str]:
-    w = r.workload
+def _warnings(r: Resolved) -> list[str]:
+    """Caveats of the model itself; what limits the workload is in `limits`."""
     out = []
-    rate = w.traffic.requests_per_second
-    if not colo.feasible and not disagg.feasible:
-        out.append(
-            f"no configuration meets p99 TTFT {w.slo.ttft_ms:g} ms and TPOT {w.slo.tpot_ms:g} ms "
-            f"for {r.model.id} on {r.gpu.id}: relax the SLO, shorten prompts or use faster GPUs"
-        )
-    for res in (colo, disagg):
-        if res.feasible and not res.fits_cluster:
-            out.append(
-                f"{res.mode}: {rate:g} req/s needs more than the cluster's {w.cluster.gpus} GPUs "
-                f"(at most {res.max_rate_per_s:.2f} req/s within the SLO)"
-            )
     if r.model.moe is not None and r.model.moe.experts >= 64:
         out.append(
             f"{r.model.id} has {r.model.moe.experts} experts: this calculator models tensor "
             "parallelism only; wide expert parallelism with data-parallel attention (DeepEP) "
             "raises decode capacity and usually favours disaggregation"
-        )
-    if w.traffic.prompt_tokens.p99 > r.model.max_context_tokens:
-        out.append(
-            f"traffic.prompt_tokens.p99 exceeds {r.model.id}'s context of "
-            f"{r.model.max_context_tokens} tokens"
         )
     return out

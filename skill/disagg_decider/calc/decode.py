@@ -14,7 +14,7 @@ from functools import cache
 
 import numpy as np
 
-from disagg_decider.calc.frontier import boundary_index, interp_rows, slack, value_at
+from disagg_decider.calc.frontier import boundary_index, littles_law_rows, slack, value_at
 from disagg_decider.calc.kv import kv_bytes
 from disagg_decider.calc.lengths import Lengths
 from disagg_decider.calc.step import Engine, iteration_ms
@@ -75,8 +75,8 @@ def step_at_rate_ms(engine: Engine, lengths: Lengths, rate_per_s: np.ndarray) ->
     grid = batch_grid(engine.eff.max_decode_batch)
     step = decode_step_ms(engine, grid, lengths.decode_context_mean)
     step = np.broadcast_to(step, (len(rate_per_s), grid.size))
-    carried = grid / (lengths.output_mean * step) * 1e3
-    return interp_rows(rate_per_s, carried, step)
+    per_step = np.broadcast_to(lengths.output_mean, (len(rate_per_s), 1)) / 1e3
+    return littles_law_rows(np.asarray(rate_per_s, dtype=float), grid, step, per_step)
 
 
 def batch_at_rate(engine: Engine, lengths: Lengths, rate_per_s: np.ndarray) -> np.ndarray:

@@ -20,7 +20,7 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
-from disagg_decider.calc import colocated, decode, kv, prefill, transfer
+from disagg_decider.calc import colocated, decode, kv, prefill, queueing, transfer
 from disagg_decider.calc.frontier import pick
 from disagg_decider.calc.lengths import Lengths
 from disagg_decider.calc.step import Engine
@@ -293,10 +293,14 @@ def search(r: Resolved, rows: Rows, tps: np.ndarray) -> Found:
     tp4 = tps.reshape(1, -1, 1, 1)
     engine = engine_for(r, tp4)  # colocated, prefill and decode all try every degree
 
+    # Rows whose p99 request outruns the model's context serve nothing in either mode.
+    served_rows = within_context(r.model.max_context_tokens, lengths).reshape(n_rows)
+
     # Colocated: every (TP, chunk, batch) at once.
     chunks = w.efficiency.chunk_tokens
     best = colocated.best_points(engine, lengths, rows.ttft_ms, rows.tpot_ms, chunks)
-    colo_within_t = (budget[:, None] // tps) * best.rate_per_s
+    colo_rate = np.where(served_rows[:, None], best.rate_per_s, 0.0)
+    colo_within_t = (budget[:, None] // tps) * colo_rate
     colo_within_t = np.where(rows.allowed["colocated"], colo_within_t, -1.0)
     colo_t = colo_within_t.argmax(axis=1)
     colo_within = np.maximum(colo_within_t[everyone, colo_t], 0.0)
@@ -307,7 +311,7 @@ def search(r: Resolved, rows: Rows, tps: np.ndarray) -> Found:
     d_point = decode.replica_capacity(
         engine, lengths, rows.tpot_ms, ingress.reshape(n_rows, -1, 1, 1)
     )
-    d_rate = d_point.rate_per_s[:, :, 0, 0]
+    d_rate = np.where(served_rows[:, None], d_point.rate_per_s[:, :, 0, 0], 0.0)
 
     mean_s, second_s = (m[:, :, 0, 0] for m in prefill.service_moments_ms(engine, lengths))
     p99_s = prefill.p99_prefill_ms(engine, lengths)[:, :, 0, 0]
@@ -316,12 +320,14 @@ def search(r: Resolved, rows: Rows, tps: np.ndarray) -> Found:
         r, path, u99, p99_s[:, :, None], tps[None, :, None], tps[None, None, :]
     )
     # The first token reaches the user once the KV has landed and the request joins the
-    # decode batch at its next step; a step at batch 1 keeps the budget independent of TPOT.
-    join_ms = decode.decode_step_ms(engine, 1.0, lengths.decode_context_mean)[:, :, 0, 0]
+    # decode batch at its next step; a step at batch 1 keeps the budget independent of TPOT
+    # (`join_ms`; the TTFT reported at the workload's rate prices the join the same way).
+    join_ms = join_step_ms(engine, lengths)[:, :, 0, 0]
     ttft_budget = rows.ttft_ms.reshape(-1, 1, 1) - t99 - join_ms[:, None, :]
     p_rate = prefill.replica_rate_per_s(
         mean_s[:, :, None], second_s[:, :, None], p99_s[:, :, None], ttft_budget
     )
+    p_rate = np.where(served_rows[:, None, None], p_rate, 0.0)
     b3 = budget[:, None, None]
     served = best_split_served(b3, tps[None, :, None], tps[None, None, :], p_rate, d_rate[:, None])
     served = np.where(pairs_allowed(w.engine, tps, tps, b3), served, 0.0)
@@ -339,7 +345,7 @@ def search(r: Resolved, rows: Rows, tps: np.ndarray) -> Found:
     return Found(
         tps=tps,
         rows=rows,
-        colo_rate=best.rate_per_s,
+        colo_rate=colo_rate,
         colo_chunk_index=best.chunk_index,
         colo_batch=best.batch,
         colo_best_t=colo_t,
@@ -353,6 +359,25 @@ def search(r: Resolved, rows: Rows, tps: np.ndarray) -> Found:
         disagg_within=disagg_within,
         gain=gain,
     )
+
+
+def within_context(max_context_tokens: int, lengths: Lengths) -> np.ndarray:
+    """Whether a p99 prompt plus a p99 output fits the model's context window.
+
+    A request beyond it cannot be served at all (the engine rejects it), so such a row is
+    infeasible in both modes rather than priced as if the window were longer.
+    """
+    output_p99 = queueing.lognormal_p99(lengths.output_p50, lengths.output_sigma)
+    return lengths.prompt_p99 + output_p99 <= max_context_tokens * (1.0 + 1e-9)
+
+
+def join_step_ms(engine: Engine, lengths: Lengths):
+    """The decode step a request's first token waits for after its KV lands: one at batch 1.
+
+    The prefill pool's TTFT budget and the TTFT reported at the workload's rate both use it,
+    so a split loaded to its prefill capacity reports the TTFT it was sized for.
+    """
+    return decode.decode_step_ms(engine, 1.0, lengths.decode_context_mean)
 
 
 def pairs_allowed(engine_name: str, tp_p: np.ndarray, tp_d: np.ndarray, budget):
