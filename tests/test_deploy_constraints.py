@@ -49,7 +49,7 @@ def test_sglang_refuses_unequal_tp_and_vllm_accepts_fan_out() -> None:
 
 
 def test_sglang_with_equal_tp_is_emitted() -> None:
-    w, v = example(RAG)
+    w, v = pinned(RAG, prefill_tp=4, decode_tp=4)
     assert v.sizing.prefill_tp == v.sizing.decode_tp
     files = build(w, v, "sglang").files
     assert "--disaggregation-mode prefill" in files["launch.sh"]
@@ -80,8 +80,10 @@ def test_pools_must_fit_the_cluster() -> None:
 
 
 def test_cluster_refusal_from_a_real_verdict() -> None:
-    """Pinned TP8 prefill + TP4 decode needs 20 GPUs on a 16-GPU cluster."""
-    w, v = pinned(RAG, prefill_tp=8, decode_tp=4)
+    """A real TP4/TP4 verdict with its prefill pool grown to 4 replicas needs 20 of 16 GPUs."""
+    w, v = pinned(RAG, prefill_tp=4, decode_tp=4)
+    grown = v.sizing.model_copy(update={"prefill_replicas": 4, "prefill_gpus": 16})
+    v = v.model_copy(update={"sizing": grown})
     with pytest.raises(UserError, match="need 20 GPUs"):
         build(w, v, "dynamo", layout="disaggregated")
 
@@ -113,7 +115,8 @@ def test_colocated_layout_skips_pd_constraints() -> None:
 @pytest.mark.parametrize("target", ["vllm", "sglang"])
 @pytest.mark.parametrize("name", [RAG, "chat-short-colocate.yaml"])
 def test_launch_scripts_are_valid_bash(tmp_path: Path, target: str, name: str) -> None:
-    w, v = example(name)
+    # SGLang needs equal TP on both sides: pinned, since the unpinned RAG split is TP2 -> TP8.
+    w, v = pinned(name, prefill_tp=4, decode_tp=4) if name == RAG else example(name)
     script = tmp_path / "launch.sh"
     script.write_text(build(w, v, target).files["launch.sh"])
     assert subprocess.run(["bash", "-n", str(script)], capture_output=True).returncode == 0
@@ -123,10 +126,10 @@ def test_launch_scripts_are_valid_bash(tmp_path: Path, target: str, name: str) -
 
 def test_emitters_read_sizing_from_the_verdict_only() -> None:
     """A verdict with other sizing gives other configs: nothing is re-derived on the way."""
-    w, v = example(RAG)
-    more = v.sizing.prefill_replicas + 1
+    w, v = pinned(RAG, prefill_tp=4, decode_tp=4)
+    more = v.sizing.prefill_replicas + 2
     bumped = v.model_copy(update={"sizing": v.sizing.model_copy(update={"prefill_replicas": more})})
-    with pytest.raises(UserError, match="GPUs"):  # one more TP4 replica overflows 16 GPUs
+    with pytest.raises(UserError, match="GPUs"):  # two more TP4 replicas overflow 16 GPUs
         build(w, bumped, "dynamo")
     bumped = bumped.model_copy(
         update={"sizing": bumped.sizing.model_copy(update={"prefill_replicas": 1})}

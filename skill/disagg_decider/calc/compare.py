@@ -16,7 +16,7 @@ from __future__ import annotations
 import math
 from bisect import bisect_left
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import cache
 
 import numpy as np
@@ -27,11 +27,11 @@ from disagg_decider.calc.result import Analysis, ColocatedResult, DisaggregatedR
 from disagg_decider.calc.search import (
     Found,
     Members,
-    best_split,
     engine_for,
     group_key,
     members_of,
     pinned_tps,
+    prefill_pool,
     search,
     transfer_times,
 )
@@ -43,6 +43,7 @@ CROSSOVER_POINTS = 11
 LOCAL_PREFILL_CANDIDATES = np.geomspace(16, 65536, 49)
 BLOCK_WORKLOADS = 256  # workloads per search: big enough to spread numpy's per-call cost
 ONE_PASS_WORKLOADS = 4  # up to this many, own prompts and crossover grid share one search
+SIZING_REPLICAS = 64  # prefill pools are sized up to this many replicas beyond the cluster
 
 
 def analyze(r: Resolved) -> Analysis:
@@ -280,6 +281,7 @@ def _colocated_results(o: _Own, f: Found) -> list[ColocatedResult]:
         o.tpot_slo_ms.reshape(-1, 1),
         np.asarray(chunks, dtype=float)[chunk_i].reshape(-1, 1),
         load,
+        replicas.reshape(-1, 1),
     )
     served = np.minimum(o.rate, replicas * per_replica)
     within = f.colo_within[o.row]
@@ -305,22 +307,45 @@ def _disaggregated_results(
     """The records, and the columns they were built from (the per-request figures use them)."""
     i, j = f.best_pair[o.row, 0], f.best_pair[o.row, 1]
     p_tp, d_tp = f.tps[i].astype(float), f.tps[j].astype(float)
-    p_rate, d_rate = f.prefill_rate[o.row, i, j], f.decode_rate[o.row, j]
+    d_rate = f.decode_rate[o.row, i, j]
     feasible = f.pair_served[o.row, i, j] > 0
-    x, y = _replicas_needed(o.rate, p_rate), _replicas_needed(o.rate, d_rate)
-    fits = feasible & (x * p_tp + y * d_tp <= o.budget)
-    _, best_x, best_y = best_split(o.budget, p_tp, d_tp, p_rate, d_rate)
-    x = np.where(feasible & ~fits, best_x, x)
-    y = np.where(feasible & ~fits, best_y, y)
-    transfer_p99 = f.transfer_p99_ms[o.row, i, j]
-    with np.errstate(divide="ignore", invalid="ignore"):
-        p_load = np.minimum(o.rate / x, p_rate)
-        d_load = np.minimum(o.rate / np.maximum(y, 1.0), d_rate)
     p_engine = engine_for(o.first, p_tp.reshape(-1, 1))
     d_engine = engine_for(o.first, d_tp.reshape(-1, 1))
+    path = o.members.path.take(np.arange(len(o.row)), (-1, 1))
+    join = decode.decode_step_ms(d_engine, 1.0, o.lengths.decode_context_mean)
+    pool = prefill_pool(
+        o.first,
+        p_engine,
+        o.lengths,
+        path,
+        o.ttft_slo_ms,
+        p_tp.reshape(-1, 1),
+        d_tp.reshape(-1, 1),
+        join_ms=join,
+    )
+    most = np.maximum(np.floor((o.budget - d_tp) / p_tp), 1.0)
+    # Replicas the rate needs even beyond the cluster (reported when it does not fit); 1 where
+    # one replica serves nothing, as for decode.
+    x = pool.servers_needed(o.rate, np.maximum(most, SIZING_REPLICAS))
+    x = np.where(pool.max_rate_per_s(1.0) > 0, x, 1.0)
+    y = _replicas_needed(o.rate, d_rate)
+    fits = feasible & (x * p_tp + y * d_tp <= o.budget)
+    x = np.where(feasible & ~fits, f.best_x[o.row, i, j], x)
+    y = np.where(feasible & ~fits, f.best_y[o.row, i, j], y)
+    p_rate = pool.max_rate_per_s(x)
+    u99 = o.lengths.prompt_p99 * o.lengths.uncached_share
+    p99_compute = prefill.p99_prefill_ms(p_engine, o.lengths)
+    _, _, transfer_p99 = transfer_times(
+        o.first, path, u99, p99_compute, p_tp.reshape(-1, 1), d_tp.reshape(-1, 1)
+    )
+    transfer_p99 = np.ravel(transfer_p99)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        p_load = np.minimum(o.rate, p_rate)
+        d_load = np.minimum(o.rate / np.maximum(y, 1.0), d_rate)
     step = decode.step_at_rate_ms(d_engine, o.lengths, d_load)
-    ttft = prefill.ttft_p99_ms(p_engine, o.lengths, p_load) + transfer_p99 + step
-    served = np.minimum(o.rate, np.minimum(x * p_rate, y * d_rate))
+    at_load = replace(pool, nodes_ms=pool.nodes_ms + (step[:, None] - join))
+    ttft = at_load.ttft_p99_ms(x, p_load)
+    served = np.minimum(o.rate, np.minimum(p_rate, y * d_rate))
     gpus = x * p_tp + y * d_tp
     within = f.disagg_within[o.row]
     columns = {
@@ -330,7 +355,9 @@ def _disaggregated_results(
         "max_rate_per_s": within,
         "goodput_per_gpu": within / o.budget,
         "ttft_p99_ms": np.where(feasible, ttft, np.nan),
-        "tpot_p99_ms": np.where(feasible, step, np.nan),
+        "tpot_p99_ms": np.where(
+            feasible, decode.tpot_p99_at_rate_ms(d_engine, o.lengths, d_load), np.nan
+        ),
         "prefill_tp": p_tp.astype(int),
         "decode_tp": d_tp.astype(int),
         "prefill_replicas": x.astype(int),
@@ -340,7 +367,8 @@ def _disaggregated_results(
         "max_batch": _whole(f.decode_batch[o.row, j]),
         "transfer_ms_p99": transfer_p99,
     }
-    return _records(DisaggregatedResult, columns, _costs(o, gpus, served)), columns
+    records = _records(DisaggregatedResult, columns, _costs(o, gpus, served))
+    return records, {**columns, "decode_step_ms": np.where(feasible, step, np.nan)}
 
 
 def _whole(batch: np.ndarray) -> np.ndarray:
@@ -376,7 +404,7 @@ def _per_request(o: _Own, disagg: dict[str, np.ndarray]) -> dict[str, list]:
     gb_per_s = path.gb_per_s(p_tp, d_tp)
     ctx = o.lengths.decode_context_mean
     # The step at the sized operating point, or at batch 1 where no size meets the SLO.
-    tpot = disagg["tpot_p99_ms"].reshape(-1, 1)
+    tpot = disagg["decode_step_ms"].reshape(-1, 1)
     step = np.where(np.isnan(tpot), decode.decode_step_ms(d_engine, 1.0, ctx), tpot)
     size = kv.kv_bytes(model, kv_dtype, u50)
     per_token = kv.kv_bytes_per_token(model, kv_dtype, np.maximum(u50, 1.0))

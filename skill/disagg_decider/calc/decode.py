@@ -14,8 +14,8 @@ from functools import cache
 
 import numpy as np
 
+from disagg_decider.calc import queueing
 from disagg_decider.calc.frontier import boundary_index, interp_rows, slack, value_at
-from disagg_decider.calc.kv import kv_bytes
 from disagg_decider.calc.lengths import Lengths
 from disagg_decider.calc.step import Engine, iteration_ms
 
@@ -48,23 +48,36 @@ class DecodePoint:
     step_ms: np.ndarray
 
 
-def replica_capacity(
-    engine: Engine, lengths: Lengths, tpot_slo_ms: float, ingress_gb_per_s=None
-) -> DecodePoint:
-    """`ingress_gb_per_s` caps the rate by the KV bytes a replica can receive per second."""
+def replica_capacity(engine: Engine, lengths: Lengths, tpot_slo_ms: float) -> DecodePoint:
+    """The largest batch whose p99 step (at the p99 batch) meets TPOT and whose KV fits.
+
+    KV ingress is capped separately, per (prefill TP, decode TP) pair (`search`)."""
     grid = batch_grid(engine.eff.max_decode_batch)
     ctx = lengths.decode_context_mean
     step = decode_step_ms(engine, grid, ctx)
-    room = np.minimum(slack(tpot_slo_ms, step), slack(memory_batch_limit(engine, lengths), grid))
+    limit = memory_batch_limit(engine, lengths)
+    step99 = decode_step_ms(engine, p99_batch(grid, limit, engine.eff.max_decode_batch), ctx)
+    room = np.minimum(slack(tpot_slo_ms, step99), slack(limit, grid))
     edge = boundary_index(room)
     batch_grid_full = np.broadcast_to(grid, step.shape)
     best = np.where(edge >= 0, value_at(batch_grid_full, edge), 0.0)[..., None]
     best_step = value_at(step, np.maximum(edge, 0.0))[..., None]
     rate = np.where(best > 0, best / (lengths.output_mean * best_step) * 1e3, 0.0)
-    if ingress_gb_per_s is not None:
-        per_request = kv_bytes(engine.model, engine.kv_dtype, lengths.uncached_mean)
-        rate = np.minimum(rate, 0.9 * np.asarray(ingress_gb_per_s) * 1e9 / per_request)
     return DecodePoint(rate_per_s=rate, batch=best, step_ms=best_step)
+
+
+def p99_batch(batch, memory_limit, max_batch):
+    """The p99 batch a request decodes with (`queueing.batch_p99`), within the replica's caps."""
+    cap = np.minimum(np.maximum(memory_limit, 1.0), max_batch)
+    return np.maximum(np.minimum(queueing.batch_p99(batch), cap), np.maximum(batch, 1.0))
+
+
+def tpot_p99_at_rate_ms(engine: Engine, lengths: Lengths, rate_per_s: np.ndarray) -> np.ndarray:
+    """p99 TPOT at each load (N,): the step at the p99 batch around the mean one."""
+    batch = batch_at_rate(engine, lengths, rate_per_s)
+    limit = np.ravel(memory_batch_limit(engine, lengths))
+    b99 = p99_batch(batch, limit, engine.eff.max_decode_batch)
+    return np.ravel(decode_step_ms(engine, b99[:, None], lengths.decode_context_mean))
 
 
 def step_at_rate_ms(engine: Engine, lengths: Lengths, rate_per_s: np.ndarray) -> np.ndarray:

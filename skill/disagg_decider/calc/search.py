@@ -21,7 +21,6 @@ from dataclasses import dataclass, replace
 import numpy as np
 
 from disagg_decider.calc import colocated, decode, kv, prefill, transfer
-from disagg_decider.calc.frontier import pick
 from disagg_decider.calc.lengths import Lengths
 from disagg_decider.calc.step import Engine
 from disagg_decider.catalog import get_link
@@ -274,11 +273,12 @@ class Found:
     colo_batch: np.ndarray
     colo_best_t: np.ndarray  # (S,)
     colo_within: np.ndarray  # (S,) req/s within the budget
-    prefill_rate: np.ndarray  # per replica, (S, Tp, Td)
-    decode_rate: np.ndarray  # per replica, (S, Td)
-    decode_batch: np.ndarray
-    transfer_p99_ms: np.ndarray  # (S, Tp, Td)
+    prefill_rate: np.ndarray  # the prefill pool of the best split, req/s, (S, Tp, Td)
+    decode_rate: np.ndarray  # per decode replica, KV ingress included, (S, Tp, Td)
+    decode_batch: np.ndarray  # (S, Td)
     pair_served: np.ndarray  # (S, Tp, Td) req/s within the budget
+    best_x: np.ndarray  # (S, Tp, Td) prefill replicas of the best split
+    best_y: np.ndarray  # decode replicas
     best_pair: np.ndarray  # (S, 2) indices into tps (prefill, decode)
     disagg_within: np.ndarray  # (S,)
     gain: np.ndarray  # (S,)
@@ -295,36 +295,24 @@ def search(r: Resolved, rows: Rows, tps: np.ndarray) -> Found:
 
     # Colocated: every (TP, chunk, batch) at once.
     chunks = w.efficiency.chunk_tokens
-    best = colocated.best_points(engine, lengths, rows.ttft_ms, rows.tpot_ms, chunks)
+    servers = np.maximum(budget[:, None] // tps, 1.0).reshape(n_rows, -1, 1, 1)
+    best = colocated.best_points(engine, lengths, rows.ttft_ms, rows.tpot_ms, chunks, servers)
     colo_within_t = (budget[:, None] // tps) * best.rate_per_s
     colo_within_t = np.where(rows.allowed["colocated"], colo_within_t, -1.0)
     colo_t = colo_within_t.argmax(axis=1)
     colo_within = np.maximum(colo_within_t[everyone, colo_t], 0.0)
 
-    # Disaggregated: decode per TP, prefill per TP, then every allowed (prefill, decode) pair.
+    # Disaggregated: decode per TP, prefill pools per (prefill TP, decode TP), then the best
+    # whole-replica split of every allowed pair.
     path = rows.path
-    ingress = transfer.effective_gb_per_s(path.gbps_per_gpu, path.efficiency, tps)  # (S, 1, T)
-    d_point = decode.replica_capacity(
-        engine, lengths, rows.tpot_ms, ingress.reshape(n_rows, -1, 1, 1)
-    )
-    d_rate = d_point.rate_per_s[:, :, 0, 0]
-
-    mean_s, second_s = (m[:, :, 0, 0] for m in prefill.service_moments_ms(engine, lengths))
-    p99_s = prefill.p99_prefill_ms(engine, lengths)[:, :, 0, 0]
-    u99 = (lengths.prompt_p99 * lengths.uncached_share).reshape(-1, 1, 1)
-    _, _, t99 = transfer_times(
-        r, path, u99, p99_s[:, :, None], tps[None, :, None], tps[None, None, :]
-    )
-    # The first token reaches the user once the KV has landed and the request joins the
-    # decode batch at its next step; a step at batch 1 keeps the budget independent of TPOT.
-    join_ms = decode.decode_step_ms(engine, 1.0, lengths.decode_context_mean)[:, :, 0, 0]
-    ttft_budget = rows.ttft_ms.reshape(-1, 1, 1) - t99 - join_ms[:, None, :]
-    p_rate = prefill.replica_rate_per_s(
-        mean_s[:, :, None], second_s[:, :, None], p99_s[:, :, None], ttft_budget
-    )
+    d_point = decode.replica_capacity(engine, lengths, rows.tpot_ms)
+    d_alone = d_point.rate_per_s[:, :, 0, 0]  # (S, Td) before KV ingress
+    p_tp, d_tp = tps[None, :, None], tps[None, None, :]
+    d_rate = np.minimum(d_alone[:, None, :], ingress_rate_per_s(r, path, lengths, p_tp, d_tp))
+    pool = prefill_pool(r, engine, lengths, path, rows.ttft_ms.reshape(-1, 1, 1), tps)
     b3 = budget[:, None, None]
-    served = best_split_served(b3, tps[None, :, None], tps[None, None, :], p_rate, d_rate[:, None])
-    served = np.where(pairs_allowed(w.engine, tps, tps, b3), served, 0.0)
+    allowed = pairs_allowed(w.engine, tps, tps, b3)
+    p_best, served, best_x, best_y = pooled_split(b3, p_tp, d_tp, pool, d_rate, allowed)
     tp_ok = rows.allowed["prefill"][:, :, None] & rows.allowed["decode"][:, None, :]
     flat = np.where(tp_ok, served, -1.0).reshape(n_rows, -1).argmax(axis=1)
     pair = np.stack(np.unravel_index(flat, served.shape[1:]), axis=1)
@@ -344,15 +332,109 @@ def search(r: Resolved, rows: Rows, tps: np.ndarray) -> Found:
         colo_batch=best.batch,
         colo_best_t=colo_t,
         colo_within=colo_within,
-        prefill_rate=p_rate,
+        prefill_rate=p_best,
         decode_rate=d_rate,
         decode_batch=d_point.batch[:, :, 0, 0],
-        transfer_p99_ms=t99,
         pair_served=served,
+        best_x=best_x,
+        best_y=best_y,
         best_pair=pair,
         disagg_within=disagg_within,
         gain=gain,
     )
+
+
+def prefill_pool(
+    r: Resolved,
+    engine: Engine,
+    lengths: Lengths,
+    path: TransferPath,
+    ttft_ms,
+    tps,
+    d_tps=None,
+    join_ms=None,
+) -> prefill.Pool:
+    """The prefill pools of every (prefill TP, decode TP): axes (S, Tp, Td), quantiles last.
+
+    A request's service-side TTFT is its prefill, its KV transfer (both grow with its prompt)
+    and the decode step it joins; the first token reaches the user once the KV has landed and
+    the request joins the decode batch at its next step. By default that step is taken at
+    batch 1, which keeps the prefill budget independent of the TPOT target.
+    `engine.tp` is (1, T, 1, 1) and the lengths (S, 1, 1, 1) (the search's axes), or
+    both (W, 1) with `tps`/`d_tps` (W, 1) for one pair per workload.
+    """
+    d_tps = tps if d_tps is None else d_tps
+    p_nodes = prefill.service_nodes_ms(engine, lengths)
+    if p_nodes.ndim == 4:  # the search's axes: (S, T, 1, K) -> (S, Tp, 1, K)
+        p_nodes = p_nodes[:, :, 0, :][:, :, None, :]
+        u = (prefill.prompt_nodes(lengths) * lengths.uncached_share)[:, :, 0, :]  # (S, 1, K)
+        path4 = replace(
+            path,
+            **{
+                f: np.asarray(getattr(path, f)).reshape(-1, 1, 1, 1)
+                for f in ("gbps_per_gpu", "efficiency", "latency_ms")
+            },
+        )
+        p4, d4 = np.reshape(tps, (1, -1, 1, 1)), np.reshape(d_tps, (1, 1, -1, 1))
+        _, _, t_nodes = transfer_times(r, path4, u[:, :, None, :], p_nodes, p4, d4)
+        if join_ms is None:
+            join_ms = decode.decode_step_ms(engine, 1.0, lengths.decode_context_mean)[:, :, 0, 0]
+            join_ms = join_ms[:, None, :, None]  # (S, 1, Td, 1)
+        target = np.asarray(ttft_ms, dtype=float)
+    else:  # one pair per row: (W, K)
+        u = prefill.prompt_nodes(lengths) * lengths.uncached_share
+        _, _, t_nodes = transfer_times(r, path, u, p_nodes, tps, d_tps)
+        target = np.ravel(ttft_ms)
+    mean, scv = prefill.moments(p_nodes[..., 0, :] if p_nodes.ndim == 4 else p_nodes)
+    if p_nodes.ndim == 4:
+        mean, scv = mean[:, :, None], scv[:, :, None]
+    nodes = p_nodes + t_nodes + join_ms
+    return prefill.Pool(mean_ms=mean, scv=scv, nodes_ms=nodes, target_ms=target)
+
+
+def ingress_rate_per_s(r: Resolved, path: TransferPath, lengths: Lengths, p_tp, d_tp):
+    """Requests per second a decode replica can receive: every transfer into it runs on
+    min(prefill TP, decode TP) NICs (one shard per rank, as the simulator moves it) and
+    transfers into one replica share them; 90% of that is usable."""
+    per_request = kv.kv_bytes(r.model, r.workload.kv_dtype, lengths.uncached_mean)
+    per_request = np.reshape(per_request, (-1,) + (1,) * (np.ndim(p_tp) - 1))
+    bw = path.gb_per_s(p_tp, d_tp)
+    return 0.9 * np.asarray(bw) * 1e9 / per_request
+
+
+def pooled_split(budget, p_tp, d_tp, pool: prefill.Pool, d_rate, allowed):
+    """Best whole split (x prefill, y decode replicas) of every pair, with pooled prefill.
+
+    A pool's rate grows faster than its size (pooling), so the ideal x of the relaxed problem
+    (x P = y D) is found with the per-replica rate of a pool near that size, then the whole
+    sizes next to it are tried exactly. Returns (prefill pool rate, served, x, y).
+    """
+    most = np.maximum(np.floor((budget - d_tp) / p_tp), 0.0)
+    feasible = allowed & (most >= 1) & (d_rate > 0)
+    one = np.where(feasible, pool.max_rate_per_s(1.0), 0.0)
+    feasible &= one > 0
+    per = one
+    for _ in range(2):
+        with np.errstate(divide="ignore", invalid="ignore"):
+            ideal = budget * d_rate / (p_tp * d_rate + d_tp * per)
+        x0 = np.clip(np.floor(np.where(np.isfinite(ideal), ideal, 1.0)), 1.0, np.maximum(most, 1))
+        if _ == 0:
+            per = np.where(feasible, pool.max_rate_per_s(x0) / x0, 0.0)
+    best = np.zeros(np.shape(feasible))
+    best_x = np.ones(best.shape)
+    best_y = np.ones(best.shape)
+    best_p = np.zeros(best.shape)
+    for dx in (-1.0, 0.0, 1.0, 2.0):
+        x = np.clip(x0 + dx, 1.0, np.maximum(most, 1))
+        p = np.where(feasible, pool.max_rate_per_s(x), 0.0)
+        y = np.floor((budget - x * p_tp) / d_tp)
+        value = np.where(feasible & (y >= 1), np.minimum(p, y * d_rate), 0.0)
+        take = value > best
+        best = np.where(take, value, best)
+        best_x, best_y, best_p = (
+            np.where(take, a, b) for a, b in ((x, best_x), (y, best_y), (p, best_p))
+        )
+    return best_p, best, best_x, best_y
 
 
 def pairs_allowed(engine_name: str, tp_p: np.ndarray, tp_d: np.ndarray, budget):
@@ -360,35 +442,3 @@ def pairs_allowed(engine_name: str, tp_p: np.ndarray, tp_d: np.ndarray, budget):
     p, d = tp_p[:, None], tp_d[None, :]
     same_rule = p == d if engine_name == "sglang" else d >= p
     return same_rule & (p + d <= budget)
-
-
-def best_split(budget, p_tp, d_tp, p_rate, d_rate):
-    """Whole prefill (x) and decode (y) replicas in the budget maximising min(x P, y D).
-
-    Returns (served, x, y).
-    """
-    x, y, value = _splits(budget, p_tp, d_tp, p_rate, d_rate)
-    best = value.argmax(axis=0)
-    take = lambda a: np.moveaxis(np.broadcast_to(a, value.shape), 0, -1)  # noqa: E731
-    return pick(take(value), best), pick(take(x), best), pick(take(y), best)
-
-
-def best_split_served(budget, p_tp, d_tp, p_rate, d_rate):
-    """What `best_split` serves, without the split itself (the search needs only this)."""
-    return _splits(budget, p_tp, d_tp, p_rate, d_rate)[2].max(axis=0)
-
-
-def _splits(budget, p_tp, d_tp, p_rate, d_rate):
-    """Candidate splits (x, y) and what each serves, stacked on a new leading axis.
-
-    The optimum of the relaxed problem is x* = B D / (p D + d P); the best whole split is among
-    the whole numbers next to it.
-    """
-    with np.errstate(divide="ignore", invalid="ignore"):
-        ideal = budget * d_rate / (p_tp * d_rate + d_tp * p_rate)
-    ideal = np.where(np.isfinite(ideal), ideal, 1.0)
-    base = np.floor(ideal)
-    x = np.maximum(np.stack([base - 1, base, base + 1, base + 2]), 1.0)
-    y = np.floor((budget - x * p_tp) / d_tp)
-    ok = (y >= 1) & (x * p_tp + d_tp <= budget)
-    return x, y, np.where(ok, np.minimum(x * p_rate, y * d_rate), 0.0)

@@ -1,9 +1,9 @@
 """Disaggregated serving: a prefill pool, a KV transfer over the link, a decode pool.
 
-- Prefill: each replica serves one prompt at a time, first come first served (the calculator's
-  M/G/1 prefill server); its service time is `calc.prefill.prefill_ms` of the uncached prompt
-  after its cached prefix, so prefix-cache hits shorten it. A router sends each arrival to the
-  replica that will be free soonest.
+- Prefill: each replica serves one prompt at a time, first come first served; its service time
+  is `calc.prefill.prefill_ms` of the uncached prompt after its cached prefix, so prefix-cache
+  hits shorten it. The router (`sim.routing`, `least-work` by default) sends each arrival to
+  the replica that will be free soonest, which makes the pool the calculator's M/G/c queue.
 - Transfer: when a prompt is done, a decode replica with a free seat and room for the request's
   KV (prompt plus output, `Engine.kv_bytes_held`) is reserved, or the request waits for one,
   first come first served. Its uncached KV (`calc.kv.kv_bytes`) then moves over the path the
@@ -33,6 +33,7 @@ from disagg_decider.sim.batch import DecodeBatch, run_ms, steps_within
 from disagg_decider.sim.events import run_events
 from disagg_decider.sim.outcome import Outcome
 from disagg_decider.sim.requests import Requests
+from disagg_decider.sim.routing import Picker
 from disagg_decider.sim.steps import DecodeTable
 
 PREFILL_DONE, TRANSFER_DONE, RUN_END = 0, 1, 2
@@ -47,6 +48,7 @@ class DisaggregatedConfig:
     max_batch: int  # sequences per decode replica
     path: TransferPath
     layerwise: bool = False
+    router: str = "least-work"  # sim.routing: how a prompt picks its prefill replica
 
     @property
     def gpus(self) -> int:
@@ -89,6 +91,7 @@ class _Sim:
         self.first_ms = [0.0] * n
         self.done_ms = [0.0] * n
         self.prefill_free_at = [0.0] * cfg.prefill_replicas
+        self.picker = Picker(cfg.router, cfg.prefill_replicas)
         self.prefill_of = [0] * n
         self.decoders = [_Decoder(j, self) for j in range(cfg.decode_replicas)]
         self.waiting: deque[int] = deque()  # prefilled, no decode replica has room yet
@@ -100,7 +103,7 @@ class _Sim:
 
     def arrive(self, rid: int, now: float) -> None:
         free = self.prefill_free_at
-        p = min(range(len(free)), key=free.__getitem__)
+        p = self.picker.pick(lambda: min(range(len(free)), key=free.__getitem__))
         start = max(now, free[p])
         free[p] = start + self.service_ms[rid]
         self.prefill_of[rid] = p
