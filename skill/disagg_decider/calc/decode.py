@@ -34,8 +34,15 @@ def batch_grid(max_batch: int, points: int = 16) -> np.ndarray:
 
 
 def memory_batch_limit(engine: Engine, lengths: Lengths):
-    """Sequences whose KV fits in the replica's HBM at the mean decode context."""
-    per_seq = engine.kv_bytes_held(lengths.decode_context_mean)
+    """Sequences whose KV fits in the replica's HBM when each reserves its whole sequence.
+
+    The KV reservation rule, shared with the simulator: a request admitted to a batch reserves
+    KV for its prompt and its whole output (reserve-all). vLLM allocates pages on demand and
+    preempts when they run out; reserving up front is what an engine that never preempts must
+    do, and the simulator (which models no preemption or recomputation) does exactly this, so
+    both count the same sequences per replica.
+    """
+    per_seq = engine.kv_bytes_held(lengths.prompt_mean + lengths.output_mean)
     return np.floor(engine.kv_capacity_bytes() / per_seq)
 
 
