@@ -13,13 +13,22 @@ import yaml
 from disagg_decider.deploy.bundle import build
 from disagg_decider.deploy.plan import Pool, check, make_plan
 from disagg_decider.errors import UserError
-from tests.deploy_helpers import example, pinned, run_cli
+from disagg_decider.workload import load_workload
+from tests.deploy_helpers import ROOT, example, pinned, run_cli
 
 RAG = "rag-8k-h200-rdma-dynamo.yaml"
 
 
+def _with_sizing(w_v, **sizing):
+    """A real verdict with its sizing edited: one `decide` would now refuse (calc/pins.py)."""
+    w, v = w_v
+    return w, v.model_copy(update={"sizing": v.sizing.model_copy(update=sizing)})
+
+
 def test_vllm_nixl_refuses_prefill_tp_above_decode_tp() -> None:
-    w, v = pinned(RAG, prefill_tp=8, decode_tp=4)
+    w, v = _with_sizing(
+        pinned(RAG, prefill_tp=4, decode_tp=4), prefill_tp=8, decode_tp=4, prefill_gpus=8
+    )
     assert (v.sizing.prefill_tp, v.sizing.decode_tp) == (8, 4)
     for target in ("vllm", "dynamo", "llm-d"):
         with pytest.raises(UserError, match=r"decode TP >= prefill TP.*NixlConnector"):
@@ -27,15 +36,17 @@ def test_vllm_nixl_refuses_prefill_tp_above_decode_tp() -> None:
 
 
 def test_vllm_refusal_through_the_cli_writes_nothing(tmp_path: Path) -> None:
-    w, _ = pinned(RAG, prefill_tp=8, decode_tp=4)
+    data = load_workload(ROOT / "examples" / RAG).model_dump(mode="json")
+    data["parallelism"] = {"prefill_tp": 8, "decode_tp": 4}
     wl = tmp_path / "w.yaml"
-    wl.write_text(yaml.safe_dump(w.model_dump(mode="json")))
+    wl.write_text(yaml.safe_dump(data))
     out = tmp_path / "out"
     proc = run_cli(
         "deploy", "-w", str(wl), "-t", "vllm", "-o", str(out), "--layout", "disaggregated"
     )
-    assert proc.returncode == 2
-    assert "prefill TP 8 > decode TP 4" in proc.stderr
+    assert proc.returncode == 2  # `decide` refuses the pin before deploy sees it
+    assert "prefill_tp=8 > decode_tp=4" in proc.stderr
+    assert "decode TP >= prefill TP" in proc.stderr
     assert not out.exists()
 
 
@@ -89,7 +100,7 @@ def test_cluster_refusal_from_a_real_verdict() -> None:
 
 
 def test_decode_pool_without_a_feasible_batch_is_refused() -> None:
-    w, v = pinned(RAG, prefill_tp=4, decode_tp=2)
+    w, v = pinned(RAG, prefill_tp=2, decode_tp=2)
     assert v.sizing.decode_max_batch == 0  # the calculator: TP2 decode cannot meet 10 ms TPOT
     with pytest.raises(UserError, match="no batch size that meets the TPOT"):
         build(w, v, "vllm", layout="disaggregated")
@@ -104,8 +115,8 @@ def test_no_rdma_warns_for_disaggregated_layouts() -> None:
 
 
 def test_colocated_layout_skips_pd_constraints() -> None:
-    """A colocated verdict with unrunnable P/D pins still deploys its colocated pool."""
-    w, v = pinned(RAG, prefill_tp=8, decode_tp=4)
+    """A colocated verdict with unrunnable P/D sizing still deploys its colocated pool."""
+    w, v = _with_sizing(example("chat-short-colocate.yaml"), prefill_tp=8, decode_tp=4)
     assert not v.disaggregate
     files = build(w, v, "vllm").files
     assert "k8s/colocated.yaml" in files and "k8s/prefill.yaml" not in files

@@ -21,7 +21,7 @@ from functools import cache
 
 import numpy as np
 
-from disagg_decider.calc import colocated, decode, kv, prefill
+from disagg_decider.calc import colocated, decode, kv, pins, prefill
 from disagg_decider.calc.lengths import Lengths
 from disagg_decider.calc.result import Analysis, ColocatedResult, DisaggregatedResult
 from disagg_decider.calc.search import (
@@ -56,6 +56,8 @@ def analyze_many(resolved: Sequence[Resolved]) -> list[Analysis]:
     Workloads that share an engine (`group_key`) are searched together, in blocks: a sweep
     over rates, lengths, SLOs or clusters costs a fraction of one search per workload.
     """
+    for r in resolved:
+        pins.check(r)  # a pin that cannot run is a user error, before anything is priced
     out: list[Analysis | None] = [None] * len(resolved)
     groups: dict[tuple, list[int]] = {}
     for i, r in enumerate(resolved):
