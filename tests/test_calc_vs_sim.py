@@ -18,7 +18,7 @@ from disagg_decider.workload import Workload, resolve
 from tests.conftest import ROOT
 
 sys.path.insert(0, str(ROOT / "benchmarks"))
-import calc_vs_sim  # noqa: E402
+import calc_vs_sim
 
 
 @pytest.fixture(scope="module")
