@@ -410,30 +410,27 @@ def pooled_split(budget, p_tp, d_tp, pool: prefill.Pool, d_rate, allowed):
     sizes next to it are tried exactly. Returns (prefill pool rate, served, x, y).
     """
     most = np.maximum(np.floor((budget - d_tp) / p_tp), 0.0)
+    top = np.maximum(most, 1.0)
     feasible = allowed & (most >= 1) & (d_rate > 0)
     one = np.where(feasible, pool.max_rate_per_s(1.0), 0.0)
     feasible &= one > 0
-    per = one
-    for _ in range(2):
+
+    def ideal(per_replica):
         with np.errstate(divide="ignore", invalid="ignore"):
-            ideal = budget * d_rate / (p_tp * d_rate + d_tp * per)
-        x0 = np.clip(np.floor(np.where(np.isfinite(ideal), ideal, 1.0)), 1.0, np.maximum(most, 1))
-        if _ == 0:
-            per = np.where(feasible, pool.max_rate_per_s(x0) / x0, 0.0)
-    best = np.zeros(np.shape(feasible))
-    best_x = np.ones(best.shape)
-    best_y = np.ones(best.shape)
-    best_p = np.zeros(best.shape)
-    for dx in (-1.0, 0.0, 1.0, 2.0):
-        x = np.clip(x0 + dx, 1.0, np.maximum(most, 1))
-        p = np.where(feasible, pool.max_rate_per_s(x), 0.0)
-        y = np.floor((budget - x * p_tp) / d_tp)
-        value = np.where(feasible & (y >= 1), np.minimum(p, y * d_rate), 0.0)
-        take = value > best
-        best = np.where(take, value, best)
-        best_x, best_y, best_p = (
-            np.where(take, a, b) for a, b in ((x, best_x), (y, best_y), (p, best_p))
-        )
+            x = budget * d_rate / (p_tp * d_rate + d_tp * per_replica)
+        return np.clip(np.floor(np.where(np.isfinite(x), x, 1.0)), 1.0, top)
+
+    first = ideal(one)  # with one replica's rate: a lower bound on the per-replica rate
+    x0 = ideal(np.where(feasible, pool.max_rate_per_s(first) / first, 0.0))
+    # The whole sizes next to the ideal, all four in one pass (a new leading axis).
+    x = np.clip(x0 + np.array([-1.0, 0.0, 1.0, 2.0]).reshape(-1, *[1] * np.ndim(x0)), 1.0, top)
+    p = np.where(feasible, pool.max_rate_per_s(x), 0.0)
+    y = np.floor((budget - x * p_tp) / d_tp)
+    value = np.where(feasible & (y >= 1), np.minimum(p, y * d_rate), 0.0)
+    k = value.argmax(axis=0)[None]
+    best, best_x, best_y, best_p = (
+        np.take_along_axis(np.broadcast_to(v, value.shape), k, axis=0)[0] for v in (value, x, y, p)
+    )
     return best_p, best, best_x, best_y
 
 
