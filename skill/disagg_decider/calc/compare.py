@@ -22,7 +22,9 @@ from functools import cache
 import numpy as np
 
 from disagg_decider.calc import colocated, decode, kv, pins, prefill
+from disagg_decider.calc.kvpath import transfer_times
 from disagg_decider.calc.lengths import Lengths
+from disagg_decider.calc.pools import prefill_pool
 from disagg_decider.calc.result import Analysis, ColocatedResult, DisaggregatedResult
 from disagg_decider.calc.search import (
     Found,
@@ -31,9 +33,7 @@ from disagg_decider.calc.search import (
     group_key,
     members_of,
     pinned_tps,
-    prefill_pool,
     search,
-    transfer_times,
 )
 from disagg_decider.calc.step import iteration_ms
 from disagg_decider.workload import Resolved

@@ -16,14 +16,15 @@ workload's own row into the verdict's numbers and the rest into its crossover.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
 import numpy as np
 
-from disagg_decider.calc import colocated, decode, kv, prefill, transfer
+from disagg_decider.calc import colocated, decode
+from disagg_decider.calc.kvpath import TransferPath, transfer_path
 from disagg_decider.calc.lengths import Lengths
+from disagg_decider.calc.pools import ingress_rate_per_s, pooled_split, prefill_pool
 from disagg_decider.calc.step import Engine
-from disagg_decider.catalog import get_link
 from disagg_decider.workload import Resolved, Workload, lognormal_sigma
 
 TP_CANDIDATES = (1, 2, 4, 8)
@@ -92,78 +93,6 @@ def _tp_masks(
             usable[k] = tps == tps[options[k]][-1]
         masks[role] = usable
     return masks, warnings
-
-
-# --- KV transfer ------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class TransferPath:
-    """The link a request's KV takes; numeric fields may be arrays, one entry per row."""
-
-    kind: str  # "scale-up" or "network"
-    gbps_per_gpu: float | np.ndarray
-    efficiency: float | np.ndarray
-    latency_ms: float | np.ndarray
-    rdma: bool
-
-    @staticmethod
-    def stack(paths: Sequence[TransferPath]) -> TransferPath:
-        """Many paths as one whose numeric fields are arrays (W,), one entry per path.
-
-        `kind` and `rdma` do not enter the arithmetic; they are left as the first path's.
-        """
-
-        def field(name: str) -> np.ndarray:
-            return np.array([getattr(p, name) for p in paths], dtype=float)
-
-        first = paths[0]
-        return TransferPath(
-            first.kind, field("gbps_per_gpu"), field("efficiency"), field("latency_ms"), first.rdma
-        )
-
-    def gb_per_s(self, prefill_tp, decode_tp):
-        """Each prefill rank ships its shard over its own link, in parallel."""
-        senders = np.minimum(prefill_tp, decode_tp)
-        bw = transfer.effective_gb_per_s(self.gbps_per_gpu, self.efficiency, senders)
-        return float(bw) if np.ndim(bw) == 0 else bw
-
-    def take(self, index: np.ndarray, shape: tuple[int, ...]) -> TransferPath:
-        """A stacked path's entries at `index`, reshaped to broadcast on a search's axes."""
-        return replace(
-            self,
-            gbps_per_gpu=np.asarray(self.gbps_per_gpu)[index].reshape(shape),
-            efficiency=np.asarray(self.efficiency)[index].reshape(shape),
-            latency_ms=np.asarray(self.latency_ms)[index].reshape(shape),
-        )
-
-
-def transfer_path(r: Resolved) -> TransferPath:
-    """KV stays on NVLink when the whole cluster is one scale-up domain; else the network."""
-    c = r.workload.cluster
-    domain = max(c.gpus_per_node, r.gpu.scaleup_domain_gpus)
-    on_scaleup = r.link.kind == "scale-up" or (c.gpus <= domain and r.gpu.scaleup_gb_per_s > 0)
-    if on_scaleup:
-        nvlink = get_link("nvlink")
-        gbps = transfer.link_gbps_per_gpu(nvlink, r.gpu)
-        return TransferPath("scale-up", gbps, nvlink.efficiency, nvlink.latency_us / 1e3, True)
-    link = r.link
-    return TransferPath("network", r.link_gbps, link.efficiency, link.latency_us / 1e3, link.rdma)
-
-
-def transfer_times(r: Resolved, path: TransferPath, uncached, prefill_compute_ms, p_tp, d_tp):
-    """Serialized, layer-wise and engine-style (the one that shows in TTFT) transfer times."""
-    size = kv.kv_bytes(r.model, r.workload.kv_dtype, uncached)
-    bw = path.gb_per_s(p_tp, d_tp)
-    serial = transfer.transfer_ms(size, bw, path.latency_ms)
-    layered = transfer.layerwise_exposed_ms(
-        size, bw, path.latency_ms, prefill_compute_ms, r.model.layers
-    )
-    layerwise = transfer.is_layerwise(r.workload.engine, r.workload.efficiency.kv_transfer)
-    exposed = layered if layerwise else serial
-    if np.ndim(serial) == 0:
-        return float(serial), float(layered), float(exposed)
-    return serial, layered, exposed
 
 
 # --- the rows of a search ---------------------------------------------------------------------
@@ -342,96 +271,6 @@ def search(r: Resolved, rows: Rows, tps: np.ndarray) -> Found:
         disagg_within=disagg_within,
         gain=gain,
     )
-
-
-def prefill_pool(
-    r: Resolved,
-    engine: Engine,
-    lengths: Lengths,
-    path: TransferPath,
-    ttft_ms,
-    tps,
-    d_tps=None,
-    join_ms=None,
-) -> prefill.Pool:
-    """The prefill pools of every (prefill TP, decode TP): axes (S, Tp, Td), quantiles last.
-
-    A request's service-side TTFT is its prefill, its KV transfer (both grow with its prompt)
-    and the decode step it joins; the first token reaches the user once the KV has landed and
-    the request joins the decode batch at its next step. By default that step is taken at
-    batch 1, which keeps the prefill budget independent of the TPOT target.
-    `engine.tp` is (1, T, 1, 1) and the lengths (S, 1, 1, 1) (the search's axes), or
-    both (W, 1) with `tps`/`d_tps` (W, 1) for one pair per workload.
-    """
-    d_tps = tps if d_tps is None else d_tps
-    p_nodes = prefill.service_nodes_ms(engine, lengths)
-    if p_nodes.ndim == 4:  # the search's axes: (S, T, 1, K) -> (S, Tp, 1, K)
-        p_nodes = p_nodes[:, :, 0, :][:, :, None, :]
-        u = (prefill.prompt_nodes(lengths) * lengths.uncached_share)[:, :, 0, :]  # (S, 1, K)
-        path4 = replace(
-            path,
-            **{
-                f: np.asarray(getattr(path, f)).reshape(-1, 1, 1, 1)
-                for f in ("gbps_per_gpu", "efficiency", "latency_ms")
-            },
-        )
-        p4, d4 = np.reshape(tps, (1, -1, 1, 1)), np.reshape(d_tps, (1, 1, -1, 1))
-        _, _, t_nodes = transfer_times(r, path4, u[:, :, None, :], p_nodes, p4, d4)
-        if join_ms is None:
-            join_ms = decode.decode_step_ms(engine, 1.0, lengths.decode_context_mean)[:, :, 0, 0]
-            join_ms = join_ms[:, None, :, None]  # (S, 1, Td, 1)
-        target = np.asarray(ttft_ms, dtype=float)
-    else:  # one pair per row: (W, K)
-        u = prefill.prompt_nodes(lengths) * lengths.uncached_share
-        _, _, t_nodes = transfer_times(r, path, u, p_nodes, tps, d_tps)
-        target = np.ravel(ttft_ms)
-    mean, scv = prefill.moments(p_nodes[..., 0, :] if p_nodes.ndim == 4 else p_nodes)
-    if p_nodes.ndim == 4:
-        mean, scv = mean[:, :, None], scv[:, :, None]
-    nodes = p_nodes + t_nodes + join_ms
-    return prefill.Pool(mean_ms=mean, scv=scv, nodes_ms=nodes, target_ms=target)
-
-
-def ingress_rate_per_s(r: Resolved, path: TransferPath, lengths: Lengths, p_tp, d_tp):
-    """Requests per second a decode replica can receive: every transfer into it runs on
-    min(prefill TP, decode TP) NICs (one shard per rank, as the simulator moves it) and
-    transfers into one replica share them; 90% of that is usable."""
-    per_request = kv.kv_bytes(r.model, r.workload.kv_dtype, lengths.uncached_mean)
-    per_request = np.reshape(per_request, (-1,) + (1,) * (np.ndim(p_tp) - 1))
-    bw = path.gb_per_s(p_tp, d_tp)
-    return 0.9 * np.asarray(bw) * 1e9 / per_request
-
-
-def pooled_split(budget, p_tp, d_tp, pool: prefill.Pool, d_rate, allowed):
-    """Best whole split (x prefill, y decode replicas) of every pair, with pooled prefill.
-
-    A pool's rate grows faster than its size (pooling), so the ideal x of the relaxed problem
-    (x P = y D) is found with the per-replica rate of a pool near that size, then the whole
-    sizes next to it are tried exactly. Returns (prefill pool rate, served, x, y).
-    """
-    most = np.maximum(np.floor((budget - d_tp) / p_tp), 0.0)
-    top = np.maximum(most, 1.0)
-    feasible = allowed & (most >= 1) & (d_rate > 0)
-    one = np.where(feasible, pool.max_rate_per_s(1.0), 0.0)
-    feasible &= one > 0
-
-    def ideal(per_replica):
-        with np.errstate(divide="ignore", invalid="ignore"):
-            x = budget * d_rate / (p_tp * d_rate + d_tp * per_replica)
-        return np.clip(np.floor(np.where(np.isfinite(x), x, 1.0)), 1.0, top)
-
-    first = ideal(one)  # with one replica's rate: a lower bound on the per-replica rate
-    x0 = ideal(np.where(feasible, pool.max_rate_per_s(first) / first, 0.0))
-    # The whole sizes next to the ideal, all four in one pass (a new leading axis).
-    x = np.clip(x0 + np.array([-1.0, 0.0, 1.0, 2.0]).reshape(-1, *[1] * np.ndim(x0)), 1.0, top)
-    p = np.where(feasible, pool.max_rate_per_s(x), 0.0)
-    y = np.floor((budget - x * p_tp) / d_tp)
-    value = np.where(feasible & (y >= 1), np.minimum(p, y * d_rate), 0.0)
-    k = value.argmax(axis=0)[None]
-    best, best_x, best_y, best_p = (
-        np.take_along_axis(np.broadcast_to(v, value.shape), k, axis=0)[0] for v in (value, x, y, p)
-    )
-    return best_p, best, best_x, best_y
 
 
 def pairs_allowed(engine_name: str, tp_p: np.ndarray, tp_d: np.ndarray, budget):

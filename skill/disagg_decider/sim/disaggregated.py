@@ -7,7 +7,7 @@
 - Transfer: when a prompt is done, a decode replica with a free seat and room for the request's
   KV (prompt plus output, `Engine.kv_bytes_held`) is reserved, or the request waits for one,
   first come first served. Its uncached KV (`calc.kv.kv_bytes`) then moves over the path the
-  calculator picks (`calc.search.transfer_path`), taking `calc.transfer.transfer_ms` when it
+  calculator picks (`calc.kvpath.transfer_path`), taking `calc.transfer.transfer_ms` when it
   has the link to itself. Transfers into one decode replica share its ingress equally
   (processor sharing, O(log n) per event: `_Link`), the limit the calculator prices. With layer-wise
   streaming (TensorRT-LLM; `efficiency.kv_transfer`) only the part the calculator's
@@ -26,8 +26,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from disagg_decider.calc import kv, transfer
+from disagg_decider.calc.kvpath import TransferPath
 from disagg_decider.calc.prefill import prefill_ms
-from disagg_decider.calc.search import TransferPath
 from disagg_decider.calc.step import Engine
 from disagg_decider.sim.batch import DecodeBatch, run_ms, steps_within
 from disagg_decider.sim.events import run_events

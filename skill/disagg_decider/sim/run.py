@@ -18,8 +18,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from disagg_decider.calc import transfer
+from disagg_decider.calc.kvpath import transfer_path
 from disagg_decider.calc.lengths import Lengths
-from disagg_decider.calc.search import transfer_path
 from disagg_decider.calc.step import Engine
 from disagg_decider.errors import UserError
 from disagg_decider.sim import colocated, disaggregated, metrics
