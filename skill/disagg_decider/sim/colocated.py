@@ -114,12 +114,14 @@ class Replica:
         self.k = 0
         self.tokens = 0
         self.pieces: list[tuple[_Entry, int]] = []
+        self.queued_tokens = 0  # prompt tokens still to compute, over every queued entry
 
     # --- events ---------------------------------------------------------------------------------
 
     def arrive(self, rid: int, now: float) -> None:
         s = self.s
         self.queue.append(_Entry(rid, s.cached[rid], s.uncached[rid]))
+        self.queued_tokens += s.uncached[rid]
         self.in_flight += 1
         if self.kind == IDLE:
             self.plan(now)
@@ -135,12 +137,14 @@ class Replica:
             head = self.queue[0]
             head.left -= self.k * self.tokens
             head.context += self.k * self.tokens
+            self.queued_tokens -= self.k * self.tokens
         elif kind == SINGLE:
             if s.cfg.policy == "chunked":
                 batch.advance(1)
             for entry, take in self.pieces:
                 entry.left -= take
                 entry.context += take
+                self.queued_tokens -= take
                 if entry.left == 0:
                     self._prompt_done(entry, now)
             while self.queue and self.queue[0].left == 0:
@@ -154,9 +158,7 @@ class Replica:
     def prompt_tokens_left(self, now: float) -> int:
         """Prompt tokens still to compute here, counting the iterations of a chunk run done
         by `now` (the router's measure of queued work)."""
-        left = 0
-        for entry in self.queue:
-            left += entry.left
+        left = self.queued_tokens
         if self.kind == CHUNK and self.queue:
             done = steps_within(self.first, self.slope, now - self.t0, self.k) - 1
             left -= max(done, 0) * self.tokens

@@ -176,8 +176,13 @@ class _Link:
         if version != self.version[receiver]:
             return []
         self._advance(receiver, now)
-        heap, done = self.ends[receiver], []
-        while heap and heap[0][0] <= self.clock[receiver] + 1e-9:
+        heap = self.ends[receiver]
+        # The event was scheduled for the earliest end: it ends now whatever rounding left on
+        # the clock (waiting for the last 1e-12 ms would never advance a large clock), and so
+        # does any other transfer due at the same virtual time.
+        done = [heapq.heappop(heap)[1]] if heap else []
+        tolerance = 1e-9 * max(1.0, abs(self.clock[receiver]))
+        while heap and heap[0][0] <= self.clock[receiver] + tolerance:
             done.append(heapq.heappop(heap)[1])
         self._schedule(receiver)
         return done
