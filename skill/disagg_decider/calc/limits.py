@@ -14,15 +14,10 @@ import numpy as np
 
 from disagg_decider import catalog
 from disagg_decider.calc import arch, colocated, decode, prefill
+from disagg_decider.calc.kvpath import transfer_times
 from disagg_decider.calc.lengths import Lengths
 from disagg_decider.calc.result import ColocatedResult, DisaggregatedResult, Limit
-from disagg_decider.calc.search import (
-    TP_CANDIDATES,
-    Members,
-    engine_for,
-    pairs_allowed,
-    transfer_times,
-)
+from disagg_decider.calc.search import TP_CANDIDATES, Members, engine_for, pairs_allowed
 from disagg_decider.calc.step import Engine
 from disagg_decider.workload import Resolved
 

@@ -16,15 +16,15 @@ workload's own row into the verdict's numbers and the rest into its crossover.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
 import numpy as np
 
-from disagg_decider.calc import colocated, decode, kv, prefill, queueing, transfer
-from disagg_decider.calc.frontier import pick
+from disagg_decider.calc import colocated, decode, queueing
+from disagg_decider.calc.kvpath import TransferPath, transfer_path
 from disagg_decider.calc.lengths import Lengths
+from disagg_decider.calc.pools import ingress_rate_per_s, pooled_split, prefill_pool
 from disagg_decider.calc.step import Engine
-from disagg_decider.catalog import get_link
 from disagg_decider.workload import Resolved, Workload, lognormal_sigma
 
 TP_CANDIDATES = (1, 2, 4, 8)
@@ -93,78 +93,6 @@ def _tp_masks(
             usable[k] = tps == tps[options[k]][-1]
         masks[role] = usable
     return masks, warnings
-
-
-# --- KV transfer ------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class TransferPath:
-    """The link a request's KV takes; numeric fields may be arrays, one entry per row."""
-
-    kind: str  # "scale-up" or "network"
-    gbps_per_gpu: float | np.ndarray
-    efficiency: float | np.ndarray
-    latency_ms: float | np.ndarray
-    rdma: bool
-
-    @staticmethod
-    def stack(paths: Sequence[TransferPath]) -> TransferPath:
-        """Many paths as one whose numeric fields are arrays (W,), one entry per path.
-
-        `kind` and `rdma` do not enter the arithmetic; they are left as the first path's.
-        """
-
-        def field(name: str) -> np.ndarray:
-            return np.array([getattr(p, name) for p in paths], dtype=float)
-
-        first = paths[0]
-        return TransferPath(
-            first.kind, field("gbps_per_gpu"), field("efficiency"), field("latency_ms"), first.rdma
-        )
-
-    def gb_per_s(self, prefill_tp, decode_tp):
-        """Each prefill rank ships its shard over its own link, in parallel."""
-        senders = np.minimum(prefill_tp, decode_tp)
-        bw = transfer.effective_gb_per_s(self.gbps_per_gpu, self.efficiency, senders)
-        return float(bw) if np.ndim(bw) == 0 else bw
-
-    def take(self, index: np.ndarray, shape: tuple[int, ...]) -> TransferPath:
-        """A stacked path's entries at `index`, reshaped to broadcast on a search's axes."""
-        return replace(
-            self,
-            gbps_per_gpu=np.asarray(self.gbps_per_gpu)[index].reshape(shape),
-            efficiency=np.asarray(self.efficiency)[index].reshape(shape),
-            latency_ms=np.asarray(self.latency_ms)[index].reshape(shape),
-        )
-
-
-def transfer_path(r: Resolved) -> TransferPath:
-    """KV stays on NVLink when the whole cluster is one scale-up domain; else the network."""
-    c = r.workload.cluster
-    domain = max(c.gpus_per_node, r.gpu.scaleup_domain_gpus)
-    on_scaleup = r.link.kind == "scale-up" or (c.gpus <= domain and r.gpu.scaleup_gb_per_s > 0)
-    if on_scaleup:
-        nvlink = get_link("nvlink")
-        gbps = transfer.link_gbps_per_gpu(nvlink, r.gpu)
-        return TransferPath("scale-up", gbps, nvlink.efficiency, nvlink.latency_us / 1e3, True)
-    link = r.link
-    return TransferPath("network", r.link_gbps, link.efficiency, link.latency_us / 1e3, link.rdma)
-
-
-def transfer_times(r: Resolved, path: TransferPath, uncached, prefill_compute_ms, p_tp, d_tp):
-    """Serialized, layer-wise and engine-style (the one that shows in TTFT) transfer times."""
-    size = kv.kv_bytes(r.model, r.workload.kv_dtype, uncached)
-    bw = path.gb_per_s(p_tp, d_tp)
-    serial = transfer.transfer_ms(size, bw, path.latency_ms)
-    layered = transfer.layerwise_exposed_ms(
-        size, bw, path.latency_ms, prefill_compute_ms, r.model.layers
-    )
-    layerwise = transfer.is_layerwise(r.workload.engine, r.workload.efficiency.kv_transfer)
-    exposed = layered if layerwise else serial
-    if np.ndim(serial) == 0:
-        return float(serial), float(layered), float(exposed)
-    return serial, layered, exposed
 
 
 # --- the rows of a search ---------------------------------------------------------------------
@@ -274,11 +202,12 @@ class Found:
     colo_batch: np.ndarray
     colo_best_t: np.ndarray  # (S,)
     colo_within: np.ndarray  # (S,) req/s within the budget
-    prefill_rate: np.ndarray  # per replica, (S, Tp, Td)
-    decode_rate: np.ndarray  # per replica, (S, Td)
-    decode_batch: np.ndarray
-    transfer_p99_ms: np.ndarray  # (S, Tp, Td)
+    prefill_rate: np.ndarray  # the prefill pool of the best split, req/s, (S, Tp, Td)
+    decode_rate: np.ndarray  # per decode replica, KV ingress included, (S, Tp, Td)
+    decode_batch: np.ndarray  # (S, Td)
     pair_served: np.ndarray  # (S, Tp, Td) req/s within the budget
+    best_x: np.ndarray  # (S, Tp, Td) prefill replicas of the best split
+    best_y: np.ndarray  # decode replicas
     best_pair: np.ndarray  # (S, 2) indices into tps (prefill, decode)
     disagg_within: np.ndarray  # (S,)
     gain: np.ndarray  # (S,)
@@ -298,39 +227,26 @@ def search(r: Resolved, rows: Rows, tps: np.ndarray) -> Found:
 
     # Colocated: every (TP, chunk, batch) at once.
     chunks = w.efficiency.chunk_tokens
-    best = colocated.best_points(engine, lengths, rows.ttft_ms, rows.tpot_ms, chunks)
+    servers = np.maximum(budget[:, None] // tps, 1.0).reshape(n_rows, -1, 1, 1)
+    best = colocated.best_points(engine, lengths, rows.ttft_ms, rows.tpot_ms, chunks, servers)
     colo_rate = np.where(served_rows[:, None], best.rate_per_s, 0.0)
     colo_within_t = (budget[:, None] // tps) * colo_rate
     colo_within_t = np.where(rows.allowed["colocated"], colo_within_t, -1.0)
     colo_t = colo_within_t.argmax(axis=1)
     colo_within = np.maximum(colo_within_t[everyone, colo_t], 0.0)
 
-    # Disaggregated: decode per TP, prefill per TP, then every allowed (prefill, decode) pair.
+    # Disaggregated: decode per TP, prefill pools per (prefill TP, decode TP), then the best
+    # whole-replica split of every allowed pair.
     path = rows.path
-    ingress = transfer.effective_gb_per_s(path.gbps_per_gpu, path.efficiency, tps)  # (S, 1, T)
-    d_point = decode.replica_capacity(
-        engine, lengths, rows.tpot_ms, ingress.reshape(n_rows, -1, 1, 1)
-    )
-    d_rate = np.where(served_rows[:, None], d_point.rate_per_s[:, :, 0, 0], 0.0)
-
-    mean_s, second_s = (m[:, :, 0, 0] for m in prefill.service_moments_ms(engine, lengths))
-    p99_s = prefill.p99_prefill_ms(engine, lengths)[:, :, 0, 0]
-    u99 = (lengths.prompt_p99 * lengths.uncached_share).reshape(-1, 1, 1)
-    _, _, t99 = transfer_times(
-        r, path, u99, p99_s[:, :, None], tps[None, :, None], tps[None, None, :]
-    )
-    # The first token reaches the user once the KV has landed and the request joins the
-    # decode batch at its next step; a step at batch 1 keeps the budget independent of TPOT
-    # (`join_ms`; the TTFT reported at the workload's rate prices the join the same way).
-    join_ms = join_step_ms(engine, lengths)[:, :, 0, 0]
-    ttft_budget = rows.ttft_ms.reshape(-1, 1, 1) - t99 - join_ms[:, None, :]
-    p_rate = prefill.replica_rate_per_s(
-        mean_s[:, :, None], second_s[:, :, None], p99_s[:, :, None], ttft_budget
-    )
-    p_rate = np.where(served_rows[:, None, None], p_rate, 0.0)
+    d_point = decode.replica_capacity(engine, lengths, rows.tpot_ms)
+    d_alone = d_point.rate_per_s[:, :, 0, 0]  # (S, Td) before KV ingress
+    p_tp, d_tp = tps[None, :, None], tps[None, None, :]
+    d_rate = np.minimum(d_alone[:, None, :], ingress_rate_per_s(r, path, lengths, p_tp, d_tp))
+    d_rate = np.where(served_rows[:, None, None], d_rate, 0.0)
+    pool = prefill_pool(r, engine, lengths, path, rows.ttft_ms.reshape(-1, 1, 1), tps)
     b3 = budget[:, None, None]
-    served = best_split_served(b3, tps[None, :, None], tps[None, None, :], p_rate, d_rate[:, None])
-    served = np.where(pairs_allowed(w.engine, tps, tps, b3), served, 0.0)
+    allowed = pairs_allowed(w.engine, tps, tps, b3)
+    p_best, served, best_x, best_y = pooled_split(b3, p_tp, d_tp, pool, d_rate, allowed)
     tp_ok = rows.allowed["prefill"][:, :, None] & rows.allowed["decode"][:, None, :]
     flat = np.where(tp_ok, served, -1.0).reshape(n_rows, -1).argmax(axis=1)
     pair = np.stack(np.unravel_index(flat, served.shape[1:]), axis=1)
@@ -350,11 +266,12 @@ def search(r: Resolved, rows: Rows, tps: np.ndarray) -> Found:
         colo_batch=best.batch,
         colo_best_t=colo_t,
         colo_within=colo_within,
-        prefill_rate=p_rate,
+        prefill_rate=p_best,
         decode_rate=d_rate,
         decode_batch=d_point.batch[:, :, 0, 0],
-        transfer_p99_ms=t99,
         pair_served=served,
+        best_x=best_x,
+        best_y=best_y,
         best_pair=pair,
         disagg_within=disagg_within,
         gain=gain,
@@ -371,49 +288,8 @@ def within_context(max_context_tokens: int, lengths: Lengths) -> np.ndarray:
     return lengths.prompt_p99 + output_p99 <= max_context_tokens * (1.0 + 1e-9)
 
 
-def join_step_ms(engine: Engine, lengths: Lengths):
-    """The decode step a request's first token waits for after its KV lands: one at batch 1.
-
-    The prefill pool's TTFT budget and the TTFT reported at the workload's rate both use it,
-    so a split loaded to its prefill capacity reports the TTFT it was sized for.
-    """
-    return decode.decode_step_ms(engine, 1.0, lengths.decode_context_mean)
-
-
 def pairs_allowed(engine_name: str, tp_p: np.ndarray, tp_d: np.ndarray, budget):
     """vLLM/TensorRT-LLM NIXL paths need decode TP >= prefill TP; SGLang needs them equal."""
     p, d = tp_p[:, None], tp_d[None, :]
     same_rule = p == d if engine_name == "sglang" else d >= p
     return same_rule & (p + d <= budget)
-
-
-def best_split(budget, p_tp, d_tp, p_rate, d_rate):
-    """Whole prefill (x) and decode (y) replicas in the budget maximising min(x P, y D).
-
-    Returns (served, x, y).
-    """
-    x, y, value = _splits(budget, p_tp, d_tp, p_rate, d_rate)
-    best = value.argmax(axis=0)
-    take = lambda a: np.moveaxis(np.broadcast_to(a, value.shape), 0, -1)  # noqa: E731
-    return pick(take(value), best), pick(take(x), best), pick(take(y), best)
-
-
-def best_split_served(budget, p_tp, d_tp, p_rate, d_rate):
-    """What `best_split` serves, without the split itself (the search needs only this)."""
-    return _splits(budget, p_tp, d_tp, p_rate, d_rate)[2].max(axis=0)
-
-
-def _splits(budget, p_tp, d_tp, p_rate, d_rate):
-    """Candidate splits (x, y) and what each serves, stacked on a new leading axis.
-
-    The optimum of the relaxed problem is x* = B D / (p D + d P); the best whole split is among
-    the whole numbers next to it.
-    """
-    with np.errstate(divide="ignore", invalid="ignore"):
-        ideal = budget * d_rate / (p_tp * d_rate + d_tp * p_rate)
-    ideal = np.where(np.isfinite(ideal), ideal, 1.0)
-    base = np.floor(ideal)
-    x = np.maximum(np.stack([base - 1, base, base + 1, base + 2]), 1.0)
-    y = np.floor((budget - x * p_tp) / d_tp)
-    ok = (y >= 1) & (x * p_tp + d_tp <= budget)
-    return x, y, np.where(ok, np.minimum(x * p_rate, y * d_rate), 0.0)

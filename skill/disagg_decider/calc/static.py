@@ -13,7 +13,7 @@ differ, so a verdict on this basis can be set beside theirs.
 - Disaggregated: prefill replicas run one prompt at a time (AIConfigurator's default prefill
   batch of 1), TTFT = prefill + the exposed KV transfer; decode replicas run the largest batch
   whose step meets TPOT and whose KV fits; whole replicas are split as the p99 basis splits
-  them (`search.best_split`). Unlike AIConfigurator, no fixed degradation factors (0.9, 0.92,
+  them (`best_split`). Unlike AIConfigurator, no fixed degradation factors (0.9, 0.92,
   x1.8) are applied and the KV transfer is charged.
 """
 
@@ -25,17 +25,11 @@ import numpy as np
 
 from disagg_decider.calc import benchmark, decode, prefill
 from disagg_decider.calc.compare import HOURS_PER_YEAR
+from disagg_decider.calc.frontier import pick
+from disagg_decider.calc.kvpath import transfer_path, transfer_times
 from disagg_decider.calc.lengths import Lengths
 from disagg_decider.calc.result import Analysis
-from disagg_decider.calc.search import (
-    TP_CANDIDATES,
-    best_split,
-    engine_for,
-    pairs_allowed,
-    pinned_tps,
-    transfer_path,
-    transfer_times,
-)
+from disagg_decider.calc.search import TP_CANDIDATES, engine_for, pairs_allowed, pinned_tps
 from disagg_decider.workload import Resolved
 
 BATCHES = np.unique(np.round(np.geomspace(1, 1024, 64)))
@@ -261,3 +255,24 @@ def output_tokens_per_s_per_gpu(a: Analysis, r: Resolved) -> tuple[float, float]
     """Both modes' goodput as output tokens per second per GPU (AIConfigurator's unit)."""
     out = float(np.ravel(Lengths.of(r.workload).output_mean)[0])
     return a.colocated.goodput_per_gpu * out, a.disaggregated.goodput_per_gpu * out
+
+
+def best_split(budget, p_tp, d_tp, p_rate, d_rate):
+    """Whole prefill (x) and decode (y) replicas in the budget maximising min(x P, y D).
+
+    With no queueing a prefill replica serves a fixed rate, so the pools add up linearly (the
+    p99-under-load basis sizes pooled M/G/c prefill queues instead, `pools.pooled_split`).
+    The optimum of the relaxed problem is x* = B D / (p D + d P); the best whole split is among
+    the whole numbers next to it. Returns (served, x, y).
+    """
+    with np.errstate(divide="ignore", invalid="ignore"):
+        ideal = budget * d_rate / (p_tp * d_rate + d_tp * p_rate)
+    ideal = np.where(np.isfinite(ideal), ideal, 1.0)
+    base = np.floor(ideal)
+    x = np.maximum(np.stack([base - 1, base, base + 1, base + 2]), 1.0)
+    y = np.floor((budget - x * p_tp) / d_tp)
+    ok = (y >= 1) & (x * p_tp + d_tp <= budget)
+    value = np.where(ok, np.minimum(x * p_rate, y * d_rate), 0.0)
+    best = value.argmax(axis=0)
+    take = lambda a: np.moveaxis(np.broadcast_to(a, value.shape), 0, -1)  # noqa: E731
+    return pick(take(value), best), pick(take(x), best), pick(take(y), best)

@@ -31,6 +31,12 @@ class SweepFormat(StrEnum):
     markdown = "markdown"
 
 
+class RouterChoice(StrEnum):
+    least_work = "least-work"
+    round_robin = "round-robin"
+    random = "random"
+
+
 class BatchCap(StrEnum):
     engine = "engine"
     verdict = "verdict"
@@ -180,6 +186,15 @@ def simulate(
             "binding (default). verdict: the verdict's batch as a hard max_num_seqs.",
         ),
     ] = BatchCap.engine,
+    router: Annotated[
+        RouterChoice,
+        typer.Option(
+            "--router",
+            help="How arrivals pick a replica. least-work (default): the prefill replica free "
+            "soonest, the colocated replica with the fewest requests in flight (what the "
+            "calculator assumes: one M/G/c queue per pool). round-robin, random: blind to load.",
+        ),
+    ] = RouterChoice.least_work,
     fmt: Annotated[
         OutFormat, typer.Option("--format", "-f", help="text or json.")
     ] = OutFormat.text,
@@ -202,6 +217,7 @@ def simulate(
         decode_gpus=decode_gpus,
         policy=policy.value,
         batch_cap=batch_cap.value,
+        router=router.value,
     )
     if trace is not None:
         batch = reqs.from_trace(traces.load(trace), r.model.max_context_tokens, requests)
