@@ -86,7 +86,7 @@ def pooled_split(budget, p_tp, d_tp, pool: prefill.Pool, d_rate, allowed):
     most = np.maximum(np.floor((budget - d_tp) / p_tp), 0.0)
     top = np.maximum(most, 1.0)
     feasible = allowed & (most >= 1) & (d_rate > 0)
-    one = np.where(feasible, pool.max_rate_per_s(1.0), 0.0)
+    one = _rate_where(pool, np.ones(np.shape(feasible)), feasible)
     feasible &= one > 0
 
     def ideal(per_replica):
@@ -95,10 +95,10 @@ def pooled_split(budget, p_tp, d_tp, pool: prefill.Pool, d_rate, allowed):
         return np.clip(np.floor(np.where(np.isfinite(x), x, 1.0)), 1.0, top)
 
     first = ideal(one)  # with one replica's rate: a lower bound on the per-replica rate
-    x0 = ideal(np.where(feasible, pool.max_rate_per_s(first) / first, 0.0))
+    x0 = ideal(_rate_where(pool, first, feasible) / first)
     # The whole sizes next to the ideal, all four in one pass (a new leading axis).
     x = np.clip(x0 + np.array([-1.0, 0.0, 1.0, 2.0]).reshape(-1, *[1] * np.ndim(x0)), 1.0, top)
-    p = np.where(feasible, pool.max_rate_per_s(x), 0.0)
+    p = _rate_where(pool, x, np.broadcast_to(feasible, x.shape))
     y = np.floor((budget - x * p_tp) / d_tp)
     value = np.where(feasible & (y >= 1), np.minimum(p, y * d_rate), 0.0)
     k = value.argmax(axis=0)[None]
@@ -106,3 +106,24 @@ def pooled_split(budget, p_tp, d_tp, pool: prefill.Pool, d_rate, allowed):
         np.take_along_axis(np.broadcast_to(v, value.shape), k, axis=0)[0] for v in (value, x, y, p)
     )
     return best_p, best, best_x, best_y
+
+
+def _rate_where(pool: prefill.Pool, servers: np.ndarray, mask: np.ndarray) -> np.ndarray:
+    """`pool.max_rate_per_s(servers)` where `mask` holds, 0 elsewhere, computing only there.
+
+    Pairs an engine cannot run (and splits that do not fit) are most of some searches; the
+    load bisection is the search's costliest step, so it runs on the candidates that count.
+    """
+    shape = mask.shape
+    out = np.zeros(shape)
+    if not mask.any():
+        return out
+    k = np.shape(pool.nodes_ms)[-1]
+
+    def take(a) -> np.ndarray:
+        return np.broadcast_to(a, shape)[mask]
+
+    nodes = np.broadcast_to(pool.nodes_ms, (*shape, k))[mask]
+    some = prefill.Pool(take(pool.mean_ms), take(pool.scv), nodes, take(pool.target_ms))
+    out[mask] = some.max_rate_per_s(np.broadcast_to(servers, shape)[mask])
+    return out

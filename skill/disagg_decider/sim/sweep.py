@@ -2,8 +2,9 @@
 
 The analytic gain is `calc.compare.gain_curve`: disaggregated over colocated goodput per GPU on
 the whole cluster, every mode re-optimised at every prompt length. The simulated gain replays
-the same requests (prompt p50 moved, the p99/p50 spread kept) through both modes with the pools
-the verdict sizes at that length and bisects each mode's goodput per GPU.
+the same requests (prompt p50 moved, the p99/p50 spread kept) through each mode on the pools
+the verdict sizes for that mode's max rate at that length (its best layout on the cluster, the
+one the analytic gain compares) and bisects its goodput per GPU simulated.
 
 The analytic crossover is the calculator's (`Analysis.crossover_prompt_tokens`), the number the
 verdict, the report and the MCP `find_crossover` tool give, whatever lengths the sweep shows;
@@ -135,15 +136,24 @@ def _simulated_goodputs(
 
     r = resolve(w, base_dir)
     verdict = decide(w, base_dir=base_dir)
-    s = run.setup(r, verdict, policy=policy)  # type: ignore[arg-type]
     base = run.synthetic_requests(r, requests, seed, rate_per_s=1.0)
     out = []
     for mode, result in (
         ("colocated", verdict.colocated),
         ("disaggregated", verdict.disaggregated),
     ):
+        # Each mode on the layout the analytic gain compares: its best on the cluster, i.e.
+        # the pools the verdict sizes for (just under) the mode's max rate. Goodput is divided
+        # by the GPUs those pools use, as simulated.
+        top = result.max_rate_per_s or 0.0
+        sized = verdict
+        if top > 0:
+            data = w.model_dump(mode="json", exclude_none=True)
+            data["traffic"]["requests_per_second"] = top * 0.999
+            sized = decide(type(w).model_validate(data), base_dir=base_dir)
+        s = run.setup(r, sized, policy=policy)  # type: ignore[arg-type]
         gpus = run.gpus_of(s, mode)
-        start = max(result.max_rate_per_s * gpus / w.cluster.gpus, 0.05)
+        start = max(top * gpus / w.cluster.gpus, 0.05)
         out.append(run.goodput(s, mode, base, attainment, start) / gpus)
     return out[0], out[1]
 
