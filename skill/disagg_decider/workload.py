@@ -228,11 +228,16 @@ class HfConfigRef(_Strict):
     @field_validator("hf_config", mode="before")
     @classmethod
     def _short_path(cls, value: Any) -> Any:
-        if isinstance(value, str):
-            if not value or len(value) > MAX_PATH_CHARS or "\0" in value:
-                raise ValueError(f"expected a file path of 1 to {MAX_PATH_CHARS} characters")
-            _plain_string(value)
-        return value
+        return _file_path(value)
+
+
+def _file_path(value: Any) -> Any:
+    """A path a workload names: short, one line, no NUL (it is echoed in messages)."""
+    if isinstance(value, str):
+        if not value or len(value) > MAX_PATH_CHARS or "\0" in value:
+            raise ValueError(f"expected a file path of 1 to {MAX_PATH_CHARS} characters")
+        _plain_string(value)
+    return value
 
 
 class Workload(_Strict):
@@ -261,6 +266,11 @@ class Workload(_Strict):
         max_length=MAX_OVERRIDES,
         description="rulebook parameter overrides, by name",
     )
+
+    @field_validator("calibration", mode="before")
+    @classmethod
+    def _calibration_path(cls, value: Any) -> Any:
+        return _file_path(value)
 
     @field_validator("model", "engine", mode="before")
     @classmethod
