@@ -192,9 +192,11 @@ def print_verdict(v: Verdict, console) -> None:
     for col in ("", "colocated", "disaggregated"):
         table.add_column(col, justify="right" if col else "left")
     c, d = v.colocated, v.disaggregated
-    d_layout = f"{d.prefill_replicas}P x TP{d.prefill_tp} + {d.decode_replicas}D x TP{d.decode_tp}"
+    d_layout = (
+        f"{d.prefill_replicas}P x {d.prefill_layout} + {d.decode_replicas}D x {d.decode_layout}"
+    )
     rows = [
-        ("layout (replicas x TP)", f"{c.replicas} x TP{c.tp}", d_layout),
+        ("layout (replicas x TP)", f"{c.replicas} x {c.layout}", d_layout),
         ("GPUs sized for the rate", _gpus(c.gpus, c.fits_cluster), _gpus(d.gpus, d.fits_cluster)),
         ("meets both p99 SLOs", _yn(c.feasible), _yn(d.feasible)),
         ("fits the cluster", _yn(c.fits_cluster), _yn(d.fits_cluster)),
@@ -391,8 +393,8 @@ def _batch_table(files: list[Path], verdicts: list[Verdict]):
             f.stem,
             v.decision,
             _num(v.metrics.gain, 2),
-            f"{c.replicas}xTP{c.tp}",
-            f"{d.prefill_replicas}xTP{d.prefill_tp} + {d.decode_replicas}xTP{d.decode_tp}",
+            f"{c.replicas}x{c.layout}",
+            f"{d.prefill_replicas}x{d.prefill_layout} + {d.decode_replicas}x{d.decode_layout}",
             f"{crossover:,}" if crossover else "-",
         )
     return table

@@ -91,10 +91,52 @@ class Cost(_Strict):
     usd_per_gpu_hour: float = Field(default=4.0, gt=0)
 
 
+class LayoutPin(_Strict):
+    """One role's layout: `dp` attention ranks of `tp` GPUs, experts over `ep` GPUs.
+
+    `{tp: 8}` is plain TP8; `{dp: 16, ep: 16}` is DP-attention with EP16 (SGLang
+    --enable-dp-attention, vLLM --enable-expert-parallel); `{tp: 8, dp: 2, ep: 16}` a hybrid.
+    """
+
+    tp: int = Field(default=1, gt=0, le=1024)
+    dp: int = Field(default=1, gt=0, le=1024)
+    ep: int = Field(default=1, gt=0, le=1024)
+
+    @model_validator(mode="after")
+    def _experts_over_all(self) -> LayoutPin:
+        gpus = self.tp * self.dp
+        if self.ep not in (1, gpus):
+            raise ValueError(
+                f"ep must be 1 (experts sharded by TP) or tp x dp = {gpus} (experts spread "
+                f"over every GPU of the replica), got {self.ep}"
+            )
+        return self
+
+
 class Parallelism(_Strict):
     colocated_tp: int | None = Field(default=None, gt=0)
     prefill_tp: int | None = Field(default=None, gt=0)
     decode_tp: int | None = Field(default=None, gt=0)
+    colocated: LayoutPin | None = None
+    prefill: LayoutPin | None = None
+    decode: LayoutPin | None = None
+
+    @model_validator(mode="after")
+    def _one_pin_per_role(self) -> Parallelism:
+        for role in ("colocated", "prefill", "decode"):
+            if getattr(self, f"{role}_tp") is not None and getattr(self, role) is not None:
+                raise ValueError(f"give {role}_tp or {role}: {{tp, dp, ep}}, not both")
+        return self
+
+    def layout(self, role: str):
+        """The pinned layout of a role (calc/parallel.Layout), None when unpinned."""
+        from disagg_decider.calc.parallel import Layout  # numpy: only when searching
+
+        tp = getattr(self, f"{role}_tp")
+        if tp is not None:
+            return Layout.of(tp)
+        pin = getattr(self, role)
+        return None if pin is None else Layout.of(pin.tp, pin.dp, pin.ep)
 
 
 class Efficiency(_Strict):

@@ -21,7 +21,7 @@ from functools import cache
 
 import numpy as np
 
-from disagg_decider.calc import colocated, decode, kv, prefill
+from disagg_decider.calc import colocated, decode, kv, parallel, prefill
 from disagg_decider.calc.lengths import Lengths
 from disagg_decider.calc.result import Analysis, ColocatedResult, DisaggregatedResult
 from disagg_decider.calc.search import (
@@ -85,14 +85,14 @@ def _analyze_block(resolved: list[Resolved]) -> list[Analysis]:
         # Few workloads: numpy's fixed cost per call dominates, so one search takes the whole
         # grid along with the workloads' own prompts.
         prompts = [np.concatenate([p, grid]) for p in own_prompts]
-        found = search(members.first, members.rows(prompts), members.tps)
+        found = search(members.first, members.rows(prompts), members.layouts)
         stride = 1 + len(grid)
         rows = np.arange(len(resolved)) * stride
         crossovers = [
             _crossover(p, found.gain[k * stride : (k + 1) * stride]) for k, p in enumerate(prompts)
         ]
     else:
-        found = search(members.first, members.rows(own_prompts), members.tps)
+        found = search(members.first, members.rows(own_prompts), members.layouts)
         rows = np.arange(len(resolved))
         crossovers = _crossovers(members, grid, own_prompts, found.gain)
     own = _Own.of(members, rows)
@@ -130,7 +130,7 @@ def _crossovers(
         sides.append(grid[grid < own[0]] if _wins(gain) else grid[grid >= own[0]])
     gains = np.empty(0)
     if any(len(side) for side in sides):
-        gains = search(members.first, members.rows(sides), members.tps).gain
+        gains = search(members.first, members.rows(sides), members.layouts).gain
     out, start = [], 0
     for own, gain, side in zip(own_prompts, own_gain, sides, strict=True):
         curve = np.concatenate([[gain], gains[start : start + len(side)]])
@@ -147,7 +147,7 @@ def gain_curve(r: Resolved, prompt_tokens) -> np.ndarray:
     """
     members = members_of([r])
     prompts = np.asarray(prompt_tokens, dtype=float).reshape(-1)
-    return search(r, members.rows([prompts]), members.tps).gain
+    return search(r, members.rows([prompts]), members.layouts).gain
 
 
 def crossover_grid(r: Resolved) -> np.ndarray:
@@ -263,7 +263,7 @@ def _replicas_needed(rate, per_replica):
 
 def _colocated_results(o: _Own, f: Found) -> list[ColocatedResult]:
     t = f.colo_best_t[o.row]
-    tp = f.tps[t].astype(float)
+    tp = f.layouts["gpus"][t].astype(float)  # GPUs per replica
     per_replica = f.colo_rate[o.row, t]
     chunk_i = f.colo_chunk_index[o.row, t]
     feasible = per_replica > 0
@@ -274,7 +274,7 @@ def _colocated_results(o: _Own, f: Found) -> list[ColocatedResult]:
     load = np.minimum(o.rate / replicas, per_replica)
     chunks = o.first.workload.efficiency.chunk_tokens
     ttft, tpot = colocated.latencies_at_rate(
-        engine_for(o.first, tp.reshape(-1, 1)),
+        _engine_at(o.first, f.layouts, t),
         o.lengths,
         o.ttft_slo_ms.reshape(-1, 1),
         o.tpot_slo_ms.reshape(-1, 1),
@@ -291,7 +291,7 @@ def _colocated_results(o: _Own, f: Found) -> list[ColocatedResult]:
         "goodput_per_gpu": within / o.budget,
         "ttft_p99_ms": np.where(feasible, ttft, np.nan),
         "tpot_p99_ms": np.where(feasible, tpot, np.nan),
-        "tp": tp.astype(int),
+        **_layout_columns("", f.layouts, t),
         "replicas": replicas.astype(int),
         "chunk_tokens": np.asarray(chunks)[chunk_i],
         "max_batch": _whole(f.colo_batch[o.row, t]),
@@ -304,7 +304,7 @@ def _disaggregated_results(
 ) -> tuple[list[DisaggregatedResult], dict[str, np.ndarray]]:
     """The records, and the columns they were built from (the per-request figures use them)."""
     i, j = f.best_pair[o.row, 0], f.best_pair[o.row, 1]
-    p_tp, d_tp = f.tps[i].astype(float), f.tps[j].astype(float)
+    p_tp, d_tp = f.layouts["gpus"][i].astype(float), f.layouts["gpus"][j].astype(float)
     p_rate, d_rate = f.prefill_rate[o.row, i, j], f.decode_rate[o.row, j]
     feasible = f.pair_served[o.row, i, j] > 0
     x, y = _replicas_needed(o.rate, p_rate), _replicas_needed(o.rate, d_rate)
@@ -316,8 +316,8 @@ def _disaggregated_results(
     with np.errstate(divide="ignore", invalid="ignore"):
         p_load = np.minimum(o.rate / x, p_rate)
         d_load = np.minimum(o.rate / np.maximum(y, 1.0), d_rate)
-    p_engine = engine_for(o.first, p_tp.reshape(-1, 1))
-    d_engine = engine_for(o.first, d_tp.reshape(-1, 1))
+    p_engine = _engine_at(o.first, f.layouts, i)
+    d_engine = _engine_at(o.first, f.layouts, j)
     step = decode.step_at_rate_ms(d_engine, o.lengths, d_load)
     ttft = prefill.ttft_p99_ms(p_engine, o.lengths, p_load) + transfer_p99 + step
     served = np.minimum(o.rate, np.minimum(x * p_rate, y * d_rate))
@@ -331,8 +331,8 @@ def _disaggregated_results(
         "goodput_per_gpu": within / o.budget,
         "ttft_p99_ms": np.where(feasible, ttft, np.nan),
         "tpot_p99_ms": np.where(feasible, step, np.nan),
-        "prefill_tp": p_tp.astype(int),
-        "decode_tp": d_tp.astype(int),
+        **_layout_columns("prefill_", f.layouts, i),
+        **_layout_columns("decode_", f.layouts, j),
         "prefill_replicas": x.astype(int),
         "decode_replicas": y.astype(int),
         "prefill_gpus": (x * p_tp).astype(int),
@@ -341,6 +341,24 @@ def _disaggregated_results(
         "transfer_ms_p99": transfer_p99,
     }
     return _records(DisaggregatedResult, columns, _costs(o, gpus, served)), columns
+
+
+def _engine_at(first: Resolved, layouts: dict[str, np.ndarray], index: np.ndarray):
+    """The engine of each workload's chosen layout, as columns (W, 1)."""
+    tp, dp, ep = (layouts[k][index].astype(float).reshape(-1, 1) for k in ("tp", "dp", "ep"))
+    return engine_for(first, tp, dp, ep)
+
+
+def _layout_columns(prefix: str, layouts: dict[str, np.ndarray], index: np.ndarray) -> dict:
+    """tp (attention TP), dp, ep and the layout's label for the chosen candidates."""
+    tp, dp, ep = (layouts[k][index].astype(int) for k in ("tp", "dp", "ep"))
+    labels = [parallel.label(*v) for v in zip(tp.tolist(), dp.tolist(), ep.tolist(), strict=True)]
+    return {
+        f"{prefix}tp": tp,
+        f"{prefix}dp": dp,
+        f"{prefix}ep": ep,
+        f"{prefix}layout": np.array(labels, dtype=object),
+    }
 
 
 def _whole(batch: np.ndarray) -> np.ndarray:
@@ -365,9 +383,15 @@ def _per_request(o: _Own, disagg: dict[str, np.ndarray]) -> dict[str, list]:
     """
     first = o.first
     model, kv_dtype = first.model, first.workload.kv_dtype
-    p_tp = disagg["prefill_tp"].astype(float).reshape(-1, 1)
+    p_tp = disagg["prefill_tp"].astype(float).reshape(-1, 1)  # attention TP: KV senders
     d_tp = disagg["decode_tp"].astype(float).reshape(-1, 1)
-    p_engine, d_engine = engine_for(first, p_tp), engine_for(first, d_tp)
+
+    def engine(role: str):
+        dp, ep = (disagg[f"{role}_{k}"].astype(float).reshape(-1, 1) for k in ("dp", "ep"))
+        tp = disagg[f"{role}_tp"].astype(float).reshape(-1, 1)
+        return engine_for(first, tp, dp, ep)
+
+    p_engine, d_engine = engine("prefill"), engine("decode")
     p50 = o.lengths.prompt_p50
     u50 = p50 * o.lengths.uncached_share
     prefill50 = prefill.prefill_ms(p_engine, u50, p50 - u50)
@@ -450,12 +474,6 @@ def _warnings(r: Resolved, colo: ColocatedResult, disagg: DisaggregatedResult) -
                 f"{res.mode}: {rate:g} req/s needs more than the cluster's {w.cluster.gpus} GPUs "
                 f"(at most {res.max_rate_per_s:.2f} req/s within the SLO)"
             )
-    if r.model.moe is not None and r.model.moe.experts >= 64:
-        out.append(
-            f"{r.model.id} has {r.model.moe.experts} experts: this calculator models tensor "
-            "parallelism only; wide expert parallelism with data-parallel attention (DeepEP) "
-            "raises decode capacity and usually favours disaggregation"
-        )
     if w.traffic.prompt_tokens.p99 > r.model.max_context_tokens:
         out.append(
             f"traffic.prompt_tokens.p99 exceeds {r.model.id}'s context of "
