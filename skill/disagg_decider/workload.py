@@ -120,6 +120,10 @@ class Parallelism(_Strict):
     colocated: LayoutPin | None = None
     prefill: LayoutPin | None = None
     decode: LayoutPin | None = None
+    expert_parallel: bool = Field(
+        default=True,
+        description="false: search tensor-parallel layouts only (an engine without DeepEP/EP)",
+    )
 
     @model_validator(mode="after")
     def _one_pin_per_role(self) -> Parallelism:

@@ -113,7 +113,7 @@ def _free_layouts(r: Resolved, lay: dict[str, np.ndarray]) -> np.ndarray:
     tp_only = (lay["dp"] == 1) & (lay["ep"] == 1)
     node = min(c.gpus, c.gpus_per_node)
     plain = tp_only & np.isin(lay["tp"], TP_CANDIDATES) & (lay["gpus"] <= node)
-    if r.model.moe is None:
+    if r.model.moe is None or not r.workload.parallelism.expert_parallel:
         return plain
     domain = domain_gpus(r)
     networked = r.link.rdma or r.link.kind == "scale-up"
