@@ -37,7 +37,7 @@ def workload(model: str, gpus: int, expert_parallel: bool) -> Workload:
             "traffic": {
                 "prompt_tokens": 4000,
                 "output_tokens": 1000,
-                "requests_per_second": 1,
+                "requests_per_second": 1000,  # above capacity: sized to the whole cluster
             },
             "slo": {"ttft_ms": 2000, "tpot_ms": 30},
             "cluster": {"gpu": "h200", "gpus": gpus, "network": "ib-ndr-400"},
