@@ -32,10 +32,12 @@ def example(name: str) -> tuple[Workload, Verdict]:
     return w, decide(w, base_dir=path.parent)
 
 
-def skip_multinode(name: str) -> None:
-    """Skip an example whose verdict runs replicas wider than a node (wide EP over several
-    nodes): deploy refuses to emit those, which test_deploy_flags checks."""
+def skip_not_emitted(name: str) -> None:
+    """Skip an example deploy refuses to emit, as test_deploy_flags checks: a heterogeneous
+    cluster, or replicas wider than a node (wide EP over several nodes)."""
     w, v = example(name)
+    if w.cluster.heterogeneous:
+        pytest.skip(f"{name}: heterogeneous pools are not emitted")
     s = v.sizing
     role = "prefill" if v.disaggregate else "colocated"
     roles = ("prefill", "decode") if v.disaggregate else (role,)

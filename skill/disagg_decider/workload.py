@@ -72,11 +72,42 @@ class CustomNetwork(_Strict):
 
 
 class Cluster(_Strict):
+    """The GPUs this service may use. `prefill_gpu`/`decode_gpu` (with their counts) make the
+    inventory heterogeneous: `prefill_gpus` of one type and `decode_gpus` of another (each
+    defaults to `gpu`), `gpus` their sum, on separate nodes joined by `network`."""
+
     gpu: str
     gpus: int = Field(gt=0)
     gpus_per_node: int = Field(default=8, gt=0)
     network: str | CustomNetwork = "ib-ndr-400"
     kubernetes: bool = True
+    prefill_gpu: str | None = None
+    prefill_gpus: int | None = Field(default=None, gt=0)
+    decode_gpu: str | None = None
+    decode_gpus: int | None = Field(default=None, gt=0)
+
+    @property
+    def heterogeneous(self) -> bool:
+        return self.prefill_gpu is not None or self.decode_gpu is not None
+
+    @model_validator(mode="after")
+    def _pools_add_up(self) -> Cluster:
+        counts = (self.prefill_gpus, self.decode_gpus)
+        if not self.heterogeneous:
+            if any(c is not None for c in counts):
+                raise ValueError(
+                    "prefill_gpus/decode_gpus size heterogeneous pools: give prefill_gpu and/or "
+                    "decode_gpu too"
+                )
+            return self
+        if any(c is None for c in counts):
+            raise ValueError("a heterogeneous cluster gives both prefill_gpus and decode_gpus")
+        if self.prefill_gpus + self.decode_gpus != self.gpus:  # type: ignore[operator]
+            raise ValueError(
+                f"gpus ({self.gpus}) must equal prefill_gpus + decode_gpus "
+                f"({self.prefill_gpus} + {self.decode_gpus})"
+            )
+        return self
 
 
 class Ops(_Strict):
@@ -89,6 +120,12 @@ class Ops(_Strict):
 
 class Cost(_Strict):
     usd_per_gpu_hour: float = Field(default=4.0, gt=0)
+    prefill_usd_per_gpu_hour: float | None = Field(
+        default=None, gt=0, description="heterogeneous clusters: the prefill pool's GPUs"
+    )
+    decode_usd_per_gpu_hour: float | None = Field(
+        default=None, gt=0, description="heterogeneous clusters: the decode pool's GPUs"
+    )
 
 
 class LayoutPin(_Strict):
@@ -284,6 +321,9 @@ def parse_workload(data: Any, source: str) -> Workload:
 def _check_catalog_ids(workload: Workload, source: str) -> None:
     """Unknown catalog ids are named with the file and field here, not deep in the calculator."""
     ids = [("cluster.gpu", catalog.get_gpu, workload.cluster.gpu)]
+    for pool in ("prefill_gpu", "decode_gpu"):
+        if getattr(workload.cluster, pool) is not None:
+            ids.append((f"cluster.{pool}", catalog.get_gpu, getattr(workload.cluster, pool)))
     if isinstance(workload.model, str):
         ids.append(("model", catalog.get_model, workload.model))
     if isinstance(workload.cluster.network, str):

@@ -21,7 +21,7 @@ from functools import cache
 
 import numpy as np
 
-from disagg_decider.calc import colocated, decode, kv, parallel, prefill
+from disagg_decider.calc import colocated, decode, hetero, kv, parallel, prefill
 from disagg_decider.calc.lengths import Lengths
 from disagg_decider.calc.result import Analysis, ColocatedResult, DisaggregatedResult
 from disagg_decider.calc.search import (
@@ -58,6 +58,9 @@ def analyze_many(resolved: Sequence[Resolved]) -> list[Analysis]:
     out: list[Analysis | None] = [None] * len(resolved)
     groups: dict[tuple, list[int]] = {}
     for i, r in enumerate(resolved):
+        if r.workload.cluster.heterogeneous:  # two GPU types: calc/hetero.py
+            out[i] = hetero.analyze_heterogeneous(r, analyze_many)
+            continue
         groups.setdefault(group_key(r), []).append(i)
     for members in groups.values():
         # Neighbours in a block should allow the same TP degrees, so fewer degrees are searched.

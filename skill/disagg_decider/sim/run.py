@@ -66,6 +66,11 @@ def setup(
     policy: Policy = "chunked",
     batch_cap: str = "engine",
 ) -> Setup:
+    if r.workload.cluster.heterogeneous:
+        raise UserError(
+            "cluster.prefill_gpu/decode_gpu: the simulator runs one GPU type; simulate each "
+            "pool's workload on its own (heterogeneous pools are priced by the calculator only)"
+        )
     s = verdict.sizing
     engine_batch = r.workload.efficiency.max_decode_batch
     use_verdict = batch_cap == "verdict"
