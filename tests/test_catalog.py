@@ -28,6 +28,7 @@ from tests.conftest import LLAMA_8B_CONFIG
 REQUIRED_GPUS = {"a100-80g", "h100", "h200", "b200", "gb200", "mi300x", "l40s"}
 REQUIRED_MODELS = {
     "kimi-k2",
+    "llama-4-maverick",
     "qwen3-30b-a3b",
     "llama-3.1-8b",
     "llama-3.3-70b",
@@ -216,6 +217,7 @@ def test_param_counts_reproduce_published_totals(model_id: str) -> None:
         "qwen3-30b-a3b",
         "deepseek-v3",
         "kimi-k2",
+        "llama-4-maverick",
         "mixtral-8x7b",
     ],
 )
