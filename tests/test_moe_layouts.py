@@ -175,3 +175,50 @@ parallelism: {parallelism}
     with pytest.raises(UserError, match=message) as err:
         load_workload_text(text, "w.yaml")
     assert "parallelism" in str(err.value)
+
+
+def _decide(model: str = "deepseek-v3", network: str = "ib-ndr-400", **parallelism):
+    from disagg_decider.calc.compare import analyze
+    from disagg_decider.workload import Workload, resolve
+
+    w = Workload.model_validate(
+        {
+            "name": "x",
+            "model": model,
+            "weights_dtype": "fp8",
+            "engine": "sglang",
+            "traffic": {"prompt_tokens": 4000, "output_tokens": 1000, "requests_per_second": 1},
+            "slo": {"ttft_ms": 2000, "tpot_ms": 30},
+            "cluster": {"gpu": "h200", "gpus": 32, "network": network},
+            "parallelism": parallelism,
+        }
+    )
+    return analyze(resolve(w))
+
+
+def test_pinned_layouts_are_the_ones_priced():
+    a = _decide(prefill={"dp": 8, "ep": 8}, decode={"dp": 16, "ep": 16})
+    d = a.disaggregated
+    assert (d.prefill_layout, d.decode_layout) == ("DP8/EP8", "DP16/EP16")
+    assert d.prefill_gpus == 8 * d.prefill_replicas and d.decode_gpus == 16 * d.decode_replicas
+
+
+def test_wide_ep_beats_tp_only_for_deepseek_decode_memory():
+    """DeepSeek-V3 on 32 H200: EP layouts serve more per GPU than TP-only ones, both modes."""
+    ep, tp_only = _decide(), _decide(expert_parallel=False)
+    assert tp_only.colocated.layout.startswith("TP") and tp_only.colocated.ep == 1
+    assert ep.colocated.ep > 1
+    assert ep.colocated.goodput_per_gpu > 2 * tp_only.colocated.goodput_per_gpu
+    assert ep.disaggregated.goodput_per_gpu > tp_only.disaggregated.goodput_per_gpu
+
+
+def test_ep_layouts_need_a_moe_model_and_rdma_across_nodes():
+    dense = _decide(model="llama-3.3-70b")
+    assert dense.colocated.ep == 1 and dense.disaggregated.decode_ep == 1
+    tcp = _decide(network="tcp-100")
+    for ep, gpus in (
+        (tcp.colocated.ep, tcp.colocated.tp * tcp.colocated.dp),
+        (tcp.disaggregated.decode_ep, tcp.disaggregated.decode_tp * tcp.disaggregated.decode_dp),
+    ):
+        assert gpus <= 8  # EP over TCP stays inside a node
+        assert ep <= 8

@@ -169,6 +169,21 @@ class Parallelism(_Strict):
                 raise ValueError(f"give {role}_tp or {role}: {{tp, dp, ep}}, not both")
         return self
 
+    @property
+    def pins_any(self) -> bool:
+        """Whether any role is pinned (most workloads pin none: the search's fast path)."""
+        return any(
+            v is not None
+            for v in (
+                self.colocated_tp,
+                self.prefill_tp,
+                self.decode_tp,
+                self.colocated,
+                self.prefill,
+                self.decode,
+            )
+        )
+
     def layout(self, role: str):
         """The pinned layout of a role (calc/parallel.Layout), None when unpinned."""
         from disagg_decider.calc.parallel import Layout  # numpy: only when searching

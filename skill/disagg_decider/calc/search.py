@@ -83,6 +83,8 @@ def group_key(r: Resolved) -> tuple:
 def pinned_layouts(w: Workload) -> dict[str, Layout | None]:
     """The layout the workload pins per role (`parallelism:`), None where it lets us choose."""
     p = w.parallelism
+    if not p.pins_any:
+        return dict.fromkeys(ROLES)
     return {role: p.layout(role) for role in ROLES}
 
 
@@ -103,23 +105,28 @@ def candidate_layouts(members: Sequence[Resolved]) -> list[Layout]:
     return sorted(out)
 
 
-def _free_layouts(r: Resolved, lay: dict[str, np.ndarray]) -> np.ndarray:
-    """Layouts a role may take unpinned on this member's cluster.
+def _free_layouts(members: Sequence[Resolved], lay: dict[str, np.ndarray]) -> np.ndarray:
+    """Layouts each member's roles may take unpinned on its cluster: (W, T).
 
     Plain TP stays within a node (the usual degrees); EP layouts span whole scale-up domains
-    and, beyond one, need an RDMA network (DeepEP runs over RDMA).
+    and, beyond one, need an RDMA network (DeepEP runs over RDMA). Members share the model and
+    the scale-up domain (`group_key`).
     """
-    c = r.workload.cluster
+    clusters = [r.workload.cluster for r in members]
+    node = np.array([min(c.gpus, c.gpus_per_node) for c in clusters])[:, None]
     tp_only = (lay["dp"] == 1) & (lay["ep"] == 1)
-    node = min(c.gpus, c.gpus_per_node)
-    plain = tp_only & np.isin(lay["tp"], TP_CANDIDATES) & (lay["gpus"] <= node)
-    if r.model.moe is None or not r.workload.parallelism.expert_parallel:
+    plain = (tp_only & np.isin(lay["tp"], TP_CANDIDATES))[None, :] & (lay["gpus"] <= node)
+    first = members[0]
+    if first.model.moe is None:
         return plain
-    domain = domain_gpus(r)
-    networked = r.link.rdma or r.link.kind == "scale-up"
-    spans = (lay["gpus"] <= domain) | ((lay["gpus"] % domain == 0) & networked)
-    wide = ~tp_only & (lay["ep"] <= r.model.moe.experts) & (lay["gpus"] <= c.gpus) & spans
-    return plain | wide
+    domain = domain_gpus(first)
+    budget = np.array([c.gpus for c in clusters])[:, None]
+    wanted = np.array([r.workload.parallelism.expert_parallel for r in members])[:, None]
+    networked = np.array([r.link.rdma or r.link.kind == "scale-up" for r in members])[:, None]
+    within = (lay["gpus"] <= domain)[None, :]
+    whole = ((lay["gpus"] % domain) == 0)[None, :] & networked
+    wide = (~tp_only & (lay["ep"] <= first.model.moe.experts))[None, :] & (lay["gpus"] <= budget)
+    return plain | (wide & (within | whole) & wanted)
 
 
 def _tp_masks(
@@ -131,7 +138,7 @@ def _tp_masks(
     leave no room for KV are dropped; when none is left the largest is kept, so the mode
     reports itself infeasible rather than vanishing.
     """
-    free = np.array([_free_layouts(r, lay) for r in members])
+    free = _free_layouts(members, lay)
     warnings: list[list[str]] = [[] for _ in members]
     pinned = [pinned_layouts(r.workload) for r in members]
     keys = list(zip(lay["gpus"], lay["tp"], lay["dp"], lay["ep"], strict=True))
