@@ -222,3 +222,33 @@ def test_ep_layouts_need_a_moe_model_and_rdma_across_nodes():
     ):
         assert gpus <= 8  # EP over TCP stays inside a node
         assert ep <= 8
+
+
+def test_nvl72_domain_allows_ep72_over_nvlink_where_hgx_needs_rdma():
+    """GB200 NVL72 is one 72-GPU scale-up domain: EP72 needs no network there; on HGX H200
+    nodes the same replica spans nine nodes and needs RDMA."""
+    from disagg_decider.calc.search import members_of
+    from disagg_decider.workload import Workload, resolve
+
+    def allowed(gpu: str, network: str) -> set[str]:
+        w = Workload.model_validate(
+            {
+                "name": "x",
+                "model": "deepseek-v3",
+                "weights_dtype": "fp8",
+                "traffic": {"prompt_tokens": 4000, "output_tokens": 1000, "requests_per_second": 1},
+                "slo": {"ttft_ms": 2000, "tpot_ms": 30},
+                "cluster": {"gpu": gpu, "gpus": 72, "gpus_per_node": 4, "network": network},
+            }
+        )
+        m = members_of([resolve(w)])
+        lay = m.layouts
+        return {
+            parallel.label(int(lay["tp"][t]), int(lay["dp"][t]), int(lay["ep"][t]))
+            for t in range(len(lay["gpus"]))
+            if m.allowed["decode"][0, t]
+        }
+
+    assert "DP72/EP72" in allowed("gb200", "tcp-100")
+    assert "DP72/EP72" not in allowed("h200", "tcp-100")
+    assert "DP64/EP64" in allowed("h200", "ib-ndr-400")
