@@ -63,6 +63,12 @@ def test_example_puts_prefill_on_b200_and_decode_on_h200_over_the_network():
     assert d.prefill_layout.endswith("on b200") and d.decode_layout.endswith("on h200")
     assert a.kv_transfer_path == "network"
     assert a.gain is not None and a.gain > 1
+    # The crossover re-decides the inventory along the prompt grid: below it colocation wins.
+    assert a.crossover_prompt_tokens is not None and a.crossover_prompt_tokens < 8192
+    from disagg_decider.calc.compare import gain_curve
+
+    low, high = gain_curve(resolve(load_workload(EXAMPLE)), [64, 8192])
+    assert low < 1 < high
     # Each pool's price: the sized split pays B200 hours for prefill, H200 hours for decode.
     usd = d.prefill_gpus * 7.0 + d.decode_gpus * 5.4
     assert d.cost_per_year_usd == pytest.approx(usd * 8760)

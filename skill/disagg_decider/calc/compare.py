@@ -59,7 +59,15 @@ def analyze_many(resolved: Sequence[Resolved]) -> list[Analysis]:
     groups: dict[tuple, list[int]] = {}
     for i, r in enumerate(resolved):
         if r.workload.cluster.heterogeneous:  # two GPU types: calc/hetero.py
+            grid = crossover_grid(r)
             out[i] = hetero.analyze_heterogeneous(r, analyze_many)
+            gains = hetero.gain_curve(r, grid, analyze_many)
+            own = r.workload.traffic.prompt_tokens.p50
+            # The workload's own prompt merged into the grid, as for homogeneous clusters.
+            crossover = _crossover(
+                np.concatenate([[own], grid]), np.concatenate([[_gain_code(out[i])], gains])
+            )
+            out[i] = out[i].model_copy(update={"crossover_prompt_tokens": crossover})
             continue
         groups.setdefault(group_key(r), []).append(i)
     for members in groups.values():
@@ -148,8 +156,10 @@ def gain_curve(r: Resolved, prompt_tokens) -> np.ndarray:
     The p99/p50 spread, outputs, rate, SLOs and cluster stay as in the workload. Returns inf
     where only disaggregation meets the SLO and nan where neither does.
     """
-    members = members_of([r])
     prompts = np.asarray(prompt_tokens, dtype=float).reshape(-1)
+    if r.workload.cluster.heterogeneous:
+        return hetero.gain_curve(r, prompts, analyze_many)
+    members = members_of([r])
     return search(r, members.rows([prompts]), members.layouts).gain
 
 
@@ -456,6 +466,14 @@ def _costs(o: _Own, gpus: np.ndarray, served_rate: np.ndarray) -> list[dict]:
         }
         for m, y in zip(per_million.tolist(), (usd_per_hour * HOURS_PER_YEAR).tolist(), strict=True)
     ]
+
+
+def _gain_code(a: Analysis) -> float:
+    """An analysis' gain as the search encodes it: inf where only disaggregation meets the
+    SLOs, nan where neither does."""
+    if a.gain is not None:
+        return a.gain
+    return np.inf if a.disaggregated.goodput_per_gpu > 0 else np.nan
 
 
 def _gain(disagg: float, colo: float) -> float | None:

@@ -13,7 +13,8 @@ otherwise:
 
 Each pool is searched as a homogeneous cluster of its own (`compare.analyze_many`); the cross
 split reuses the search's pieces with the prefill engine on one GPU and the decode engine on the
-other. Costs use each pool's price.
+other. Costs use each pool's price. The crossover re-decides the whole inventory at each prompt
+length of the usual grid (`gain_curve`), one workload at a time.
 """
 
 from __future__ import annotations
@@ -205,11 +206,26 @@ def analyze_heterogeneous(r: Resolved, analyze_many) -> Analysis:
         crossover_prompt_tokens=None,
         warnings=[
             *notes,
-            "heterogeneous pools: the crossover prompt length is not searched",
             *(w for w in a_p.warnings + a_d.warnings if "needs more than" not in w),
         ],
     )
     return Analysis.model_validate(base)
+
+
+def gain_curve(r: Resolved, prompts: np.ndarray, analyze_many) -> np.ndarray:
+    """Disaggregated over colocated goodput at each prompt p50 (p99/p50 kept), both pools
+    re-optimised; inf where only disaggregation meets the SLOs, nan where neither does."""
+    t = r.workload.traffic
+    ratio = t.prompt_tokens.p99 / t.prompt_tokens.p50
+    out = []
+    for p50 in np.asarray(prompts, dtype=float).tolist():
+        prompt = t.prompt_tokens.model_copy(update={"p50": p50, "p99": p50 * ratio})
+        traffic = t.model_copy(update={"prompt_tokens": prompt})
+        w = r.workload.model_copy(update={"traffic": traffic})
+        a = analyze_heterogeneous(replace(r, workload=w), analyze_many)
+        d, c = a.disaggregated.goodput_per_gpu, a.colocated.goodput_per_gpu
+        out.append(d / c if c > 0 else (np.inf if d > 0 else np.nan))
+    return np.array(out)
 
 
 def _price(r: Resolved) -> float:
