@@ -206,7 +206,18 @@ def analyze_heterogeneous(r: Resolved, analyze_many) -> Analysis:
         crossover_prompt_tokens=None,
         warnings=[
             *notes,
-            *(w for w in a_p.warnings + a_d.warnings if "needs more than" not in w),
+            *(
+                f"{res.mode}: {rate:g} req/s needs more than the cluster's {total} GPUs "
+                f"(at most {res.max_rate_per_s:.2f} req/s within the SLO)"
+                for res in (colo, disagg)
+                if res.feasible and not res.fits_cluster
+            ),
+            *(
+                f"{pool.gpu.id} pool alone: {w}"
+                for pool, a in ((rp, a_p), (rd, a_d))
+                for w in a.warnings
+                if "needs more than" not in w
+            ),
         ],
     )
     return Analysis.model_validate(base)

@@ -20,10 +20,12 @@ from functools import cached_property
 import numpy as np
 
 from disagg_decider.calc import arch, kv, moe
-from disagg_decider.catalog import Gpu, ModelSpec
+from disagg_decider.catalog import Gpu, ModelSpec, get_link
 from disagg_decider.workload import Efficiency
 
-NVLINK_EFFICIENCY = 0.8  # catalog/links.yaml `nvlink`; DeepEP reaches ~160 of H800's 200 GB/s
+# Share of NVLink line rate moved data reaches: the catalog's `nvlink` link (0.8); DeepEP's
+# normal kernels reach ~153-158 of H800's ~160 GB/s, i.e. 0.8 of its 200 GB/s one way.
+NVLINK_EFFICIENCY = get_link("nvlink").efficiency
 
 
 @dataclass(frozen=True, eq=False)
