@@ -72,3 +72,19 @@ def edited_example(example: Path = RAG_EXAMPLE, **changes: Any) -> dict:
         else:
             node[leaf] = value
     return data
+
+
+# Property tests: a bounded profile for CI (the default) and a large one on demand,
+# `HYPOTHESIS_PROFILE=large python -m pytest tests/test_verdict_invariants.py`.
+# A test that sets max_examples itself keeps its own count.
+from hypothesis import HealthCheck, settings  # noqa: E402
+
+settings.register_profile("ci", max_examples=200, deadline=None, print_blob=True)
+settings.register_profile(
+    "large",
+    max_examples=2000,
+    deadline=None,
+    print_blob=True,
+    suppress_health_check=[HealthCheck.too_slow],
+)
+settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))

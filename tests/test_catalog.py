@@ -294,9 +294,11 @@ def _write(tmp_path: Path, name: str, config: dict | str) -> Path:
 
 
 def test_hf_llama_maps_fields_and_params(tmp_path: Path) -> None:
-    path = _write(tmp_path, "Llama-3.1-8B", LLAMA_8B_CONFIG)
+    config = {**LLAMA_8B_CONFIG, "_name_or_path": "meta-llama/Llama-3.1-8B"}
+    path = _write(tmp_path, "snapshot-abc123", config)
     spec = model_from_hf_config(path)
-    assert spec.id == "llama-3.1-8b"
+    assert spec.id == "llama-3.1-8b"  # named from the config, not the folder
+    assert spec.name == spec.hf_repo == "meta-llama/Llama-3.1-8B"
     assert (spec.layers, spec.hidden, spec.heads, spec.kv_heads) == (32, 4096, 32, 8)
     assert spec.head_dim == 128  # hidden / heads when head_dim is absent
     assert (spec.ffn_dim, spec.vocab, spec.max_context_tokens) == (14336, 128256, 131072)
@@ -309,9 +311,9 @@ def test_hf_llama_maps_fields_and_params(tmp_path: Path) -> None:
 
 def test_hf_directory_path_and_defaults(tmp_path: Path) -> None:
     cfg = {k: v for k, v in LLAMA_8B_CONFIG.items() if k != "num_key_value_heads"}
-    path = _write(tmp_path, "MHA Model", cfg)
+    path = _write(tmp_path, "MHA Model", {**cfg, "model_type": "llama"})
     spec = model_from_hf_config(path.parent)
-    assert spec.id == "mha-model"
+    assert spec.id == "llama"  # model_type when there is no _name_or_path
     assert spec.kv_heads == spec.heads == 32
 
 
@@ -339,6 +341,15 @@ def test_hf_unused_window_is_ignored(tmp_path: Path) -> None:
     cfg = {**LLAMA_8B_CONFIG, "sliding_window": 4096, "use_sliding_window": False}
     spec = model_from_hf_config(_write(tmp_path, "qwen-like", cfg))
     assert (spec.sliding_window, spec.sliding_window_layers) == (None, 0)
+
+
+def test_hf_named_from_the_file_name_without_names_in_it(tmp_path: Path) -> None:
+    path = tmp_path / "tmp" / "Mistral-Large.json"
+    path.parent.mkdir()
+    path.write_text(json.dumps(LLAMA_8B_CONFIG), encoding="utf-8")
+    assert model_from_hf_config(path).id == "mistral-large"
+    plain = _write(tmp_path, "some-folder", LLAMA_8B_CONFIG)
+    assert model_from_hf_config(plain).id == "hf-config"  # never the folder's name
 
 
 def test_hf_missing_file(tmp_path: Path) -> None:

@@ -35,6 +35,8 @@ def _variants() -> list:
     for i, parts in enumerate(changes):
         merged = {k: v for part in parts for k, v in part.items()}
         merged["model"] = ["llama-3.3-70b", "llama-3.1-8b", "qwen3-32b"][i % 3]
+        if "parallelism" in merged and merged["cluster.gpus"] < 6:
+            merged["parallelism"] = {"prefill_tp": 1, "decode_tp": 1}  # TP2 + TP4 needs 6 GPUs
         out.append(load_workload_text(yaml.safe_dump(edited_example(**merged))))
     return out
 

@@ -7,7 +7,7 @@ import json
 import yaml
 
 from disagg_decider.deploy.bundle import build
-from tests.deploy_helpers import example
+from tests.deploy_helpers import example, pinned
 
 RAG = "rag-8k-h200-rdma-dynamo.yaml"
 CHAT = "chat-short-colocate.yaml"
@@ -43,7 +43,7 @@ def test_dynamo_disaggregated_graph_carries_threshold_planner_and_nixl() -> None
 
 
 def test_dynamo_sglang_omits_conditional_disagg_and_says_why() -> None:
-    w, v = example(RAG)
+    w, v = pinned(RAG, prefill_tp=4, decode_tp=4)  # SGLang needs equal TP
     w = w.model_copy(update={"engine": "sglang"})
     files = build(w, v, "dynamo").files
     comps = _components(files)

@@ -12,7 +12,7 @@ import yaml
 
 from disagg_decider.deploy.bundle import build
 from disagg_decider.deploy.engines import SERVE_PORT, SGLANG_BOOTSTRAP_PORT
-from tests.deploy_helpers import example
+from tests.deploy_helpers import example, pinned
 
 RAG = "rag-8k-h200-rdma-dynamo.yaml"
 
@@ -121,7 +121,7 @@ def test_vllm_router_names_the_nixl_connector() -> None:
 
 
 def test_sglang_router_discovers_pods_on_the_engine_port_in_its_namespace() -> None:
-    w, v = example(RAG)
+    w, v = pinned(RAG, prefill_tp=4, decode_tp=4)  # SGLang needs equal TP
     w = w.model_copy(update={"engine": "sglang"})
     files = build(w, v, "sglang").files
     docs = list(yaml.safe_load_all(files["k8s/router.yaml"]))

@@ -107,3 +107,26 @@ def test_simulator_and_deploy_refuse_heterogeneous_pools_by_name():
         build(w, v, "dynamo")
     with pytest.raises(UserError, match="prefill_gpu"):
         setup(resolve(w), v)
+
+
+@pytest.mark.parametrize("rate", [3.0, 400.0])
+def test_cross_split_reports_latencies_within_targets_and_what_the_rate_needs(rate):
+    """After the merge with issue 13 the cross split is priced with pooled prefill queues:
+    at the sized load the reported p99s stay within the targets, and a rate beyond the
+    inventory is a rate limit with the GPUs it needs (issue 11's fields)."""
+    w = load_workload(EXAMPLE)
+    data = w.model_dump(mode="json", exclude_none=True)
+    data["traffic"]["requests_per_second"] = rate
+    w = Workload.model_validate(data)
+    a = analyze(resolve(w))
+    for mode in (a.colocated, a.disaggregated):
+        assert mode.feasible
+        assert mode.ttft_p99_ms <= w.slo.ttft_ms * 1.001
+        assert mode.tpot_p99_ms <= w.slo.tpot_ms * 1.001
+        assert mode.gpus_needed_for_rate >= mode.gpus
+        assert mode.fits_cluster == (mode.gpus_needed_for_rate <= w.cluster.gpus)
+        assert mode.fits_cluster == (rate <= mode.max_rate_per_s * (1 + 1e-9))
+    rate_limits = {lim.mode for lim in a.limits if lim.kind == "rate"}
+    short = {m.mode for m in (a.colocated, a.disaggregated) if not m.fits_cluster}
+    assert rate_limits == short
+    assert (rate > 100) == bool(short)

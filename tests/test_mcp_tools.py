@@ -110,18 +110,19 @@ async def test_decide_tool_applies_parameter_overrides(client):
 
 
 @pytest.mark.anyio
-async def test_hf_config_is_read_relative_to_the_server_working_directory(
-    client, tmp_path, monkeypatch
-):
+async def test_hf_config_is_read_only_under_an_allowed_dir_relative_to_the_first(tmp_path):
     (tmp_path / "my-model").mkdir()
     (tmp_path / "my-model" / "config.json").write_text(json.dumps(LLAMA_8B_CONFIG))
-    monkeypatch.chdir(tmp_path)
     workload = load(ROOT / "examples" / "chat-short-colocate.yaml")
-    by_id = await call_ok(client, "decide_disaggregation", {"workload": workload})
-    workload["model"] = {"hf_config": "my-model/config.json"}
-    by_file = await call_ok(client, "decide_disaggregation", {"workload": workload})
+    async with Client(mcp_server.build_server(allow_dirs=[tmp_path])) as allowed:
+        by_id = await call_ok(allowed, "decide_disaggregation", {"workload": workload})
+        workload["model"] = {"hf_config": "my-model/config.json"}
+        by_file = await call_ok(allowed, "decide_disaggregation", {"workload": workload})
     assert by_file["metrics"]["kv_bytes_per_token"] == by_id["metrics"]["kv_bytes_per_token"]
     assert by_file["decision"] == by_id["decision"]
+    async with Client(mcp_server.build_server()) as default:
+        message = await call_error(default, "decide_disaggregation", {"workload": workload})
+    assert "reads no local files" in message and "--allow-dir" in message
 
 
 # --- bad arguments ----------------------------------------------------------------------------

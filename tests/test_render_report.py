@@ -11,6 +11,7 @@ import pytest
 from disagg_decider.calc.compare import gain_curve
 from disagg_decider.decide import decide
 from disagg_decider.render.report import chart_prompt_grid, render_report
+from disagg_decider.render.text import tokens_label
 from disagg_decider.workload import load_workload, parse_workload, resolve
 from tests.conftest import EXAMPLES, ROOT, edited_example, run_cli
 from tests.render_helpers import assert_tables_rectangular, headings, section, tables
@@ -111,15 +112,24 @@ def test_chart_is_the_gain_curve(example) -> None:
     chart = re.search(r"```mermaid\nxychart-beta\n(.*?)```", body, re.S)
     assert chart is not None
     x_axis = re.search(r'x-axis "[^"]*" \[(.*)\]', chart.group(1)).group(1)
+    labels = [x.strip().strip('"') for x in x_axis.split(",")]
     grid = chart_prompt_grid(resolved)
-    assert len(x_axis.split(",")) == len(grid)
+    gains = [float(g) for g in gain_curve(resolved, grid)]
+    # Where neither mode meets the targets the chart has a gap: the length is left out.
+    kept = [(p, g) for p, g in zip(grid, gains, strict=True) if not math.isnan(g)]
+    assert len(labels) == len(kept)
     top = float(re.search(r"--> ([0-9.]+)", chart.group(1)).group(1))
     lines = re.findall(r"line \[(.*)\]", chart.group(1))
     drawn = [float(v) for v in lines[0].split(",")]
-    assert [float(v) for v in lines[1].split(",")] == [1.0] * len(grid)
-    for value, gain in zip(drawn, gain_curve(resolved, grid), strict=True):
-        expected = 0.0 if math.isnan(gain) else min(float(gain), top)
-        assert value == pytest.approx(expected, abs=6e-4)
+    assert [float(v) for v in lines[1].split(",")] == [1.0] * len(kept)
+    for label, value, (tokens, gain) in zip(labels, drawn, kept, strict=True):
+        assert label.split()[0] == tokens_label(tokens)
+        assert label.endswith("split only") == math.isinf(gain)
+        assert label.endswith("colocated only") == (gain == 0)
+        assert value == pytest.approx(min(gain, top), abs=6e-4)
+    for tokens, gain in zip(grid, gains, strict=True):
+        if math.isnan(gain):
+            assert tokens_label(tokens) in body.split("Neither mode meets the targets at")[1]
     assert f"p50 prompt is {resolved.workload.traffic.prompt_tokens.p50:,.0f} tokens" in body
     crossover = verdict.metrics.crossover_prompt_tokens
     if crossover is None:

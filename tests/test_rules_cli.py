@@ -51,7 +51,7 @@ def test_show_renders_condition_parameters_and_examples() -> None:
 
 
 def test_show_an_unknown_id_exits_2_with_the_nearest_id() -> None:
-    result = run_decide("rules", "show", "DSG0002")
+    result = run_decide("rules", "show", "DSG002x")
     assert result.returncode == 2 and "did you mean 'DSG002'" in result.stderr
 
 

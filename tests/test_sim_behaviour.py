@@ -7,7 +7,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from disagg_decider.calc.search import TransferPath
+from disagg_decider.calc.kvpath import TransferPath
 from disagg_decider.decide import decide
 from disagg_decider.sim import colocated, disaggregated, metrics, run
 from disagg_decider.sim.goodput import replay_at
@@ -136,5 +136,6 @@ def test_pool_size_options_resize_with_verdict_tp(chat) -> None:
 
     w70 = load_workload(ROOT / "examples" / "rag-8k-h200-rdma-dynamo.yaml")
     v70 = decide(w70)
+    assert v70.sizing.prefill_tp > 1
     with pytest.raises(UserError, match="multiple of the verdict's TP degree"):
-        run.setup(resolve(w70), v70, prefill_gpus=6)
+        run.setup(resolve(w70), v70, prefill_gpus=v70.sizing.prefill_tp + 1)

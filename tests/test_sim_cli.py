@@ -59,7 +59,7 @@ def test_sweep_text_json_markdown(tmp_path: Path) -> None:
     md = _cli("sweep", "-w", CHAT, "--steps", "4", "-f", "markdown").stdout
     assert "```mermaid" in md and "xychart-beta" in md and "| prompt p50 |" in md
     text = _cli("sweep", "-w", CHAT, "--steps", "4").stdout
-    assert "crossover (analytic)" in text
+    assert "crossover (analytic, as in the verdict)" in text
     bad = _cli("sweep", "-w", CHAT, "--prompt-tokens", "900:100")
     assert bad.returncode == 2 and "LOW:HIGH" in bad.stderr
 

@@ -25,6 +25,7 @@ def decide(
     overrides: Mapping[str, Any] | None = None,
     overrides_source: str = "--set",
     rulebook: LoadedRulebook | None = None,
+    calibration: Path | None = None,
 ) -> Verdict:
     """`overrides` (from `--set`, or an MCP call) apply after the workload's `overrides:` block.
 
@@ -39,6 +40,7 @@ def decide(
         overrides=overrides,
         overrides_source=overrides_source,
         rulebook=rulebook,
+        calibration=calibration,
     )[0]
 
 
@@ -50,12 +52,14 @@ def decide_many(
     overrides: Mapping[str, Any] | None = None,
     overrides_source: str = "--set",
     rulebook: LoadedRulebook | None = None,
+    calibration: Path | None = None,
 ) -> list[Verdict]:
     """One verdict per workload, in order, each equal to `decide` on it alone.
 
     The calculator searches workloads that share a model, GPU and engine together
     (`calc.compare.analyze_many`), so a sweep costs a fraction of a decision per workload.
     `base_dir` (where relative `hf_config` paths start) may be one folder or one per workload.
+    `calibration` (`--calibration`) replaces each workload's own `calibration:` file.
     """
     if base_dir is None or isinstance(base_dir, Path):
         base_dirs: Sequence[Path | None] = [base_dir] * len(workloads)
@@ -66,12 +70,46 @@ def decide_many(
     else:
         loaded = load_files(list(rule_files), seed=rulebook) if rule_files else rulebook
     with _cycle_collector_paused():
-        resolved = [resolve(w, d) for w, d in zip(workloads, base_dirs, strict=True)]
-        analyses = analyze_many(resolved)
-        return [
+        calibrated = [
+            _calibrated(w, d, calibration) for w, d in zip(workloads, base_dirs, strict=True)
+        ]
+        resolved = [resolve(c.workload, d) for c, d in zip(calibrated, base_dirs, strict=True)]
+        analyses = [_on_basis(r, a) for r, a in zip(resolved, analyze_many(resolved), strict=True)]
+        verdicts = [
             _verdict(loaded, r, a, overrides or {}, overrides_source)
             for r, a in zip(resolved, analyses, strict=True)
         ]
+        return [
+            v.model_copy(
+                update={
+                    "calibration": c.notes,
+                    "warnings": [*v.warnings, *c.warnings],
+                    "slo_basis": r.workload.slo.basis,
+                }
+            )
+            if c.notes or c.warnings or r.workload.slo.basis != "p99-under-load"
+            else v
+            for v, c, r in zip(verdicts, calibrated, resolved, strict=True)
+        ]
+
+
+def _calibrated(workload: Workload, base_dir: Path | None, cli: Path | None):
+    """The workload with its calibration file's constants (calibrate/apply.py)."""
+    from disagg_decider.calibrate.apply import Applied, apply_calibration, calibration_path
+
+    path = calibration_path(workload, base_dir, cli)
+    if path is None:
+        return Applied(workload, [], [])
+    return apply_calibration(workload, path)
+
+
+def _on_basis(r: Resolved, a: Analysis) -> Analysis:
+    """`slo.basis: static` re-sizes both modes as static-batch planners do (calc/static.py)."""
+    if r.workload.slo.basis != "static":
+        return a
+    from disagg_decider.calc.static import static_analysis
+
+    return static_analysis(r, a)
 
 
 @contextmanager
@@ -103,20 +141,23 @@ def _verdict(
     params, notes = effective_parameters(loaded, workload, overrides, overrides_source)
     metrics = metric_values(resolved, analysis, engine.metrics_read(loaded.book))
     outcome = engine.decide(loaded.book, metrics, params)
+    chosen = analysis.colocated if outcome.decision == "colocate" else analysis.disaggregated
     return Verdict(
         workload=workload.name,
         model=resolved.model.id,
         gpu=resolved.gpu.id,
         decision=outcome.decision,
         disaggregate=outcome.decision != "colocate",
+        feasible=chosen.feasible,
         summary=summarize(resolved, analysis, outcome),
         fired_rules=outcome.fired,
         scores=outcome.scores,
         metrics=_metrics(analysis),
-        sizing=_sizing(analysis),
+        sizing=_sizing(analysis, workload.cluster.gpus),
         colocated=analysis.colocated,
         disaggregated=analysis.disaggregated,
         conditional_disagg_threshold_tokens=analysis.conditional_disagg_threshold_tokens,
+        limits=analysis.limits,
         thresholds=params,
         overrides_applied=notes,
         warnings=analysis.warnings,
@@ -134,6 +175,8 @@ def effective_parameters(
 
 
 def _metrics(a: Analysis) -> Metrics:
+    # A model that fits no replica has no prefill or decode time to report.
+    loads = not any(x.kind == "memory" and x.mode == "both" for x in a.limits)
     return Metrics(
         kv_bytes_per_token=a.kv_bytes_per_token,
         kv_bytes_per_request=a.kv_bytes_per_request,
@@ -143,8 +186,8 @@ def _metrics(a: Analysis) -> Metrics:
         kv_transfer_path=a.kv_transfer_path,
         kv_transfer_gb_per_s=a.kv_transfer_gb_per_s,
         kv_transfer_rdma=a.kv_transfer_rdma,
-        prefill_ms=a.prefill_ms,
-        decode_step_ms=a.decode_step_ms,
+        prefill_ms=a.prefill_ms if loads else None,
+        decode_step_ms=a.decode_step_ms if loads else None,
         effective_prompt_tokens=a.effective_prompt_tokens,
         goodput_per_gpu_colocated=a.colocated.goodput_per_gpu,
         goodput_per_gpu_disaggregated=a.disaggregated.goodput_per_gpu,
@@ -153,9 +196,10 @@ def _metrics(a: Analysis) -> Metrics:
     )
 
 
-def _sizing(a: Analysis) -> Sizing:
+def _sizing(a: Analysis, cluster_gpus: int) -> Sizing:
     c, d = a.colocated, a.disaggregated
     return Sizing(
+        cluster_gpus=cluster_gpus,
         prefill_gpus=d.prefill_gpus,
         decode_gpus=d.decode_gpus,
         colocated_gpus=c.gpus,
@@ -178,35 +222,76 @@ def _sizing(a: Analysis) -> Sizing:
 
 
 def summarize(r: Resolved, a: Analysis, outcome: engine.Outcome) -> str:
-    """One paragraph a reviewer can paste: the call, the deciding reason, the key numbers."""
+    """One paragraph a reviewer can paste: the call, the deciding reason, the key numbers.
+
+    When the chosen layout cannot meet the targets the paragraph starts by saying so and what
+    limits it; a layout is never presented as a plan unless it meets both p99 targets.
+    """
     c, d = a.colocated, a.disaggregated
-    gain = f"{a.gain:.2f}x" if a.gain is not None else "n/a (colocated meets no SLO)"
+    if not c.feasible and not d.feasible:
+        return f"No layout meets the targets: {_limits_text(a, None)}. Nothing to deploy as is."
+    colocate = outcome.decision == "colocate"
+    chosen = c if colocate else d
     numbers = (
-        f"goodput {d.goodput_per_gpu:.3f} vs {c.goodput_per_gpu:.3f} req/s per GPU "
-        f"(gain {gain}); KV transfer {a.kv_transfer_ms:.1f} ms per request "
+        f"goodput {_goodput(d)} vs {_goodput(c)} req/s per GPU (gain {_gain_text(a)}); "
+        f"KV transfer {a.kv_transfer_ms:.1f} ms per request "
         f"({a.kv_bytes_per_request / 1e6:.0f} MB over {a.kv_transfer_path})"
     )
-    if outcome.decision == "colocate":
-        if outcome.deciding_veto:
-            why = f"veto {outcome.deciding_veto.id} ({outcome.deciding_veto.title})"
-        else:
-            pushing = [f"{f.id} ({f.title})" for f in outcome.fired if f.pushes == "colocate"]
-            why = (
-                f"{', '.join(pushing)} outweigh the case for a split"
-                if pushing
-                else "no rule makes the case for a split"
+    if colocate:
+        why = _why_colocated(outcome)
+        if not c.feasible:
+            return (
+                f"No colocated layout meets the targets: {_limits_text(a, 'colocated')}; "
+                f"only a split does ({_split_layout(d)}), but {why} keeps it colocated. {numbers}."
             )
-        return (
+        text = (
             f"Stay colocated: {_count(c.replicas, 'replica')} x {c.layout} ({c.gpus} GPUs, "
             f"chunked prefill {c.chunk_tokens} tokens); {why}. {numbers}."
         )
-    name = "NVIDIA Dynamo" if outcome.decision == "dynamo" else "llm-d"
+    else:
+        name = "NVIDIA Dynamo" if outcome.decision == "dynamo" else "llm-d"
+        text = (
+            f"Disaggregate with {name}: {_split_layout(d)}; {numbers}; "
+            f"send prompts with at least {a.conditional_disagg_threshold_tokens} uncached tokens "
+            "to the prefill pool."
+        )
+    if not chosen.fits_cluster:
+        text += f" Short of GPUs: {_limits_text(a, chosen.mode)}."
+    return text
+
+
+def _why_colocated(outcome: engine.Outcome) -> str:
+    if outcome.deciding_veto:
+        return f"veto {outcome.deciding_veto.id} ({outcome.deciding_veto.title})"
+    pushing = [f"{f.id} ({f.title})" for f in outcome.fired if f.pushes == "colocate"]
+    if pushing:
+        return f"{', '.join(pushing)} outweigh the case for a split"
+    return "no rule makes the case for a split"
+
+
+def _split_layout(d) -> str:
     return (
-        f"Disaggregate with {name}: prefill {d.prefill_layout} x {d.prefill_replicas} + "
-        f"decode {d.decode_layout} x {d.decode_replicas} ({d.gpus} GPUs); {numbers}; "
-        f"send prompts with at least {a.conditional_disagg_threshold_tokens} uncached tokens "
-        "to the prefill pool."
+        f"prefill {d.prefill_layout} x {d.prefill_replicas} + "
+        f"decode {d.decode_layout} x {d.decode_replicas} ({d.gpus} GPUs)"
     )
+
+
+def _goodput(mode) -> str:
+    return f"{mode.goodput_per_gpu:.3f}" if mode.feasible else "-"
+
+
+def _gain_text(a: Analysis) -> str:
+    if a.gain is not None:
+        return f"{a.gain:.2f}x"
+    if not a.colocated.feasible:
+        return "n/a, colocated meets no SLO"
+    return "n/a, the split meets no SLO"
+
+
+def _limits_text(a: Analysis, mode: str | None) -> str:
+    """The limits on `mode` (None: all of them), as one clause each."""
+    chosen = [x for x in a.limits if mode is None or x.mode in (mode, "both")]
+    return "; ".join(x.detail for x in chosen)
 
 
 def _count(n: int, noun: str) -> str:

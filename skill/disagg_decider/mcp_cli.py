@@ -7,6 +7,7 @@ pulls in starlette, uvicorn and httpx); the server module loads only when this c
 from __future__ import annotations
 
 from enum import StrEnum
+from pathlib import Path
 from typing import Annotated
 
 import typer
@@ -52,11 +53,49 @@ def mcp_command(
     port: Annotated[
         int, typer.Option("--port", "-p", help="TCP port for --transport http.")
     ] = 8000,
+    allow_dir: Annotated[
+        list[Path] | None,
+        typer.Option(
+            "--allow-dir",
+            metavar="DIR",
+            help="Let tools read regular files under DIR (repeatable), e.g. a model's "
+            "config.json given as {hf_config: path}; relative paths are read under the first "
+            "DIR. Without it the server reads no local file.",
+        ),
+    ] = None,
+    allowed_host: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--allowed-host",
+            metavar="HOST[:PORT]",
+            help="With --transport http: also accept this Host header (repeatable). By "
+            "default only loopback names and the bound address are accepted (DNS-rebinding "
+            "protection).",
+        ),
+    ] = None,
+    allowed_origin: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--allowed-origin",
+            metavar="URL",
+            help="With --transport http: also accept this Origin, e.g. https://ide.example "
+            "(repeatable). By default only loopback origins.",
+        ),
+    ] = None,
 ) -> None:
     if not 0 < port < 65536:
         raise UserError(f"--port {port}: expected a TCP port between 1 and 65535")
     from disagg_decider.mcp_server import serve
 
-    if transport is McpTransport.http:
-        typer.echo(f"disagg-decider MCP server on http://{host}:{port}/mcp", err=True)
-    serve(transport.value, host=host, port=port)
+    def announce(url: str) -> None:
+        typer.echo(f"disagg-decider MCP server on {url}", err=True)
+
+    serve(
+        transport.value,
+        host=host,
+        port=port,
+        allow_dirs=allow_dir or [],
+        allowed_hosts=allowed_host or [],
+        allowed_origins=allowed_origin or [],
+        on_listening=announce,
+    )

@@ -11,19 +11,23 @@ from __future__ import annotations
 
 import inspect
 import json
-from collections.abc import Callable
+import logging
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, Literal
 
 from mcp.server import MCPServer
 from mcp.server.mcpserver.exceptions import ToolError, UnexpectedToolError
-from mcp.types import ToolAnnotations
+from mcp.types import CallToolResult, TextContent, ToolAnnotations
 from pydantic import ValidationError
 
 from disagg_decider import __version__, catalog, mcp_tools
-from disagg_decider.errors import UserError
+from disagg_decider.errors import UserError, clip, excerpt
 from disagg_decider.rules.loader import rulebook_dir
+from disagg_decider.userfiles import FilePolicy, confined_policy, file_policy, read_text
 from disagg_decider.workload import format_validation_error
+
+LOG = logging.getLogger("disagg_decider.mcp")
 
 SERVER_NAME = "disagg-decider"
 SKILL_URI = "skill://disaggregation-decider/SKILL.md"
@@ -55,26 +59,95 @@ TOOLS: tuple[tuple[Callable[..., Any], str], ...] = (
 
 
 class DeciderServer(MCPServer):
-    """An MCPServer whose tool errors name the field and what would be valid.
+    """An MCPServer whose tool errors name the field and what would be valid, and whose
+    failures are cheap: one log line each, no traceback, the event loop never blocked.
 
     The SDK reports argument validation failures as pydantic's raw text and hides the message
     of any other exception (it cannot know it is safe to show). Our `UserError`s are written for
-    users, and `format_validation_error` lists each bad field on one line, so both reach the
-    agent verbatim; anything else stays a generic error, logged on the server.
+    users, and `format_validation_error` lists each bad field on one line (values cut to 80
+    characters), so both reach the agent verbatim; anything else is answered as an internal
+    error and logged once, as one line at WARNING.
+
+    Each call runs under the server's file policy: no local file at all unless the server was
+    started with `--allow-dir`, and then only regular files under those directories.
     """
 
+    policy: FilePolicy = FilePolicy(())
+
     async def call_tool(self, name: str, arguments: dict[str, Any], context: Any = None) -> Any:
+        too_big = argument_bounds_problem(arguments)
+        if too_big:
+            return _tool_error(name, f"{name} arguments: {too_big}")  # fields named in it
         try:
-            return await super().call_tool(name, arguments, context)
+            with file_policy(self.policy):
+                return await super().call_tool(name, arguments, context)
         except ToolError as exc:
             cause = exc.__cause__
             if isinstance(cause, UserError):
-                raise ToolError(f"{name}: {cause}") from cause
+                return _tool_error(name, f"{name}: {cause}")
             if isinstance(cause, ValidationError) and not isinstance(exc, UnexpectedToolError):
                 tool = self._tool_manager.get_tool(name)
                 root = tool.fn_metadata.arg_model if tool is not None else None
-                raise ToolError(_validation_message(name, cause, root)) from cause
-            raise
+                return _tool_error(name, _validation_message(name, cause, root))
+            if not isinstance(exc, UnexpectedToolError):
+                return _tool_error(name, clip(str(exc), 2000))
+            return _internal_error(name, cause or exc)
+        except Exception as exc:
+            return _internal_error(name, exc)
+
+
+def _tool_error(name: str, message: str) -> CallToolResult:
+    LOG.warning("tool %s refused: %s", name, clip(message.replace("\n", " | "), 300))
+    return CallToolResult(content=[TextContent(type="text", text=message)], is_error=True)
+
+
+def _internal_error(name: str, exc: BaseException) -> CallToolResult:
+    LOG.warning("tool %s: internal error %s: %s", name, type(exc).__name__, clip(str(exc), 200))
+    text = (
+        f"{name}: internal error ({type(exc).__name__}); the input may be outside what the "
+        "calculator handles. Check the arguments against the tool's schema and try again."
+    )
+    return CallToolResult(content=[TextContent(type="text", text=text)], is_error=True)
+
+
+MAX_ARGUMENT_VALUES = 20_000
+MAX_ARGUMENT_CHARS = 1_000_000
+MAX_ARGUMENT_DEPTH = 32
+
+
+def argument_bounds_problem(arguments: Any) -> str | None:
+    """What makes a call's arguments too large or too deep to validate, naming where, or None.
+
+    Bounded work (it stops at the first limit), so a hostile call costs microseconds here
+    instead of seconds in validation and in messages quoting it.
+    """
+    stack: list[tuple[Any, tuple[str, ...]]] = [(arguments, ())]
+    values = chars = 0
+    while stack:
+        node, path = stack.pop()
+        where = ".".join(path) or "arguments"
+        values += 1
+        if values > MAX_ARGUMENT_VALUES:
+            return f"{where}: more than {MAX_ARGUMENT_VALUES:,} values in one call"
+        if len(path) > MAX_ARGUMENT_DEPTH:
+            return f"{where[:200]}: nested deeper than {MAX_ARGUMENT_DEPTH} levels"
+        if isinstance(node, str):
+            chars += len(node)
+            if chars > MAX_ARGUMENT_CHARS:
+                return (
+                    f"{where}: a string of {len(node):,} characters; at most "
+                    f"{MAX_ARGUMENT_CHARS:,} characters of text per call"
+                )
+        elif isinstance(node, dict):
+            for key, value in node.items():
+                name = str(key)
+                chars += len(name)
+                if chars > MAX_ARGUMENT_CHARS or len(name) > 1000:
+                    return f"{where}: a key of {len(name):,} characters ({excerpt(name)})"
+                stack.append((value, (*path, name)))
+        elif isinstance(node, list | tuple):
+            stack.extend((v, (*path, str(i))) for i, v in enumerate(node))
+    return None
 
 
 def _validation_message(tool_name: str, exc: ValidationError, root: Any) -> str:
@@ -82,8 +155,10 @@ def _validation_message(tool_name: str, exc: ValidationError, root: Any) -> str:
     return text + "\nFix the fields named above and call the tool again."
 
 
-def build_server() -> DeciderServer:
+def build_server(allow_dirs: Sequence[Path] = ()) -> DeciderServer:
+    """The server; `allow_dirs` are the only directories its tools may read files from."""
     server = DeciderServer(SERVER_NAME, instructions=INSTRUCTIONS, version=__version__)
+    server.policy = confined_policy(allow_dirs) if allow_dirs else FilePolicy(())
     for fn, title in TOOLS:
         server.add_tool(fn, title=title, description=_description(fn), annotations=READ_ONLY)
     _add_resources(server)
@@ -119,7 +194,10 @@ def rendered_text(relative: str) -> str:
     candidates = output_dirs()
     for folder in candidates:
         if (folder / relative).is_file():
-            return (folder / relative).read_text(encoding="utf-8")
+            try:  # regular file, size-capped: outputs/ under the working directory is not ours
+                return read_text(folder / relative, what="a rendered skill file")
+            except UserError:
+                continue
     looked = ", ".join(str(folder / relative) for folder in candidates)
     return (
         f"# Skill not rendered yet\n\n{relative} was not found (looked in {looked}). Run "
@@ -246,10 +324,63 @@ EXAMPLE_WORKLOAD: dict[str, Any] = {
 Transport = Literal["stdio", "http"]
 
 
-def serve(transport: Transport = "stdio", host: str = "127.0.0.1", port: int = 8000) -> None:
+def serve(
+    transport: Transport = "stdio",
+    host: str = "127.0.0.1",
+    port: int = 8000,
+    *,
+    allow_dirs: Sequence[Path] = (),
+    allowed_hosts: Sequence[str] = (),
+    allowed_origins: Sequence[str] = (),
+    on_listening: Callable[[str], None] | None = None,
+) -> None:
     """Block serving MCP: stdio for agents that spawn the server, streamable HTTP at /mcp."""
-    server = build_server()
+    server = build_server(allow_dirs)
+    one_line_logging()
     if transport == "stdio":
         server.run()
-    else:
-        server.run(transport="streamable-http", host=host, port=port)
+        return
+    from disagg_decider.mcp_http import serve_http
+
+    serve_http(
+        server,
+        host,
+        port,
+        allowed_hosts=allowed_hosts,
+        allowed_origins=allowed_origins,
+        on_listening=on_listening,
+    )
+
+
+class OneLineFormatter(logging.Formatter):
+    """Every record on one line: newlines folded, tracebacks reduced to the exception's name."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        record = logging.makeLogRecord(record.__dict__)
+        if record.exc_info:
+            exc = record.exc_info[1]
+            record.msg = f"{record.getMessage()} [{type(exc).__name__}: {clip(str(exc), 200)}]"
+            record.args = ()
+            record.exc_info = None
+            record.exc_text = None
+        return super().format(record).replace("\r", " ").replace("\n", " | ")
+
+    def formatException(self, ei: Any) -> str:
+        return ""
+
+
+def one_line_logging(level: int = logging.WARNING) -> None:
+    """Replace the SDK's rich, multi-line INFO logging with one line per event on stderr."""
+    import sys
+
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(OneLineFormatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+    root = logging.getLogger()
+    for old in list(root.handlers):
+        root.removeHandler(old)
+    root.addHandler(handler)
+    root.setLevel(level)
+    for name in ("uvicorn", "uvicorn.error", "uvicorn.access", "mcp"):
+        logging.getLogger(name).handlers.clear()
+        logging.getLogger(name).propagate = True
+        logging.getLogger(name).setLevel(level)

@@ -22,8 +22,18 @@ from disagg_decider.calc.step import Engine
 from disagg_decider.decide import decide
 from disagg_decider.errors import UserError
 from disagg_decider.rules.loader import find_rule, rule_parameters, shipped
+from disagg_decider.userfiles import base_dir_for_tools, current_policy
 from disagg_decider.verdict import Reference, RuleIdentity, Verdict
-from disagg_decider.workload import Dtype, Efficiency, Workload, resolve
+from disagg_decider.workload import (
+    MAX_GBPS,
+    MAX_LATENCY_US,
+    MAX_TOKENS,
+    MAX_TP,
+    Dtype,
+    Efficiency,
+    Workload,
+    resolve,
+)
 
 Scalar = float | int | bool | str
 
@@ -41,7 +51,8 @@ WORKLOAD_HELP = (
     "Optional: weights_dtype, kv_cache_dtype, engine, traffic.prefix_cache_hit_rate (0..1), "
     "cluster.gpus_per_node / network (link id or {rdma, gbps_per_gpu}) / kubernetes, "
     "ops {maturity, orchestrator_preference, ...}, cost, parallelism, efficiency, overrides. "
-    "A model given as {hf_config: path} is read relative to the server's working directory."
+    "A model given as {hf_config: path} is read only if the server was started with "
+    "--allow-dir DIR: then from regular files under DIR (a relative path: under the first DIR)."
 )
 
 
@@ -50,10 +61,11 @@ def decide_disaggregation(
     overrides: Annotated[
         dict[str, Scalar] | None,
         Field(
+            max_length=100,
             description=(
                 "Rule parameter overrides by name, applied after workload.overrides, e.g. "
                 '{"min_gain": 1.2}. explain_rule shows the parameters a rule uses.'
-            )
+            ),
         ),
     ] = None,
 ) -> Verdict:
@@ -68,12 +80,19 @@ def decide_disaggregation(
     Returns the verdict: `decision` (colocate, dynamo or llm-d), a one-paragraph `summary`,
     `fired_rules` with the metric comparisons and rationale behind each, `metrics` (KV bytes,
     transfer time, goodput per GPU of both modes, gain, crossover prompt length), `sizing`
-    (replicas and TP per pool), the rule `thresholds` used and `warnings`. Quote the summary and
-    the fired rules' reasons rather than re-deriving numbers.
+    (replicas and TP per pool), the rule `thresholds` used and `warnings`. `feasible` is false
+    when the chosen layout meets no target; `limits` then says why (memory, context, slo, rate,
+    with what would fit), and each mode's `gpus_needed_for_rate` how many GPUs the rate needs.
+    Quote the summary and the fired rules' reasons rather than re-deriving numbers.
     """
     return decide(
-        workload, base_dir=Path.cwd(), overrides=overrides or {}, overrides_source="overrides"
+        workload, base_dir=_tool_dir(), overrides=overrides or {}, overrides_source="overrides"
     )
+
+
+def _tool_dir() -> Path | None:
+    """Where a relative {hf_config: path} is read from: the server's first --allow-dir."""
+    return base_dir_for_tools(current_policy())
 
 
 # --- estimate_kv_transfer ---------------------------------------------------------------------
@@ -106,28 +125,42 @@ class KvTransferEstimate(_Out):
 
 
 def estimate_kv_transfer(
-    model: Annotated[str, Field(description="Model catalog id, e.g. llama-3.3-70b.")],
+    model: Annotated[
+        str, Field(max_length=100, description="Model catalog id, e.g. llama-3.3-70b.")
+    ],
     prompt_tokens: Annotated[
-        int, Field(gt=0, description="Uncached prompt tokens whose KV cache is moved.")
+        int,
+        Field(gt=0, le=MAX_TOKENS, description="Uncached prompt tokens whose KV cache is moved."),
     ],
     kv_dtype: Annotated[Dtype, Field(description="KV cache dtype: bf16, fp8 or fp4.")] = "bf16",
     link: Annotated[
         str | None,
         Field(
+            max_length=100,
             description=(
                 "Link catalog id (e.g. ib-ndr-400, roce-100, tcp-25, nvlink). Give exactly one "
                 "of link, link_gbps, link_gb_per_s. Catalog links carry their measured "
                 "efficiency and latency; nvlink takes its bandwidth from `gpu`."
-            )
+            ),
         ),
     ] = None,
     link_gbps: Annotated[
         float | None,
-        Field(gt=0, description="Or: bandwidth per GPU in gigaBITS per second (400 for NDR)."),
+        Field(
+            gt=0,
+            le=MAX_GBPS,
+            allow_inf_nan=False,
+            description="Or: bandwidth per GPU in gigaBITS per second (400 for NDR).",
+        ),
     ] = None,
     link_gb_per_s: Annotated[
         float | None,
-        Field(gt=0, description="Or: bandwidth per GPU in gigaBYTES per second (50 for NDR)."),
+        Field(
+            gt=0,
+            le=MAX_GBPS / 8,
+            allow_inf_nan=False,
+            description="Or: bandwidth per GPU in gigaBYTES per second (50 for NDR).",
+        ),
     ] = None,
     link_efficiency: Annotated[
         float | None,
@@ -142,26 +175,39 @@ def estimate_kv_transfer(
     ] = None,
     latency_us: Annotated[
         float | None,
-        Field(ge=0, description="Fixed per-transfer latency; default: catalog link's, else 0."),
+        Field(
+            ge=0,
+            le=MAX_LATENCY_US,
+            allow_inf_nan=False,
+            description="Fixed per-transfer latency; default: catalog link's, else 0.",
+        ),
     ] = None,
     gpu: Annotated[
         str | None,
         Field(
+            max_length=100,
             description=(
                 "GPU catalog id (e.g. h200). Needed for the prefill time and so for the "
                 "layer-wise figure; without it only the serialized time is reported."
-            )
+            ),
         ),
     ] = None,
-    prefill_tp: Annotated[int, Field(gt=0, description="Prefill tensor-parallel degree.")] = 1,
+    prefill_tp: Annotated[
+        int, Field(gt=0, le=MAX_TP, description="Prefill tensor-parallel degree.")
+    ] = 1,
     decode_tp: Annotated[
-        int | None, Field(gt=0, description="Decode TP degree; default: prefill_tp.")
+        int | None, Field(gt=0, le=MAX_TP, description="Decode TP degree; default: prefill_tp.")
     ] = None,
     weights_dtype: Annotated[
         Dtype, Field(description="Weight dtype, for the prefill time only.")
     ] = "bf16",
     cached_prompt_tokens: Annotated[
-        int, Field(ge=0, description="Prompt tokens already in the prefix cache (not moved).")
+        int,
+        Field(
+            ge=0,
+            le=MAX_TOKENS,
+            description="Prompt tokens already in the prefix cache (not moved).",
+        ),
     ] = 0,
 ) -> KvTransferEstimate:
     """Estimate the KV-cache bytes one request moves from a prefill GPU pool to a decode pool,
@@ -277,7 +323,9 @@ class CrossoverResult(_Out):
         description=(
             "where disaggregation starts to win (gain > 1), read from the workload's own "
             "prompt p50: the lower end of the winning stretch that contains it, else the first "
-            "longer prompt where it wins; log-interpolated; null if it never wins there"
+            "longer prompt where it wins; log-interpolated; null if it never wins. Computed "
+            "once by the calculator on its own grid: the number decide_disaggregation reports, "
+            "whatever range the curve below covers"
         )
     )
     winning_ranges: list[tuple[int, int]] = Field(
@@ -291,11 +339,15 @@ class CrossoverResult(_Out):
 def find_crossover(
     workload: Annotated[Workload, Field(description=WORKLOAD_HELP)],
     min_prompt_tokens: Annotated[
-        int, Field(ge=16, description="Shortest prompt p50 to try.")
+        int, Field(ge=16, le=MAX_TOKENS, description="Shortest prompt p50 to try.")
     ] = 256,
     max_prompt_tokens: Annotated[
         int | None,
-        Field(gt=16, description="Longest prompt p50 to try; default: min(context, 131072)."),
+        Field(
+            gt=16,
+            le=MAX_TOKENS,
+            description="Longest prompt p50 to try; default: min(context, 131072).",
+        ),
     ] = None,
     steps: Annotated[
         int, Field(ge=2, le=64, description="Log-spaced prompt lengths in the range.")
@@ -314,7 +366,7 @@ def find_crossover(
     the curve: gain = disaggregated / colocated goodput per GPU within the p99 SLOs, with an
     outcome per point when one mode or neither meets the SLO.
     """
-    r = resolve(workload, Path.cwd())
+    r = resolve(workload, _tool_dir())
     top = max_prompt_tokens or min(r.model.max_context_tokens, 131072)
     if top <= min_prompt_tokens:
         raise UserError(
@@ -334,7 +386,7 @@ def find_crossover(
         notes.append(f"lengths above {r.model.max_context_tokens} exceed {r.model.id}'s context")
     return CrossoverResult(
         workload=workload.name,
-        crossover_prompt_tokens=compare.crossover_from_curve(prompts, gains, own),
+        crossover_prompt_tokens=compare.analyze(r).crossover_prompt_tokens,
         winning_ranges=_runs(curve),
         workload_prompt_tokens_p50=workload.traffic.prompt_tokens.p50,
         curve=curve,
@@ -439,7 +491,11 @@ class RuleExplanation(RuleIdentity):
 
 def explain_rule(
     rule_id: Annotated[
-        str, Field(description="A rule id such as DSG007 (as in a verdict's fired_rules) or name.")
+        str,
+        Field(
+            max_length=100,
+            description="A rule id such as DSG007 (as in a verdict's fired_rules) or name.",
+        ),
     ],
 ) -> RuleExplanation:
     """Explain one rule of the rulebook: its condition, the parameters (thresholds) it uses with
@@ -450,7 +506,10 @@ def explain_rule(
     fired_rules (e.g. DSG007) or its name (e.g. gain-above-minimum).
     """
     loaded = shipped()
-    rule = find_rule(loaded.book, rule_id)
+    try:
+        rule = find_rule(loaded.book, rule_id)
+    except UserError as exc:
+        raise UserError(f"rule_id: {exc}") from None
     names = rule_parameters(rule)
     params = loaded.book.parameters
     return RuleExplanation(

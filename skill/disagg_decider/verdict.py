@@ -10,7 +10,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict
 
-from disagg_decider.calc.result import ColocatedResult, DisaggregatedResult
+from disagg_decider.calc.result import ColocatedResult, DisaggregatedResult, Limit
 
 Decision = Literal["colocate", "dynamo", "llm-d"]
 
@@ -64,8 +64,8 @@ class Metrics(_Out):
     kv_transfer_path: str
     kv_transfer_gb_per_s: float
     kv_transfer_rdma: bool
-    prefill_ms: float
-    decode_step_ms: float
+    prefill_ms: float | None  # null where the model fits no replica (a memory limit)
+    decode_step_ms: float | None
     effective_prompt_tokens: float
     goodput_per_gpu_colocated: float
     goodput_per_gpu_disaggregated: float
@@ -74,6 +74,7 @@ class Metrics(_Out):
 
 
 class Sizing(_Out):
+    cluster_gpus: int  # what the workload has; a mode's gpus_needed_for_rate may exceed it
     prefill_gpus: int
     decode_gpus: int
     colocated_gpus: int
@@ -100,6 +101,9 @@ class Verdict(_Out):
     gpu: str
     decision: Decision
     disaggregate: bool
+    # The chosen layout meets both p99 targets on the cluster's GPUs at some rate; when false,
+    # `limits` says what stops it (and the decision is colocate unless a split is feasible).
+    feasible: bool
     summary: str
     fired_rules: list[FiredRule]
     scores: dict[str, float]
@@ -108,6 +112,9 @@ class Verdict(_Out):
     colocated: ColocatedResult
     disaggregated: DisaggregatedResult
     conditional_disagg_threshold_tokens: int
+    limits: list[Limit]
     thresholds: dict[str, Any]
     overrides_applied: list[str]
     warnings: list[str]
+    calibration: list[str] = []  # constants taken from a calibration file, with their residuals
+    slo_basis: str = "p99-under-load"

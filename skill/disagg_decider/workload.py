@@ -8,28 +8,95 @@ into the typed records the calculator needs.
 from __future__ import annotations
 
 import math
+import re
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    ValidationInfo,
+    field_validator,
+    model_validator,
+)
 
 from disagg_decider import catalog
-from disagg_decider.errors import UserError, nearest
+from disagg_decider.errors import UserError, excerpt, nearest
 from disagg_decider.yamlio import load_yaml_file, load_yaml_text
 
 Dtype = Literal["bf16", "fp8", "fp4"]
 
+# Physical ranges, declared once: every bound below is far outside any real deployment and far
+# inside what the arithmetic handles (no overflow to inf, no JSON-incompatible floats).
+MAX_TOKENS = 10_000_000  # prompt or output length; the longest contexts today are ~10M
+MIN_RATE_PER_S = 1e-6  # one request in ~12 days
+MAX_RATE_PER_S = 1e6
+MAX_SLO_MS = 86_400_000.0  # a day
+MAX_GPUS = 1_000_000
+MAX_GPUS_PER_NODE = 1024
+MAX_TP = 1024
+MAX_GBPS = 1e6
+MAX_LATENCY_US = 1e7  # 10 s
+MAX_USD_PER_GPU_HOUR = 10_000.0
+MAX_CHUNKS = 64
+MAX_NAME_CHARS = 200
+MAX_ID_CHARS = 100
+MAX_DESCRIPTION_CHARS = 4000
+MAX_PATH_CHARS = 4096
+MAX_OVERRIDES = 100
+
+# Characters that rewrite a terminal or reorder text: C0/C1 controls (tab and newline allowed
+# only where noted), bidi embeddings/overrides/isolates/marks, line and paragraph separators.
+_BIDI_AND_SEPARATORS = "\x7f-\x9f\u200e\u200f\u202a-\u202e\u2066-\u2069\u2028\u2029\ufeff"
+_UNSAFE = {
+    "": re.compile(f"[\x00-\x1f{_BIDI_AND_SEPARATORS}]"),
+    "\t\n": re.compile(f"[\x00-\x08\x0b-\x1f{_BIDI_AND_SEPARATORS}]"),
+}
+
+
+def unsafe_char(text: str, allow: str = "") -> str | None:
+    """The first control or bidi character in `text` (other than tab and newline when
+    `allow` is "\\t\\n"), or None."""
+    found = _UNSAFE[allow].search(text)
+    return found.group() if found else None
+
 
 class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    """Unknown keys are errors, numbers are finite, and a boolean is never read as a number."""
+
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
+
+    @field_validator("*", mode="before")
+    @classmethod
+    def _no_bool_numbers(cls, value: Any, info: ValidationInfo) -> Any:
+        if isinstance(value, bool) and info.field_name is not None:
+            ann = cls.model_fields[info.field_name].annotation
+            if _accepts(ann, (int, float)) and not _accepts(ann, (bool,)):
+                raise ValueError("expected a number, got a boolean (true/false)")
+        return value
+
+
+def _accepts(ann: Any, kinds: tuple[type, ...]) -> bool:
+    """Whether the annotation (through unions, Annotated, lists) takes one of these types."""
+    if ann in kinds:
+        return True
+    return any(_accepts(a, kinds) for a in getattr(ann, "__args__", ()) or ())
+
+
+def _plain_string(value: Any, allow: str = "") -> Any:
+    if isinstance(value, str) and (ch := unsafe_char(value, allow)) is not None:
+        raise ValueError(f"contains the control or bidi character U+{ord(ch):04X}; use plain text")
+    return value
 
 
 class Percentiles(_Strict):
     """A length distribution given by two percentiles; fitted to a log-normal by the calculator."""
 
-    p50: float = Field(gt=0)
-    p99: float = Field(gt=0)
+    p50: float = Field(gt=0, le=MAX_TOKENS)
+    p99: float = Field(gt=0, le=MAX_TOKENS)
 
     @model_validator(mode="after")
     def _ordered(self) -> Percentiles:
@@ -49,7 +116,7 @@ def _as_percentiles(value: Any) -> Any:
 class Traffic(_Strict):
     prompt_tokens: Percentiles
     output_tokens: Percentiles
-    requests_per_second: float = Field(gt=0)
+    requests_per_second: float = Field(ge=MIN_RATE_PER_S, le=MAX_RATE_PER_S)
     prefix_cache_hit_rate: float = Field(default=0.0, ge=0, lt=1)
 
     _plain_numbers = field_validator(
@@ -60,14 +127,22 @@ class Traffic(_Strict):
 class Slo(_Strict):
     """p99 targets, as MLPerf's server scenarios state them."""
 
-    ttft_ms: float = Field(gt=0)
-    tpot_ms: float = Field(gt=0)
+    ttft_ms: float = Field(gt=0, le=MAX_SLO_MS)
+    tpot_ms: float = Field(gt=0, le=MAX_SLO_MS)
+    basis: Literal["p99-under-load", "static"] = Field(
+        default="p99-under-load",
+        description=(
+            "p99-under-load: p99 TTFT/TPOT at the workload's Poisson rate (queueing included); "
+            "static: TTFT of a batch with no queue and mean TPOT, the batch maximising "
+            "throughput per GPU, as AIConfigurator and Dynamo's planner size (calc/static.py)"
+        ),
+    )
 
 
 class CustomNetwork(_Strict):
     rdma: bool
-    gbps_per_gpu: float = Field(gt=0)
-    latency_us: float | None = Field(default=None, ge=0)
+    gbps_per_gpu: float = Field(gt=0, le=MAX_GBPS)
+    latency_us: float | None = Field(default=None, ge=0, le=MAX_LATENCY_US)
     efficiency: float | None = Field(default=None, gt=0, le=1)
 
 
@@ -76,15 +151,15 @@ class Cluster(_Strict):
     inventory heterogeneous: `prefill_gpus` of one type and `decode_gpus` of another (each
     defaults to `gpu`), `gpus` their sum, on separate nodes joined by `network`."""
 
-    gpu: str
-    gpus: int = Field(gt=0)
-    gpus_per_node: int = Field(default=8, gt=0)
-    network: str | CustomNetwork = "ib-ndr-400"
+    gpu: str = Field(max_length=MAX_ID_CHARS)
+    gpus: int = Field(gt=0, le=MAX_GPUS)
+    gpus_per_node: int = Field(default=8, gt=0, le=MAX_GPUS_PER_NODE)
+    network: Annotated[str, Field(max_length=MAX_ID_CHARS)] | CustomNetwork = "ib-ndr-400"
     kubernetes: bool = True
-    prefill_gpu: str | None = None
-    prefill_gpus: int | None = Field(default=None, gt=0)
-    decode_gpu: str | None = None
-    decode_gpus: int | None = Field(default=None, gt=0)
+    prefill_gpu: str | None = Field(default=None, max_length=MAX_ID_CHARS)
+    prefill_gpus: int | None = Field(default=None, gt=0, le=MAX_GPUS)
+    decode_gpu: str | None = Field(default=None, max_length=MAX_ID_CHARS)
+    decode_gpus: int | None = Field(default=None, gt=0, le=MAX_GPUS)
 
     @property
     def heterogeneous(self) -> bool:
@@ -119,12 +194,18 @@ class Ops(_Strict):
 
 
 class Cost(_Strict):
-    usd_per_gpu_hour: float = Field(default=4.0, gt=0)
+    usd_per_gpu_hour: float = Field(default=4.0, gt=0, le=MAX_USD_PER_GPU_HOUR)
     prefill_usd_per_gpu_hour: float | None = Field(
-        default=None, gt=0, description="heterogeneous clusters: the prefill pool's GPUs"
+        default=None,
+        gt=0,
+        le=MAX_USD_PER_GPU_HOUR,
+        description="heterogeneous clusters: the prefill pool's GPUs",
     )
     decode_usd_per_gpu_hour: float | None = Field(
-        default=None, gt=0, description="heterogeneous clusters: the decode pool's GPUs"
+        default=None,
+        gt=0,
+        le=MAX_USD_PER_GPU_HOUR,
+        description="heterogeneous clusters: the decode pool's GPUs",
     )
 
 
@@ -135,9 +216,9 @@ class LayoutPin(_Strict):
     --enable-dp-attention, vLLM --enable-expert-parallel); `{tp: 8, dp: 2, ep: 16}` a hybrid.
     """
 
-    tp: int = Field(default=1, gt=0, le=1024)
-    dp: int = Field(default=1, gt=0, le=1024)
-    ep: int = Field(default=1, gt=0, le=1024)
+    tp: int = Field(default=1, gt=0, le=MAX_TP)
+    dp: int = Field(default=1, gt=0, le=MAX_TP)
+    ep: int = Field(default=1, gt=0, le=MAX_TP)
 
     @model_validator(mode="after")
     def _experts_over_all(self) -> LayoutPin:
@@ -151,9 +232,9 @@ class LayoutPin(_Strict):
 
 
 class Parallelism(_Strict):
-    colocated_tp: int | None = Field(default=None, gt=0)
-    prefill_tp: int | None = Field(default=None, gt=0)
-    decode_tp: int | None = Field(default=None, gt=0)
+    colocated_tp: int | None = Field(default=None, gt=0, le=MAX_TP)
+    prefill_tp: int | None = Field(default=None, gt=0, le=MAX_TP)
+    decode_tp: int | None = Field(default=None, gt=0, le=MAX_TP)
     colocated: LayoutPin | None = None
     prefill: LayoutPin | None = None
     decode: LayoutPin | None = None
@@ -208,43 +289,60 @@ class Efficiency(_Strict):
     saturation_tokens: float = Field(
         default=128,
         ge=0,
+        le=MAX_TOKENS,
         description=(
             "tokens per pass at which GEMMs reach half their MFU; DistServe: one 512-token "
             "prompt saturates an A100 (13B), Splitwise: prompt throughput peaks near 2048"
         ),
     )
     hbm_utilization: float = Field(default=0.9, gt=0, le=1, description="vLLM gpu_memory_util")
-    activation_reserve_gb: float = Field(default=4.0, ge=0, description="per GPU, not for KV")
-    step_overhead_ms: float = Field(default=1.5, ge=0, description="launch + sampling per step")
-    allreduce_latency_us: float = Field(default=8.0, ge=0, description="per TP all-reduce")
-    prefill_overhead_ms: float = Field(default=3.0, ge=0)
+    activation_reserve_gb: float = Field(
+        default=4.0, ge=0, le=10_000, description="per GPU, not for KV"
+    )
+    step_overhead_ms: float = Field(
+        default=1.5, ge=0, le=60_000, description="launch + sampling per step"
+    )
+    allreduce_latency_us: float = Field(
+        default=8.0, ge=0, le=MAX_LATENCY_US, description="per TP all-reduce"
+    )
+    prefill_overhead_ms: float = Field(default=3.0, ge=0, le=60_000)
     link_efficiency: float | None = Field(default=None, gt=0, le=1, description="None: link's")
     kv_transfer: Literal["auto", "serialized", "layerwise"] = Field(
         default="auto", description="auto: layer-wise for TensorRT-LLM, serialized otherwise"
     )
-    max_decode_batch: int = Field(default=512, gt=0)
+    max_decode_batch: int = Field(default=512, gt=0, le=1_000_000)
     chunk_tokens: list[int] = Field(
         default=[256, 512, 1024, 2048, 4096, 8192],
         min_length=1,
+        max_length=MAX_CHUNKS,
         description="colocated token budgets per iteration tried (max_num_batched_tokens)",
     )
 
     @field_validator("chunk_tokens")
     @classmethod
     def _positive(cls, v: list[int]) -> list[int]:
-        if any(c <= 0 for c in v):
-            raise ValueError("chunk sizes must be positive")
+        if any(c <= 0 or c > MAX_TOKENS for c in v):
+            raise ValueError(f"chunk sizes must be between 1 and {MAX_TOKENS:,} tokens")
         return sorted(set(v))
 
 
 class HfConfigRef(_Strict):
     hf_config: Path
 
+    @field_validator("hf_config", mode="before")
+    @classmethod
+    def _short_path(cls, value: Any) -> Any:
+        if isinstance(value, str):
+            if not value or len(value) > MAX_PATH_CHARS or "\0" in value:
+                raise ValueError(f"expected a file path of 1 to {MAX_PATH_CHARS} characters")
+            _plain_string(value)
+        return value
+
 
 class Workload(_Strict):
-    name: str = Field(min_length=1, max_length=200)
-    description: str = ""
-    model: str | HfConfigRef
+    name: str = Field(min_length=1, max_length=MAX_NAME_CHARS)
+    description: str = Field(default="", max_length=MAX_DESCRIPTION_CHARS)
+    model: Annotated[str, Field(max_length=MAX_ID_CHARS)] | HfConfigRef
     weights_dtype: Dtype = "bf16"
     kv_cache_dtype: Dtype | None = None
     engine: Literal["vllm", "sglang", "trtllm"] = "vllm"
@@ -255,9 +353,29 @@ class Workload(_Strict):
     cost: Cost = Cost()
     parallelism: Parallelism = Parallelism()
     efficiency: Efficiency = Efficiency()
-    overrides: dict[str, float | int | bool | str] = Field(
-        default_factory=dict, description="rulebook parameter overrides, by name"
+    calibration: Path | None = Field(
+        default=None,
+        description="calibration file from `decide calibrate` (relative to this file)",
     )
+    overrides: dict[
+        Annotated[str, Field(max_length=MAX_ID_CHARS)],
+        float | int | bool | Annotated[str, Field(max_length=MAX_ID_CHARS)],
+    ] = Field(
+        default_factory=dict,
+        max_length=MAX_OVERRIDES,
+        description="rulebook parameter overrides, by name",
+    )
+
+    @field_validator("model", "engine", mode="before")
+    @classmethod
+    def _one_line(cls, value: Any) -> Any:
+        return _plain_string(value)
+
+    # Tabs and newlines are whitespace every renderer folds; escapes and bidi controls are not.
+    @field_validator("name", "description", mode="before")
+    @classmethod
+    def _readable(cls, value: Any) -> Any:
+        return _plain_string(value, allow="\t\n")
 
     @property
     def kv_dtype(self) -> Dtype:
@@ -359,11 +477,16 @@ def load_workload_text(text: str, source: str = "<workload>") -> Workload:
 
 
 def format_validation_error(exc: ValidationError, source: str, root: type[BaseModel]) -> str:
-    """One line per problem: the dotted field path, what is wrong, what would be valid."""
+    """One line per problem: the dotted field path, what is wrong, what would be valid.
+
+    Keys and values are quoted through `excerpt` (80 characters and the length), pydantic's
+    "Value error, " prefix is dropped, and at most `MAX_ERRORS` problems are listed.
+    """
     lines = [f"{source}: invalid workload" if root is Workload else f"{source}: invalid"]
-    for err in exc.errors():
-        loc = [str(p) for p in err["loc"] if not str(p).startswith(("function-", "constrained"))]
-        path = ".".join(loc) or "(top level)"
+    errors = exc.errors(include_url=False, include_context=False, include_input=True)
+    for err in errors[:MAX_ERRORS]:
+        loc = [p for p in err["loc"] if not str(p).startswith(("function-", "constrained"))]
+        path = ".".join(_loc_part(p) for p in loc) or "(top level)"
         if err["type"] == "extra_forbidden":
             valid = _fields_at(root, err["loc"][:-1])
             hint = nearest(str(err["loc"][-1]), valid) if valid else ""
@@ -371,9 +494,19 @@ def format_validation_error(exc: ValidationError, source: str, root: type[BaseMo
         elif err["type"] == "missing":
             lines.append(f"  {path}: required field is missing")
         else:
-            msg = err["msg"].removeprefix("Value error, ")
-            lines.append(f"  {path}: {msg} (got {err.get('input')!r})")
+            msg = err["msg"].removeprefix("Value error, ").removeprefix("Assertion failed, ")
+            lines.append(f"  {path}: {msg} (got {excerpt(err.get('input'))})")
+    if len(errors) > MAX_ERRORS:
+        lines.append(f"  ... and {len(errors) - MAX_ERRORS} more")
     return "\n".join(lines)
+
+
+MAX_ERRORS = 20
+
+
+def _loc_part(part: Any) -> str:
+    text = str(part)
+    return text if len(text) <= 80 and text.isprintable() else excerpt(text)
 
 
 def _fields_at(root: type[BaseModel], loc: tuple) -> list[str]:

@@ -3,46 +3,156 @@
 Only the safe loader is ever used (libyaml's C build of it where installed, which is several
 times faster and builds the same plain Python data): tags such as `!!python/object` are
 rejected, and nothing read from a workload or rule file is evaluated as code.
+
+On top of the safe loader, a document is bounded before any Python object is built from it:
+- at most `MAX_ITEMS` lines and commas (a cheap count that keeps parsing under a second);
+- aliases may be used, but the document they expand to is capped at `MAX_EXPANDED_NODES`
+  nodes (a ten-level "billion laughs" bomb is refused in microseconds, wherever it sits);
+- nesting is capped at `MAX_DEPTH` levels;
+- a key repeated in one mapping is an error naming both lines (YAML says keys are unique;
+  PyYAML would silently keep the last, so a second `cluster:` block would win);
+- an integer too long for Python to parse (over 4,300 digits) is an error naming its line.
 """
 
 from pathlib import Path
 from typing import Any
 
 import yaml
+from yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
 
-from disagg_decider.errors import UserError
+from disagg_decider.errors import UserError, clip, excerpt
+from disagg_decider.userfiles import CONFIG_MAX_BYTES, read_text
 
-_SafeLoader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+MAX_EXPANDED_NODES = 100_000
+MAX_DEPTH = 64
+MAX_ITEMS = 20_000  # lines + commas: the shipped rulebook has ~400, a workload ~50
+
+_Base = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+
+
+class _Refused(Exception):
+    def __init__(self, message: str, node: Node) -> None:
+        super().__init__(message)
+        self.node = node
+
+
+class _BoundedLoader(_Base):  # type: ignore[misc, valid-type]
+    """The safe loader, with the bounds above checked on the composed node graph."""
+
+    def construct_document(self, node: Node) -> Any:
+        _check_bounds(node)
+        return super().construct_document(node)
+
+    def construct_mapping(self, node: MappingNode, deep: bool = False) -> Any:
+        if isinstance(node, MappingNode):
+            seen: dict[Any, int] = {}
+            for key_node, _ in node.value:
+                if not isinstance(key_node, ScalarNode) or key_node.tag.endswith(":merge"):
+                    continue
+                key = (key_node.tag, key_node.value)
+                line = key_node.start_mark.line + 1
+                if key in seen:
+                    raise _Refused(
+                        f"duplicate key {excerpt(key_node.value)} (first at line {seen[key]}); "
+                        "each key may appear once in a mapping",
+                        key_node,
+                    )
+                seen[key] = line
+        return super().construct_mapping(node, deep=deep)
+
+    def construct_yaml_int(self, node: ScalarNode) -> int:
+        try:
+            return super().construct_yaml_int(node)
+        except ValueError:  # int() refuses more than 4,300 digits
+            raise _Refused(
+                f"an integer of {len(node.value):,} characters is too large", node
+            ) from None
+
+
+_BoundedLoader.add_constructor("tag:yaml.org,2002:int", _BoundedLoader.construct_yaml_int)
+
+
+def _check_bounds(root: Node) -> None:
+    """Expanded size (aliases counted every time they are used) and depth, memoised per node."""
+    sizes: dict[int, int] = {}
+    active: set[int] = set()
+
+    def size(node: Node, depth: int) -> int:
+        key = id(node)
+        if key in sizes:
+            return sizes[key]
+        if depth > MAX_DEPTH:
+            raise _Refused(f"nested deeper than {MAX_DEPTH} levels", node)
+        if key in active:
+            raise _Refused("a recursive alias (a node that contains itself)", node)
+        active.add(key)
+        total = 1
+        if isinstance(node, SequenceNode):
+            children = node.value
+        elif isinstance(node, MappingNode):
+            children = [n for pair in node.value for n in pair]
+        else:
+            children = []
+        for child in children:
+            total += size(child, depth + 1)
+            if total > MAX_EXPANDED_NODES:
+                raise _Refused(
+                    f"expands to more than {MAX_EXPANDED_NODES:,} values (aliases counted each "
+                    "time they are used); write the values out or use fewer aliases",
+                    node,
+                )
+        active.discard(key)
+        sizes[key] = total
+        return total
+
+    size(root, 0)
 
 
 def load_yaml_text(text: str, source: str) -> Any:
+    # Parsing costs ~5 us per value; a megabyte of "1, 1, 1" would take seconds, so count first.
+    items = text.count(",") + text.count("\n")
+    if items > MAX_ITEMS:
+        error = UserError(
+            f"{source}: {items:,} lines and list items; at most {MAX_ITEMS:,} are read (a "
+            "workload is a few dozen lines)"
+        )
+        error.line = None
+        raise error
     try:
-        return yaml.load(text, Loader=_SafeLoader)
+        return yaml.load(text, Loader=_BoundedLoader)
+    except _Refused as exc:
+        line = exc.node.start_mark.line + 1
+        error = UserError(f"{source}:{line}: {exc}")
+        error.line = line
+        raise error from None
     except yaml.constructor.ConstructorError as exc:
         mark = exc.problem_mark
         where = f"{source}:{mark.line + 1}" if mark else source
+        problem = clip(str(exc.problem), 120)
         error = UserError(
-            f"{where}: unsupported YAML tag ({exc.problem}); only plain YAML is accepted "
+            f"{where}: unsupported YAML tag ({problem}); only plain YAML is accepted "
             "(no !!python or other custom tags)"
         )
         error.line = mark.line + 1 if mark else None  # lets callers name what is on that line
+        raise error from None
+    except yaml.reader.ReaderError as exc:  # a character YAML does not allow, e.g. NUL
+        line = text[: exc.position].count("\n") + 1
+        char = exc.character if isinstance(exc.character, int) else ord(exc.character)
+        error = UserError(
+            f"{source}:{line}: character U+{char:04X} is not allowed in YAML (control "
+            "characters are not)"
+        )
+        error.line = line
         raise error from None
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f"{source}:{mark.line + 1}:{mark.column + 1}" if mark else source
         problem = getattr(exc, "problem", None) or str(exc)
-        error = UserError(f"{where}: malformed YAML: {problem}")
+        error = UserError(f"{where}: malformed YAML: {clip(str(problem))}")
         error.line = mark.line + 1 if mark else None
         raise error from None
 
 
 def load_yaml_file(path: Path) -> Any:
-    try:
-        text = path.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise UserError(f"{path}: file not found") from None
-    except IsADirectoryError:
-        raise UserError(f"{path}: is a directory, expected a YAML file") from None
-    except UnicodeDecodeError:
-        raise UserError(f"{path}: not UTF-8 text") from None
+    text = read_text(path, what="a YAML file", max_bytes=CONFIG_MAX_BYTES)
     return load_yaml_text(text, str(path))

@@ -42,7 +42,7 @@ class ColocatedGrid:
     """Candidates with their rate and p99 latencies; axes (row, TP, chunk, batch)."""
 
     rate_per_s: np.ndarray
-    ttft_p99_ms: np.ndarray
+    ttft_p99_ms: np.ndarray | None  # only when asked for (`evaluate(with_ttft=True)`)
     tpot_p99_ms: np.ndarray
     headroom: np.ndarray  # smallest normalised slack over all targets; >= 0 is feasible
     idle_ttft_ms: np.ndarray  # p99 TTFT with no queue
@@ -64,10 +64,11 @@ class Lines:
     full_pass: PassTerms  # a chunk-carrying iteration, its prompt half done on average
     empty_pass: PassTerms  # a pure decode iteration
     inverse_memory_limit: np.ndarray  # 1 / sequences whose KV fits; inf when none does
-    uncached_p99: np.ndarray
+    uncached_nodes: np.ndarray  # uncached prompt tokens at `queueing.Z_NODES`, a new last axis
+    servers: np.ndarray  # replicas in the pool behind the join-shortest-queue router
 
 
-def lines(engine: Engine, lengths: Lengths, ttft_ms, tpot_ms, chunk) -> Lines:
+def lines(engine: Engine, lengths: Lengths, ttft_ms, tpot_ms, chunk, servers=1.0) -> Lines:
     ctx = lengths.decode_context_mean
     cached = lengths.prompt_mean * lengths.hit_rate
     limit = memory_batch_limit(engine, lengths)
@@ -82,14 +83,18 @@ def lines(engine: Engine, lengths: Lengths, ttft_ms, tpot_ms, chunk) -> Lines:
         full_pass=pass_terms(engine, ctx, cached + lengths.uncached_mean / 2.0),
         empty_pass=pass_terms(engine, ctx, 0.0),
         inverse_memory_limit=inverse_limit,
-        uncached_p99=lengths.prompt_p99 * lengths.uncached_share,
+        uncached_nodes=np.asarray(lengths.prompt_p50 * lengths.uncached_share)[..., None]
+        * np.exp(np.asarray(lengths.prompt_sigma)[..., None] * queueing.Z_NODES),
+        servers=np.asarray(servers, dtype=float),
     )
 
 
-def evaluate(at: Lines, batch, t_empty=None) -> ColocatedGrid:
+def evaluate(at: Lines, batch, t_empty=None, with_ttft=False) -> ColocatedGrid:
     """Colocated replicas on the given lines at `batch` decode sequences (broadcasts).
 
-    `t_empty`, the pure decode step at `batch`, may be passed in by a caller that has it.
+    `t_empty`, the pure decode step at `batch`, may be passed in by a caller that has it. The
+    p99 TTFT itself is solved for only `with_ttft` (reports); the search needs only whether it
+    holds, which the probability of missing the target answers without solving for it.
     """
     b, c, lengths = batch, at.chunk, at.lengths
     u_mean = lengths.uncached_mean
@@ -103,23 +108,46 @@ def evaluate(at: Lines, batch, t_empty=None) -> ColocatedGrid:
     rate_per_ms = b / (lengths.output_mean * t_empty + (b * per_room) * slow)
     # Share of iterations that carry a chunk: lam u t / room with lam = B / (OSL t).
     carrying = b * per_room / lengths.output_mean
-    # A prompt's chunks ride on consecutive iterations, so a request's output overlaps runs of
-    # chunk-carrying steps: its share varies as over OSL / run-length independent draws.
-    draws = np.maximum(lengths.output_p50 / np.maximum(per_room, 1.0), 1.0)
+    # A prompt's chunks ride on consecutive iterations, and queued prompts follow each other
+    # through a busy period (1 / (1 - share) prompts long on average), so a request's output
+    # overlaps runs of chunk-carrying steps: its share varies as over OSL / run-length
+    # independent draws.
+    run_length = np.maximum(per_room, 1.0) / np.maximum(1.0 - carrying, 1e-3)
+    draws = np.maximum(lengths.output_p50 / run_length, 1.0)
     spread = queueing.Z99 * np.sqrt(np.maximum(carrying * (1 - carrying), 0.0) / draws)
-    tpot_p99 = t_empty + np.minimum(1.0, carrying + spread) * slow
+    # The batch a request decodes with is not the mean batch: over its lifetime the sequences
+    # around it (B on average, Little's law) fluctuate, and with them how many prompts arrive to
+    # be chunked alongside. Its p99 prices the batch at `queueing.batch_p99`.
+    b99 = np.minimum(queueing.batch_p99(b), c - 1.0)
+    b99 = np.maximum(np.minimum(b99, 1.0 / at.inverse_memory_limit), b)
+    t_empty99 = at.empty_pass.ms(b99, 0.0)
+    slow99 = at.full_pass.ms(b99, np.maximum(c - b99, 1.0)) - t_empty99
+    carrying99 = (
+        carrying * (b99 / np.maximum(b, 1e-9)) * (np.maximum(c - b, 1.0) / np.maximum(c - b99, 1.0))
+    )
+    tpot_p99 = t_empty99 + np.minimum(1.0, carrying99 + spread) * slow99
 
-    # Prefill as an M/G/1 server working through prompt tokens at `room` tokens per t_full:
-    # a prompt of u tokens occupies it u / room iterations (chunks pack several short prompts),
-    # and its first token comes out of the iteration that finishes it.
+    # Prefill as a server working through prompt tokens at `room` tokens per t_full: a prompt
+    # of u tokens occupies it u / room iterations (chunks pack several short prompts), and its
+    # first token comes out of the iteration that finishes it. The pool's replicas behind a
+    # join-shortest-queue router form one M/G/c queue (`queueing`).
     mean_s = t_full * per_room
-    second_s = (t_full * t_full) * (lengths.uncached_second_moment / (room * room))
-    service_p99 = t_full * (1.0 + at.uncached_p99 / room)
-    ttft_p99 = service_p99 + queueing.wait_p99_ms(rate_per_ms, mean_s, second_s)
+    scv = lengths.uncached_second_moment / (u_mean * u_mean) - 1.0
+    full = np.asarray(t_full)[..., None]
+    nodes = full * (1.0 + at.uncached_nodes / np.asarray(room)[..., None])
+    pool_rate = rate_per_ms * at.servers  # the pool's arrivals: `rate_per_ms` is per replica
+    c_wait, theta = queueing.wait_tail(pool_rate, at.servers, mean_s, scv)
+    miss = queueing.sum_exceed_probability(c_wait, theta, nodes, at.ttft_ms)
+    with np.errstate(divide="ignore"):
+        ttft_ratio = 1.0 + np.log(miss / queueing.P99_TAIL) / np.log(1.0 / queueing.P99_TAIL)
+    idle_ttft = queueing.node_quantile(nodes, queueing.P99_TAIL)
+    ttft_p99 = (
+        queueing.p99_of_sum_ms(pool_rate, at.servers, mean_s, scv, nodes) if with_ttft else None
+    )
 
     # Headroom is the smallest normalised slack, 1 - value / limit, over every limit: one
     # minus the largest ratio. Chunk sizes and targets are positive (validated).
-    worst = ttft_p99 / at.ttft_ms  # the one ratio whose value spans every axis
+    worst = np.array(ttft_ratio, dtype=float)  # the one ratio whose value spans every axis
     np.maximum(worst, b / c, out=worst)
     np.maximum(worst, carrying, out=worst)
     np.maximum(worst, b * at.inverse_memory_limit, out=worst)
@@ -129,7 +157,7 @@ def evaluate(at: Lines, batch, t_empty=None) -> ColocatedGrid:
         ttft_p99_ms=ttft_p99,
         tpot_p99_ms=tpot_p99,
         headroom=1.0 - worst,
-        idle_ttft_ms=service_p99,
+        idle_ttft_ms=idle_ttft,
         idle_tpot_ms=t_empty,
     )
 
@@ -143,7 +171,9 @@ class ColocatedPoint:
     batch: np.ndarray
 
 
-def best_points(engine: Engine, lengths: Lengths, ttft_ms, tpot_ms, chunks) -> ColocatedPoint:
+def best_points(
+    engine: Engine, lengths: Lengths, ttft_ms, tpot_ms, chunks, servers=1.0
+) -> ColocatedPoint:
     """Largest feasible batch per chunk size (interpolated), then the best chunk size.
 
     Every (row, TP, chunk) line is searched along the batch grid. Few lines (one workload) are
@@ -168,6 +198,7 @@ def best_points(engine: Engine, lengths: Lengths, ttft_ms, tpot_ms, chunks) -> C
         per_line(ttft_ms),
         per_line(tpot_ms),
         per_line(c),
+        per_line(servers),
     )
     # Pure decode steps do not depend on the chunk size: one per (row, TP, batch), looked up.
     empty = decode_step_ms(engine, batches, lengths.decode_context_mean)
@@ -194,27 +225,70 @@ def best_points(engine: Engine, lengths: Lengths, ttft_ms, tpot_ms, chunks) -> C
     return ColocatedPoint(rate_per_s=pick(rate, best), chunk_index=best, batch=pick(batch, best))
 
 
-def latencies_at_rate(engine: Engine, lengths: Lengths, ttft_ms, tpot_ms, chunk, rate_per_s):
+def latencies_at_rate(
+    engine: Engine, lengths: Lengths, ttft_ms, tpot_ms, chunk, rate_per_s, servers=1.0
+):
     """p99 TTFT and TPOT of replicas at given loads (N,), one configuration per load.
 
-    The engine's TP, the lengths, targets and `chunk` are columns (N, 1). Latencies are read
-    along the batch grid at the load each batch carries; below batch 1, whose rate already
-    carries some queueing, they fall linearly to their idle values (no queue, no prefill riding
-    along) at rate 0.
+    The engine's TP, the lengths, targets, `chunk` and `servers` are columns (N, 1). The load
+    is placed on the batch grid the capacity was found on, linear in the grid index between
+    points as `best_points` interpolates. TPOT is read off that grid there, so a replica loaded
+    to its capacity reports the TPOT it was sized for, never a little over (an exact evaluation
+    between points overshoots where the p99 batch bends the step curve); TTFT, which turns
+    infinite past the queue's stability, is solved at the (fractional) batch itself. Below batch
+    1, whose rate already carries some queueing, they fall linearly to their idle values (no
+    queue, no prefill riding along) at rate 0.
     """
     batches = batch_grid(engine.eff.max_decode_batch)
-    g = evaluate(lines(engine, lengths, ttft_ms, tpot_ms, chunk), batches)
+    at = lines(engine, lengths, ttft_ms, tpot_ms, chunk, servers)
+    g = evaluate(at, batches)
     shape = (len(rate_per_s), batches.size)
-    rates, ttft, tpot, idle_ttft, idle_tpot = (
-        np.broadcast_to(a, shape)
-        for a in (g.rate_per_s, g.ttft_p99_ms, g.tpot_p99_ms, g.idle_ttft_ms, g.idle_tpot_ms)
-    )
-    rates = np.concatenate([np.zeros((shape[0], 1)), rates], axis=1)
-    ttft = np.concatenate([idle_ttft[:, :1], ttft], axis=1)
-    tpot = np.concatenate([idle_tpot[:, :1], tpot], axis=1)
+    rates = np.broadcast_to(g.rate_per_s, shape)
     order = np.argsort(rates, axis=1, kind="stable")
-    rates = np.take_along_axis(rates, order, axis=1)
-    return (
-        interp_rows(rate_per_s, rates, np.take_along_axis(ttft, order, axis=1)),
-        interp_rows(rate_per_s, rates, np.take_along_axis(tpot, order, axis=1)),
+    index = np.broadcast_to(np.arange(batches.size, dtype=float), shape)
+    at_index = interp_rows(
+        rate_per_s,
+        np.take_along_axis(rates, order, axis=1),
+        np.take_along_axis(index, order, axis=1),
     )
+    batch = np.maximum(value_at(np.broadcast_to(batches, shape), at_index), 1.0)
+    ttft = np.ravel(evaluate(at, batch[:, None], with_ttft=True).ttft_p99_ms)
+    tpot = value_at(np.broadcast_to(g.tpot_p99_ms, shape), at_index)
+    first = np.ravel(np.take_along_axis(rates, order, axis=1)[:, :1])
+    with np.errstate(divide="ignore", invalid="ignore"):
+        share = np.clip(np.where(first > 0, rate_per_s / first, 1.0), 0.0, 1.0)
+    low = rate_per_s < first
+    idle_ttft = np.broadcast_to(g.idle_ttft_ms, shape)[:, 0]
+    idle_tpot = np.broadcast_to(g.idle_tpot_ms, shape)[:, 0]
+    with np.errstate(invalid="ignore"):
+        ttft = np.where(low, idle_ttft + share * (ttft - idle_ttft), ttft)
+        tpot = np.where(low, idle_tpot + share * (tpot - idle_tpot), tpot)
+    return ttft, tpot
+
+
+def rate_within_targets(
+    engine: Engine, lengths: Lengths, ttft_ms, tpot_ms, chunk, servers, rate_hi, steps: int = 14
+) -> np.ndarray:
+    """The largest load per replica, at most `rate_hi` (N,), whose reported latencies meet both
+    targets with `servers` replicas behind the router (columns as in `latencies_at_rate`).
+
+    The search reads capacity off a grid on which the TTFT limit is a miss probability, and a
+    pool of fewer replicas than the cluster holds queues more; where either makes the reported
+    p99 overshoot its target at `rate_hi`, the load is bisected down until it does not, so a
+    mode that says it meets the SLO does.
+    """
+    rate_hi = np.asarray(rate_hi, dtype=float)
+
+    def meets(rate: np.ndarray) -> np.ndarray:
+        ttft, tpot = latencies_at_rate(engine, lengths, ttft_ms, tpot_ms, chunk, rate, servers)
+        return (ttft <= np.ravel(ttft_ms) * (1 + 1e-9)) & (tpot <= np.ravel(tpot_ms) * (1 + 1e-9))
+
+    good = meets(rate_hi) | (rate_hi <= 0)
+    if good.all():
+        return rate_hi
+    lo, hi = np.zeros_like(rate_hi), rate_hi.copy()
+    for _ in range(steps):
+        mid = (lo + hi) / 2.0
+        ok = meets(mid)
+        lo, hi = np.where(ok, mid, lo), np.where(ok, hi, mid)
+    return np.where(good, rate_hi, lo)

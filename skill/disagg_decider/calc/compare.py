@@ -21,19 +21,20 @@ from functools import cache
 
 import numpy as np
 
-from disagg_decider.calc import colocated, decode, hetero, kv, parallel, prefill
+from disagg_decider.calc import colocated, decode, hetero, kv, parallel, pins, prefill
+from disagg_decider.calc.kvpath import transfer_times
 from disagg_decider.calc.lengths import Lengths
+from disagg_decider.calc.limits import limits_for_block
+from disagg_decider.calc.pools import prefill_pool
 from disagg_decider.calc.result import Analysis, ColocatedResult, DisaggregatedResult
 from disagg_decider.calc.search import (
     Found,
     Members,
-    best_split,
     engine_for,
     group_key,
     members_of,
     pinned_tps,
     search,
-    transfer_times,
 )
 from disagg_decider.calc.step import iteration_ms
 from disagg_decider.workload import Resolved
@@ -43,6 +44,7 @@ CROSSOVER_POINTS = 11
 LOCAL_PREFILL_CANDIDATES = np.geomspace(16, 65536, 49)
 BLOCK_WORKLOADS = 256  # workloads per search: big enough to spread numpy's per-call cost
 ONE_PASS_WORKLOADS = 4  # up to this many, own prompts and crossover grid share one search
+SIZING_REPLICAS = 64  # prefill pools are sized up to this many replicas beyond the cluster
 
 
 def analyze(r: Resolved) -> Analysis:
@@ -55,6 +57,8 @@ def analyze_many(resolved: Sequence[Resolved]) -> list[Analysis]:
     Workloads that share an engine (`group_key`) are searched together, in blocks: a sweep
     over rates, lengths, SLOs or clusters costs a fraction of one search per workload.
     """
+    for r in resolved:
+        pins.check(r)  # a pin that cannot run is a user error, before anything is priced
     out: list[Analysis | None] = [None] * len(resolved)
     groups: dict[tuple, list[int]] = {}
     for i, r in enumerate(resolved):
@@ -110,8 +114,9 @@ def _analyze_block(resolved: list[Resolved]) -> list[Analysis]:
     colo = _colocated_results(own, found)
     disagg, disagg_columns = _disaggregated_results(own, found)
     request = _per_request(own, disagg_columns)
+    limits = limits_for_block(members, colo, disagg)
     out = []
-    for k, r in enumerate(resolved):
+    for k in range(len(resolved)):
         c, d = colo[k], disagg[k]
         out.append(
             Analysis(
@@ -120,7 +125,8 @@ def _analyze_block(resolved: list[Resolved]) -> list[Analysis]:
                 disaggregated=d,
                 gain=_gain(d.goodput_per_gpu, c.goodput_per_gpu),
                 crossover_prompt_tokens=crossovers[k],
-                warnings=members.warnings[k] + _warnings(r, c, d),
+                limits=limits[k],
+                warnings=members.warnings[k],
             )
         )
     return out
@@ -277,29 +283,38 @@ def _replicas_needed(rate, per_replica):
 def _colocated_results(o: _Own, f: Found) -> list[ColocatedResult]:
     t = f.colo_best_t[o.row]
     tp = f.layouts["gpus"][t].astype(float)  # GPUs per replica
-    per_replica = f.colo_rate[o.row, t]
     chunk_i = f.colo_chunk_index[o.row, t]
-    feasible = per_replica > 0
-    cap = np.maximum(o.budget // tp, 1.0)
-    need = _replicas_needed(o.rate, per_replica)
-    replicas = np.where(feasible, np.minimum(need, cap), cap)
-    fits = feasible & (need <= cap)
-    load = np.minimum(o.rate / replicas, per_replica)
     chunks = o.first.workload.efficiency.chunk_tokens
-    ttft, tpot = colocated.latencies_at_rate(
+    cap = np.maximum(o.budget // tp, 1.0)
+    at = (
         _engine_at(o.first, f.layouts, t),
         o.lengths,
         o.ttft_slo_ms.reshape(-1, 1),
         o.tpot_slo_ms.reshape(-1, 1),
         np.asarray(chunks, dtype=float)[chunk_i].reshape(-1, 1),
-        load,
     )
-    served = np.minimum(o.rate, replicas * per_replica)
-    within = f.colo_within[o.row]
+    # What one replica carries within the targets with the whole cluster behind the router,
+    # then with the replicas the rate needs (fewer replicas pool less and queue more).
+    per_replica = colocated.rate_within_targets(*at, cap.reshape(-1, 1), f.colo_rate[o.row, t])
+    feasible = (per_replica > 0) & (o.budget // tp >= 1)
+    within = np.where(feasible, cap * per_replica, 0.0)
+    need = _replicas_needed(o.rate, per_replica)
+    for _ in range(3):
+        pooled = colocated.rate_within_targets(
+            *at, np.minimum(need, cap).reshape(-1, 1), per_replica
+        )
+        need = np.where(pooled > 0, np.maximum(need, _replicas_needed(o.rate, pooled)), need)
+    replicas = np.where(feasible, np.minimum(need, cap), cap)
+    fits = feasible & (need <= cap)
+    carried = colocated.rate_within_targets(*at, replicas.reshape(-1, 1), per_replica)
+    load = np.minimum(o.rate / replicas, carried)
+    ttft, tpot = colocated.latencies_at_rate(*at, load, replicas.reshape(-1, 1))
+    served = np.minimum(o.rate, replicas * carried)
     columns = {
         "feasible": feasible,
         "fits_cluster": fits,
         "gpus": (replicas * tp).astype(int),
+        "gpus_needed_for_rate": np.where(feasible, need * tp, np.nan),
         "max_rate_per_s": within,
         "goodput_per_gpu": within / o.budget,
         "ttft_p99_ms": np.where(feasible, ttft, np.nan),
@@ -318,32 +333,63 @@ def _disaggregated_results(
     """The records, and the columns they were built from (the per-request figures use them)."""
     i, j = f.best_pair[o.row, 0], f.best_pair[o.row, 1]
     p_tp, d_tp = f.layouts["gpus"][i].astype(float), f.layouts["gpus"][j].astype(float)
-    p_rate, d_rate = f.prefill_rate[o.row, i, j], f.decode_rate[o.row, j]
+    p_atp, d_atp = f.layouts["tp"][i].astype(float), f.layouts["tp"][j].astype(float)
+    d_rate = f.decode_rate[o.row, i, j]
     feasible = f.pair_served[o.row, i, j] > 0
-    x, y = _replicas_needed(o.rate, p_rate), _replicas_needed(o.rate, d_rate)
-    fits = feasible & (x * p_tp + y * d_tp <= o.budget)
-    _, best_x, best_y = best_split(o.budget, p_tp, d_tp, p_rate, d_rate)
-    x = np.where(feasible & ~fits, best_x, x)
-    y = np.where(feasible & ~fits, best_y, y)
-    transfer_p99 = f.transfer_p99_ms[o.row, i, j]
-    with np.errstate(divide="ignore", invalid="ignore"):
-        p_load = np.minimum(o.rate / x, p_rate)
-        d_load = np.minimum(o.rate / np.maximum(y, 1.0), d_rate)
     p_engine = _engine_at(o.first, f.layouts, i)
     d_engine = _engine_at(o.first, f.layouts, j)
+    path = o.members.path.take(np.arange(len(o.row)), (-1, 1))
+    join = decode.join_step_ms(d_engine, o.lengths)
+    pool = prefill_pool(
+        o.first,
+        p_engine,
+        o.lengths,
+        path,
+        o.ttft_slo_ms,
+        p_atp.reshape(-1, 1),
+        d_atp.reshape(-1, 1),
+        join_ms=join,
+    )
+    most = np.maximum(np.floor((o.budget - d_tp) / p_tp), 1.0)
+    # Replicas the rate needs even beyond the cluster (reported when it does not fit); 1 where
+    # one replica serves nothing, as for decode.
+    x = pool.servers_needed(o.rate, np.maximum(most, SIZING_REPLICAS))
+    x = np.where(pool.max_rate_per_s(1.0) > 0, x, 1.0)
+    y = _replicas_needed(o.rate, d_rate)
+    needed = np.where(feasible, x * p_tp + y * d_tp, np.nan)
+    fits = feasible & (x * p_tp + y * d_tp <= o.budget)
+    # Short of GPUs, the plan is the best split of the cluster; with no feasible split, the
+    # smallest pair (one replica each), which the verdict never presents as a plan.
+    x = np.where(fits, x, np.where(feasible, f.best_x[o.row, i, j], 1.0))
+    y = np.where(fits, y, np.where(feasible, f.best_y[o.row, i, j], 1.0))
+    p_rate = pool.max_rate_per_s(x)
+    u99 = o.lengths.prompt_p99 * o.lengths.uncached_share
+    p99_compute = prefill.p99_prefill_ms(p_engine, o.lengths)
+    _, _, transfer_p99 = transfer_times(
+        o.first, path, u99, p99_compute, p_atp.reshape(-1, 1), d_atp.reshape(-1, 1)
+    )
+    transfer_p99 = np.ravel(transfer_p99)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        p_load = np.minimum(o.rate, p_rate)
+        d_load = np.minimum(o.rate / np.maximum(y, 1.0), d_rate)
     step = decode.step_at_rate_ms(d_engine, o.lengths, d_load)
-    ttft = prefill.ttft_p99_ms(p_engine, o.lengths, p_load) + transfer_p99 + step
-    served = np.minimum(o.rate, np.minimum(x * p_rate, y * d_rate))
+    # The join is priced at batch 1, as the pool's TTFT budget prices it, so a split loaded to
+    # its prefill capacity reports the TTFT it was sized for.
+    ttft = pool.ttft_p99_ms(x, p_load)
+    served = np.minimum(o.rate, np.minimum(p_rate, y * d_rate))
     gpus = x * p_tp + y * d_tp
     within = f.disagg_within[o.row]
     columns = {
         "feasible": feasible,
         "fits_cluster": fits,
         "gpus": gpus.astype(int),
+        "gpus_needed_for_rate": needed,
         "max_rate_per_s": within,
         "goodput_per_gpu": within / o.budget,
         "ttft_p99_ms": np.where(feasible, ttft, np.nan),
-        "tpot_p99_ms": np.where(feasible, step, np.nan),
+        "tpot_p99_ms": np.where(
+            feasible, decode.tpot_p99_at_rate_ms(d_engine, o.lengths, d_load), np.nan
+        ),
         **_layout_columns("prefill_", f.layouts, i),
         **_layout_columns("decode_", f.layouts, j),
         "prefill_replicas": x.astype(int),
@@ -353,7 +399,8 @@ def _disaggregated_results(
         "max_batch": _whole(f.decode_batch[o.row, j]),
         "transfer_ms_p99": transfer_p99,
     }
-    return _records(DisaggregatedResult, columns, _costs(o, gpus, served)), columns
+    records = _records(DisaggregatedResult, columns, _costs(o, gpus, served))
+    return records, {**columns, "decode_step_ms": np.where(feasible, step, np.nan)}
 
 
 def _engine_at(first: Resolved, layouts: dict[str, np.ndarray], index: np.ndarray):
@@ -413,7 +460,7 @@ def _per_request(o: _Own, disagg: dict[str, np.ndarray]) -> dict[str, list]:
     gb_per_s = path.gb_per_s(p_tp, d_tp)
     ctx = o.lengths.decode_context_mean
     # The step at the sized operating point, or at batch 1 where no size meets the SLO.
-    tpot = disagg["tpot_p99_ms"].reshape(-1, 1)
+    tpot = disagg["decode_step_ms"].reshape(-1, 1)
     step = np.where(np.isnan(tpot), decode.decode_step_ms(d_engine, 1.0, ctx), tpot)
     size = kv.kv_bytes(model, kv_dtype, u50)
     per_token = kv.kv_bytes_per_token(model, kv_dtype, np.maximum(u50, 1.0))
@@ -477,27 +524,5 @@ def _gain_code(a: Analysis) -> float:
 
 
 def _gain(disagg: float, colo: float) -> float | None:
-    return disagg / colo if colo > 0 else None
-
-
-def _warnings(r: Resolved, colo: ColocatedResult, disagg: DisaggregatedResult) -> list[str]:
-    w = r.workload
-    out = []
-    rate = w.traffic.requests_per_second
-    if not colo.feasible and not disagg.feasible:
-        out.append(
-            f"no configuration meets p99 TTFT {w.slo.ttft_ms:g} ms and TPOT {w.slo.tpot_ms:g} ms "
-            f"for {r.model.id} on {r.gpu.id}: relax the SLO, shorten prompts or use faster GPUs"
-        )
-    for res in (colo, disagg):
-        if res.feasible and not res.fits_cluster:
-            out.append(
-                f"{res.mode}: {rate:g} req/s needs more than the cluster's {w.cluster.gpus} GPUs "
-                f"(at most {res.max_rate_per_s:.2f} req/s within the SLO)"
-            )
-    if w.traffic.prompt_tokens.p99 > r.model.max_context_tokens:
-        out.append(
-            f"traffic.prompt_tokens.p99 exceeds {r.model.id}'s context of "
-            f"{r.model.max_context_tokens} tokens"
-        )
-    return out
+    """The goodput ratio where both modes serve something; None otherwise (never 0 or inf)."""
+    return disagg / colo if colo > 0 and disagg > 0 else None

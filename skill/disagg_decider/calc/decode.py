@@ -14,8 +14,14 @@ from functools import cache
 
 import numpy as np
 
-from disagg_decider.calc.frontier import boundary_index, interp_rows, slack, value_at
-from disagg_decider.calc.kv import kv_bytes
+from disagg_decider.calc import queueing
+from disagg_decider.calc.frontier import (
+    boundary_index,
+    interp_rows,
+    littles_law_rows,
+    slack,
+    value_at,
+)
 from disagg_decider.calc.lengths import Lengths
 from disagg_decider.calc.step import Engine, iteration_ms
 
@@ -34,8 +40,15 @@ def batch_grid(max_batch: int, points: int = 16) -> np.ndarray:
 
 
 def memory_batch_limit(engine: Engine, lengths: Lengths):
-    """Sequences whose KV fits in the replica's HBM at the mean decode context."""
-    per_seq = engine.kv_bytes_held(lengths.decode_context_mean)
+    """Sequences whose KV fits in the replica's HBM when each reserves its whole sequence.
+
+    The KV reservation rule, shared with the simulator: a request admitted to a batch reserves
+    KV for its prompt and its whole output (reserve-all). vLLM allocates pages on demand and
+    preempts when they run out; reserving up front is what an engine that never preempts must
+    do, and the simulator (which models no preemption or recomputation) does exactly this, so
+    both count the same sequences per replica.
+    """
+    per_seq = engine.kv_bytes_held(lengths.prompt_mean + lengths.output_mean)
     return np.floor(engine.kv_capacity_bytes() / per_seq)
 
 
@@ -48,23 +61,47 @@ class DecodePoint:
     step_ms: np.ndarray
 
 
-def replica_capacity(
-    engine: Engine, lengths: Lengths, tpot_slo_ms: float, ingress_gb_per_s=None
-) -> DecodePoint:
-    """`ingress_gb_per_s` caps the rate by the KV bytes a replica can receive per second."""
+def replica_capacity(engine: Engine, lengths: Lengths, tpot_slo_ms: float) -> DecodePoint:
+    """The largest batch whose p99 step (at the p99 batch) meets TPOT and whose KV fits.
+
+    KV ingress is capped separately, per (prefill TP, decode TP) pair (`search`)."""
     grid = batch_grid(engine.eff.max_decode_batch)
     ctx = lengths.decode_context_mean
     step = decode_step_ms(engine, grid, ctx)
-    room = np.minimum(slack(tpot_slo_ms, step), slack(memory_batch_limit(engine, lengths), grid))
+    limit = memory_batch_limit(engine, lengths)
+    step99 = decode_step_ms(engine, p99_batch(grid, limit, engine.eff.max_decode_batch), ctx)
+    room = np.minimum(slack(tpot_slo_ms, step99), slack(limit, grid))
     edge = boundary_index(room)
     batch_grid_full = np.broadcast_to(grid, step.shape)
     best = np.where(edge >= 0, value_at(batch_grid_full, edge), 0.0)[..., None]
     best_step = value_at(step, np.maximum(edge, 0.0))[..., None]
     rate = np.where(best > 0, best / (lengths.output_mean * best_step) * 1e3, 0.0)
-    if ingress_gb_per_s is not None:
-        per_request = kv_bytes(engine.model, engine.kv_dtype, lengths.uncached_mean)
-        rate = np.minimum(rate, 0.9 * np.asarray(ingress_gb_per_s) * 1e9 / per_request)
     return DecodePoint(rate_per_s=rate, batch=best, step_ms=best_step)
+
+
+def p99_batch(batch, memory_limit, max_batch):
+    """The p99 batch a request decodes with (`queueing.batch_p99`), within the replica's caps."""
+    cap = np.minimum(np.maximum(memory_limit, 1.0), max_batch)
+    return np.maximum(np.minimum(queueing.batch_p99(batch), cap), np.maximum(batch, 1.0))
+
+
+def tpot_p99_at_rate_ms(engine: Engine, lengths: Lengths, rate_per_s: np.ndarray) -> np.ndarray:
+    """p99 TPOT at each load (N,): the step at the p99 batch around the mean one.
+
+    From batch 1 up it is read off the batch grid the capacity was found on (linear between
+    points, as `replica_capacity` interpolates), so a replica loaded to its capacity reports the
+    TPOT it was sized for, never a little more; below the grid it is evaluated exactly.
+    """
+    batch = np.asarray(batch_at_rate(engine, lengths, rate_per_s), dtype=float)
+    grid = batch_grid(engine.eff.max_decode_batch)
+    limit = memory_batch_limit(engine, lengths)
+    ctx = lengths.decode_context_mean
+    step99 = decode_step_ms(engine, p99_batch(grid, limit, engine.eff.max_decode_batch), ctx)
+    step99 = np.broadcast_to(step99, (len(batch), grid.size))
+    on_grid = interp_rows(batch, np.broadcast_to(grid, step99.shape), step99)
+    b99 = p99_batch(batch, np.ravel(limit), engine.eff.max_decode_batch)
+    exact = np.ravel(decode_step_ms(engine, b99[:, None], ctx))
+    return np.where(batch < grid[0], exact, on_grid)
 
 
 def step_at_rate_ms(engine: Engine, lengths: Lengths, rate_per_s: np.ndarray) -> np.ndarray:
@@ -75,11 +112,20 @@ def step_at_rate_ms(engine: Engine, lengths: Lengths, rate_per_s: np.ndarray) ->
     grid = batch_grid(engine.eff.max_decode_batch)
     step = decode_step_ms(engine, grid, lengths.decode_context_mean)
     step = np.broadcast_to(step, (len(rate_per_s), grid.size))
-    carried = grid / (lengths.output_mean * step) * 1e3
-    return interp_rows(rate_per_s, carried, step)
+    per_step = np.broadcast_to(lengths.output_mean, (len(rate_per_s), 1)) / 1e3
+    return littles_law_rows(np.asarray(rate_per_s, dtype=float), grid, step, per_step)
 
 
 def batch_at_rate(engine: Engine, lengths: Lengths, rate_per_s: np.ndarray) -> np.ndarray:
     """Sequences in flight at each load (Little's law on the step time it settles at)."""
     step = step_at_rate_ms(engine, lengths, rate_per_s)
     return rate_per_s * np.ravel(lengths.output_mean) * step / 1e3
+
+
+def join_step_ms(engine: Engine, lengths: Lengths):
+    """The decode step a request's first token waits for after its KV lands: one at batch 1.
+
+    The prefill pool's TTFT budget and the TTFT reported at the workload's rate both use it,
+    so a split loaded to its prefill capacity reports the TTFT it was sized for.
+    """
+    return decode_step_ms(engine, 1.0, lengths.decode_context_mean)

@@ -78,6 +78,37 @@ def interp_rows(x: np.ndarray, xp: np.ndarray, fp: np.ndarray) -> np.ndarray:
     return np.where(frac >= 1.0, y1, np.where((frac > 0.0) & (frac == frac), mid, y0))
 
 
+def littles_law_rows(
+    rate: np.ndarray, batches: np.ndarray, steps: np.ndarray, per_step
+) -> np.ndarray:
+    """The step time at which each row carries `rate` (N,), batch and step linear between points.
+
+    A row's grid holds batches (K,) with their step times (N, K); batch b at step s carries
+    b / (per_step * s) requests per unit time (Little's law; `per_step` is (N, 1)). Capacity is
+    read off the grid by interpolating batch and step linearly in the grid index
+    (`boundary_index`, `value_at`), so the rate a batch carries is a ratio of two linear
+    functions there. Inverting that ratio exactly, rather than interpolating the step linearly
+    in the rate, gives back the very step the capacity was found at: a mode loaded to its
+    capacity reports the TPOT its capacity was sized for, never a little more. Outside the
+    grid the end values hold.
+    """
+    b = np.broadcast_to(batches, steps.shape)
+    carried = b / (per_step * steps)
+    k = steps.shape[-1]
+    hi = np.clip((carried <= rate[:, None]).sum(axis=-1), 1, k - 1)
+    lo = hi - 1
+    b0, b1, s0, s1 = pick(b, lo), pick(b, hi), pick(steps, lo), pick(steps, hi)
+    scale = np.ravel(np.broadcast_to(per_step, (len(rate), 1)))
+    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+        # rate * scale * (s0 + f (s1 - s0)) = b0 + f (b1 - b0)
+        frac = (rate * scale * s0 - b0) / ((b1 - b0) - rate * scale * (s1 - s0))
+    frac = np.where(np.isfinite(frac), frac, 0.0).clip(0.0, 1.0)
+    below = rate <= pick(carried, np.zeros_like(lo))
+    above = rate >= pick(carried, np.full_like(lo, k - 1))
+    mid = s0 + frac * (s1 - s0)
+    return np.where(below, steps[..., 0], np.where(above, steps[..., -1], mid))
+
+
 @dataclass(frozen=True)
 class Edge:
     """Where slack crosses zero along each line of a grid, found by `bisect_edge`."""

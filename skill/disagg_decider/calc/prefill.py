@@ -1,11 +1,14 @@
-"""Prefill: time per prompt and how many requests per second one prefill replica serves.
+"""Prefill: time per prompt and how many requests per second a prefill pool serves.
 
-Compute-bound: the roofline in `step.iteration_ms` with no decode tokens. A prefill replica is
-an M/G/1 server whose p99 queueing plus p99 service must fit in the TTFT budget left after the
-KV transfer and the first decode step. Arrays follow the calculator's axes.
+Compute-bound: the roofline in `step.iteration_ms` with no decode tokens. A pool of replicas
+behind a load-aware router is one M/G/c queue (`queueing`); the p99 of its wait plus the
+service-side time of a request (its prefill, its KV transfer and the decode step it joins)
+must fit the TTFT target. Arrays follow the calculator's axes.
 """
 
 from __future__ import annotations
+
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -21,17 +24,24 @@ def prefill_ms(engine: Engine, prompt_tokens, cached_tokens=0.0):
     )
 
 
-def service_moments_ms(engine: Engine, lengths: Lengths):
-    """E[S] and E[S^2] of prefill service time over the prompt-length distribution.
+def prompt_nodes(lengths: Lengths) -> np.ndarray:
+    """Prompt lengths at the `queueing.Z_NODES` quantiles, replacing the last axis (size one)."""
+    return queueing.lognormal_quantile_nodes(lengths.prompt_p50, lengths.prompt_sigma)
 
-    Gauss-Hermite nodes of the log-normal take the last axis and are summed away.
-    """
-    nodes, weights = queueing.lognormal_nodes(lengths.prompt_p50, lengths.prompt_sigma)
+
+def service_nodes_ms(engine: Engine, lengths: Lengths) -> np.ndarray:
+    """Prefill time at each prompt quantile (`queueing.Z_NODES` on the last axis)."""
+    nodes = prompt_nodes(lengths)
     share = lengths.uncached_share
-    service = prefill_ms(engine, nodes * share, nodes * (1.0 - share))
-    mean = (service * weights).sum(axis=-1, keepdims=True)
-    second = (service * service * weights).sum(axis=-1, keepdims=True)
-    return mean, second
+    return prefill_ms(engine, nodes * share, nodes * (1.0 - share))
+
+
+def moments(nodes_ms: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Mean and squared coefficient of variation of a time given at the z quantiles."""
+    w = queueing.Z_WEIGHTS
+    mean = (nodes_ms * w).sum(axis=-1)
+    second = (nodes_ms * nodes_ms * w).sum(axis=-1)
+    return mean, np.maximum(second / (mean * mean) - 1.0, 0.0)
 
 
 def p99_prefill_ms(engine: Engine, lengths: Lengths):
@@ -39,16 +49,51 @@ def p99_prefill_ms(engine: Engine, lengths: Lengths):
     return prefill_ms(engine, p99 * lengths.uncached_share, p99 * lengths.hit_rate)
 
 
-def replica_rate_per_s(mean_ms, second_ms2, p99_ms, ttft_budget_ms):
-    """Requests per second one replica sustains with p99 TTFT inside `ttft_budget_ms`."""
-    return queueing.max_rate_per_ms(np.asarray(ttft_budget_ms) - p99_ms, mean_ms, second_ms2) * 1e3
+@dataclass(frozen=True)
+class Pool:
+    """What a prefill pool's TTFT depends on, besides its size and load.
 
-
-def ttft_p99_ms(engine: Engine, lengths: Lengths, rate_per_s: np.ndarray) -> np.ndarray:
-    """p99 prefill-side TTFT (queue + prefill) of a replica at each load (N,).
-
-    The engine's TP and the lengths are scalars or columns (N, 1), one row per load.
+    `nodes_ms` is the service-side part of TTFT (prefill + transfer + first decode step) at
+    each prompt quantile (last axis); mean and scv describe the prefill service alone (what
+    holds a replica). `target_ms` is the p99 TTFT target.
     """
-    mean, second = service_moments_ms(engine, lengths)
-    wait = queueing.wait_p99_ms(np.reshape(rate_per_s, (-1, 1)) / 1e3, mean, second)
-    return np.ravel(p99_prefill_ms(engine, lengths) + wait)
+
+    mean_ms: np.ndarray
+    scv: np.ndarray
+    nodes_ms: np.ndarray
+    target_ms: np.ndarray
+
+    def max_rate_per_s(self, servers) -> np.ndarray:
+        """Requests per second `servers` replicas sustain with p99 TTFT inside the target."""
+        rate = queueing.max_rate_per_ms(
+            servers, self.mean_ms, self.scv, self.nodes_ms, self.target_ms
+        )
+        return rate * 1e3
+
+    def ttft_p99_ms(self, servers, rate_per_s) -> np.ndarray:
+        """p99 TTFT at a load: the p99 of wait + prefill + transfer + first step."""
+        return queueing.p99_of_sum_ms(
+            np.asarray(rate_per_s) / 1e3, servers, self.mean_ms, self.scv, self.nodes_ms
+        )
+
+    def servers_needed(self, rate_per_s, most: np.ndarray) -> np.ndarray:
+        """Fewest replicas that carry `rate_per_s` within the target; most + 1 where none do.
+
+        One replica's rate bounds the count from above (a pool's per-replica rate only grows
+        with its size), so only that many sizes are tried.
+        """
+        rate = np.asarray(rate_per_s, dtype=float)
+        one = self.max_rate_per_s(1.0)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            bound = np.where(one > 0, np.ceil(rate / one - 1e-9), most)
+        top = int(max(np.max(np.minimum(bound, most)), 1))
+        sizes = np.arange(1, top + 1, dtype=float)
+        pool = Pool(
+            *(np.asarray(a)[..., None] for a in (self.mean_ms, self.scv)),
+            nodes_ms=np.asarray(self.nodes_ms)[..., None, :],
+            target_ms=np.asarray(self.target_ms)[..., None],
+        )
+        rates = pool.max_rate_per_s(sizes)
+        ok = (rates >= rate[..., None] * (1 - 1e-9)) & (sizes <= np.asarray(most)[..., None])
+        first = np.where(ok.any(axis=-1), ok.argmax(axis=-1) + 1.0, np.asarray(most) + 1.0)
+        return first

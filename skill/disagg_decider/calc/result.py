@@ -15,9 +15,10 @@ class ModeResult(_Out):
     """One serving mode, sized for the workload's rate on the cluster."""
 
     mode: Literal["colocated", "disaggregated"]
-    feasible: bool  # some configuration meets both SLOs at a positive rate
+    feasible: bool  # some layout on the cluster's GPUs meets both SLOs at a positive rate
     fits_cluster: bool  # the workload's rate fits in cluster.gpus
     gpus: int  # sized for the workload's rate (capped at the cluster)
+    gpus_needed_for_rate: int | None  # whole replicas for the rate, may exceed the cluster
     max_rate_per_s: float  # goodput within the whole cluster's GPU budget
     goodput_per_gpu: float  # max_rate_per_s / cluster.gpus: idle GPUs count against a mode
     ttft_p99_ms: float | None  # at the workload's rate with the sized pools
@@ -55,6 +56,20 @@ class DisaggregatedResult(ModeResult):
     transfer_ms_p99: float
 
 
+class Limit(_Out):
+    """What stops a mode (or both) from serving the workload as asked, in words a user acts on.
+
+    `memory`: weights plus one sequence's KV do not fit any replica the cluster allows;
+    `context`: prompt p99 plus output p99 exceed the model's context; `slo`: no layout meets a
+    p99 target, even unloaded; `rate`: the layout meets the targets but the rate needs more
+    GPUs than the cluster has.
+    """
+
+    mode: Literal["colocated", "disaggregated", "both"]
+    kind: Literal["memory", "context", "slo", "rate"]
+    detail: str
+
+
 class Analysis(_Out):
     """Per-request figures at the p50 prompt after prefix-cache hits, plus both modes."""
 
@@ -71,7 +86,8 @@ class Analysis(_Out):
     effective_prompt_tokens: float
     colocated: ColocatedResult
     disaggregated: DisaggregatedResult
-    gain: float | None  # disaggregated / colocated goodput; None when colocated meets no SLO
+    gain: float | None  # disaggregated / colocated goodput; None unless both modes are feasible
     crossover_prompt_tokens: int | None
     conditional_disagg_threshold_tokens: int
+    limits: list[Limit]
     warnings: list[str]

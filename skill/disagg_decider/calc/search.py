@@ -7,25 +7,29 @@ search serves them all and numpy's fixed cost per call is paid once per batch ra
 per decision; everything else a workload sets (lengths, SLOs, GPU budget, network, TP limits)
 is an array with one entry per row (`Rows`).
 
-The colocated comparator tries every TP degree, chunk budget and decode batch; the
-disaggregated side tries every prefill TP, decode TP and whole-replica split of the GPU budget
-that the engine allows. `search` returns, per row, the best of each mode; `compare` turns each
-workload's own row into the verdict's numbers and the rest into its crossover.
+The candidate axis holds layouts (TP degrees; for MoE models DP-attention + EP layouts,
+`calc/parallel.py`). The colocated comparator tries every layout, chunk budget and decode batch
+(the replicas on the budget form one pooled queue); the disaggregated side tries every prefill
+layout, decode layout and whole-replica split of the GPU budget that the engine allows, with
+pooled prefill queues (`calc/pools.py`). Budgets count GPUs per replica (tp x dp); KV moves
+between attention ranks (tp GPUs each side). `search` returns, per row, the best of each mode;
+`compare` turns each workload's own row into the verdict's numbers and the rest into its
+crossover.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import astuple, dataclass, replace
+from dataclasses import astuple, dataclass
 
 import numpy as np
 
-from disagg_decider.calc import colocated, decode, kv, parallel, prefill, transfer
-from disagg_decider.calc.frontier import pick
+from disagg_decider.calc import colocated, decode, parallel, queueing
+from disagg_decider.calc.kvpath import TransferPath, transfer_path
 from disagg_decider.calc.lengths import Lengths
 from disagg_decider.calc.parallel import Layout
+from disagg_decider.calc.pools import ingress_rate_per_s, pooled_split, prefill_pool
 from disagg_decider.calc.step import Engine
-from disagg_decider.catalog import get_link
 from disagg_decider.workload import Resolved, Workload, lognormal_sigma
 
 TP_CANDIDATES = parallel.TP_DEGREES
@@ -105,7 +109,7 @@ def candidate_layouts(members: Sequence[Resolved]) -> list[Layout]:
     return sorted(out)
 
 
-def _free_layouts(members: Sequence[Resolved], lay: dict[str, np.ndarray]) -> np.ndarray:
+def free_layouts(members: Sequence[Resolved], lay: dict[str, np.ndarray]) -> np.ndarray:
     """Layouts each member's roles may take unpinned on its cluster: (W, T).
 
     Plain TP stays within a node (the usual degrees); EP layouts span whole scale-up domains
@@ -138,7 +142,7 @@ def _tp_masks(
     leave no room for KV are dropped; when none is left the largest is kept, so the mode
     reports itself infeasible rather than vanishing.
     """
-    free = _free_layouts(members, lay)
+    free = free_layouts(members, lay)
     warnings: list[list[str]] = [[] for _ in members]
     pinned = [pinned_layouts(r.workload) for r in members]
     keys = list(zip(lay["gpus"], lay["tp"], lay["dp"], lay["ep"], strict=True))
@@ -161,78 +165,6 @@ def _tp_masks(
             usable[k] = np.arange(len(keys)) == (choices[-1] if len(choices) else 0)
         masks[role] = usable
     return masks, warnings
-
-
-# --- KV transfer ------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class TransferPath:
-    """The link a request's KV takes; numeric fields may be arrays, one entry per row."""
-
-    kind: str  # "scale-up" or "network"
-    gbps_per_gpu: float | np.ndarray
-    efficiency: float | np.ndarray
-    latency_ms: float | np.ndarray
-    rdma: bool
-
-    @staticmethod
-    def stack(paths: Sequence[TransferPath]) -> TransferPath:
-        """Many paths as one whose numeric fields are arrays (W,), one entry per path.
-
-        `kind` and `rdma` do not enter the arithmetic; they are left as the first path's.
-        """
-
-        def field(name: str) -> np.ndarray:
-            return np.array([getattr(p, name) for p in paths], dtype=float)
-
-        first = paths[0]
-        return TransferPath(
-            first.kind, field("gbps_per_gpu"), field("efficiency"), field("latency_ms"), first.rdma
-        )
-
-    def gb_per_s(self, prefill_tp, decode_tp):
-        """Each prefill rank ships its shard over its own link, in parallel."""
-        senders = np.minimum(prefill_tp, decode_tp)
-        bw = transfer.effective_gb_per_s(self.gbps_per_gpu, self.efficiency, senders)
-        return float(bw) if np.ndim(bw) == 0 else bw
-
-    def take(self, index: np.ndarray, shape: tuple[int, ...]) -> TransferPath:
-        """A stacked path's entries at `index`, reshaped to broadcast on a search's axes."""
-        return replace(
-            self,
-            gbps_per_gpu=np.asarray(self.gbps_per_gpu)[index].reshape(shape),
-            efficiency=np.asarray(self.efficiency)[index].reshape(shape),
-            latency_ms=np.asarray(self.latency_ms)[index].reshape(shape),
-        )
-
-
-def transfer_path(r: Resolved) -> TransferPath:
-    """KV stays on NVLink when the whole cluster is one scale-up domain; else the network."""
-    c = r.workload.cluster
-    domain = max(c.gpus_per_node, r.gpu.scaleup_domain_gpus)
-    on_scaleup = r.link.kind == "scale-up" or (c.gpus <= domain and r.gpu.scaleup_gb_per_s > 0)
-    if on_scaleup:
-        nvlink = get_link("nvlink")
-        gbps = transfer.link_gbps_per_gpu(nvlink, r.gpu)
-        return TransferPath("scale-up", gbps, nvlink.efficiency, nvlink.latency_us / 1e3, True)
-    link = r.link
-    return TransferPath("network", r.link_gbps, link.efficiency, link.latency_us / 1e3, link.rdma)
-
-
-def transfer_times(r: Resolved, path: TransferPath, uncached, prefill_compute_ms, p_tp, d_tp):
-    """Serialized, layer-wise and engine-style (the one that shows in TTFT) transfer times."""
-    size = kv.kv_bytes(r.model, r.workload.kv_dtype, uncached)
-    bw = path.gb_per_s(p_tp, d_tp)
-    serial = transfer.transfer_ms(size, bw, path.latency_ms)
-    layered = transfer.layerwise_exposed_ms(
-        size, bw, path.latency_ms, prefill_compute_ms, r.model.layers
-    )
-    layerwise = transfer.is_layerwise(r.workload.engine, r.workload.efficiency.kv_transfer)
-    exposed = layered if layerwise else serial
-    if np.ndim(serial) == 0:
-        return float(serial), float(layered), float(exposed)
-    return serial, layered, exposed
 
 
 # --- the rows of a search ---------------------------------------------------------------------
@@ -343,11 +275,12 @@ class Found:
     colo_batch: np.ndarray
     colo_best_t: np.ndarray  # (S,)
     colo_within: np.ndarray  # (S,) req/s within the budget
-    prefill_rate: np.ndarray  # per replica, (S, Tp, Td)
-    decode_rate: np.ndarray  # per replica, (S, Td)
-    decode_batch: np.ndarray
-    transfer_p99_ms: np.ndarray  # (S, Tp, Td)
+    prefill_rate: np.ndarray  # the prefill pool of the best split, req/s, (S, Tp, Td)
+    decode_rate: np.ndarray  # per decode replica, KV ingress included, (S, Tp, Td)
+    decode_batch: np.ndarray  # (S, Td)
     pair_served: np.ndarray  # (S, Tp, Td) req/s within the budget
+    best_x: np.ndarray  # (S, Tp, Td) prefill replicas of the best split
+    best_y: np.ndarray  # decode replicas
     best_pair: np.ndarray  # (S, 2) indices into layouts (prefill, decode)
     disagg_within: np.ndarray  # (S,)
     gain: np.ndarray  # (S,)
@@ -369,38 +302,36 @@ def search(r: Resolved, rows: Rows, layouts: dict[str, np.ndarray]) -> Found:
         r, atp.reshape(axis4), layouts["dp"].reshape(axis4), layouts["ep"].reshape(axis4)
     )
 
-    # Colocated: every (TP, chunk, batch) at once.
+    # Rows whose p99 request outruns the model's context serve nothing in either mode.
+    served_rows = within_context(r.model.max_context_tokens, lengths).reshape(n_rows)
+
+    # Colocated: every (layout, chunk, batch) at once; the replicas on the budget form one
+    # pooled queue.
     chunks = w.efficiency.chunk_tokens
-    best = colocated.best_points(engine, lengths, rows.ttft_ms, rows.tpot_ms, chunks)
-    colo_within_t = (budget[:, None] // tps) * best.rate_per_s
+    servers = np.maximum(budget[:, None] // tps, 1.0).reshape(n_rows, -1, 1, 1)
+    best = colocated.best_points(engine, lengths, rows.ttft_ms, rows.tpot_ms, chunks, servers)
+    colo_rate = np.where(served_rows[:, None], best.rate_per_s, 0.0)
+    colo_within_t = (budget[:, None] // tps) * colo_rate
     colo_within_t = np.where(rows.allowed["colocated"], colo_within_t, -1.0)
     colo_t = colo_within_t.argmax(axis=1)
     colo_within = np.maximum(colo_within_t[everyone, colo_t], 0.0)
 
-    # Disaggregated: decode per TP, prefill per TP, then every allowed (prefill, decode) pair.
+    # Disaggregated: decode per layout, prefill pools per (prefill, decode) layout pair, then
+    # the best whole-replica split of every allowed pair. Budgets count GPUs per replica
+    # (tp x dp); a request's KV moves between attention ranks (tp GPUs each side), and a
+    # decode replica of dp ranks receives on each rank's NICs in parallel.
     path = rows.path
-    ingress = transfer.effective_gb_per_s(path.gbps_per_gpu, path.efficiency, tps)  # (S, 1, T)
-    d_point = decode.replica_capacity(
-        engine, lengths, rows.tpot_ms, ingress.reshape(n_rows, -1, 1, 1)
-    )
-    d_rate = d_point.rate_per_s[:, :, 0, 0]
-
-    mean_s, second_s = (m[:, :, 0, 0] for m in prefill.service_moments_ms(engine, lengths))
-    p99_s = prefill.p99_prefill_ms(engine, lengths)[:, :, 0, 0]
-    u99 = (lengths.prompt_p99 * lengths.uncached_share).reshape(-1, 1, 1)
-    _, _, t99 = transfer_times(
-        r, path, u99, p99_s[:, :, None], atp[None, :, None], atp[None, None, :]
-    )
-    # The first token reaches the user once the KV has landed and the request joins the
-    # decode batch at its next step; a step at batch 1 keeps the budget independent of TPOT.
-    join_ms = decode.decode_step_ms(engine, 1.0, lengths.decode_context_mean)[:, :, 0, 0]
-    ttft_budget = rows.ttft_ms.reshape(-1, 1, 1) - t99 - join_ms[:, None, :]
-    p_rate = prefill.replica_rate_per_s(
-        mean_s[:, :, None], second_s[:, :, None], p99_s[:, :, None], ttft_budget
-    )
+    d_point = decode.replica_capacity(engine, lengths, rows.tpot_ms)
+    d_alone = d_point.rate_per_s[:, :, 0, 0]  # (S, Td) before KV ingress
+    p_gpus, d_gpus = tps[None, :, None], tps[None, None, :]
+    p_atp, d_atp = atp[None, :, None], atp[None, None, :]
+    ingress = ingress_rate_per_s(r, path, lengths, p_atp, d_atp) * layouts["dp"][None, None, :]
+    d_rate = np.minimum(d_alone[:, None, :], ingress)
+    d_rate = np.where(served_rows[:, None, None], d_rate, 0.0)
+    pool = prefill_pool(r, engine, lengths, path, rows.ttft_ms.reshape(-1, 1, 1), atp)
     b3 = budget[:, None, None]
-    served = best_split_served(b3, tps[None, :, None], tps[None, None, :], p_rate, d_rate[:, None])
-    served = np.where(pairs_allowed(w.engine, atp, atp, b3, tps, tps), served, 0.0)
+    allowed = pairs_allowed(w.engine, atp, atp, b3, tps, tps)
+    p_best, served, best_x, best_y = pooled_split(b3, p_gpus, d_gpus, pool, d_rate, allowed)
     tp_ok = rows.allowed["prefill"][:, :, None] & rows.allowed["decode"][:, None, :]
     flat = np.where(tp_ok, served, -1.0).reshape(n_rows, -1).argmax(axis=1)
     pair = np.stack(np.unravel_index(flat, served.shape[1:]), axis=1)
@@ -415,20 +346,31 @@ def search(r: Resolved, rows: Rows, layouts: dict[str, np.ndarray]) -> Found:
     return Found(
         layouts=layouts,
         rows=rows,
-        colo_rate=best.rate_per_s,
+        colo_rate=colo_rate,
         colo_chunk_index=best.chunk_index,
         colo_batch=best.batch,
         colo_best_t=colo_t,
         colo_within=colo_within,
-        prefill_rate=p_rate,
+        prefill_rate=p_best,
         decode_rate=d_rate,
         decode_batch=d_point.batch[:, :, 0, 0],
-        transfer_p99_ms=t99,
         pair_served=served,
+        best_x=best_x,
+        best_y=best_y,
         best_pair=pair,
         disagg_within=disagg_within,
         gain=gain,
     )
+
+
+def within_context(max_context_tokens: int, lengths: Lengths) -> np.ndarray:
+    """Whether a p99 prompt plus a p99 output fits the model's context window.
+
+    A request beyond it cannot be served at all (the engine rejects it), so such a row is
+    infeasible in both modes rather than priced as if the window were longer.
+    """
+    output_p99 = queueing.lognormal_p99(lengths.output_p50, lengths.output_sigma)
+    return lengths.prompt_p99 + output_p99 <= max_context_tokens * (1.0 + 1e-9)
 
 
 def pairs_allowed(
@@ -444,35 +386,3 @@ def pairs_allowed(
     gp = tp_p if gpus_p is None else gpus_p
     gd = tp_d if gpus_d is None else gpus_d
     return same_rule & (gp[:, None] + gd[None, :] <= budget)
-
-
-def best_split(budget, p_tp, d_tp, p_rate, d_rate):
-    """Whole prefill (x) and decode (y) replicas in the budget maximising min(x P, y D).
-
-    Returns (served, x, y).
-    """
-    x, y, value = _splits(budget, p_tp, d_tp, p_rate, d_rate)
-    best = value.argmax(axis=0)
-    take = lambda a: np.moveaxis(np.broadcast_to(a, value.shape), 0, -1)  # noqa: E731
-    return pick(take(value), best), pick(take(x), best), pick(take(y), best)
-
-
-def best_split_served(budget, p_tp, d_tp, p_rate, d_rate):
-    """What `best_split` serves, without the split itself (the search needs only this)."""
-    return _splits(budget, p_tp, d_tp, p_rate, d_rate)[2].max(axis=0)
-
-
-def _splits(budget, p_tp, d_tp, p_rate, d_rate):
-    """Candidate splits (x, y) and what each serves, stacked on a new leading axis.
-
-    The optimum of the relaxed problem is x* = B D / (p D + d P); the best whole split is among
-    the whole numbers next to it.
-    """
-    with np.errstate(divide="ignore", invalid="ignore"):
-        ideal = budget * d_rate / (p_tp * d_rate + d_tp * p_rate)
-    ideal = np.where(np.isfinite(ideal), ideal, 1.0)
-    base = np.floor(ideal)
-    x = np.maximum(np.stack([base - 1, base, base + 1, base + 2]), 1.0)
-    y = np.floor((budget - x * p_tp) / d_tp)
-    ok = (y >= 1) & (x * p_tp + d_tp <= budget)
-    return x, y, np.where(ok, np.minimum(x * p_rate, y * d_rate), 0.0)

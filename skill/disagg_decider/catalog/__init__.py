@@ -12,7 +12,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from disagg_decider.errors import UserError, nearest
+from disagg_decider.errors import UserError, excerpt, nearest
 from disagg_decider.yamlio import load_yaml_text
 
 
@@ -124,7 +124,8 @@ def _get(table: dict, kind: str, key: str, listing: str):
         return table[key]
     except KeyError:
         hint = nearest(key, list(table))
-        raise UserError(f"unknown {kind} '{key}': {hint} (all: decide catalog {listing})") from None
+        shown = excerpt(key)
+        raise UserError(f"unknown {kind} {shown}: {hint} (all: decide catalog {listing})") from None
 
 
 def get_gpu(gpu_id: str) -> Gpu:

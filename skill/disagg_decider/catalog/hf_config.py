@@ -7,6 +7,8 @@ architecture, because config files rarely state them.
 """
 
 import json
+import math
+import os
 import re
 from collections.abc import Callable
 from pathlib import Path
@@ -15,7 +17,8 @@ from typing import Any
 from pydantic import ValidationError
 
 from disagg_decider.catalog import Mla, ModelSpec, Moe
-from disagg_decider.errors import UserError
+from disagg_decider.errors import UserError, clip, excerpt
+from disagg_decider.userfiles import read_text
 
 _EXPERT_KEYS = ("num_local_experts", "n_routed_experts", "num_experts")
 _ACTIVE_KEYS = ("num_experts_per_tok", "experts_per_token")
@@ -84,18 +87,11 @@ def model_from_hf_config(path: Path) -> ModelSpec:
     Raises `UserError` naming the file and the field for anything missing or invalid, so the
     user can fix the file rather than read a traceback.
     """
-    path = Path(path).expanduser().resolve()
-    if path.is_dir():
+    path = Path(path).expanduser()
+    if _is_dir(path):
         path = path / "config.json"
-    where = str(path)
-    try:
-        raw = json.loads(path.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise UserError(f"{where}: file not found (expected a Hugging Face config.json)") from None
-    except (IsADirectoryError, PermissionError, UnicodeDecodeError) as exc:
-        raise UserError(f"{where}: cannot read file: {exc}") from None
-    except json.JSONDecodeError as exc:
-        raise UserError(f"{where}: invalid JSON at line {exc.lineno}: {exc.msg}") from None
+    where = clip(str(path), 300)
+    raw = _parse_json(read_text(path, what="a Hugging Face config.json"), where)
     if not isinstance(raw, dict):
         raise UserError(f"{where}: expected a JSON object at the top level")
     # Multimodal wrappers (Llama 4, Gemma 3, ...) keep the language model under text_config.
@@ -107,10 +103,19 @@ def model_from_hf_config(path: Path) -> ModelSpec:
         value = cfg.get(key)
         if value is None:
             return None
-        if isinstance(value, bool) or not isinstance(value, int | float) or value != int(value):
-            raise UserError(f"{where}: field '{key}' must be an integer, got {value!r}")
+        if (
+            isinstance(value, bool)
+            or not isinstance(value, int | float)
+            or not math.isfinite(value)
+            or value != int(value)
+        ):
+            raise UserError(f"{where}: field '{key}' must be an integer, got {_kind(value)}")
         if value < 0 or (value == 0 and not zero_ok):
-            raise UserError(f"{where}: field '{key}' must be positive, got {value!r}")
+            raise UserError(f"{where}: field '{key}' must be positive, got {excerpt(value)}")
+        if value > MAX_DIMENSION:
+            raise UserError(
+                f"{where}: field '{key}' is {excerpt(value)}; at most {MAX_DIMENSION:,} is accepted"
+            )
         return int(value)
 
     def req(key: str) -> int:
@@ -188,14 +193,11 @@ def model_from_hf_config(path: Path) -> ModelSpec:
         tied_embeddings=tied,
     )
 
-    repo = cfg.get("_name_or_path")
-    hf_repo = repo if isinstance(repo, str) and re.fullmatch(r"[\w.-]+/[\w.-]+", repo) else ""
-    dir_name = path.parent.name
-    model_id = re.sub(r"[^a-z0-9._-]+", "-", dir_name.lower()).strip("-") or "hf-config"
+    model_id, display, hf_repo = _names(cfg, path)
     try:
         return ModelSpec(
             id=model_id,
-            name=hf_repo or dir_name or "hf-config",
+            name=display,
             hf_repo=hf_repo,
             layers=layers,
             hidden=hidden,
@@ -211,11 +213,89 @@ def model_from_hf_config(path: Path) -> ModelSpec:
             params_total_b=round(total_b, 3),
             params_active_b=round(active_b, 3),
             max_context_tokens=max_ctx,
-            sources=[path.as_uri()],
+            sources=[Path(os.path.abspath(path)).as_uri()],
             notes="params derived from config dimensions (norms and biases not counted)",
         )
     except ValidationError as exc:
-        raise UserError(f"{where}: config does not describe a valid model: {exc}") from None
+        problems = "; ".join(
+            f"{'.'.join(str(p) for p in e['loc'])}: {e['msg'].removeprefix('Value error, ')}"
+            for e in exc.errors(include_url=False)[:5]
+        )
+        raise UserError(f"{where}: config does not describe a valid model: {problems}") from None
+
+
+MAX_DIMENSION = 100_000_000  # any layer count, width, vocabulary or context a config may state
+MAX_JSON_DEPTH = 64
+_SLUG = re.compile(r"[^a-z0-9._-]+")
+
+
+def _is_dir(path: Path) -> bool:
+    try:
+        return path.is_dir()
+    except (OSError, ValueError):
+        return False
+
+
+def _parse_json(text: str, where: str) -> Any:
+    """JSON with finite numbers only and bounded nesting; errors name the line, never content."""
+
+    def line_of(literal: str) -> int:
+        return text[: max(text.find(literal), 0)].count("\n") + 1
+
+    def no_constant(name: str) -> Any:
+        raise ValueError(f"line {line_of(name)}: {name} is not a JSON number")
+
+    def finite(literal: str) -> float:
+        value = float(literal)
+        if not math.isfinite(value):
+            raise ValueError(
+                f"line {line_of(literal)}: a number of {len(literal)} characters overflows"
+            )
+        return value
+
+    depth = max_depth = 0
+    for ch in text:  # cheap pre-scan: json recursion on 100,000 brackets is a RecursionError
+        if ch in "[{":
+            depth += 1
+            max_depth = max(max_depth, depth)
+        elif ch in "]}":
+            depth -= 1
+    if max_depth > MAX_JSON_DEPTH:
+        raise UserError(f"{where}: JSON nested deeper than {MAX_JSON_DEPTH} levels")
+    try:
+        return json.loads(text, parse_constant=no_constant, parse_float=finite)
+    except json.JSONDecodeError as exc:
+        raise UserError(f"{where}: invalid JSON at line {exc.lineno}: {exc.msg}") from None
+    except (ValueError, RecursionError) as exc:
+        raise UserError(f"{where}: unsupported JSON value at {clip(str(exc), 80)}") from None
+
+
+def _kind(value: Any) -> str:
+    """What a value is, without echoing a string from the file (it may be a secret)."""
+    if isinstance(value, str):
+        return f"a string of {len(value):,} characters"
+    if isinstance(value, bool | int | float):
+        return excerpt(value)
+    return f"a JSON {type(value).__name__}"
+
+
+def _names(cfg: dict[str, Any], path: Path) -> tuple[str, str, str]:
+    """(id, display name, hf_repo): from `_name_or_path`, else `model_type`, else the file name.
+
+    The folder a config sits in (often `snapshots/<hash>` or `tmp`) says nothing about the model.
+    """
+    repo = cfg.get("_name_or_path")
+    repo = repo if isinstance(repo, str) and 0 < len(repo) <= 200 else ""
+    hf_repo = repo if re.fullmatch(r"[\w.-]+/[\w.-]+", repo) else ""
+    kind = cfg.get("model_type")
+    kind = kind if isinstance(kind, str) and 0 < len(kind) <= 100 else ""
+    stem = path.stem if path.stem.lower() != "config" else ""
+    for candidate in (repo.rstrip("/").rsplit("/", 1)[-1], kind, stem):
+        slug = _SLUG.sub("-", candidate.lower()).strip("-.")[:64]
+        if slug:
+            display = hf_repo or candidate
+            return slug, _SLUG.sub("-", display)[:100] if display != hf_repo else display, hf_repo
+    return "hf-config", "hf-config", hf_repo
 
 
 def _sliding(

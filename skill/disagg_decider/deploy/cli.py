@@ -23,7 +23,9 @@ def deploy_command(
     workload: Annotated[
         Path, typer.Option("--workload", "-w", help="Workload YAML file (see examples/).")
     ],
-    target: Annotated[str, typer.Option("--target", "-t", help=TARGET_HELP)],
+    target: Annotated[
+        str, typer.Option("--target", "-t", metavar="dynamo|llm-d|vllm|sglang", help=TARGET_HELP)
+    ],
     out_dir: Annotated[
         Path, typer.Option("--out-dir", "-o", help="Folder to write into (created if missing).")
     ],
@@ -34,6 +36,7 @@ def deploy_command(
         str,
         typer.Option(
             "--dynamo-api",
+            metavar="v1beta1|v1alpha1",
             help="DGD API version: v1beta1 (current, spec.components) or v1alpha1 "
             "(deprecated, spec.services).",
         ),
@@ -42,6 +45,7 @@ def deploy_command(
         str,
         typer.Option(
             "--layout",
+            metavar="auto|disaggregated|colocated",
             help="auto follows the verdict; disaggregated or colocated emits that sizing from "
             "the same verdict (for comparison runs).",
         ),
@@ -80,7 +84,7 @@ def deploy_command(
     """
     from rich.console import Console
 
-    from disagg_decider.cli import parse_sets
+    from disagg_decider.cli_common import parse_sets
     from disagg_decider.decide import decide
     from disagg_decider.deploy.bundle import build, check_options
     from disagg_decider.deploy.writer import write_files

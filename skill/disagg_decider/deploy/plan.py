@@ -270,8 +270,17 @@ def check(plan: DeployPlan) -> tuple[list[str], list[str]]:
     """(errors, warnings): errors make the layout unrunnable and refuse the whole output."""
     errors: list[str] = []
     warnings: list[str] = []
+    mode = "disaggregated" if plan.disaggregated else "colocated"
+    feasible = getattr(plan.verdict, mode).feasible
+    if not feasible:
+        # What limits the layout (memory, context, a target out of reach), in the verdict's words.
+        limits = [x.detail for x in plan.verdict.limits if x.mode in (mode, "both")]
+        errors.append(f"no {mode} layout meets the targets: " + "; ".join(limits))
+    elif not getattr(plan.verdict, mode).fits_cluster:
+        short = [x.detail for x in plan.verdict.limits if x.mode == mode and x.kind == "rate"]
+        warnings.append("the cluster is short of GPUs for the rate: " + "; ".join(short))
     for pool in plan.pools:
-        if pool.max_num_seqs is not None and pool.max_num_seqs < 1:
+        if feasible and pool.max_num_seqs is not None and pool.max_num_seqs < 1:
             errors.append(
                 f"{pool.role} pool: the calculator found no batch size that meets the TPOT target "
                 f"at TP {pool.tp} (max batch {pool.max_num_seqs}); pin another TP or relax the SLO"

@@ -41,16 +41,33 @@ class GainPoint:
             return "0 (only colocated meets the targets)"
         return text.num(self.gain, 2)
 
+    @property
+    def axis_label(self) -> str:
+        """The chart's category: the length, marked where only one mode meets the targets."""
+        label = text.tokens_label(self.prompt_tokens)
+        if math.isinf(self.gain):
+            return f"{label} split only"
+        if self.gain == 0:
+            return f"{label} colocated only"
+        return label
+
 
 @dataclass(frozen=True)
 class GainChart:
     points: tuple[GainPoint, ...]
     y_max: float
 
+    @property
+    def drawn(self) -> tuple[GainPoint, ...]:
+        """The points the chart draws: where neither mode meets the targets is a gap."""
+        return tuple(p for p in self.points if not math.isnan(p.gain))
+
+    @property
+    def gaps(self) -> tuple[GainPoint, ...]:
+        return tuple(p for p in self.points if math.isnan(p.gain))
+
     def plotted(self, point: GainPoint) -> float:
-        """The value drawn: off-scale wins pin to the top, no-SLO points to zero."""
-        if math.isnan(point.gain):
-            return 0.0
+        """The value drawn: off-scale wins (only the split meets the targets) pin to the top."""
         return min(point.gain, self.y_max)
 
     @property
@@ -59,8 +76,8 @@ class GainChart:
 
     @property
     def has_zero(self) -> bool:
-        """Some length where the split meets no target (gain 0, or nan: neither mode does)."""
-        return any(math.isnan(p.gain) or p.gain == 0 for p in self.points)
+        """Some length where only colocation meets the targets (the split serves nothing)."""
+        return any(p.gain == 0 for p in self.points)
 
 
 def chart_prompt_grid(resolved: Resolved) -> list[int]:
@@ -131,7 +148,11 @@ def render_report(verdict: Verdict, resolved: Resolved) -> str:
         v=verdict,
         w=w,
         r=resolved,
-        headline=DECISION_HEADLINE[verdict.decision],
+        headline=(
+            DECISION_HEADLINE[verdict.decision]
+            if verdict.colocated.feasible or verdict.disaggregated.feasible
+            else "Verdict: no layout meets the targets"
+        ),
         fired=[
             {
                 "rule": f,

@@ -89,6 +89,8 @@ def unique_models() -> list[catalog.ModelSpec]:
 def attention_kind(model: catalog.ModelSpec) -> str:
     if model.mla is not None:
         return "MLA"
+    if model.kv_heads == model.heads:
+        return f"MHA, {model.kv_heads} KV heads"  # one KV head per query head (OPT)
     if model.sliding_window_layers:
         return f"GQA + {model.sliding_window_layers} sliding-window layers"
     return f"GQA, {model.kv_heads} KV heads"

@@ -16,11 +16,29 @@ import re
 # start or end inline markup (emphasis, code, links, HTML, tables, strikethrough).
 _MARKUP = re.compile(r"([\\`*_\[\]<>|~])")
 _WHITESPACE = re.compile(r"\s+")
+# Terminal escapes (ESC, OSC, CSI), other C0/C1 controls, bidi embeddings, overrides, isolates
+# and marks, and the byte-order mark: removed from user text wherever it is shown.
+_INVISIBLE = re.compile(
+    r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f\u200e\u200f\u202a-\u202e\u2066-\u2069\ufeff]"
+)
+
+
+def strip_invisible(text: object) -> str:
+    """The text without control, escape and bidi-override characters (tabs/newlines kept)."""
+    return _INVISIBLE.sub("", str(text))
 
 
 def one_line(text: object) -> str:
-    """Collapse every run of whitespace (newlines included) to one space."""
-    return _WHITESPACE.sub(" ", str(text)).strip()
+    """Collapse every run of whitespace (newlines, U+2028 included) to one space; drop
+    control and bidi characters."""
+    return _WHITESPACE.sub(" ", strip_invisible(text)).strip()
+
+
+def terminal_text(text: object) -> str:
+    """User text for a rich console: invisible characters dropped, rich markup escaped."""
+    from rich.markup import escape
+
+    return escape(strip_invisible(text).replace("\u2028", " ").replace("\u2029", " "))
 
 
 def inline(text: object) -> str:

@@ -77,11 +77,12 @@ def list_command(
     from rich.table import Table
 
     table = Table(title=f"{len(rules)} rules (decide rules show ID)", title_justify="left")
-    table.add_column("id", no_wrap=True)
-    table.add_column("category")
-    table.add_column("effect", no_wrap=True)
-    table.add_column("name")
-    table.add_column("title")
+    # Ids (what `rules show` and `--rules` files name) never wrap; nothing is truncated.
+    table.add_column("id", no_wrap=True, min_width=max((len(r.id) for r in rules), default=2))
+    table.add_column("category", overflow="fold")
+    table.add_column("effect", overflow="fold")
+    table.add_column("name", overflow="fold")
+    table.add_column("title", overflow="fold")
     for r in rules:
         table.add_row(r.id, r.category, effect_text(r), r.name, r.title)
     Console().print(table)

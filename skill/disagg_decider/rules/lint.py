@@ -16,7 +16,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from disagg_decider.errors import nearest
+from disagg_decider.errors import excerpt, nearest
 from disagg_decider.metrics import BY_NAME, Metric
 from disagg_decider.rules import engine
 from disagg_decider.rules.schema import Leaf, Parameter, Rule, Rulebook, leaves
@@ -75,7 +75,7 @@ def _error_problem(err: Mapping[str, Any], data: dict, source: str) -> Problem:
     if err["type"] == "extra_forbidden":
         msg = "unknown key"
     elif err["type"] == "literal_error":
-        msg = f"{msg} (got {err.get('input')!r})"
+        msg = f"{msg} (got {excerpt(err.get('input'))})"
     elif err["type"] == "missing":
         msg = "required field is missing"
     path = _path(loc)

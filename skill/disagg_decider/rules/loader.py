@@ -13,7 +13,7 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
-from disagg_decider.errors import UserError, nearest
+from disagg_decider.errors import UserError, excerpt, nearest
 from disagg_decider.rules import lint
 from disagg_decider.rules.schema import Leaf, Parameter, Rule, Rulebook, leaves
 from disagg_decider.yamlio import load_yaml_file
@@ -121,7 +121,7 @@ def find_rule(book: Rulebook, key: str) -> Rule:
     if not hint.startswith("did you mean"):
         by_name = nearest(wanted.lower(), [r.name for r in book.rules])
         hint = by_name if by_name.startswith("did you mean") else hint
-    raise UserError(f"unknown rule '{key}'; {hint}")
+    raise UserError(f"unknown rule {excerpt(key)}; {hint}")
 
 
 def merge(base: LoadedRulebook, extra: Rulebook, source: str) -> LoadedRulebook:
@@ -191,14 +191,16 @@ def coerce_override(name: str, raw: Any, param: Parameter, source: str) -> Any:
                 raise ValueError
             if not param.allows(value):
                 raise UserError(
-                    f"{source}: {name}={raw!r}: outside its range "
+                    f"{source}: {excerpt(name)}={excerpt(raw)}: outside its range "
                     f"[{_bound(param.min)}, {_bound(param.max)}] {param.unit}"
                 )
             return int(value) if isinstance(current, int) and value.is_integer() else value
         return str(raw)
     except ValueError:
         kind = type(current).__name__
-        raise UserError(f"{source}: {name}={raw!r}: expected a {kind} like {current!r}") from None
+        raise UserError(
+            f"{source}: {excerpt(name)}={excerpt(raw)}: expected a {kind} like {current!r}"
+        ) from None
 
 
 def _bound(x: float | None) -> str:
@@ -214,10 +216,10 @@ def apply_overrides(
     for name, raw in overrides.items():
         if name not in loaded.book.parameters:
             raise UserError(
-                f"{source}: unknown rule parameter '{name}'; "
+                f"{source}: unknown rule parameter {excerpt(name)}; "
                 f"{nearest(name, list(loaded.book.parameters))}"
             )
         new = coerce_override(name, raw, loaded.book.parameters[name], source)
-        notes.append(f"{name}: {values[name]!r} -> {new!r} ({source})")
+        notes.append(f"{name}: {values[name]!r} -> {excerpt(new)} ({source})")
         values[name] = new
     return values, notes

@@ -15,6 +15,9 @@ from typing import Annotated
 import typer
 
 from disagg_decider.errors import UserError
+from disagg_decider.userfiles import TRACE_MAX_BYTES
+
+TRACE_MAX_MB = TRACE_MAX_BYTES // 1_000_000
 
 
 class OutFormat(StrEnum):
@@ -26,6 +29,12 @@ class SweepFormat(StrEnum):
     text = "text"
     json = "json"
     markdown = "markdown"
+
+
+class RouterChoice(StrEnum):
+    least_work = "least-work"
+    round_robin = "round-robin"
+    random = "random"
 
 
 class BatchCap(StrEnum):
@@ -72,11 +81,13 @@ def register(app: typer.Typer) -> None:
 
 
 def _load(workload: Path):
+    from disagg_decider.calibrate.apply import calibrated_workload
     from disagg_decider.decide import decide
     from disagg_decider.workload import load_workload, resolve
 
     w = load_workload(workload)
-    return w, resolve(w, workload.parent), decide(w, base_dir=workload.parent)
+    calibrated = calibrated_workload(w, workload.parent)  # the constants the verdict uses
+    return w, resolve(calibrated, workload.parent), decide(w, base_dir=workload.parent)
 
 
 class _Progress:
@@ -117,9 +128,10 @@ class _Progress:
             self.bar.update(self.task, advance=1, description=label)
 
 
-def _refuse_overwrite(path: Path, force: bool) -> None:
-    if path.exists() and not force:
-        raise UserError(f"{path}: already exists; pass --force to overwrite it")
+def _refuse_overwrite(path: Path, force: bool, flag: str = "--out") -> None:
+    from disagg_decider.outfiles import check_target
+
+    check_target(path, force, flag)
 
 
 def _dump(payload: dict) -> None:
@@ -174,6 +186,15 @@ def simulate(
             "binding (default). verdict: the verdict's batch as a hard max_num_seqs.",
         ),
     ] = BatchCap.engine,
+    router: Annotated[
+        RouterChoice,
+        typer.Option(
+            "--router",
+            help="How arrivals pick a replica. least-work (default): the prefill replica free "
+            "soonest, the colocated replica with the fewest requests in flight (what the "
+            "calculator assumes: one M/G/c queue per pool). round-robin, random: blind to load.",
+        ),
+    ] = RouterChoice.least_work,
     fmt: Annotated[
         OutFormat, typer.Option("--format", "-f", help="text or json.")
     ] = OutFormat.text,
@@ -196,6 +217,7 @@ def simulate(
         decode_gpus=decode_gpus,
         policy=policy.value,
         batch_cap=batch_cap.value,
+        router=router.value,
     )
     if trace is not None:
         batch = reqs.from_trace(traces.load(trace), r.model.max_context_tokens, requests)
@@ -362,7 +384,7 @@ def sweep(
     if plot is not None:
         if plot.suffix.lower() != ".png":  # matplotlib would quietly write plot + ".png"
             raise UserError(f"--plot {plot}: expected a .png file name, e.g. --plot gain.png")
-        _refuse_overwrite(plot, force)
+        _refuse_overwrite(plot, force, "--plot")
         sweeps.require_matplotlib()
     from disagg_decider.workload import load_workload
 
@@ -383,7 +405,9 @@ def sweep(
             on_point=lambda p: bar.advance(f"prompt {p:,.0f}"),
         )
     if plot is not None:
-        sweeps.write_plot(result, plot)
+        from disagg_decider.outfiles import write_with
+
+        write_with(plot, lambda tmp: sweeps.write_plot(result, tmp), force, "--plot")
         print(f"wrote {plot}", file=sys.stderr)
     if fmt is SweepFormat.json:
         _dump(result.as_dict())
@@ -437,6 +461,14 @@ def trace_summarize(
     fmt: Annotated[
         OutFormat, typer.Option("--format", "-f", help="text or json.")
     ] = OutFormat.text,
+    max_trace_mb: Annotated[
+        int,
+        typer.Option(
+            "--max-trace-mb",
+            min=1,
+            help=f"Refuse trace files larger than this (default {TRACE_MAX_MB} MB).",
+        ),
+    ] = TRACE_MAX_MB,
 ) -> None:
     """Percentiles, mean rate and burstiness of a trace; optionally a workload file from them.
 
@@ -450,8 +482,8 @@ def trace_summarize(
             raise UserError(
                 "--write-workload needs --model and --gpu, e.g. --model llama-3.3-70b --gpu h100"
             )
-        _refuse_overwrite(write_workload, force)
-    summary = traces.summarize(traces.load(file))
+        _refuse_overwrite(write_workload, force, "--write-workload")
+    summary = traces.summarize(traces.load(file, max_bytes=max_trace_mb * 1_000_000))
     if write_workload is not None:
         import yaml
 
@@ -461,8 +493,10 @@ def trace_summarize(
             summary, write_workload.stem, model, gpu, gpus, ttft_ms, tpot_ms
         )
         resolve(parse_workload(data, str(write_workload)))  # unknown model or GPU: exit 2 here
-        write_workload.parent.mkdir(parents=True, exist_ok=True)
-        write_workload.write_text(yaml.safe_dump(data, sort_keys=False), encoding="utf-8")
+        from disagg_decider.outfiles import write_text
+
+        text = yaml.safe_dump(data, sort_keys=False, allow_unicode=False)
+        write_text(write_workload, text, force, "--write-workload")
         print(f"wrote {write_workload}", file=sys.stderr)
     if fmt is OutFormat.json:
         _dump(summary.as_dict())
@@ -474,9 +508,12 @@ def _print_summary(s) -> None:
     from rich.console import Console
     from rich.table import Table
 
+    from disagg_decider.render.text import terminal_text
+
     console = Console()
     console.print(
-        f"[bold]{s.source}[/] ({s.kind}): {s.requests:,} requests over {s.duration_s:,.0f} s, "
+        f"[bold]{terminal_text(s.source)}[/] ({s.kind}): {s.requests:,} requests over "
+        f"{s.duration_s:,.0f} s, "
         f"mean rate {s.mean_rate_per_s:.3g} req/s, inter-arrival CV {s.interarrival_cv:.2f} "
         f"(1 = Poisson), prefix-cache hits {s.prefix_hit_rate:.1%} of prompt tokens",
         highlight=False,

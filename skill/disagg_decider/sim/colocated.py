@@ -12,8 +12,10 @@ Each replica is an engine with continuous batching, as vLLM and SGLang run it:
 A request is admitted (takes a seat and reserves the KV of its prompt plus its output) when
 its first prompt tokens are scheduled; a replica holds at most `max_batch` sequences and the KV
 capacity of `Engine.kv_capacity_bytes()`. Reserving the whole output up front stands in for
-vLLM's preemption: no recomputation is simulated. A router sends each arrival to the replica
-with the fewest requests in flight.
+vLLM's preemption: no recomputation is simulated. The router (`sim.routing`, `least-work` by
+default) sends each arrival to the replica with the fewest prompt tokens waiting to be
+prefilled (then the fewest requests in flight), which makes the pool's prefill one M/G/c queue
+as the calculator prices it.
 
 Step times are the calculator's `iteration_ms` (through `steps`). A prompt's first token is
 emitted by the iteration that computes its last prompt token, as in the calculator's
@@ -34,6 +36,7 @@ from disagg_decider.sim.batch import DecodeBatch, run_ms, steps_within
 from disagg_decider.sim.events import run_events
 from disagg_decider.sim.outcome import Outcome
 from disagg_decider.sim.requests import Requests
+from disagg_decider.sim.routing import Picker
 from disagg_decider.sim.steps import DecodeTable, MixedTable
 
 Policy = Literal["chunked", "prefill-first"]
@@ -47,6 +50,7 @@ class ColocatedConfig:
     chunk_tokens: int  # per-iteration token budget (max_num_batched_tokens)
     max_batch: int  # sequences in flight per replica (max_num_seqs)
     policy: Policy = "chunked"
+    router: str = "least-work"  # sim.routing: fewest requests in flight, round-robin, random
 
     @property
     def gpus(self) -> int:
@@ -110,12 +114,14 @@ class Replica:
         self.k = 0
         self.tokens = 0
         self.pieces: list[tuple[_Entry, int]] = []
+        self.queued_tokens = 0  # prompt tokens still to compute, over every queued entry
 
     # --- events ---------------------------------------------------------------------------------
 
     def arrive(self, rid: int, now: float) -> None:
         s = self.s
         self.queue.append(_Entry(rid, s.cached[rid], s.uncached[rid]))
+        self.queued_tokens += s.uncached[rid]
         self.in_flight += 1
         if self.kind == IDLE:
             self.plan(now)
@@ -131,12 +137,14 @@ class Replica:
             head = self.queue[0]
             head.left -= self.k * self.tokens
             head.context += self.k * self.tokens
+            self.queued_tokens -= self.k * self.tokens
         elif kind == SINGLE:
             if s.cfg.policy == "chunked":
                 batch.advance(1)
             for entry, take in self.pieces:
                 entry.left -= take
                 entry.context += take
+                self.queued_tokens -= take
                 if entry.left == 0:
                     self._prompt_done(entry, now)
             while self.queue and self.queue[0].left == 0:
@@ -146,6 +154,15 @@ class Replica:
             for rid in batch.pop_finished():
                 self._finish(rid, now)
         self.plan(now)
+
+    def prompt_tokens_left(self, now: float) -> int:
+        """Prompt tokens still to compute here, counting the iterations of a chunk run done
+        by `now` (the router's measure of queued work)."""
+        left = self.queued_tokens
+        if self.kind == CHUNK and self.queue:
+            done = steps_within(self.first, self.slope, now - self.t0, self.k) - 1
+            left -= max(done, 0) * self.tokens
+        return left
 
     # --- scheduling -----------------------------------------------------------------------------
 
@@ -273,12 +290,23 @@ def simulate(engine: Engine, requests: Requests, cfg: ColocatedConfig, progress=
         if version == replica.version:
             replica.run_ended(now)
 
+    picker = Picker(cfg.router, cfg.replicas)
+
+    def shortest() -> int:
+        # Least work: the fewest prompt tokens still to prefill (what a TTFT-aware router such
+        # as Dynamo's KV router or llm-d's queue scorer weighs), then the fewest in flight.
+        best, best_key = 0, None
+        for replica in replicas:
+            key = (replica.prompt_tokens_left(now_ms[0]), replica.in_flight)
+            if best_key is None or key < best_key:
+                best, best_key = replica.index, key
+        return best
+
+    now_ms = [0.0]
+
     def arrive(rid: int, now: float) -> None:
-        target = replicas[0]
-        for replica in replicas:  # join the shortest queue (fewest requests in flight)
-            if replica.in_flight < target.in_flight:
-                target = replica
-        target.arrive(rid, now)
+        now_ms[0] = now
+        replicas[picker.pick(shortest)].arrive(rid, now)
 
     run_events(requests.arrival_ms.tolist(), heap, run_ended, arrive, progress)
     return Outcome(

@@ -1,15 +1,15 @@
 """Disaggregated serving: a prefill pool, a KV transfer over the link, a decode pool.
 
-- Prefill: each replica serves one prompt at a time, first come first served (the calculator's
-  M/G/1 prefill server); its service time is `calc.prefill.prefill_ms` of the uncached prompt
-  after its cached prefix, so prefix-cache hits shorten it. A router sends each arrival to the
-  replica that will be free soonest.
+- Prefill: each replica serves one prompt at a time, first come first served; its service time
+  is `calc.prefill.prefill_ms` of the uncached prompt after its cached prefix, so prefix-cache
+  hits shorten it. The router (`sim.routing`, `least-work` by default) sends each arrival to
+  the replica that will be free soonest, which makes the pool the calculator's M/G/c queue.
 - Transfer: when a prompt is done, a decode replica with a free seat and room for the request's
   KV (prompt plus output, `Engine.kv_bytes_held`) is reserved, or the request waits for one,
   first come first served. Its uncached KV (`calc.kv.kv_bytes`) then moves over the path the
-  calculator picks (`calc.search.transfer_path`), taking `calc.transfer.transfer_ms` when it
-  has the link to itself. Transfers that share a sending prefill replica or a receiving decode
-  replica share its bandwidth equally (processor sharing on the busier end). With layer-wise
+  calculator picks (`calc.kvpath.transfer_path`), taking `calc.transfer.transfer_ms` when it
+  has the link to itself. Transfers into one decode replica share its ingress equally
+  (processor sharing, O(log n) per event: `_Link`), the limit the calculator prices. With layer-wise
   streaming (TensorRT-LLM; `efficiency.kv_transfer`) only the part the calculator's
   `layerwise_exposed_ms` leaves exposed after prefill goes through the shared link.
 - Decode: continuous batching of up to `max_batch` sequences; a transferred request joins at
@@ -26,13 +26,14 @@ from dataclasses import dataclass
 import numpy as np
 
 from disagg_decider.calc import kv, transfer
+from disagg_decider.calc.kvpath import TransferPath
 from disagg_decider.calc.prefill import prefill_ms
-from disagg_decider.calc.search import TransferPath
 from disagg_decider.calc.step import Engine
 from disagg_decider.sim.batch import DecodeBatch, run_ms, steps_within
 from disagg_decider.sim.events import run_events
 from disagg_decider.sim.outcome import Outcome
 from disagg_decider.sim.requests import Requests
+from disagg_decider.sim.routing import Picker
 from disagg_decider.sim.steps import DecodeTable
 
 PREFILL_DONE, TRANSFER_DONE, RUN_END = 0, 1, 2
@@ -47,6 +48,7 @@ class DisaggregatedConfig:
     max_batch: int  # sequences per decode replica
     path: TransferPath
     layerwise: bool = False
+    router: str = "least-work"  # sim.routing: how a prompt picks its prefill replica
 
     @property
     def gpus(self) -> int:
@@ -89,10 +91,10 @@ class _Sim:
         self.first_ms = [0.0] * n
         self.done_ms = [0.0] * n
         self.prefill_free_at = [0.0] * cfg.prefill_replicas
-        self.prefill_of = [0] * n
+        self.picker = Picker(cfg.router, cfg.prefill_replicas)
         self.decoders = [_Decoder(j, self) for j in range(cfg.decode_replicas)]
         self.waiting: deque[int] = deque()  # prefilled, no decode replica has room yet
-        self.link = _Link(cfg.prefill_replicas, cfg.decode_replicas, self)
+        self.link = _Link(cfg.decode_replicas, self)
 
     def push(self, time: float, kind: int, a: int, b: int) -> None:
         self.seq += 1
@@ -100,10 +102,9 @@ class _Sim:
 
     def arrive(self, rid: int, now: float) -> None:
         free = self.prefill_free_at
-        p = min(range(len(free)), key=free.__getitem__)
+        p = self.picker.pick(lambda: min(range(len(free)), key=free.__getitem__))
         start = max(now, free[p])
         free[p] = start + self.service_ms[rid]
-        self.prefill_of[rid] = p
         self.push(free[p], PREFILL_DONE, rid, 0)
 
     def prefill_done(self, rid: int, now: float) -> None:
@@ -124,7 +125,7 @@ class _Sim:
             return False
         best.seated += 1
         best.kv_used += need
-        self.link.start(rid, self.prefill_of[rid], best.index, now)
+        self.link.start(rid, best.index, now)
         return True
 
     def seats_freed(self, now: float) -> None:
@@ -133,54 +134,58 @@ class _Sim:
 
 
 class _Link:
-    """KV transfers in flight, each sharing its prefill and decode replica's bandwidth.
+    """KV transfers in flight into each decode replica, sharing its ingress equally.
 
-    Work is kept in milliseconds at the full rate (`transfer_ms` of the request alone); a
-    transfer sharing its busier end with n others progresses at 1/n of that rate.
+    Every transfer runs on min(prefill TP, decode TP) NICs (`TransferPath.gb_per_s`, its time
+    alone `transfer_ms`), and the transfers into one decode replica share those NICs: processor
+    sharing per receiver, the ingress limit the calculator prices (`search.ingress_rate_per_s`).
+    Each receiver keeps a virtual clock that advances at 1 / (transfers in flight) of real
+    time; a transfer ends when the clock has advanced by its time alone. Only the receiver's
+    earliest end is an event, so a start or an end costs O(log n), however many transfers
+    share the link.
     """
 
-    def __init__(self, senders: int, receivers: int, sim: _Sim) -> None:
+    def __init__(self, receivers: int, sim: _Sim) -> None:
         self.sim = sim
-        self.out: list[set[int]] = [set() for _ in range(senders)]
-        self.into: list[set[int]] = [set() for _ in range(receivers)]
-        self.ends: dict[int, tuple[int, int]] = {}
-        self.left_ms: dict[int, float] = {}
-        self.rate: dict[int, float] = {}
-        self.since: dict[int, float] = {}
-        self.version: dict[int, int] = {}
+        self.clock = [0.0] * receivers  # virtual ms of work done per transfer in flight
+        self.since = [0.0] * receivers
+        self.ends: list[list[tuple[float, int]]] = [[] for _ in range(receivers)]
+        self.version = [0] * receivers
 
-    def start(self, rid: int, sender: int, receiver: int, now: float) -> None:
-        self.ends[rid] = (sender, receiver)
-        self.left_ms[rid] = self.sim.transfer_alone_ms[rid]
-        self.rate[rid] = 0.0  # not moving yet: `_reshare` gives it its share and its event
-        self.since[rid] = now
-        self.version[rid] = 0
-        self.out[sender].add(rid)
-        self.into[receiver].add(rid)
-        self._reshare(sender, receiver, now)
+    def _advance(self, r: int, now: float) -> None:
+        n = len(self.ends[r])
+        if n:
+            self.clock[r] += (now - self.since[r]) / n
+        self.since[r] = now
 
-    def finished(self, rid: int, version: int, now: float) -> int | None:
-        """The receiving decode replica, or None for a stale event."""
-        if self.version.get(rid) != version:
-            return None
-        sender, receiver = self.ends.pop(rid)
-        for table in (self.left_ms, self.rate, self.since, self.version):
-            del table[rid]
-        self.out[sender].discard(rid)
-        self.into[receiver].discard(rid)
-        self._reshare(sender, receiver, now)
-        return receiver
+    def _schedule(self, r: int) -> None:
+        self.version[r] += 1
+        heap = self.ends[r]
+        if heap:
+            left = max(heap[0][0] - self.clock[r], 0.0)
+            self.sim.push(self.since[r] + left * len(heap), TRANSFER_DONE, r, self.version[r])
 
-    def _reshare(self, sender: int, receiver: int, now: float) -> None:
-        for rid in self.out[sender] | self.into[receiver]:
-            s, r = self.ends[rid]
-            rate = 1.0 / max(len(self.out[s]), len(self.into[r]))
-            if rate == self.rate[rid]:
-                continue  # its scheduled end still holds
-            left = self.left_ms[rid] - (now - self.since[rid]) * self.rate[rid]
-            self.left_ms[rid], self.rate[rid], self.since[rid] = left, rate, now
-            self.version[rid] += 1
-            self.sim.push(now + max(left, 0.0) / rate, TRANSFER_DONE, rid, self.version[rid])
+    def start(self, rid: int, receiver: int, now: float) -> None:
+        self._advance(receiver, now)
+        finish = self.clock[receiver] + self.sim.transfer_alone_ms[rid]
+        heapq.heappush(self.ends[receiver], (finish, rid))
+        self._schedule(receiver)
+
+    def finished(self, receiver: int, version: int, now: float) -> list[int]:
+        """The transfers into `receiver` that end now (none for a stale event)."""
+        if version != self.version[receiver]:
+            return []
+        self._advance(receiver, now)
+        heap = self.ends[receiver]
+        # The event was scheduled for the earliest end: it ends now whatever rounding left on
+        # the clock (waiting for the last 1e-12 ms would never advance a large clock), and so
+        # does any other transfer due at the same virtual time.
+        done = [heapq.heappop(heap)[1]] if heap else []
+        tolerance = 1e-9 * max(1.0, abs(self.clock[receiver]))
+        while heap and heap[0][0] <= self.clock[receiver] + tolerance:
+            done.append(heapq.heappop(heap)[1])
+        self._schedule(receiver)
+        return done
 
 
 class _Decoder:
@@ -263,9 +268,8 @@ def simulate(
         elif kind == PREFILL_DONE:
             sim.prefill_done(a, now)
         else:
-            receiver = link.finished(a, b, now)
-            if receiver is not None:
-                decoders[receiver].join(a, now)
+            for rid in link.finished(a, b, now):
+                decoders[a].join(rid, now)
 
     run_events(requests.arrival_ms.tolist(), sim.heap, handle, sim.arrive, progress)
     return Outcome(

@@ -9,7 +9,12 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+from disagg_decider.errors import UserError
 from disagg_decider.sim.requests import Requests, scaled
+
+
+class GoodputNotBracketed(UserError):
+    """The bisection found no rate that fails the target (or none that meets it)."""
 
 
 def max_rate(
@@ -22,7 +27,8 @@ def max_rate(
     """Largest rate with `attainment_at(rate) >= target`, to within the relative tolerance.
 
     Starts from `start_rate`, halves or doubles until the target is bracketed, then bisects.
-    Returns 0 when even a very low rate misses the target.
+    Raises `GoodputNotBracketed` when no rate within `max_doublings` doublings misses the
+    target (a ceiling is not a measurement) and returns 0 when even a very low rate misses it.
     """
     lo, hi = 0.0, max(start_rate, 1e-6)
     if attainment_at(hi) >= target:
@@ -33,7 +39,11 @@ def max_rate(
                 break
             lo = hi
         else:
-            return lo
+            raise GoodputNotBracketed(
+                f"goodput search: {lo:g} req/s still meets the {target:.0%} target after "
+                f"{max_doublings} doublings from {start_rate:g} req/s; no failing rate bracketed "
+                "(too few requests to load the pools?)"
+            )
     else:
         for _ in range(max_doublings):
             hi_next = hi / 2.0

@@ -57,8 +57,29 @@ def tpot_ms(outcome: Outcome, requests: Requests) -> np.ndarray:
     return np.where(requests.output > 1, (outcome.done_ms - outcome.first_token_ms) / gaps, 0.0)
 
 
-def attainment(outcome: Outcome, requests: Requests, ttft_slo_ms: float, tpot_slo_ms: float):
+WARMUP_SHARE = 0.2  # of arrivals, excluded from steady-state attainment
+DRAIN_SHARE = 0.1
+
+
+def steady_window(n: int) -> slice:
+    """The requests that arrive in steady state: after the first 20% of arrivals (the pools
+    fill up from empty) and before the last 10% (the pools drain, nothing queues behind)."""
+    return slice(
+        int(n * WARMUP_SHARE), max(int(n * (1.0 - DRAIN_SHARE)), int(n * WARMUP_SHARE) + 1)
+    )
+
+
+def attainment(
+    outcome: Outcome,
+    requests: Requests,
+    ttft_slo_ms: float,
+    tpot_slo_ms: float,
+    steady: bool = False,
+):
+    """Share and count of requests meeting both SLOs; `steady` counts only `steady_window`."""
     met = (ttft_ms(outcome, requests) <= ttft_slo_ms) & (tpot_ms(outcome, requests) <= tpot_slo_ms)
+    if steady:
+        met = met[steady_window(len(met))]
     return float(met.mean()), int(met.sum())
 
 

@@ -18,8 +18,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from disagg_decider.calc import transfer
+from disagg_decider.calc.kvpath import transfer_path
 from disagg_decider.calc.lengths import Lengths
-from disagg_decider.calc.search import transfer_path
 from disagg_decider.calc.step import Engine
 from disagg_decider.errors import UserError
 from disagg_decider.sim import colocated, disaggregated, metrics
@@ -65,6 +65,7 @@ def setup(
     decode_gpus: int | None = None,
     policy: Policy = "chunked",
     batch_cap: str = "engine",
+    router: str = "least-work",
 ) -> Setup:
     if r.workload.cluster.heterogeneous:
         raise UserError(
@@ -94,6 +95,7 @@ def setup(
             s.colocated_chunk_tokens - 1,
         ),
         policy=policy,
+        router=router,
     )
     dis = DisaggregatedConfig(
         prefill_replicas=p_replicas,
@@ -105,6 +107,7 @@ def setup(
         else engine_batch,
         path=transfer_path(r),
         layerwise=layerwise_transfer(r),
+        router=router,
     )
     return Setup(
         resolved=r,
@@ -173,15 +176,19 @@ def goodput(
     start_rate: float,
     ttft_slo_ms: float | None = None,
     tpot_slo_ms: float | None = None,
+    steady: bool = True,
 ) -> float:
     """Highest rate (req/s) at which `target` of `base`'s requests, replayed at that rate,
-    meet both SLOs (the workload's unless given)."""
+    meet both SLOs (the workload's unless given). With `steady` (the default) only requests
+    arriving in steady state count (`metrics.steady_window`): warm-up and drain would
+    otherwise flatter the pools (an empty pool meets every SLO for a while at any rate)."""
     w = s.resolved.workload
     ttft = w.slo.ttft_ms if ttft_slo_ms is None else ttft_slo_ms
     tpot = w.slo.tpot_ms if tpot_slo_ms is None else tpot_slo_ms
 
     def attainment_at(rate: float) -> float:
         replayed = replay_at(base, rate)
-        return metrics.attainment(simulate_mode(s, mode, replayed), replayed, ttft, tpot)[0]
+        outcome = simulate_mode(s, mode, replayed)
+        return metrics.attainment(outcome, replayed, ttft, tpot, steady=steady)[0]
 
     return max_rate(attainment_at, target, start_rate)

@@ -2,10 +2,15 @@
 
 The analytic gain is `calc.compare.gain_curve`: disaggregated over colocated goodput per GPU on
 the whole cluster, every mode re-optimised at every prompt length. The simulated gain replays
-the same requests (prompt p50 moved, the p99/p50 spread kept) through both modes with the pools
-the verdict sizes at that length and bisects each mode's goodput per GPU. The crossover is the
-shortest prompt from which disaggregation wins, read from either curve by
-`calc.compare.crossover_from_curve`.
+the same requests (prompt p50 moved, the p99/p50 spread kept) through each mode on the pools
+the verdict sizes for that mode's max rate at that length (its best layout on the cluster, the
+one the analytic gain compares) and bisects its goodput per GPU simulated.
+
+The analytic crossover is the calculator's (`Analysis.crossover_prompt_tokens`), the number the
+verdict, the report and the MCP `find_crossover` tool give, whatever lengths the sweep shows;
+the simulated one is read from the simulated curve by `calc.compare.crossover_from_curve`.
+Lengths where neither mode meets the SLO are gaps, and lengths where only one does are marked,
+in the table, the mermaid chart and the plot.
 """
 
 from __future__ import annotations
@@ -17,7 +22,7 @@ from pathlib import Path
 
 import numpy as np
 
-from disagg_decider.calc.compare import crossover_from_curve, gain_curve
+from disagg_decider.calc.compare import analyze, crossover_from_curve, gain_curve
 from disagg_decider.errors import UserError
 from disagg_decider.workload import Workload, resolve
 
@@ -47,8 +52,21 @@ class SweepResult:
                 "simulated": self.crossover_simulated,
             },
             "attainment_target": self.attainment,
-            "note": "a gain of null means colocated meets no SLO at that length (see goodputs)",
+            "note": (
+                "analytic_gain is null where only disaggregation meets the SLO (see outcome) or "
+                "neither does; 0 where only colocation does; the analytic crossover is the "
+                "calculator's, the verdict's"
+            ),
+            "outcome": [_outcome(g) for g in self.analytic_gain],
         }
+
+
+def _outcome(g: float) -> str:
+    if math.isnan(g):
+        return "neither-meets-slo"
+    if math.isinf(g):
+        return "disaggregated-only"
+    return "colocated-only" if g == 0 else "both-meet-slo"
 
 
 def _json_gains(gains: list[float]) -> list[float | None]:
@@ -100,7 +118,7 @@ def run_sweep(
         simulated_gain=sim_gain,
         colocated_goodput_per_gpu=colo_gp,
         disaggregated_goodput_per_gpu=dis_gp,
-        crossover_analytic=crossover_from_curve(prompts, analytic, own),
+        crossover_analytic=analyze(r).crossover_prompt_tokens,
         crossover_simulated=(
             crossover_from_curve(prompts, np.asarray(sim_gain), own)
             if sim_gain is not None
@@ -118,15 +136,24 @@ def _simulated_goodputs(
 
     r = resolve(w, base_dir)
     verdict = decide(w, base_dir=base_dir)
-    s = run.setup(r, verdict, policy=policy)  # type: ignore[arg-type]
     base = run.synthetic_requests(r, requests, seed, rate_per_s=1.0)
     out = []
     for mode, result in (
         ("colocated", verdict.colocated),
         ("disaggregated", verdict.disaggregated),
     ):
+        # Each mode on the layout the analytic gain compares: its best on the cluster, i.e.
+        # the pools the verdict sizes for (just under) the mode's max rate. Goodput is divided
+        # by the GPUs those pools use, as simulated.
+        top = result.max_rate_per_s or 0.0
+        sized = verdict
+        if top > 0:
+            data = w.model_dump(mode="json", exclude_none=True)
+            data["traffic"]["requests_per_second"] = top * 0.999
+            sized = decide(type(w).model_validate(data), base_dir=base_dir)
+        s = run.setup(r, sized, policy=policy)  # type: ignore[arg-type]
         gpus = run.gpus_of(s, mode)
-        start = max(result.max_rate_per_s * gpus / w.cluster.gpus, 0.05)
+        start = max(top * gpus / w.cluster.gpus, 0.05)
         out.append(run.goodput(s, mode, base, attainment, start) / gpus)
     return out[0], out[1]
 
@@ -135,27 +162,30 @@ def _simulated_goodputs(
 
 
 def _fmt(g: float) -> str:
+    """A gain as the table shows it; where one mode or neither meets the SLO, say which."""
     if math.isnan(g):
-        return "neither"
+        return "- (neither)"
     if math.isinf(g):
-        return "disagg only"
+        return "split only"
+    if g == 0:
+        return "colocated only"
     return f"{g:.2f}x"
 
 
 def text(res: SweepResult) -> str:
-    head = f"{'prompt p50':>10}  {'analytic gain':>13}"
+    head = f"{'prompt p50':>10}  {'analytic gain':>14}"
     if res.simulated_gain is not None:
         head += f"  {'simulated gain':>14}  {'colo gp/GPU':>11}  {'disagg gp/GPU':>13}"
     lines = [f"{res.workload}: disaggregated / colocated goodput per GPU", head]
     for i, p in enumerate(res.prompt_tokens):
-        line = f"{p:>10,}  {_fmt(res.analytic_gain[i]):>13}"
+        line = f"{p:>10,}  {_fmt(res.analytic_gain[i]):>14}"
         if res.simulated_gain is not None:
             line += (
                 f"  {_fmt(res.simulated_gain[i]):>14}  {res.colocated_goodput_per_gpu[i]:>11.3f}"
                 f"  {res.disaggregated_goodput_per_gpu[i]:>13.3f}"
             )
         lines.append(line)
-    lines.append(f"crossover (analytic): {_crossover(res.crossover_analytic)}")
+    lines.append(f"crossover (analytic, as in the verdict): {_crossover(res.crossover_analytic)}")
     if res.simulated_gain is not None:
         lines.append(
             f"crossover (simulated, {res.attainment:.0%} attainment): "
@@ -165,7 +195,7 @@ def text(res: SweepResult) -> str:
 
 
 def _crossover(x: int | None) -> str:
-    return f"{x:,} prompt tokens" if x is not None else "none in this range"
+    return f"{x:,} prompt tokens" if x is not None else "none"
 
 
 def markdown(res: SweepResult) -> str:
@@ -184,26 +214,54 @@ def markdown(res: SweepResult) -> str:
                 f"{res.disaggregated_goodput_per_gpu[i]:.3f}",
             ]
         out.append("| " + " | ".join(row) + " |")
-    out += ["", f"Crossover (analytic): {_crossover(res.crossover_analytic)}."]
+    out += ["", f"Crossover (analytic, as in the verdict): {_crossover(res.crossover_analytic)}."]
     if res.simulated_gain is not None:
         out.append(f"Crossover (simulated): {_crossover(res.crossover_simulated)}.")
     curves = [("analytic", res.analytic_gain)]
     if res.simulated_gain is not None:
         curves.append(("simulated", res.simulated_gain))
-    finite = [g for _, c in curves for g in c if math.isfinite(g)]
+    # Lengths where a curve has neither mode meeting the SLO are left out: a gap, not a zero.
+    shown = [
+        i for i in range(len(res.prompt_tokens)) if all(not math.isnan(c[i]) for _, c in curves)
+    ]
+    gaps = [res.prompt_tokens[i] for i in range(len(res.prompt_tokens)) if i not in shown]
+    finite = [c[i] for _, c in curves for i in shown if math.isfinite(c[i])]
     top = max([*finite, 1.0]) * 1.2
-    out += ["", "```mermaid", "xychart-beta"]
-    out.append(f'    title "Disaggregated / colocated goodput per GPU ({res.workload})"')
-    out.append(f'    x-axis "prompt tokens (p50)" [{", ".join(str(p) for p in res.prompt_tokens)}]')
-    out.append(f'    y-axis "gain" 0 --> {top:.2f}')
-    for _, curve in curves:
-        # Where colocated meets no SLO the gain is unbounded: drawn at the top of the axis.
-        values = [min(g, top) if not math.isnan(g) else 0.0 for g in curve]
-        out.append(f"    line [{', '.join(f'{v:.3f}' for v in values)}]")
-    out.append("```")
-    legend = "first line: analytic" + (", second: simulated" if len(curves) > 1 else "")
-    out += [f"({legend}; gain 1 is the break-even line.)", ""]
+    if shown:
+        labels = [_chart_label(res.prompt_tokens[i], [c[i] for _, c in curves]) for i in shown]
+        out += ["", "```mermaid", "xychart-beta"]
+        out.append(f'    title "Disaggregated / colocated goodput per GPU ({res.workload})"')
+        out.append(f'    x-axis "prompt tokens (p50)" [{", ".join(labels)}]')
+        out.append(f'    y-axis "gain" 0 --> {top:.2f}')
+        for _, curve in curves:
+            # Where only the split meets the SLO the gain is unbounded: drawn at the top.
+            values = [min(curve[i], top) for i in shown]
+            out.append(f"    line [{', '.join(f'{v:.3f}' for v in values)}]")
+        out.append("```")
+        legend = "first line: analytic" + (", second: simulated" if len(curves) > 1 else "")
+        notes = [f"{legend}; gain 1 is the break-even line"]
+        if any(math.isinf(c[i]) for _, c in curves for i in shown):
+            notes.append('"split only": only disaggregation meets the SLO, drawn at the top')
+        if any(c[i] == 0 for _, c in curves for i in shown):
+            notes.append('"colocated only": only colocation meets the SLO, drawn at 0')
+        out += [f"({'; '.join(notes)}.)", ""]
+    if gaps:
+        listed = ", ".join(f"{p:,}" for p in gaps)
+        out += [
+            f"Neither mode meets the SLO at {listed} prompt tokens (left out of the chart).",
+            "",
+        ]
     return "\n".join(out)
+
+
+def _chart_label(prompt_tokens: int, gains: list[float]) -> str:
+    """An x-axis category: the length, marked where only one mode meets the SLO."""
+    label = str(prompt_tokens)
+    if any(math.isinf(g) for g in gains):
+        label += " split only"
+    elif any(g == 0 for g in gains):
+        label += " colocated only"
+    return f'"{label}"'
 
 
 def require_matplotlib() -> None:
@@ -223,9 +281,12 @@ def write_plot(res: SweepResult, path: Path) -> None:
     import matplotlib.pyplot as plt
 
     fig, ax = plt.subplots(figsize=(7, 4.2))
+    finite = [g for g in res.analytic_gain + (res.simulated_gain or []) if math.isfinite(g)]
+    top = max([*finite, 1.0]) * 1.15
     ax.plot(res.prompt_tokens, _plottable(res.analytic_gain), "o-", label="analytic (calculator)")
     if res.simulated_gain is not None:
         ax.plot(res.prompt_tokens, _plottable(res.simulated_gain), "s--", label="simulated")
+    _mark_regions(ax, res.prompt_tokens, res.analytic_gain, top)
     ax.axhline(1.0, color="grey", lw=0.8)
     for x, name in ((res.crossover_analytic, "analytic"), (res.crossover_simulated, "simulated")):
         if x is not None:
@@ -238,10 +299,11 @@ def write_plot(res: SweepResult, path: Path) -> None:
                 textcoords="offset points",
             )
     ax.set_xscale("log", base=2)
+    ax.set_ylim(bottom=0, top=top * 1.05)
     ax.set_xlabel("prompt tokens (p50)")
     ax.set_ylabel("goodput per GPU, disaggregated / colocated")
     ax.set_title(res.workload)
-    ax.legend()
+    ax.legend(fontsize=8)
     fig.tight_layout()
     path.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(path, dpi=120)
@@ -249,5 +311,26 @@ def write_plot(res: SweepResult, path: Path) -> None:
 
 
 def _plottable(gains: list[float]) -> list[float]:
-    """Unbounded gains (colocated meets no SLO) are left out of the line rather than drawn."""
-    return [g if math.isfinite(g) else float("nan") for g in gains]
+    """Gains a line can carry: where one mode or neither meets the SLO the line breaks (the
+    regions are marked by `_mark_regions` instead)."""
+    return [g if math.isfinite(g) and g > 0 else float("nan") for g in gains]
+
+
+def _mark_regions(ax, prompts: list[int], gains: list[float], top: float) -> None:
+    """Shade the lengths where only one mode, or neither, meets the SLO, with a legend entry."""
+    kinds = (
+        ("only disaggregation meets the SLO", lambda g: math.isinf(g), "tab:green"),
+        ("only colocation meets the SLO", lambda g: g == 0, "tab:orange"),
+        ("neither meets the SLO", lambda g: math.isnan(g), "lightgrey"),
+    )
+    for label, test, color in kinds:
+        first = True
+        for i, g in enumerate(gains):
+            if not test(g):
+                continue
+            lo = math.sqrt(prompts[i - 1] * prompts[i]) if i > 0 else prompts[i] / 1.2
+            hi = (
+                math.sqrt(prompts[i] * prompts[i + 1]) if i + 1 < len(prompts) else prompts[i] * 1.2
+            )
+            ax.axvspan(lo, hi, color=color, alpha=0.25, lw=0, label=label if first else None)
+            first = False

@@ -7,6 +7,10 @@ timestamps as ISO date-times (2023: naive, 2024: with +00:00) or plain seconds. 
 a block seen before is a prefix-cache hit (an infinite, shared cache, as Mooncake's store).
 
 Every error names the file and line and says what would be valid; the CLI exits with code 2.
+Input is bounded: the file is a regular file of at most `TRACE_MAX_BYTES` (the CLI's
+`--max-trace-mb` raises it), a line at most `MAX_LINE_CHARS`, timestamps finite and within
+`MAX_TIMESTAMP_S`, token counts at most `MAX_TOKENS`, `hash_ids` a flat list of at most
+`MAX_HASH_IDS` integers or strings; values are quoted only as short escaped excerpts.
 """
 
 from __future__ import annotations
@@ -21,7 +25,13 @@ from pathlib import Path
 
 import numpy as np
 
-from disagg_decider.errors import UserError
+from disagg_decider.errors import UserError, excerpt
+from disagg_decider.userfiles import TRACE_MAX_BYTES, read_text
+from disagg_decider.workload import MAX_TOKENS
+
+MAX_LINE_CHARS = 65_536
+MAX_TIMESTAMP_S = 1e11  # year ~5100 as a Unix time; far beyond any trace
+MAX_HASH_IDS = 20_000  # 10M tokens / 512-token blocks
 
 AZURE_COLUMNS = ("TIMESTAMP", "ContextTokens", "GeneratedTokens")
 MOONCAKE_FIELDS = ("timestamp", "input_length", "output_length")
@@ -42,16 +52,18 @@ class Trace:
         return int(self.arrival_ms.shape[0])
 
 
-def load(path: Path) -> Trace:
-    if path.is_dir():
-        raise UserError(f"{path}: is a directory; give a trace file (Azure CSV or Mooncake JSONL)")
-    if not path.is_file():
-        raise UserError(f"{path}: no such trace file (Azure CSV or Mooncake JSONL)")
-    with path.open("r", encoding="utf-8", errors="replace") as fh:
-        text = fh.read()
+def load(path: Path, max_bytes: int = TRACE_MAX_BYTES) -> Trace:
+    what = "a trace file (Azure CSV or Mooncake JSONL)"
+    text = read_text(path, what=what, max_bytes=max_bytes)
     first = next((line.strip() for line in text.splitlines() if line.strip()), "")
     if not first:
         raise UserError(f"{path}: the trace is empty")
+    for line_no, line in enumerate(text.splitlines(), start=1):
+        if len(line) > MAX_LINE_CHARS:
+            raise UserError(
+                f"{path} line {line_no}: {len(line):,} characters; a trace line has at most "
+                f"{MAX_LINE_CHARS:,}"
+            )
     if path.suffix.lower() in (".jsonl", ".json") or first.startswith("{"):
         return _mooncake(text, str(path))
     return _azure(text, str(path))
@@ -61,6 +73,13 @@ def load(path: Path) -> Trace:
 
 
 def _azure(text: str, source: str) -> Trace:
+    try:
+        return _azure_rows(text, source)
+    except csv.Error as exc:
+        raise UserError(f"{source}: not a readable CSV ({exc})") from None
+
+
+def _azure_rows(text: str, source: str) -> Trace:
     rows = csv.reader(text.splitlines())
     header = next(rows)
     names = {name.strip().lower(): i for i, name in enumerate(header)}
@@ -78,7 +97,7 @@ def _azure(text: str, source: str) -> Trace:
         if len(row) <= max(it, ip, io):
             raise UserError(
                 f"{source} line {line_no}: {len(row)} field(s), expected {len(header)} "
-                f"({','.join(header)})"
+                f"({excerpt(','.join(header))})"
             )
         times.append(_azure_time(row[it], source, line_no))
         prompts.append(_tokens(row[ip], "ContextTokens", source, line_no))
@@ -91,16 +110,27 @@ def _azure_time(cell: str, source: str, line_no: int) -> float:
     """Seconds: an ISO date-time (Azure writes 7 fractional digits) or a plain number."""
     value = cell.strip()
     try:
-        return float(value)
+        seconds = float(value)
     except ValueError:
-        pass
+        seconds = None
+    if seconds is not None:
+        return _timestamp(seconds, value, "TIMESTAMP", source, line_no)
     try:
-        return datetime.fromisoformat(_SUBMICRO.sub(r"\1", value)).timestamp()
-    except ValueError:
+        return datetime.fromisoformat(_SUBMICRO.sub(r"\1", value[:64])).timestamp()
+    except (ValueError, OverflowError, OSError):
         raise UserError(
-            f"{source} line {line_no}: TIMESTAMP {value!r} is neither a date-time "
+            f"{source} line {line_no}: TIMESTAMP {excerpt(value)} is neither a date-time "
             "(2023-11-16 18:15:46.680590) nor a number of seconds"
         ) from None
+
+
+def _timestamp(seconds: float, raw, field: str, source: str, line_no: int) -> float:
+    if not math.isfinite(seconds) or abs(seconds) > MAX_TIMESTAMP_S:
+        raise UserError(
+            f"{source} line {line_no}: {field} {excerpt(raw)} is not a time within "
+            f"{MAX_TIMESTAMP_S:g} s of the epoch"
+        )
+    return seconds
 
 
 # --- Mooncake JSONL ----------------------------------------------------------------------------
@@ -112,10 +142,7 @@ def _mooncake(text: str, source: str) -> Trace:
     for line_no, line in enumerate(text.splitlines(), start=1):
         if not line.strip():
             continue
-        try:
-            record = json.loads(line)
-        except json.JSONDecodeError as exc:
-            raise UserError(f"{source} line {line_no}: not valid JSON ({exc.msg})") from None
+        record = _json_line(line, source, line_no)
         if not isinstance(record, dict):
             raise UserError(f"{source} line {line_no}: expected a JSON object per line")
         missing = [f for f in MOONCAKE_FIELDS if f not in record]
@@ -124,26 +151,74 @@ def _mooncake(text: str, source: str) -> Trace:
                 f"{source} line {line_no}: missing field(s) {', '.join(missing)}; each line of a "
                 f"Mooncake trace needs {', '.join(MOONCAKE_FIELDS)} (timestamp in ms)"
             )
-        times.append(_number(record["timestamp"], "timestamp", source, line_no) / 1e3)
+        ms = _number(record["timestamp"], "timestamp", source, line_no)
+        times.append(_timestamp(ms / 1e3, record["timestamp"], "timestamp", source, line_no))
         prompt = _tokens(record["input_length"], "input_length", source, line_no)
         prompts.append(prompt)
         outputs.append(_tokens(record["output_length"], "output_length", source, line_no))
-        cached.append(_prefix_hit(record.get("hash_ids"), prompt, seen_blocks))
+        hashes = _hash_ids(record.get("hash_ids"), source, line_no)
+        cached.append(_prefix_hit(hashes, prompt, seen_blocks))
         _check_order(times, source, line_no)
     return _build(source, "mooncake", times, prompts, outputs, cached)
 
 
+def _json_line(line: str, source: str, line_no: int):
+    """One JSON object; nesting is capped before parsing (deep arrays are a RecursionError)."""
+    depth = deepest = 0
+    for ch in line:
+        if ch in "[{":
+            depth += 1
+            deepest = max(deepest, depth)
+        elif ch in "]}":
+            depth -= 1
+    if deepest > 8:
+        raise UserError(f"{source} line {line_no}: JSON nested {deepest} levels; at most 8")
+
+    def no_constant(name: str):
+        raise ValueError(name)
+
+    try:
+        return json.loads(line, parse_constant=no_constant)
+    except json.JSONDecodeError as exc:
+        raise UserError(f"{source} line {line_no}: not valid JSON ({exc.msg})") from None
+    except (ValueError, RecursionError) as exc:
+        raise UserError(
+            f"{source} line {line_no}: unsupported JSON value {excerpt(str(exc))} (NaN and "
+            "Infinity are not numbers)"
+        ) from None
+
+
+def _hash_ids(value, source: str, line_no: int) -> list | None:
+    if value is None:
+        return None
+    if not isinstance(value, list) or len(value) > MAX_HASH_IDS:
+        raise UserError(
+            f"{source} line {line_no}: hash_ids must be a list of at most {MAX_HASH_IDS:,} "
+            f"block hashes, got {excerpt(value)}"
+        )
+    for h in value:
+        if (
+            isinstance(h, bool)
+            or not isinstance(h, int | str)
+            or (isinstance(h, str) and len(h) > 256)
+        ):
+            raise UserError(
+                f"{source} line {line_no}: hash_ids holds {excerpt(h)}; each block hash is an "
+                "integer or a short string"
+            )
+    return value
+
+
 def _prefix_hit(hashes, prompt: int, seen: set) -> int:
     """Tokens of the leading blocks some earlier request already computed."""
-    if not isinstance(hashes, list):
+    if not hashes:
         return 0
     hit = 0
     for h in hashes:
-        key = h if isinstance(h, int | str) else repr(h)
-        if key not in seen:
+        if h not in seen:
             break
         hit += 1
-    seen.update(h if isinstance(h, int | str) else repr(h) for h in hashes)
+    seen.update(hashes)
     return min(hit * MOONCAKE_BLOCK_TOKENS, max(prompt - 1, 0))
 
 
@@ -156,16 +231,19 @@ def _number(value, field: str, source: str, line_no: int) -> float:
     except (TypeError, ValueError):
         x = math.nan
     if isinstance(value, bool) or not math.isfinite(x):
-        raise UserError(f"{source} line {line_no}: {field} {value!r} is not a number")
+        raise UserError(f"{source} line {line_no}: {field} {excerpt(value)} is not a number")
     return x
 
 
 def _tokens(value, field: str, source: str, line_no: int) -> int:
     x = _number(value.strip() if isinstance(value, str) else value, field, source, line_no)
     if x != int(x):
-        raise UserError(f"{source} line {line_no}: {field} {value!r} is not a whole number")
-    if x < 0:
-        raise UserError(f"{source} line {line_no}: {field} is {int(x)}; token counts must be >= 0")
+        raise UserError(f"{source} line {line_no}: {field} {excerpt(value)} is not a whole number")
+    if x < 0 or x > MAX_TOKENS:
+        raise UserError(
+            f"{source} line {line_no}: {field} is {x:g}; token counts are between 0 "
+            f"and {MAX_TOKENS:,}"
+        )
     return int(x)
 
 

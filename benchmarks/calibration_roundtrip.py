@@ -1,0 +1,98 @@
+"""Round trip: calibrate on half of a simulated sweep, predict the other half.
+
+The sweep is run by the discrete-event simulator (`sim/colocated.py`, Poisson arrivals, prompt
+and output lengths uniform on [0.8 L, L] as `vllm bench serve --dataset-name random` draws them)
+with efficiency constants chosen here, written as `vllm bench serve --save-result --save-detailed`
+files, and read back through `decide calibrate`'s reader. Even-numbered runs are the calibration
+half, odd-numbered ones are predicted with the fitted constants and, for contrast, with the
+shipped defaults.
+
+    PYTHONPATH=skill python benchmarks/calibration_roundtrip.py [--requests 400]
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from disagg_decider import catalog
+from disagg_decider.calibrate import fit, readers, synthetic
+from disagg_decider.workload import Efficiency
+
+TRUE = Efficiency(prefill_mfu=0.55, decode_mbu=0.62, step_overhead_ms=2.5)
+# (prompt tokens, output tokens, request rate): four lengths, three loads each, interleaved so
+# each half spans every length and load.
+SWEEP = [
+    (512, 256, 3), (512, 256, 8), (512, 256, 14),
+    (1024, 256, 2), (1024, 256, 6), (1024, 256, 10),
+    (2048, 256, 1), (2048, 256, 3), (2048, 256, 5),
+    (4096, 256, 0.5), (4096, 256, 1.5), (4096, 256, 2.5),
+]  # fmt: skip
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--requests", type=int, default=400, help="requests per run")
+    args = parser.parse_args()
+    model, gpu = catalog.get_model("llama-3.1-8b"), catalog.get_gpu("h100")
+    target = fit.Target(model, gpu, "vllm", 1, "bf16", "bf16", 8192, 256)
+    engine = target.engine_with(TRUE)
+    start = time.perf_counter()
+    with tempfile.TemporaryDirectory() as tmp:
+        paths = []
+        for i, (p, o, rate) in enumerate(SWEEP):
+            run = synthetic.simulate_run(
+                engine, rate, p, o, requests=args.requests, range_ratio=0.8, seed=i
+            )
+            paths.append(Path(tmp) / f"run{i:02d}.json")
+            paths[-1].write_text(synthetic.vllm_json(run, detailed=True))
+        runs, _ = readers.read_results(paths)
+    calib, held_out = runs[0::2], runs[1::2]
+    result = fit.fit(calib, target)
+    predicted = fit.predict_runs(target, result.efficiency, held_out)
+    default = fit.predict_runs(target, Efficiency(), held_out)
+    seconds = time.perf_counter() - start
+
+    print("Calibration round trip (simulated sweep, llama-3.1-8b on 1 x h100, vLLM-style runs)")
+    script = "benchmarks/calibration_roundtrip.py"
+    print(f"  command: PYTHONPATH=skill python {script} --requests {args.requests}")
+    halves = f"calibrate on {len(calib)}, predict {len(held_out)}"
+    print(f"  {len(SWEEP)} runs of {args.requests} requests; {halves}")
+    print("  constants       simulated with   fitted on half")
+    for name in fit.FITTED:
+        fitted = result.fitted.get(name, float("nan"))
+        se = result.uncertainty.get(name, float("nan"))
+        print(f"  {name:<17} {getattr(TRUE, name):>10.3f} {fitted:>16.3f}  (+/-{se:.1%})")
+    for w in result.warnings:
+        print(f"  warning: {w}")
+    print()
+    print("  held-out half: |predicted / measured - 1|")
+    print("  metric                calibrated median / worst   defaults median / worst")
+    for metric in ("ttft_ms", "tpot_ms", "all"):
+        cal = _errors(predicted, metric)
+        base = _errors(default, metric)
+        print(f"  {metric:<21} {_fmt(cal):>26}   {_fmt(base):>24}")
+    print(f"  ({seconds:.1f} s)")
+    return 0
+
+
+def _errors(residuals: list[fit.Residual], metric: str) -> list[float]:
+    return [
+        abs(r.error) if r.error is not None else float("inf")
+        for r in residuals
+        if metric == "all" or r.metric == metric
+    ]
+
+
+def _fmt(errors: list[float]) -> str:
+    if not errors:
+        return "-"
+    return f"{statistics.median(errors):.1%} / {max(errors):.1%}"
+
+
+if __name__ == "__main__":
+    sys.exit(main())

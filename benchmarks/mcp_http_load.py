@@ -1,0 +1,211 @@
+"""Load on the hardened HTTP transport: do malformed calls slow down everyone else?
+
+Run from the repository root (loopback only; bounded: 50 clients x 20 calls per run, 300 s cap):
+
+    python benchmarks/mcp_http_load.py [--clients 50] [--calls 20] [--malformed 0.10]
+
+Starts `decide mcp --transport http` on 127.0.0.1 (a free port) in a subprocess, then makes two
+runs of CLIENTS concurrent MCP sessions x CALLS tool calls each:
+  1. every call well-formed;
+  2. the same, with a share MALFORMED of calls replaced by hostile ones (a p99 of 1e308,
+     a boolean rate, a 500 KB name, 40-deep nested overrides, a 10,000-item list, an unknown
+     rule id of 100 KB), each of which must come back as an error.
+Good calls are `estimate_kv_transfer` (llama-3.3-70b, 8K prompt, ib-ndr-400, h200: the
+calculator, no search) and, with --good decide, `decide_disaggregation` on the RAG example.
+Reports p50/p99 latency of the good calls in each run, counts of errors (good calls that
+failed, malformed calls that did not), and whether run 2's good-call p99 is within 2x of
+run 1's. Exit status 1 if it is not or if any call was answered wrongly.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import random
+import socket
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import anyio
+import yaml
+
+ROOT = Path(__file__).resolve().parents[1]
+RAG = ROOT / "examples" / "rag-8k-h200-rdma-dynamo.yaml"
+MAX_RUN_S = 300
+
+
+def good_call(kind: str, workload: dict) -> tuple[str, dict]:
+    if kind == "decide":
+        return "decide_disaggregation", {"workload": workload}
+    return "estimate_kv_transfer", {
+        "model": "llama-3.3-70b",
+        "prompt_tokens": 8192,
+        "link": "ib-ndr-400",
+        "gpu": "h200",
+        "kv_dtype": "fp8",
+    }
+
+
+def malformed_calls(workload: dict) -> list[tuple[str, dict]]:
+    def edited(**changes) -> dict:
+        w = yaml.safe_load(yaml.safe_dump(workload))
+        for dotted, value in changes.items():
+            *parents, leaf = dotted.split(".")
+            node = w
+            for p in parents:
+                node = node[p]
+            node[leaf] = value
+        return w
+
+    deep: dict = {}
+    node = deep
+    for _ in range(40):
+        node["x"] = {}
+        node = node["x"]
+    return [
+        ("decide_disaggregation", {"workload": edited(**{"traffic.prompt_tokens.p99": 1e308})}),
+        ("decide_disaggregation", {"workload": edited(**{"traffic.requests_per_second": True})}),
+        ("decide_disaggregation", {"workload": edited(name="n" * 500_000)}),
+        ("decide_disaggregation", {"workload": edited(overrides=deep)}),
+        (
+            "decide_disaggregation",
+            {"workload": edited(efficiency={"chunk_tokens": list(range(1, 10_001))})},
+        ),
+        ("explain_rule", {"rule_id": "R" * 100_000}),
+    ]
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def start_server(port: int) -> subprocess.Popen:
+    env = {**os.environ, "PYTHONPATH": str(ROOT / "skill")}
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "disagg_decider", "mcp", "-t", "http", "--port", str(port)],
+        env=env,
+        cwd=ROOT,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        try:
+            with socket.create_connection(("127.0.0.1", port), timeout=0.2):
+                return proc
+        except OSError:
+            time.sleep(0.1)
+    proc.kill()
+    raise SystemExit("the server did not start")
+
+
+async def one_run(
+    url: str, clients: int, calls: int, share: float, good: tuple, bad: list, seed: int
+) -> dict:
+    from mcp import Client
+
+    rng = random.Random(seed)
+    plan = [[rng.random() < share for _ in range(calls)] for _ in range(clients)]
+    good_ms: list[float] = []
+    bad_ms: list[float] = []
+    wrong = {"good_failed": 0, "malformed_accepted": 0, "transport_errors": 0}
+
+    async def client_task(flags: list[bool]) -> None:
+        try:
+            async with Client(url) as client:
+                for is_bad in flags:
+                    name, args = rng.choice(bad) if is_bad else good
+                    start = time.perf_counter()
+                    result = await client.call_tool(name, args)
+                    elapsed = (time.perf_counter() - start) * 1e3
+                    (bad_ms if is_bad else good_ms).append(elapsed)
+                    if is_bad and not result.is_error:
+                        wrong["malformed_accepted"] += 1
+                    if not is_bad and result.is_error:
+                        wrong["good_failed"] += 1
+        except Exception as exc:  # a refused connection or a protocol error counts, not aborts
+            wrong["transport_errors"] += 1
+            print(f"  client error: {type(exc).__name__}: {str(exc)[:120]}", file=sys.stderr)
+
+    start = time.perf_counter()
+    with anyio.fail_after(MAX_RUN_S):
+        async with anyio.create_task_group() as tg:
+            for flags in plan:
+                tg.start_soon(client_task, flags)
+    return {
+        "wall_s": time.perf_counter() - start,
+        "good_ms": good_ms,
+        "bad_ms": bad_ms,
+        **wrong,
+    }
+
+
+def pct(samples: list[float], q: float) -> float:
+    ordered = sorted(samples)
+    return ordered[min(len(ordered) - 1, round(q * (len(ordered) - 1)))] if ordered else 0.0
+
+
+def report(label: str, run: dict) -> str:
+    g, b = run["good_ms"], run["bad_ms"]
+    line = (
+        f"{label:<22} good calls n={len(g):4d}  p50 {pct(g, 0.5):7.1f} ms  p99 "
+        f"{pct(g, 0.99):7.1f} ms"
+    )
+    if b:
+        line += f" | malformed n={len(b):3d}  p50 {pct(b, 0.5):6.1f} ms  p99 {pct(b, 0.99):6.1f} ms"
+    line += (
+        f" | wall {run['wall_s']:.1f} s; errors: good failed {run['good_failed']}, malformed "
+        f"accepted {run['malformed_accepted']}, transport {run['transport_errors']}"
+    )
+    return line
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--clients", type=int, default=50)
+    parser.add_argument("--calls", type=int, default=20)
+    parser.add_argument("--malformed", type=float, default=0.10)
+    parser.add_argument("--good", choices=["kv", "decide"], default="kv")
+    parser.add_argument("--seed", type=int, default=1)
+    args = parser.parse_args()
+    if not (1 <= args.clients <= 200 and 1 <= args.calls <= 100 and 0 <= args.malformed < 1):
+        raise SystemExit("bounded: 1-200 clients, 1-100 calls, malformed share in [0, 1)")
+    workload = yaml.safe_load(RAG.read_text())
+    good = good_call(args.good, workload)
+    bad = malformed_calls(workload)
+    port = free_port()
+    proc = start_server(port)
+    url = f"http://127.0.0.1:{port}/mcp"
+    try:
+        clean = anyio.run(one_run, url, args.clients, args.calls, 0.0, good, bad, args.seed)
+        mixed = anyio.run(
+            one_run, url, args.clients, args.calls, args.malformed, good, bad, args.seed
+        )
+    finally:
+        proc.terminate()
+        proc.wait(timeout=10)
+    print(
+        f"{args.clients} clients x {args.calls} calls on {url}; good call: {good[0]}; "
+        f"python {sys.version.split()[0]}, {os.cpu_count()} CPUs"
+    )
+    print(report("all well-formed", clean))
+    print(report(f"{args.malformed:.0%} malformed", mixed))
+    ratio = pct(mixed["good_ms"], 0.99) / max(pct(clean["good_ms"], 0.99), 1e-9)
+    ok = ratio <= 2.0 and all(
+        run[k] == 0 for run in (clean, mixed) for k in ("good_failed", "malformed_accepted")
+    )
+    ok = ok and clean["transport_errors"] == 0 and mixed["transport_errors"] == 0
+    verdict = "ok" if ok else "FAIL"
+    print(f"good-call p99 with malformed / without: {ratio:.2f}x (limit 2x) -> {verdict}")
+    both = statistics.median(clean["good_ms"] + mixed["good_ms"])
+    print(f"median of good calls, both runs: {both:.1f} ms")
+    return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,147 @@
+"""`decide batch`: many workload files at once, through `decide.decide_many`."""
+
+from __future__ import annotations
+
+import json
+from enum import StrEnum
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from disagg_decider.cli_common import out, parse_sets, plain_text, write_output
+from disagg_decider.errors import UserError
+from disagg_decider.verdict import Verdict
+from disagg_decider.verdict_text import gain_text
+
+
+class BatchFormat(StrEnum):
+    table = "table"
+    jsonl = "jsonl"
+    json = "json"
+
+
+def batch_command(
+    paths: Annotated[
+        list[Path],
+        typer.Argument(metavar="FILE_OR_DIR", help="Workload files, or folders of *.yaml."),
+    ],
+    fmt: Annotated[
+        BatchFormat,
+        typer.Option(
+            "--format", "-f", help="table (default), jsonl (one verdict per line) or json."
+        ),
+    ] = BatchFormat.table,
+    out_file: Annotated[
+        Path | None, typer.Option("--out", "-o", help="Write to this file instead of stdout.")
+    ] = None,
+    force: Annotated[bool, typer.Option("--force", help="Overwrite --out if it exists.")] = False,
+    sets: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--set", metavar="PARAM=VALUE", help="Override a rule parameter for every workload."
+        ),
+    ] = None,
+    rules: Annotated[
+        list[Path] | None,
+        typer.Option("--rules", metavar="FILE", help="Extra rule file, as for `decide`."),
+    ] = None,
+    calibration: Annotated[
+        Path | None,
+        typer.Option(
+            "--calibration",
+            metavar="FILE",
+            help="Calibration file for every workload (replaces their own calibration:).",
+        ),
+    ] = None,
+) -> None:
+    """Decide many workloads at once: the fast path for sweeps and scripts.
+
+    Workloads that share a model, GPU and engine are searched together, so hundreds of
+    verdicts take about a second. Each verdict equals `decide --workload FILE --format json`.
+    Every file is read and checked before anything is computed.
+
+    \b
+    Examples:
+      decide batch examples/
+      decide batch sweep/*.yaml --format jsonl > verdicts.jsonl
+    """
+    from disagg_decider.decide import decide_many
+    from disagg_decider.workload import load_workload
+
+    files = _workload_files(paths)
+    workloads = [load_workload(f) for f in files]
+    verdicts = decide_many(
+        workloads,
+        base_dir=[f.parent for f in files],
+        rule_files=rules or [],
+        overrides=parse_sets(sets or []),
+        calibration=calibration,
+    )
+    if fmt is BatchFormat.json:
+        items = [
+            {"file": str(f), **v.model_dump(mode="json")}
+            for f, v in zip(files, verdicts, strict=True)
+        ]
+        write_output(json.dumps(items, indent=2, allow_nan=False), out_file, force)
+    elif fmt is BatchFormat.jsonl:
+        lines = [
+            json.dumps({"file": str(f), **v.model_dump(mode="json")}, allow_nan=False)
+            for f, v in zip(files, verdicts, strict=True)
+        ]
+        write_output("\n".join(lines), out_file, force)
+    elif out_file is None:
+        out().print(_batch_table(files, verdicts))
+    else:
+        table = _batch_table(files, verdicts)
+        write_output(plain_text(lambda console: console.print(table), 140), out_file, force)
+
+
+def _compact_split(d) -> str:
+    if not d.feasible:
+        return "-"
+    return f"{d.prefill_replicas}x{d.prefill_layout} + {d.decode_replicas}x{d.decode_layout}"
+
+
+def _workload_files(paths: list[Path]) -> list[Path]:
+    """The files named, with folders expanded to their *.yaml and *.yml files, sorted."""
+    files: list[Path] = []
+    for path in paths:
+        if path.is_dir():
+            found = sorted([*path.glob("*.yaml"), *path.glob("*.yml")])
+            if not found:
+                raise UserError(f"{path}: folder has no *.yaml or *.yml workload files")
+            files.extend(found)
+        else:
+            files.append(path)
+    return files
+
+
+def _batch_table(files: list[Path], verdicts: list[Verdict]):
+    from rich import box
+    from rich.table import Table
+
+    from disagg_decider.render.text import terminal_text
+
+    table = Table(title=f"{len(verdicts)} workloads", title_justify="left")
+    table.box = box.SIMPLE_HEAD
+    table.pad_edge = False
+    table.add_column("workload", overflow="fold", ratio=1)
+    table.add_column("decision", no_wrap=True)
+    for col in ("gain", "colocated", "P + D", "crossover"):
+        table.add_column(col, justify="right", no_wrap=True)
+    if any(not v.feasible for v in verdicts):
+        table.caption = "* the chosen layout meets no target: see its `limits`"
+        table.caption_justify = "left"
+    for f, v in zip(files, verdicts, strict=True):
+        c, d = v.colocated, v.disaggregated
+        crossover = v.metrics.crossover_prompt_tokens
+        table.add_row(
+            terminal_text(f.stem),
+            v.decision if v.feasible else f"{v.decision}*",
+            gain_text(v.metrics.gain),
+            f"{c.replicas}x{c.layout}" if c.feasible else "-",
+            _compact_split(d),
+            f"{crossover:,}" if crossover else "-",
+        )
+    return table

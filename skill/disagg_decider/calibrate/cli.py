@@ -1,0 +1,137 @@
+"""`decide calibrate`: benchmark results in, a calibration file out."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from disagg_decider import catalog
+from disagg_decider.errors import UserError
+
+
+def calibrate_command(
+    results: Annotated[
+        list[Path],
+        typer.Argument(
+            metavar="RESULTS",
+            help="vllm bench serve --save-result JSON, AIPerf/GenAI-Perf profile export JSON or "
+            "SGLang bench_serving JSONL files (format detected from their keys).",
+        ),
+    ],
+    model: Annotated[
+        str, typer.Option("--model", help="Catalog model id (decide catalog models).")
+    ],
+    gpu: Annotated[str, typer.Option("--gpu", help="Catalog GPU id (decide catalog gpus).")],
+    engine: Annotated[str, typer.Option("--engine", help="vllm, sglang or trtllm.")] = "vllm",
+    tp: Annotated[int, typer.Option("--tp", min=1, help="Tensor-parallel degree of the runs.")] = 1,
+    weights_dtype: Annotated[
+        str, typer.Option("--weights-dtype", help="bf16, fp8 or fp4.")
+    ] = "bf16",
+    chunk_tokens: Annotated[
+        int, typer.Option("--chunk-tokens", min=1, help="max_num_batched_tokens of the server.")
+    ] = 8192,
+    max_batch: Annotated[
+        int, typer.Option("--max-batch", min=1, help="max_num_seqs of the server.")
+    ] = 256,
+    out_file: Annotated[
+        Path | None, typer.Option("--out", "-o", help="Calibration file to write (YAML).")
+    ] = None,
+    force: Annotated[bool, typer.Option("--force", help="Overwrite --out if it exists.")] = False,
+    as_json: Annotated[bool, typer.Option("--json", help="Print the fit as JSON.")] = False,
+) -> None:
+    """Fit prefill MFU, decode MBU and the per-step overhead to your own benchmark runs.
+
+    The fit compares the calculator's prediction of each run (mean TTFT, TPOT/ITL and output
+    throughput at the run's request rate or concurrency, queueing included) with what was
+    measured, and writes the constants, the files they came from (with SHA-256) and every
+    residual. Fits from one load point or one prompt length say so.
+
+    \b
+    Example:
+      decide calibrate runs/*.json --model llama-3.1-8b --gpu h100 --engine vllm --tp 1 \\
+          --out calibration.yaml
+      decide --workload w.yaml --calibration calibration.yaml
+    """
+    from disagg_decider.calibrate.build import calibrate
+
+    if engine not in ("vllm", "sglang", "trtllm"):
+        raise UserError(f"--engine {engine!r}: valid: vllm, sglang, trtllm")
+    if weights_dtype not in ("bf16", "fp8", "fp4"):
+        raise UserError(f"--weights-dtype {weights_dtype!r}: valid: bf16, fp8, fp4")
+    if out_file is not None and out_file.exists() and not force:
+        raise UserError(f"{out_file}: already exists; pass --force to overwrite it")
+    cal = calibrate(
+        results,
+        model=catalog.get_model(model),
+        gpu=catalog.get_gpu(gpu),
+        engine=engine,
+        tp=tp,
+        weights_dtype=weights_dtype,
+        chunk_tokens=chunk_tokens,
+        max_batch=max_batch,
+    )
+    if out_file is not None:
+        from disagg_decider.calibrate.file import dump_calibration
+
+        try:
+            out_file.parent.mkdir(parents=True, exist_ok=True)
+            out_file.write_text(dump_calibration(cal), encoding="utf-8")
+        except OSError as exc:
+            raise UserError(f"--out {out_file}: cannot write ({exc.strerror})") from None
+    if as_json:
+        sys.stdout.write(json.dumps(cal.model_dump(mode="json"), indent=2) + "\n")
+    else:
+        print_calibration(cal, out_file)
+
+
+def print_calibration(cal, out_file: Path | None) -> None:
+    from rich.console import Console
+    from rich.table import Table
+
+    console = Console()
+    for e in cal.entries:
+        console.print(f"[bold]calibration[/] {e.label()}", highlight=False)
+        fitted = ", ".join(
+            f"{k} {getattr(e.efficiency, k):.3g}"
+            + (f" (+/-{e.uncertainty[k]:.0%})" if k in e.uncertainty else "")
+            for k in e.fitted
+        )
+        console.print(f"fitted: {fitted}; residual error {e.error_text()}", highlight=False)
+        for name, why in e.held.items():
+            console.print(f"held: {name} ({why})", highlight=False)
+        table = Table(title="measured vs predicted", title_justify="left")
+        for col in (
+            "file",
+            "run",
+            "load",
+            "prompt",
+            "output",
+            "metric",
+            "measured",
+            "predicted",
+            "error",
+        ):
+            table.add_column(
+                col, justify="left" if col in ("file", "run", "load", "metric") else "right"
+            )
+        for p in e.points:
+            table.add_row(
+                p.file,
+                p.run,
+                p.load,
+                f"{p.prompt_tokens:.0f}",
+                f"{p.output_tokens:.0f}",
+                f"{p.metric} ({p.statistic})",
+                f"{p.measured:.4g}",
+                "-" if p.predicted is None else f"{p.predicted:.4g}",
+                "-" if p.error is None else f"{p.error:+.1%}",
+            )
+        console.print(table)
+        for w in e.warnings:
+            console.print(f"[yellow]warning:[/] {w}", highlight=False)
+    if out_file is not None:
+        Console(stderr=True).print(f"wrote {out_file}")

@@ -1,0 +1,332 @@
+"""Fit the calculator's efficiency constants to measured runs (numpy only).
+
+The constants: prefill MFU (what prompts reach of peak FLOP/s), decode MBU (what decode steps
+reach of HBM bandwidth) and the fixed per-step overhead (launch, sampling, scheduling). They
+enter every figure through `step.iteration_ms`; `calc/benchmark.py` turns them into what each
+run would measure. The fit minimises the squared log ratio predicted / measured over every
+measured mean TTFT, TPOT and output throughput: a coarse grid, then Levenberg-Marquardt with
+forward-difference Jacobians. Small and transparent on purpose: three parameters, a few dozen
+runs, about a hundred model evaluations.
+
+A constant the runs cannot pin (no TTFT measured: prefill MFU; a single load: MBU against the
+overhead) is kept at its default or flagged, never silently extrapolated.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from itertools import product
+
+import numpy as np
+
+from disagg_decider.calc import benchmark
+from disagg_decider.calc.step import Engine
+from disagg_decider.calibrate.readers import Run
+from disagg_decider.catalog import Gpu, ModelSpec
+from disagg_decider.workload import Efficiency
+
+FITTED = ("prefill_mfu", "decode_mbu", "step_overhead_ms")
+BOUNDS = {"prefill_mfu": (0.02, 1.0), "decode_mbu": (0.05, 1.0), "step_overhead_ms": (0.0, 50.0)}
+METRICS = ("ttft_ms", "tpot_ms", "output_tokens_per_s")
+MISSING_PENALTY = 3.0  # log-error charged where a candidate predicts no value (saturated)
+POOR_FIT = 0.25
+LOOSE = 0.05  # relative standard error above which a fitted constant is reported as loose
+SATURATED = 0.8  # an open-loop run that completed less than this share of its rate saturated
+
+
+@dataclass(frozen=True)
+class Target:
+    """What is calibrated: one model on one GPU type, engine and TP degree."""
+
+    model: ModelSpec
+    gpu: Gpu
+    engine: str
+    tp: int
+    weights_dtype: str
+    kv_dtype: str
+    chunk_tokens: int  # max_num_batched_tokens the runs used
+    max_batch: int  # max_num_seqs the runs used
+    base: Efficiency = field(default_factory=Efficiency)
+
+    def engine_with(self, eff: Efficiency) -> Engine:
+        return Engine(self.model, self.gpu, self.weights_dtype, self.kv_dtype, self.tp, eff)
+
+
+@dataclass(frozen=True)
+class Residual:
+    run: Run
+    metric: str
+    measured: float
+    predicted: float | None
+
+    @property
+    def error(self) -> float | None:
+        """Relative error, predicted / measured - 1."""
+        return None if self.predicted is None else self.predicted / self.measured - 1.0
+
+
+@dataclass(frozen=True)
+class Fit:
+    efficiency: Efficiency
+    fitted: dict[str, float]  # the constants that were fitted, by name
+    held: dict[str, str]  # constants kept at their default, with why
+    residuals: list[Residual]
+    warnings: list[str]
+    uncertainty: dict[str, float] = field(default_factory=dict)  # 1-sigma, relative to value
+
+
+def measured_values(run: Run) -> dict[str, float]:
+    """The metrics of a run the fit can use. TTFT of bursts is a transient: left out."""
+    out = {}
+    if run.ttft_ms and not run.burst:
+        out["ttft_ms"] = run.ttft_ms
+    if run.tpot_ms:
+        out["tpot_ms"] = run.tpot_ms
+    if run.output_tokens_per_s and _throughput_informative(run):
+        out["output_tokens_per_s"] = run.output_tokens_per_s
+    return out
+
+
+def _throughput_informative(run: Run) -> bool:
+    """Throughput says something about the engine only where the engine set it: closed loops,
+    bursts and open-loop runs it could not keep up with. Below saturation an open loop carries
+    the offered rate whatever the constants, so its throughput measures the load generator."""
+    if run.concurrency is not None or math.isinf(run.request_rate_per_s):
+        return True
+    return carried_rate(run) < SATURATED * run.request_rate_per_s
+
+
+def carried_rate(run: Run) -> float:
+    """Requests per second the run completed (nan when the file does not say)."""
+    if not run.output_tokens_per_s:
+        return math.nan
+    return run.output_tokens_per_s / max(run.output_tokens, 1.0)
+
+
+def offered_rate(run: Run) -> float:
+    """The rate to predict an open-loop run at. Poisson draws and the drain at the end make
+    the rate a run really offered differ from its nominal `--request-rate` by several percent;
+    unless the run saturated, what it completed per second is the better figure."""
+    carried = carried_rate(run)
+    if math.isfinite(carried) and carried >= SATURATED * run.request_rate_per_s:
+        return carried
+    return run.request_rate_per_s
+
+
+def runs_array(runs: list[Run], max_batch: int) -> benchmark.Runs:
+    """Runs as the calculator's arrays. A burst behaves as a closed loop of all its requests
+    (capped by the batch the engine admits, the rest waiting)."""
+
+    def concurrency(r: Run) -> float:
+        if r.concurrency is not None:
+            return r.concurrency
+        return float(max(r.requests, 1)) if r.burst else math.nan
+
+    return benchmark.Runs(
+        prompt_tokens=np.array([r.prompt_tokens for r in runs]),
+        output_tokens=np.array([r.output_tokens for r in runs]),
+        prompt_cv=np.array([r.prompt_cv for r in runs]),
+        request_rate_per_s=np.array(
+            [offered_rate(r) if math.isfinite(r.request_rate_per_s) else math.inf for r in runs]
+        ),
+        concurrency=np.array([concurrency(r) for r in runs]),
+    )
+
+
+def predict_runs(target: Target, eff: Efficiency, runs: list[Run]) -> list[Residual]:
+    """Predicted versus measured for every usable metric of every run."""
+    pred = benchmark.predict(
+        target.engine_with(eff),
+        runs_array(runs, target.max_batch),
+        target.chunk_tokens,
+        target.max_batch,
+    )
+    columns = {
+        "ttft_ms": pred.ttft_ms,
+        "tpot_ms": pred.tpot_ms,
+        "output_tokens_per_s": pred.output_tokens_per_s,
+    }
+    out = []
+    for i, run in enumerate(runs):
+        for metric, value in measured_values(run).items():
+            p = float(columns[metric][i])
+            out.append(Residual(run, metric, value, p if math.isfinite(p) and p > 0 else None))
+    return out
+
+
+def _log_errors(residuals: list[Residual]) -> np.ndarray:
+    return np.array(
+        [
+            MISSING_PENALTY if r.predicted is None else math.log(r.predicted / r.measured)
+            for r in residuals
+        ]
+    )
+
+
+def fit(runs: list[Run], target: Target) -> Fit:
+    if not any(measured_values(r) for r in runs):
+        from disagg_decider.errors import UserError
+
+        raise UserError("no run has a usable TTFT, TPOT/ITL or output throughput to fit")
+    warnings = _coverage_warnings(runs)
+    names = list(FITTED)
+    held: dict[str, str] = {}
+    if not any("ttft_ms" in measured_values(r) for r in runs):
+        names.remove("prefill_mfu")
+        held["prefill_mfu"] = "no TTFT measured (or only from bursts): kept at its default"
+
+    def eff_of(x: np.ndarray) -> Efficiency:
+        values = {n: _clip(n, v) for n, v in zip(names, x, strict=True)}
+        return target.base.model_copy(update=values)
+
+    def errors(x: np.ndarray) -> np.ndarray:
+        return _log_errors(predict_runs(target, eff_of(x), runs))
+
+    x = _grid_start(names, errors)
+    x = _levenberg_marquardt(errors, x, names)
+    uncertainty = _relative_std_errors(errors, x, names)
+    eff = eff_of(x)
+    residuals = predict_runs(target, eff, runs)
+    fitted = {n: float(getattr(eff, n)) for n in names}
+    for n, v in fitted.items():
+        lo, hi = BOUNDS[n]
+        if n == "step_overhead_ms":
+            if v < 0.05:
+                warnings.append(
+                    "step_overhead_ms fitted to 0: decode MBU absorbs the fixed cost of a step "
+                    "(it reads low); runs at more loads and context lengths separate the two"
+                )
+        elif math.isclose(v, lo) or math.isclose(v, hi):
+            warnings.append(f"{n} = {v:.3g} is at the edge of its range: the fit is not reliable")
+    worst = max((abs(r.error) for r in residuals if r.error is not None), default=math.inf)
+    if worst > POOR_FIT:
+        warnings.append(
+            f"worst residual {worst:.0%}: the calculator's step model does not reproduce these "
+            "runs well (speculative decoding, prefix caching, CPU-bound serving or a different "
+            "batch/chunk setting than --max-batch/--chunk-tokens can cause this)"
+        )
+    loose = {n: u for n, u in uncertainty.items() if n != "step_overhead_ms" and u > LOOSE}
+    if loose:
+        spread = ", ".join(f"{n} +/-{u:.0%}" for n, u in loose.items())
+        warnings.append(
+            f"loosely determined by these runs ({spread}, one standard error): decode MBU and the "
+            "step overhead trade off along the step time; runs at more loads and longer contexts "
+            "pin them"
+        )
+    return Fit(eff, fitted, held, residuals, warnings, uncertainty)
+
+
+def _relative_std_errors(errors, x: np.ndarray, names: list[str]) -> dict[str, float]:
+    """One standard error of each constant, relative to its value: s^2 (J^T J)^-1 with s^2 the
+    residual variance (log errors), the usual least-squares estimate. Empty when the runs give
+    no degrees of freedom."""
+    r = errors(x)
+    dof = r.size - x.size
+    if dof <= 0:
+        return {}
+    jac = np.empty((r.size, x.size))
+    for j in range(x.size):
+        h = max(abs(x[j]) * 1e-4, 1e-6)
+        step = x.copy()
+        step[j] += h
+        jac[:, j] = (errors(step) - r) / h
+    try:
+        cov = np.linalg.pinv(jac.T @ jac) * float(r @ r) / dof
+    except np.linalg.LinAlgError:
+        return {}
+    se = np.sqrt(np.maximum(np.diag(cov), 0.0))
+    return {
+        n: float(se[i] / abs(x[i])) if abs(x[i]) > 1e-9 else math.inf for i, n in enumerate(names)
+    }
+
+
+def _clip(name: str, value: float) -> float:
+    lo, hi = BOUNDS[name]
+    return float(min(max(value, lo), hi))
+
+
+def _grid_start(names: list[str], errors) -> np.ndarray:
+    """Best point of a coarse grid: keeps the local search away from a poor basin."""
+    axes = {
+        "prefill_mfu": (0.2, 0.4, 0.6, 0.8),
+        "decode_mbu": (0.3, 0.5, 0.7, 0.9),
+        "step_overhead_ms": (0.5, 2.0, 6.0),
+    }
+    best, best_cost = None, math.inf
+    for point in product(*(axes[n] for n in names)):
+        x = np.array(point, dtype=float)
+        cost = float(np.sum(errors(x) ** 2))
+        if cost < best_cost:
+            best, best_cost = x, cost
+    return best
+
+
+def _levenberg_marquardt(errors, x: np.ndarray, names: list[str], rounds: int = 40):
+    """Damped Gauss-Newton on the log errors; steps clipped to each constant's range."""
+    lam = 1e-2
+    r = errors(x)
+    cost = float(r @ r)
+    for _ in range(rounds):
+        jac = np.empty((r.size, x.size))
+        for j in range(x.size):
+            h = max(abs(x[j]) * 1e-4, 1e-6)
+            step = x.copy()
+            step[j] += h
+            jac[:, j] = (errors(step) - r) / h
+        jtj = jac.T @ jac
+        grad = jac.T @ r
+        improved = False
+        for _ in range(8):
+            a = jtj + lam * np.diag(np.diag(jtj) + 1e-12)
+            try:
+                delta = np.linalg.solve(a, -grad)
+            except np.linalg.LinAlgError:
+                lam *= 10
+                continue
+            trial = np.array([_clip(n, v) for n, v in zip(names, x + delta, strict=True)])
+            rt = errors(trial)
+            ct = float(rt @ rt)
+            if ct < cost:
+                x, r, lam, improved = trial, rt, max(lam / 3, 1e-7), True
+                gain, cost = cost - ct, ct
+                break
+            lam *= 10
+        if not improved or gain < 1e-12 * max(cost, 1e-12):
+            break
+    return x
+
+
+def _coverage_warnings(runs: list[Run]) -> list[str]:
+    """Say what the runs cannot support, so nobody extrapolates silently."""
+    out = []
+    loads = {(r.request_rate_per_s, r.concurrency) for r in runs if not r.burst}
+    if len(loads) <= 1:
+        out.append(
+            "fit from one load point: decode MBU and the per-step overhead both set the step "
+            "time and cannot be told apart; the constants reproduce this load, not others"
+        )
+    prompts = sorted(r.prompt_tokens for r in runs)
+    if prompts[-1] <= prompts[0] * 1.05:
+        out.append(
+            f"fit from one prompt length (~{prompts[0]:.0f} tokens): prefill MFU is read at that "
+            "length only; verdicts on much shorter or longer prompts extrapolate it"
+        )
+    bursts = [r for r in runs if r.burst]
+    if bursts:
+        out.append(
+            f"{len(bursts)} run(s) sent every request at once (request rate inf, no "
+            "max concurrency): their TTFT is queueing of the burst and is not fitted"
+        )
+    return out
+
+
+def summary(residuals: list[Residual]) -> dict[str, float | None]:
+    """Median and worst absolute relative error, overall and per metric."""
+    out: dict[str, float | None] = {}
+    groups = {"all": residuals, **{m: [r for r in residuals if r.metric == m] for m in METRICS}}
+    for name, group in groups.items():
+        errs = [abs(r.error) for r in group if r.error is not None]
+        out[f"{name}_median_abs_error"] = float(np.median(errs)) if errs else None
+        out[f"{name}_worst_abs_error"] = float(max(errs)) if errs else None
+    return out

@@ -1,0 +1,174 @@
+"""The verdict for a terminal: the call, the summary, both modes side by side, the rules.
+
+`decide --workload` prints it; the batch table shares its layout and gain texts. A mode that
+meets no target prints "-" wherever a number would stand, and a cluster short of the rate
+reads "needs N, has M".
+"""
+
+from __future__ import annotations
+
+from disagg_decider.verdict import Verdict
+
+HEADLINES = {
+    "colocate": "COLOCATE",
+    "disaggregate": "DISAGGREGATE",
+    "dynamo": "DISAGGREGATE on NVIDIA Dynamo",
+    "llm-d": "DISAGGREGATE on llm-d",
+}
+
+
+def print_verdict(v: Verdict, console) -> None:
+    """The verdict for a terminal: the call, the summary, both modes, the rules that fired."""
+    from rich.table import Table
+
+    from disagg_decider.render.text import terminal_text as safe
+
+    color = "green" if v.disaggregate else "cyan"
+    headline = HEADLINES.get(v.decision, v.decision.upper())
+    if not v.colocated.feasible and not v.disaggregated.feasible:
+        color, headline = "red", "NO LAYOUT MEETS THE TARGETS"
+    console.print(
+        f"[bold {color}]{headline}[/]  {safe(v.workload)}  ({safe(v.model)} on {safe(v.gpu)})",
+        highlight=False,
+    )
+    console.print(safe(v.summary), highlight=False)
+    console.print()
+    title = "Both modes on the same GPUs, same p99 targets"
+    if v.slo_basis == "static":
+        title = "Both modes on the same GPUs, static basis (no queueing; TTFT/TPOT rows are static)"
+    table = Table(title=title, title_justify="left")
+    for col in ("", "colocated", "disaggregated"):
+        table.add_column(col, justify="right" if col else "left")
+    c, d = v.colocated, v.disaggregated
+    cluster = v.sizing.cluster_gpus
+    rows = [
+        ("layout (replicas x parallelism)", colocated_layout(c), split_layout(d)),
+        ("GPUs for the rate", _gpus(c, cluster), _gpus(d, cluster)),
+        ("meets both p99 SLOs", _yn(c.feasible), _yn(d.feasible)),
+        ("fits the cluster", _yn(c.fits_cluster), _yn(d.fits_cluster)),
+        ("max req/s on the cluster", _if(c, c.max_rate_per_s, 2), _if(d, d.max_rate_per_s, 2)),
+        ("TTFT p99 ms", _num(c.ttft_p99_ms), _num(d.ttft_p99_ms)),
+        ("TPOT p99 ms", _num(c.tpot_p99_ms), _num(d.tpot_p99_ms)),
+        ("goodput req/s per GPU", _if(c, c.goodput_per_gpu, 3), _if(d, d.goodput_per_gpu, 3)),
+        (
+            "$ per 1M tokens",
+            _num(c.cost_per_million_tokens_usd, 3),
+            _num(d.cost_per_million_tokens_usd, 3),
+        ),
+        ("$ per year", _if(c, c.cost_per_year_usd, 0), _if(d, d.cost_per_year_usd, 0)),
+    ]
+    for row in rows:
+        table.add_row(*row)
+    console.print(table)
+    _print_key_figures(v, console)
+    if v.fired_rules:
+        console.print()
+        console.print("[bold]Rules that fired[/] (weight, the way each pushes)")
+        rules = Table.grid(padding=(0, 2))
+        for col in ("id", "weight", "pushes", "title"):
+            rules.add_column(col, justify="right" if col == "weight" else "left")
+        for f in v.fired_rules:
+            rules.add_row(f.id, "VETO" if f.kind == "veto" else f"+{f.weight:g}", f.pushes, f.title)
+        console.print(rules, highlight=False)
+        scores = ", ".join(f"{k} {s:g}" for k, s in v.scores.items() if s)
+        how = f"`decide rules show {v.fired_rules[0].id}` explains one"
+        console.print(f"[dim]scores: {scores or 'none'}; {how}[/]")
+    for note in v.overrides_applied:
+        console.print(f"[dim]override {safe(note)}[/]", highlight=False)
+    for note in v.calibration:
+        console.print(f"[dim]{safe(note)}[/]", highlight=False)
+    if v.slo_basis != "p99-under-load":
+        console.print(f"[dim]SLO basis: {v.slo_basis} (see warnings)[/]", highlight=False)
+    if v.limits or v.warnings:
+        console.print()
+    for limit in v.limits:
+        where = "" if limit.mode == "both" else f"{limit.mode} "
+        console.print(f"[red]limit ({where}{limit.kind}):[/] {safe(limit.detail)}", highlight=False)
+    for w in v.warnings:
+        console.print(f"[yellow]warning:[/] {safe(w)}", highlight=False)
+
+
+def _print_key_figures(v: Verdict, console) -> None:
+    """The per-request figures behind the call, one labelled line each."""
+    from rich.table import Table
+
+    m = v.metrics
+    link = f"{m.kv_transfer_gb_per_s:.1f} GB/s"
+    if m.kv_transfer_path == "network":
+        link += ", RDMA" if m.kv_transfer_rdma else ", TCP, no RDMA"
+    crossover = (
+        f"disaggregation wins above {m.crossover_prompt_tokens:,} prompt tokens"
+        if m.crossover_prompt_tokens
+        else "no crossover prompt length found"
+    )
+    figures = [
+        (
+            "KV cache",
+            f"{m.kv_bytes_per_token:,.0f} B/token, {m.kv_bytes_per_request / 1e6:,.1f} MB "
+            f"per request at {m.effective_prompt_tokens:,.0f} uncached prompt tokens",
+        ),
+        (
+            "KV transfer",
+            f"{m.kv_transfer_ms:.2f} ms per request over {m.kv_transfer_path} ({link})",
+        ),
+        (
+            "prefill",
+            "- (the model fits no replica here)"
+            if m.prefill_ms is None or m.decode_step_ms is None
+            else f"{m.prefill_ms:.1f} ms; decode step {m.decode_step_ms:.1f} ms",
+        ),
+        ("gain", f"{gain_text(m.gain)} goodput per GPU; {crossover}"),
+    ]
+    if v.disaggregated.feasible:
+        figures.append(
+            (
+                "routing" if v.disaggregate else "if split",
+                f"prompts with at least {v.conditional_disagg_threshold_tokens:,} uncached "
+                "tokens go to the prefill pool (conditional disaggregation)",
+            )
+        )
+    grid = Table.grid(padding=(0, 2))
+    grid.add_column(style="bold")
+    grid.add_column()
+    for label, text in figures:
+        grid.add_row(label, text)
+    console.print(grid, highlight=False)
+
+
+def colocated_layout(c) -> str:
+    """The colocated plan, or "-" where no colocated layout meets the targets."""
+    return f"{c.replicas} x {c.layout}" if c.feasible else "-"
+
+
+def split_layout(d) -> str:
+    """The split as a plan, or "-" where no split meets the targets."""
+    if not d.feasible:
+        return "-"
+    return f"{d.prefill_replicas}P x {d.prefill_layout} + {d.decode_replicas}D x {d.decode_layout}"
+
+
+def gain_text(gain: float | None) -> str:
+    """A gain as "1.92x"; "-" where one mode meets no target (never 0.00x or "-x")."""
+    return "-" if gain is None else f"{gain:.2f}x"
+
+
+def _gpus(mode, cluster: int) -> str:
+    """GPUs the rate needs: the count when it fits, "needs N, has M" when the cluster is short."""
+    if not mode.feasible:
+        return "-"
+    if mode.fits_cluster:
+        return str(mode.gpus)
+    return f"needs {mode.gpus_needed_for_rate}, has {cluster}"
+
+
+def _if(mode, x: float, digits: int) -> str:
+    """A figure of a feasible mode; "-" for one that serves nothing within the targets."""
+    return f"{x:,.{digits}f}" if mode.feasible else "-"
+
+
+def _yn(flag: bool) -> str:
+    return "yes" if flag else "no"
+
+
+def _num(x: float | None, digits: int = 1) -> str:
+    return "-" if x is None else f"{x:,.{digits}f}"

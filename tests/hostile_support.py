@@ -1,0 +1,103 @@
+"""Shared pieces of the hostile-input tests: running `decide` in-process, and writing inputs."""
+
+from __future__ import annotations
+
+import itertools
+import os
+import sys
+import time
+import tracemalloc
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+import yaml
+
+from tests.conftest import RAG_EXAMPLE
+
+RAG_TEXT = RAG_EXAMPLE.read_text()
+
+
+@dataclass
+class Outcome:
+    code: int
+    stdout: str
+    stderr: str
+    seconds: float
+    peak_bytes: int
+
+
+def run_decide(capsys: pytest.CaptureFixture, *args: str, trace_memory: bool = False) -> Outcome:
+    """`decide ARGS` through the real entry point (`cli.main`), in this process."""
+    from disagg_decider.cli import main
+
+    old_argv = sys.argv
+    sys.argv = ["decide", *args]
+    if trace_memory:
+        tracemalloc.start()
+    start = time.perf_counter()
+    code = 0
+    try:
+        main()
+    except SystemExit as exc:
+        code = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
+    finally:
+        seconds = time.perf_counter() - start
+        peak = tracemalloc.get_traced_memory()[1] if trace_memory else 0
+        if trace_memory:
+            tracemalloc.stop()
+        sys.argv = old_argv
+    out, err = capsys.readouterr()
+    return Outcome(code, out, err, seconds, peak)
+
+
+def assert_user_error(result: Outcome, *fragments: str, max_stderr: int = 4000) -> None:
+    """Exit 2, a short message naming what is wrong, and never a traceback."""
+    assert result.code == 2, (result.code, result.stderr[:2000], result.stdout[:500])
+    assert "Traceback" not in result.stderr and "Traceback" not in result.stdout
+    assert len(result.stderr) < max_stderr, len(result.stderr)
+    for fragment in fragments:
+        assert fragment in result.stderr, (fragment, result.stderr[:2000])
+
+
+def workload_text(**replace: str) -> str:
+    """The RAG example's YAML with some top-level lines replaced (raw YAML, aliases and all)."""
+    lines = []
+    for line in RAG_TEXT.splitlines():
+        key = line.split(":", 1)[0]
+        if key in replace and not line.startswith(" "):
+            lines.append(f"{key}: {replace.pop(key)}")
+        else:
+            lines.append(line)
+    lines += [f"{k}: {v}" for k, v in replace.items()]
+    return "\n".join(lines) + "\n"
+
+
+def workload_data(**changes) -> dict:
+    data = yaml.safe_load(RAG_TEXT)
+    for dotted, value in changes.items():
+        *parents, leaf = dotted.split(".")
+        node = data
+        for p in parents:
+            node = node[p]
+        node[leaf] = value
+    return data
+
+
+def make_fifo(path: Path) -> Path:
+    if not hasattr(os, "mkfifo"):
+        pytest.skip("no FIFOs on this platform")
+    os.mkfifo(path)
+    return path
+
+
+BOMB_LEVELS = 10
+
+
+def alias_bomb(levels: int = BOMB_LEVELS) -> tuple[str, str]:
+    """A 'billion laughs' block (each level lists the previous ten times) and its top anchor."""
+    names = [f"l{i}" for i in range(levels)]
+    lines = ["bomb:", f"  - &{names[0]} [lol, lol, lol, lol, lol, lol, lol, lol, lol, lol]"]
+    for prev, name in itertools.pairwise(names):
+        lines.append(f"  - &{name} [" + ", ".join([f"*{prev}"] * 10) + "]")
+    return "\n".join(lines) + "\n", names[-1]

@@ -1,0 +1,265 @@
+"""Hostile HTTP clients against `decide mcp --transport http`: each case of issue 12's "Why".
+
+Rebinding protection holds for every bind address (Host and Origin checked, loopback-only by
+default, widened by --allowed-host/--allowed-origin); bodies and headers are size-capped; slow
+clients are dropped; bad calls never stall the event loop; SIGTERM stops the server within 2 s;
+a taken port is an error before any URL is printed. Loopback addresses only: 127.0.0.1 and
+127.0.0.2 (the whole 127/8 is loopback); the 0.0.0.0 case is checked in-process on the app.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+
+import anyio
+import httpx
+import pytest
+from mcp import Client
+
+from disagg_decider import mcp_http, mcp_server
+from tests.conftest import ROOT
+from tests.hostile_support import workload_data
+
+DECIDE_MCP_HTTP = [sys.executable, "-m", "disagg_decider", "mcp", "-t", "http"]
+ENV = {"PYTHONPATH": str(ROOT / "skill"), "PATH": os.environ.get("PATH", "")}
+INIT = {
+    "jsonrpc": "2.0",
+    "id": 0,
+    "method": "initialize",
+    "params": {
+        "protocolVersion": "2025-06-18",
+        "capabilities": {},
+        "clientInfo": {"name": "t", "version": "0"},
+    },
+}
+HEADERS = {"Content-Type": "application/json", "Accept": "application/json, text/event-stream"}
+
+
+@pytest.fixture
+def anyio_backend():
+    return "asyncio"
+
+
+def free_port(host: str = "127.0.0.1") -> int:
+    with socket.socket() as s:
+        s.bind((host, 0))
+        return s.getsockname()[1]
+
+
+def start(host: str, port: int, *extra: str) -> subprocess.Popen:
+    proc = subprocess.Popen(
+        [*DECIDE_MCP_HTTP, "--host", host, "--port", str(port), *extra],
+        env=ENV,
+        cwd=ROOT,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise AssertionError(proc.stderr.read())
+        try:
+            with socket.create_connection((host, port), timeout=0.2):
+                return proc
+        except OSError:
+            time.sleep(0.05)
+    proc.kill()
+    raise AssertionError("server did not listen")
+
+
+def stop(proc: subprocess.Popen) -> float:
+    """SIGTERM, and the seconds until the process was gone."""
+    start_s = time.monotonic()
+    proc.send_signal(signal.SIGTERM)
+    try:
+        proc.wait(timeout=10)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
+        return float("inf")
+    return time.monotonic() - start_s
+
+
+@pytest.fixture(scope="module")
+def server_127_0_0_2():
+    """One server bound to 127.0.0.2 (a non-default loopback address) for the header cases."""
+    try:
+        port = free_port("127.0.0.2")
+    except OSError:
+        pytest.skip("127.0.0.2 is not routable here")
+    proc = start(
+        "127.0.0.2",
+        port,
+        "--allowed-host",
+        "ide.internal",
+        "--allowed-origin",
+        "https://ide.internal",
+    )
+    yield f"http://127.0.0.2:{port}/mcp", proc
+    stop(proc)
+
+
+@pytest.mark.parametrize(
+    ("headers", "status"),
+    [
+        ({}, 200),
+        ({"Host": "evil.example"}, 421),
+        ({"Host": "evil.example:80"}, 421),
+        ({"Origin": "http://evil.example"}, 403),
+        ({"Host": "ide.internal:8000"}, 200),  # widened with --allowed-host
+        ({"Origin": "https://ide.internal"}, 200),  # widened with --allowed-origin
+        ({"Host": "localhost:1234"}, 200),
+    ],
+)
+def test_rebinding_protection_on_a_non_default_loopback_bind(server_127_0_0_2, headers, status):
+    url, _ = server_127_0_0_2
+    reply = httpx.post(url, json=INIT, headers={**HEADERS, **headers}, timeout=10)
+    assert reply.status_code == status, reply.text[:200]
+
+
+def test_body_and_header_size_limits(server_127_0_0_2):
+    url, _ = server_127_0_0_2
+    big = httpx.post(url, content=b"a" * 2_000_000, headers=HEADERS, timeout=10)
+    assert big.status_code == 413
+    try:  # a 20 KB header: refused with 400, or the connection is closed
+        status = httpx.post(
+            url, json=INIT, headers={**HEADERS, "X-Big": "a" * 20_000}, timeout=10
+        ).status_code
+    except httpx.HTTPError:
+        status = None
+    assert status in (400, 431, None)
+
+
+def test_rebinding_protection_on_the_wildcard_address_in_process():
+    """Bound to 0.0.0.0 the SDK would serve any Host; ours accepts only loopback names."""
+    settings = mcp_http.security_settings("0.0.0.0", [], [])
+
+    async def probe(host: str) -> int:
+        app = mcp_server.build_server().streamable_http_app(transport_security=settings)
+        transport = httpx.ASGITransport(app=mcp_http.BodyGuard(app))
+        base = f"http://{host}"
+        async with httpx.AsyncClient(transport=transport, base_url=base) as client, _lifespan(app):
+            reply = await client.post("/mcp", json=INIT, headers=HEADERS)
+            return reply.status_code
+
+    assert anyio.run(probe, "evil.example") == 421
+    assert anyio.run(probe, "192.168.1.5:8000") == 421  # a LAN name is not loopback either
+    assert "127.0.0.1:*" in settings.allowed_hosts and "0.0.0.0:*" not in settings.allowed_hosts
+
+
+class _lifespan:
+    """Run the app's lifespan (the session manager) around in-process requests."""
+
+    def __init__(self, app):
+        self.app = app
+
+    async def __aenter__(self):
+        self.cm = self.app.router.lifespan_context(self.app)
+        await self.cm.__aenter__()
+
+    async def __aexit__(self, *exc):
+        await self.cm.__aexit__(*exc)
+
+
+def test_slow_and_idle_clients_are_dropped(monkeypatch):
+    monkeypatch.setattr(mcp_http, "HEADER_TIMEOUT_S", 0.5)
+    http, sock = mcp_http.http_server(mcp_server.build_server(), "127.0.0.1", 0)
+    port = sock.getsockname()[1]
+    thread = threading.Thread(target=http.run, kwargs={"sockets": [sock]}, daemon=True)
+    thread.start()
+    try:
+        deadline = time.monotonic() + 10
+        while not http.started and time.monotonic() < deadline:
+            time.sleep(0.02)
+        with socket.create_connection(("127.0.0.1", port), timeout=5) as slow:
+            slow.sendall(b"POST /mcp HTTP/1.1\r\nHost: 127.0.0.1\r\n")  # and never finishes
+            start_s = time.monotonic()
+            assert slow.recv(1024) == b""  # closed by the server
+            assert time.monotonic() - start_s < 3
+        with socket.create_connection(("127.0.0.1", port), timeout=5) as idle:
+            start_s = time.monotonic()
+            assert idle.recv(1024) == b""
+            assert time.monotonic() - start_s < 3
+    finally:
+        http.should_exit = True
+        thread.join(timeout=10)
+
+
+def test_bad_calls_do_not_stall_other_requests_and_sigterm_stops_within_2_s():
+    port = free_port()
+    proc = start("127.0.0.1", port)
+    slowloris = socket.create_connection(("127.0.0.1", port))
+    slowloris.sendall(b"POST /mcp HTTP/1.1\r\nHost: 127.0.0.1\r\n")
+
+    async def hammer() -> float:
+        bad = workload_data(**{"traffic.prompt_tokens": {"p50": 100, "p99": 1e308}})
+        with anyio.fail_after(60):
+            async with Client(f"http://127.0.0.1:{port}/mcp") as client:
+                return await calls(client, bad)
+
+    async def calls(client: Client, bad: dict) -> float:
+        results: list = []
+
+        async def one() -> None:
+            results.append(await client.call_tool("decide_disaggregation", {"workload": bad}))
+
+        async with anyio.create_task_group() as tg:
+            for _ in range(20):
+                tg.start_soon(one)
+            await anyio.sleep(0.05)
+            start_s = time.monotonic()
+            await client.list_tools()  # the liveness probe: answered while the bad calls run
+            ping_s = time.monotonic() - start_s
+        assert len(results) == 20 and all(r.is_error for r in results)
+        assert all("traffic.prompt_tokens.p99" in r.content[0].text for r in results)
+        return ping_s
+
+    try:
+        ping_s = anyio.run(hammer)
+        assert ping_s < 2
+    finally:
+        seconds = stop(proc)
+        slowloris.close()
+    assert seconds < 2
+    stderr = proc.stderr.read()
+    assert "Traceback" not in stderr
+    lines = [line for line in stderr.splitlines() if "refused" in line]
+    assert len(lines) == 20 and all("WARNING" in line for line in lines)
+
+
+def test_a_taken_port_is_an_error_before_any_url():
+    with socket.socket() as holder:
+        holder.bind(("127.0.0.1", 0))
+        holder.listen(1)
+        port = holder.getsockname()[1]
+        run = subprocess.run(
+            [sys.executable, "-m", "disagg_decider", "mcp", "-t", "http", "--port", str(port)],
+            env=ENV,
+            cwd=ROOT,
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+    assert run.returncode == 2
+    assert f"--port {port}: already in use" in run.stderr
+    assert "http://" not in run.stderr and "Traceback" not in run.stderr
+
+
+def test_server_help_documents_the_widening_flags():
+    run = subprocess.run(
+        [sys.executable, "-m", "disagg_decider", "mcp", "--help"],
+        env=ENV,
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    for flag in ("--allow-dir", "--allowed-host", "--allowed-origin"):
+        assert flag in run.stdout
