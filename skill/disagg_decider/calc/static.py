@@ -24,6 +24,7 @@ import math
 import numpy as np
 
 from disagg_decider.calc import benchmark, decode, prefill
+from disagg_decider.calc.arrays import sorted_unique
 from disagg_decider.calc.compare import HOURS_PER_YEAR
 from disagg_decider.calc.frontier import pick
 from disagg_decider.calc.kvpath import transfer_path, transfer_times
@@ -32,7 +33,7 @@ from disagg_decider.calc.result import Analysis
 from disagg_decider.calc.search import TP_CANDIDATES, engine_for, pairs_allowed, pinned_tps
 from disagg_decider.workload import Resolved
 
-BATCHES = np.unique(np.round(np.geomspace(1, 1024, 64)))
+BATCHES = sorted_unique(np.round(np.geomspace(1, 1024, 64)))
 
 
 def _tps(r: Resolved, role: str) -> list[int]:
