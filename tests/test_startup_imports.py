@@ -28,6 +28,7 @@ NOT_ON_VERDICT_PATH = [
     "disagg_decider.mcp_http",
     "disagg_decider.rules.cli",
     "disagg_decider.calibrate.cli",
+    "disagg_decider.calibrate.file",  # the example names no calibration file
     "disagg_decider.batch_cli",
     "disagg_decider.catalog_cli",
     "disagg_decider.verdict_text",
