@@ -66,7 +66,7 @@ def main() -> None:
             f"  both modes, --jobs {jobs}: {best:.2f} s, {2 * args.requests / best:>10,.0f} "
             f"simulated requests/s over the two modes ({os.cpu_count()} CPUs)"
         )
-    cmd = f"python benchmarks/sim_throughput.py --requests {args.requests}"
+    cmd = f"python benchmarks/sim_throughput.py --requests {args.requests} --repeat {args.repeat}"
     if args.workload != DEFAULT:
         cmd += f" --workload {args.workload}"
     print(f"reproduce: {cmd}")
