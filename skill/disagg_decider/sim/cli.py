@@ -63,8 +63,8 @@ JobsOpt = Annotated[
         "--jobs",
         "-j",
         min=1,
-        help="Worker processes for the simulations (default: 2 where there are 2 CPUs, else "
-        "1). 1 runs them one after the other in this process; every N gives the same results.",
+        help="Worker processes for the simulations (default: 2, or 1 on a one-CPU machine). "
+        "1 runs them one after the other in this process; every N gives the same results.",
     ),
 ]
 PolicyOpt = Annotated[

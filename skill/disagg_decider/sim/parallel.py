@@ -16,7 +16,7 @@ from typing import Any
 
 
 def default_jobs() -> int:
-    """Two processes (one per serving mode) where the machine has two CPUs, else one."""
+    """Two processes (one per serving mode), or one on a one-CPU machine."""
     return max(1, min(2, os.cpu_count() or 1))
 
 
