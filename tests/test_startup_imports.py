@@ -93,3 +93,30 @@ def test_a_subcommand_loads_its_own_module_only_when_named():
     assert any(g["id"] == "h200" for g in json.loads(report["stdout"]))
     assert "disagg_decider.catalog_cli" in modules
     assert [m for m in heavy(modules) if m != "disagg_decider.catalog_cli"] == []
+
+
+EXIT_PROBE = """
+import atexit, contextlib, gc, io, sys
+# atexit runs handlers last-registered first: this one runs after the CLI's own
+atexit.register(lambda: sys.stderr.write(f"frozen at exit: {gc.get_freeze_count()}"))
+sys.argv = ["decide", "--workload", sys.argv[1], "--format", "json"]
+from disagg_decider.cli import main
+with contextlib.redirect_stdout(io.StringIO()):
+    main()
+"""
+
+
+def test_the_process_skips_the_cycle_collectors_last_pass_at_exit():
+    """Python's shutdown collects every generation, ~35-100 ms after a verdict; `cli.main` moves
+    the survivors out of the collector's reach at exit (`gc.freeze`) instead."""
+    env = {**os.environ, "PYTHONPATH": str(ROOT / "skill")}
+    proc = subprocess.run(
+        [sys.executable, "-c", EXIT_PROBE, str(EXAMPLE)],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=120,
+    )
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    frozen = int(proc.stderr.rsplit("frozen at exit: ", 1)[1])
+    assert frozen > 10_000

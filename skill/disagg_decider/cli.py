@@ -177,8 +177,23 @@ def _suggest_workload_option(args: list[str]) -> None:
         )
 
 
+def _skip_final_collection() -> None:
+    """At exit, leave what is still alive to the process's end instead of a last cycle-collector
+    pass over it. Python's shutdown collects every generation; after a verdict that walks some
+    45,000 objects (numpy, pydantic, typer, the calculator's caches) and frees nothing the OS
+    would not: about 35-100 ms of a 0.3-0.5 s process. Atexit handlers, flushes and module
+    teardown still run; `gc.freeze` only moves the survivors out of the collector's reach."""
+    import gc
+
+    gc.freeze()
+
+
 def main() -> None:
     """Entry point: user errors become a message and exit code 2, never a traceback."""
+    import atexit
+
+    atexit.unregister(_skip_final_collection)  # once per process, however often main runs
+    atexit.register(_skip_final_collection)
     try:
         _suggest_workload_option(sys.argv[1:])
         # without standalone mode click returns the code of a typer.Exit instead of exiting
