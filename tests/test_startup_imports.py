@@ -120,3 +120,45 @@ def test_the_process_skips_the_cycle_collectors_last_pass_at_exit():
     assert proc.returncode == 0, proc.stderr[-2000:]
     frozen = int(proc.stderr.rsplit("frozen at exit: ", 1)[1])
     assert frozen > 10_000
+
+
+COLLECTOR_PROBE = """
+import contextlib, gc, io, json, sys
+from disagg_decider import cli_lazy
+from disagg_decider.cli import main
+seen = {}
+collections = [0]
+def count(phase, info):
+    collections[0] += phase == "start"
+gc.callbacks.append(count)
+def probe_command(app):
+    app.command("probe")(lambda: seen.__setitem__("subcommand", gc.isenabled()))
+cli_lazy.SUBCOMMANDS["probe"] = probe_command
+for args in (["--workload", sys.argv[1], "--format", "json"], ["probe"]):
+    sys.argv = ["decide", *args]
+    before = collections[0]
+    with contextlib.redirect_stdout(io.StringIO()):
+        main()
+    seen[args[0] + " collections"] = collections[0] - before
+    seen[args[0] + " enabled after"] = gc.isenabled()
+print(json.dumps(seen))
+"""
+
+
+def test_the_collector_pauses_for_a_verdict_only_and_comes_back():
+    """A verdict runs without cycle-collector passes; a subcommand (`decide mcp` serves for
+    hours) runs with the collector on, and `main` leaves it on for an in-process caller."""
+    env = {**os.environ, "PYTHONPATH": str(ROOT / "skill")}
+    proc = subprocess.run(
+        [sys.executable, "-c", COLLECTOR_PROBE, str(EXAMPLE)],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=120,
+    )
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    seen = json.loads(proc.stdout)
+    assert seen["--workload collections"] == 0
+    assert seen["--workload enabled after"] is True
+    assert seen["subcommand"] is True
+    assert seen["probe enabled after"] is True
