@@ -4,12 +4,15 @@ Run: python benchmarks/sim_throughput.py [--requests 100000] [--workload FILE] [
 (from the repository root, with `skill` on PYTHONPATH or the package installed).
 
 Builds the workload's verdict, the verdict's pools, N synthetic requests at the workload's
-rate, then times each mode's simulation alone (best of --repeat), one process, one core.
+rate, then times each mode's simulation alone (best of --repeat), one process, one core; then
+both modes scored as `decide simulate` runs them, one after the other (`--jobs 1`) and in two
+worker processes (`--jobs 2`), best of --repeat each, interleaved.
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import platform
 import sys
 import time
@@ -52,7 +55,18 @@ def main() -> None:
             f"  {mode:<14} {outcome.layout:<60} {args.requests / best:>10,.0f} requests/s "
             f"({best:.2f} s)"
         )
-    cmd = f"python benchmarks/sim_throughput.py --requests {args.requests}"
+    both = {1: float("inf"), 2: float("inf")}
+    for _ in range(args.repeat):
+        for jobs in both:
+            start = time.perf_counter()
+            run.simulate_both(s, requests, jobs=jobs)
+            both[jobs] = min(both[jobs], time.perf_counter() - start)
+    for jobs, best in both.items():
+        print(
+            f"  both modes, --jobs {jobs}: {best:.2f} s, {2 * args.requests / best:>10,.0f} "
+            f"simulated requests/s over the two modes ({os.cpu_count()} CPUs)"
+        )
+    cmd = f"python benchmarks/sim_throughput.py --requests {args.requests} --repeat {args.repeat}"
     if args.workload != DEFAULT:
         cmd += f" --workload {args.workload}"
     print(f"reproduce: {cmd}")

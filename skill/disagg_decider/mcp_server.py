@@ -23,7 +23,7 @@ from pydantic import ValidationError
 
 from disagg_decider import __version__, catalog, mcp_tools
 from disagg_decider.errors import UserError, clip, excerpt
-from disagg_decider.rules.loader import rulebook_dir
+from disagg_decider.rules.loader import rulebook_dir, shipped
 from disagg_decider.userfiles import FilePolicy, confined_policy, file_policy, read_text
 from disagg_decider.workload import format_validation_error
 
@@ -163,7 +163,22 @@ def build_server(allow_dirs: Sequence[Path] = ()) -> DeciderServer:
         server.add_tool(fn, title=title, description=_description(fn), annotations=READ_ONLY)
     _add_resources(server)
     server.prompt(name="collect_workload", title="Collect a workload and decide")(collect_workload)
+    warm_caches()
     return server
+
+
+def warm_caches() -> None:
+    """Parse the shipped catalogs and rulebook now, once per process, so no call pays for it.
+
+    Both are package data, cached for the life of the process (`functools.cache`). Nothing read
+    from a path a caller gives is cached here: a `{hf_config: path}` is read (and checked
+    against the file policy) on every call, and a calibration file's parse is keyed on its
+    resolved path and modification time (`calibrate.apply`).
+    """
+    catalog.gpus()
+    catalog.models()
+    catalog.links()
+    shipped()
 
 
 TAKES_CATALOG_IDS = (

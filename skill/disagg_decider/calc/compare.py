@@ -22,6 +22,7 @@ from functools import cache
 import numpy as np
 
 from disagg_decider.calc import colocated, decode, hetero, kv, parallel, pins, prefill
+from disagg_decider.calc.arrays import sorted_unique
 from disagg_decider.calc.kvpath import transfer_times
 from disagg_decider.calc.lengths import Lengths
 from disagg_decider.calc.limits import limits_for_block
@@ -175,7 +176,7 @@ def crossover_grid(r: Resolved) -> np.ndarray:
 
 @cache
 def _log_grid(top: int) -> np.ndarray:
-    grid = np.unique(np.round(np.geomspace(64, top, CROSSOVER_POINTS)))
+    grid = sorted_unique(np.round(np.geomspace(64, top, CROSSOVER_POINTS)))
     grid.setflags(write=False)
     return grid
 

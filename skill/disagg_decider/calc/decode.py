@@ -15,6 +15,7 @@ from functools import cache
 import numpy as np
 
 from disagg_decider.calc import queueing
+from disagg_decider.calc.arrays import sorted_unique
 from disagg_decider.calc.frontier import (
     boundary_index,
     interp_rows,
@@ -34,7 +35,7 @@ def decode_step_ms(engine: Engine, batch, context_tokens):
 @cache
 def batch_grid(max_batch: int, points: int = 16) -> np.ndarray:
     """Candidate decode batch sizes, geometric from 1 to max_batch."""
-    grid = np.unique(np.round(np.geomspace(1, max_batch, points)))
+    grid = sorted_unique(np.round(np.geomspace(1, max_batch, points)))
     grid.setflags(write=False)
     return grid
 

@@ -24,6 +24,7 @@ import math
 import numpy as np
 
 from disagg_decider.calc import benchmark, decode, prefill
+from disagg_decider.calc.arrays import sorted_unique
 from disagg_decider.calc.compare import HOURS_PER_YEAR
 from disagg_decider.calc.frontier import pick
 from disagg_decider.calc.kvpath import transfer_path, transfer_times
@@ -33,7 +34,7 @@ from disagg_decider.calc.search import TP_CANDIDATES, engine_for, pairs_allowed,
 from disagg_decider.errors import UserError
 from disagg_decider.workload import Resolved
 
-BATCHES = np.unique(np.round(np.geomspace(1, 1024, 64)))
+BATCHES = sorted_unique(np.round(np.geomspace(1, 1024, 64)))
 
 
 def _tps(r: Resolved, role: str) -> list[int]:

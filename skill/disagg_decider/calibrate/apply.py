@@ -11,10 +11,13 @@ from __future__ import annotations
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from disagg_decider import catalog
-from disagg_decider.calibrate.file import Calibration, Entry, load_calibration
 from disagg_decider.workload import Workload
+
+if TYPE_CHECKING:  # the file's models load only when a calibration file is read
+    from disagg_decider.calibrate.file import Calibration, Entry
 
 FIELDS = ("prefill_mfu", "decode_mbu", "step_overhead_ms")
 
@@ -39,6 +42,8 @@ def calibration_path(workload: Workload, base_dir: Path | None, cli: Path | None
 @lru_cache(maxsize=32)
 def _loaded(path: str, mtime_ns: int) -> Calibration:
     """One parse per file and version: a batch applies one file to many workloads."""
+    from disagg_decider.calibrate.file import load_calibration
+
     return load_calibration(Path(path))
 
 
@@ -46,6 +51,8 @@ def _load(path: Path) -> Calibration:
     try:
         mtime = path.stat().st_mtime_ns
     except OSError:
+        from disagg_decider.calibrate.file import load_calibration
+
         return load_calibration(path)  # names the problem (missing file, ...)
     return _loaded(str(path.resolve()), mtime)
 

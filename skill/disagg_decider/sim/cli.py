@@ -57,6 +57,16 @@ SeedOpt = Annotated[
     int, typer.Option("--seed", help="Random seed; the same seed gives the same run.")
 ]
 QuietOpt = Annotated[bool, typer.Option("--quiet", "-q", help="No progress bar.")]
+JobsOpt = Annotated[
+    int | None,
+    typer.Option(
+        "--jobs",
+        "-j",
+        min=1,
+        help="Worker processes for the simulations (default: 2, or 1 on a one-CPU machine). "
+        "1 runs them one after the other in this process; every N gives the same results.",
+    ),
+]
 PolicyOpt = Annotated[
     ColocatedPolicy,
     typer.Option(
@@ -199,6 +209,7 @@ def simulate(
         OutFormat, typer.Option("--format", "-f", help="text or json.")
     ] = OutFormat.text,
     quiet: QuietOpt = False,
+    jobs: JobsOpt = None,
 ) -> None:
     """Simulate both serving modes with the verdict's pools and report latency, goodput, cost.
 
@@ -226,9 +237,16 @@ def simulate(
     else:
         batch = run.synthetic_requests(r, requests, seed, rate, cv)
     n = len(batch)
-    offset = {"colocated": 0, "disaggregated": n}  # the bar runs through both modes
-    with _Progress(2 * n, "simulating colocated", quiet) as bar:
-        results = run.simulate_both(s, batch, lambda mode, done: bar.set(offset[mode] + done, mode))
+    from disagg_decider.sim.parallel import default_jobs
+
+    done = {"colocated": 0, "disaggregated": 0}  # the bar runs through both modes
+
+    def progress(mode: str, routed: int) -> None:
+        done[mode] = routed
+        bar.set(sum(done.values()), mode)
+
+    with _Progress(2 * n, "simulating", quiet) as bar:
+        results = run.simulate_both(s, batch, progress, jobs or default_jobs())
     source = str(trace) if trace is not None else f"synthetic, seed {seed}, cv {cv:g}"
     offered = (
         (n - 1) / (float(batch.arrival_ms[-1]) / 1e3) if n > 1 and batch.arrival_ms[-1] > 0 else 0
@@ -372,6 +390,7 @@ def sweep(
         typer.Option("--format", "-f", help="text, json or markdown (table + mermaid chart)."),
     ] = SweepFormat.text,
     quiet: QuietOpt = False,
+    jobs: JobsOpt = None,
 ) -> None:
     """Gain of disaggregation (goodput per GPU, disaggregated / colocated) against prompt length.
 
@@ -379,6 +398,7 @@ def sweep(
     --prompt-tokens 256:32768 --simulate --plot gain.png
     """
     from disagg_decider.sim import sweep as sweeps
+    from disagg_decider.sim.parallel import default_jobs
 
     lo, hi = _prompt_range(prompt_tokens)
     if plot is not None:
@@ -403,6 +423,7 @@ def sweep(
             seed=seed,
             policy=policy.value,
             on_point=lambda p: bar.advance(f"prompt {p:,.0f}"),
+            jobs=jobs or default_jobs(),
         )
     if plot is not None:
         from disagg_decider.outfiles import write_with

@@ -148,20 +148,45 @@ def simulate_mode(
     )
 
 
+MODES = ("colocated", "disaggregated")
+
+
 def simulate_both(
-    s: Setup, requests: reqs.Requests, progress: Callable[[str, int], None] | None = None
+    s: Setup,
+    requests: reqs.Requests,
+    progress: Callable[[str, int], None] | None = None,
+    jobs: int = 1,
 ) -> dict[str, metrics.ModeMetrics]:
-    """Both modes on the same requests, scored against the workload's SLOs and GPU price;
-    `progress(mode, done)` hears each mode's arrivals routed so far."""
+    """Both modes on the same requests, scored against the workload's SLOs and GPU price.
+
+    With `jobs` >= 2 the two modes run in two worker processes (`sim.parallel`), with equal
+    results; `progress(mode, done)` then hears each mode once, when it ends, instead of as its
+    arrivals are routed."""
+    if jobs <= 1:
+        out = {}
+        for mode in MODES:
+            tick = None if progress is None else functools.partial(progress, mode)
+            out[mode] = simulate_and_score(s, mode, requests, tick)
+        return out
+    from disagg_decider.sim.parallel import run_all
+
+    def finished(i: int) -> None:
+        if progress is not None:
+            progress(MODES[i], len(requests))
+
+    scored = run_all(simulate_and_score, [(s, m, requests) for m in MODES], jobs, finished)
+    return dict(zip(MODES, scored, strict=True))
+
+
+def simulate_and_score(
+    s: Setup, mode: str, requests: reqs.Requests, progress: Callable[[int], None] | None = None
+) -> metrics.ModeMetrics:
+    """One mode simulated and scored against the workload's SLOs and GPU price."""
     w = s.resolved.workload
-    out = {}
-    for mode in ("colocated", "disaggregated"):
-        tick = None if progress is None else functools.partial(progress, mode)
-        outcome = simulate_mode(s, mode, requests, tick)
-        out[mode] = metrics.summarize(
-            outcome, requests, w.slo.ttft_ms, w.slo.tpot_ms, w.cost.usd_per_gpu_hour
-        )
-    return out
+    outcome = simulate_mode(s, mode, requests, progress)
+    return metrics.summarize(
+        outcome, requests, w.slo.ttft_ms, w.slo.tpot_ms, w.cost.usd_per_gpu_hour
+    )
 
 
 def gpus_of(s: Setup, mode: str) -> int:

@@ -94,23 +94,38 @@ def run_sweep(
     seed: int = 0,
     policy: str = "chunked",
     on_point: Callable[[float], None] | None = None,
+    jobs: int = 1,
 ) -> SweepResult:
+    """The analytic gain curve over log-spaced prompt lengths and, with `simulate`, the
+    simulated one: each (prompt length, mode) goodput bisection is independent, so with
+    `jobs` >= 2 they run in that many worker processes (`sim.parallel`), with equal results.
+    `on_point(prompt)` hears each prompt length once both its modes are done."""
     r = resolve(w, base_dir)
     prompts = np.unique(np.round(np.geomspace(low, high, steps)))
     analytic = np.asarray(gain_curve(r, prompts), dtype=float)
     own = w.traffic.prompt_tokens.p50  # the crossover is read from the workload's own length
     sim_gain = colo_gp = dis_gp = None
     if simulate:
-        sim_gain, colo_gp, dis_gp = [], [], []
-        for p in prompts:
-            c, d = _simulated_goodputs(
-                _at_prompt(w, float(p)), base_dir, requests, attainment, seed, policy
-            )
-            colo_gp.append(c)
-            dis_gp.append(d)
-            sim_gain.append(d / c if c > 0 else (math.inf if d > 0 else math.nan))
-            if on_point is not None:
-                on_point(float(p))
+        from disagg_decider.sim.parallel import run_all
+
+        calls = [
+            (_at_prompt(w, float(p)), base_dir, requests, attainment, seed, policy, mode)
+            for p in prompts
+            for mode in ("colocated", "disaggregated")
+        ]
+        modes_done = [0] * len(prompts)
+
+        def finished(i: int) -> None:
+            modes_done[i // 2] += 1
+            if modes_done[i // 2] == 2 and on_point is not None:
+                on_point(float(prompts[i // 2]))
+
+        goodputs = run_all(_mode_goodput_per_gpu, calls, jobs, finished)
+        colo_gp, dis_gp = goodputs[0::2], goodputs[1::2]
+        sim_gain = [
+            d / c if c > 0 else (math.inf if d > 0 else math.nan)
+            for c, d in zip(colo_gp, dis_gp, strict=True)
+        ]
     return SweepResult(
         workload=w.name,
         prompt_tokens=[int(p) for p in prompts],
@@ -128,34 +143,36 @@ def run_sweep(
     )
 
 
-def _simulated_goodputs(
-    w: Workload, base_dir: Path | None, requests: int, attainment: float, seed: int, policy: str
-) -> tuple[float, float]:
+def _mode_goodput_per_gpu(
+    w: Workload,
+    base_dir: Path | None,
+    requests: int,
+    attainment: float,
+    seed: int,
+    policy: str,
+    mode: str,
+) -> float:
+    """One mode's simulated goodput per GPU at the workload's prompt length."""
     from disagg_decider.decide import decide
     from disagg_decider.sim import run
 
     r = resolve(w, base_dir)
     verdict = decide(w, base_dir=base_dir)
     base = run.synthetic_requests(r, requests, seed, rate_per_s=1.0)
-    out = []
-    for mode, result in (
-        ("colocated", verdict.colocated),
-        ("disaggregated", verdict.disaggregated),
-    ):
-        # Each mode on the layout the analytic gain compares: its best on the cluster, i.e.
-        # the pools the verdict sizes for (just under) the mode's max rate. Goodput is divided
-        # by the GPUs those pools use, as simulated.
-        top = result.max_rate_per_s or 0.0
-        sized = verdict
-        if top > 0:
-            data = w.model_dump(mode="json", exclude_none=True)
-            data["traffic"]["requests_per_second"] = top * 0.999
-            sized = decide(type(w).model_validate(data), base_dir=base_dir)
-        s = run.setup(r, sized, policy=policy)  # type: ignore[arg-type]
-        gpus = run.gpus_of(s, mode)
-        start = max(top * gpus / w.cluster.gpus, 0.05)
-        out.append(run.goodput(s, mode, base, attainment, start) / gpus)
-    return out[0], out[1]
+    result = verdict.colocated if mode == "colocated" else verdict.disaggregated
+    # Each mode on the layout the analytic gain compares: its best on the cluster, i.e.
+    # the pools the verdict sizes for (just under) the mode's max rate. Goodput is divided
+    # by the GPUs those pools use, as simulated.
+    top = result.max_rate_per_s or 0.0
+    sized = verdict
+    if top > 0:
+        data = w.model_dump(mode="json", exclude_none=True)
+        data["traffic"]["requests_per_second"] = top * 0.999
+        sized = decide(type(w).model_validate(data), base_dir=base_dir)
+    s = run.setup(r, sized, policy=policy)  # type: ignore[arg-type]
+    gpus = run.gpus_of(s, mode)
+    start = max(top * gpus / w.cluster.gpus, 0.05)
+    return run.goodput(s, mode, base, attainment, start) / gpus
 
 
 # --- rendering ----------------------------------------------------------------------------------
