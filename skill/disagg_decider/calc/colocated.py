@@ -18,6 +18,7 @@ B (along the batch grid, or by bisection on it for many rows: `best_points`); th
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass, replace
 
 import numpy as np
@@ -270,28 +271,64 @@ def latencies_at_rate(
 
 
 def rate_within_targets(
-    engine: Engine, lengths: Lengths, ttft_ms, tpot_ms, chunk, servers, rate_hi, steps: int = 14
+    engine: Engine,
+    lengths: Lengths,
+    ttft_ms,
+    tpot_ms,
+    chunk,
+    servers,
+    rate_hi,
+    points: int = 16,
+    rounds: int = 3,
 ) -> np.ndarray:
     """The largest load per replica, at most `rate_hi` (N,), whose reported latencies meet both
     targets with `servers` replicas behind the router (columns as in `latencies_at_rate`).
 
     The search reads capacity off a grid on which the TTFT limit is a miss probability, and a
     pool of fewer replicas than the cluster holds queues more; where either makes the reported
-    p99 overshoot its target at `rate_hi`, the load is bisected down until it does not, so a
-    mode that says it meets the SLO does.
+    p99 overshoot its target at `rate_hi`, the load is lowered until it does not, so a
+    mode that says it meets the SLO does. Only the rows that overshoot are searched, to
+    1 / points**rounds of `rate_hi`, and what is returned is a load that was checked.
     """
     rate_hi = np.asarray(rate_hi, dtype=float)
+    n = len(rate_hi)
 
-    def meets(rate: np.ndarray) -> np.ndarray:
-        ttft, tpot = latencies_at_rate(engine, lengths, ttft_ms, tpot_ms, chunk, rate, servers)
-        return (ttft <= np.ravel(ttft_ms) * (1 + 1e-9)) & (tpot <= np.ravel(tpot_ms) * (1 + 1e-9))
+    def meets(rows: np.ndarray, rate: np.ndarray) -> np.ndarray:
+        take = functools.partial(_row_subset, rows=rows, n=n)
+        at_rows = replace(engine, **{k: take(getattr(engine, k)) for k in ("tp", "dp", "ep")})
+        lengths_rows = Lengths(**{k: take(v) for k, v in vars(lengths).items()})
+        ttft_t, tpot_t = take(ttft_ms), take(tpot_ms)
+        ttft, tpot = latencies_at_rate(
+            at_rows, lengths_rows, ttft_t, tpot_t, take(chunk), rate, take(servers)
+        )
+        return (ttft <= np.ravel(ttft_t) * (1 + 1e-9)) & (tpot <= np.ravel(tpot_t) * (1 + 1e-9))
 
-    good = meets(rate_hi) | (rate_hi <= 0)
+    good = meets(np.arange(n), rate_hi) | (rate_hi <= 0)
     if good.all():
         return rate_hi
-    lo, hi = np.zeros_like(rate_hi), rate_hi.copy()
-    for _ in range(steps):
-        mid = (lo + hi) / 2.0
-        ok = meets(mid)
-        lo, hi = np.where(ok, mid, lo), np.where(ok, hi, mid)
-    return np.where(good, rate_hi, lo)
+    # The rows that overshoot: the largest of `points` candidate loads that meets the targets,
+    # then the same again inside the step above it; every call evaluates all candidates at once.
+    bad = np.flatnonzero(~good)
+    lo, hi = np.zeros(len(bad)), rate_hi[bad]
+    step = np.arange(1, points + 1) / points
+    each = np.arange(len(bad))
+    for _ in range(rounds):
+        grid = lo[:, None] + (hi - lo)[:, None] * step  # (B, points), ascending
+        ok = meets(np.repeat(bad, points), grid.ravel()).reshape(len(bad), points)
+        last = points - 1 - np.argmax(ok[:, ::-1], axis=1)  # largest candidate that meets
+        found = ok.any(axis=1)
+        lo, hi = (
+            np.where(found, grid[each, last], lo),
+            np.where(found & (last < points - 1), grid[each, np.minimum(last + 1, points - 1)], hi),
+        )
+        hi = np.where(found, hi, grid[:, 0])
+    out = rate_hi.copy()
+    out[bad] = lo
+    return out
+
+
+def _row_subset(value, rows: np.ndarray, n: int):
+    """`value` at the given rows when it holds one row per load (leading axis n), else as is."""
+    if isinstance(value, np.ndarray) and value.ndim >= 1 and value.shape[0] == n:
+        return value[rows]
+    return value

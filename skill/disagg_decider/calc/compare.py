@@ -300,14 +300,20 @@ def _colocated_results(o: _Own, f: Found) -> list[ColocatedResult]:
     feasible = (per_replica > 0) & (o.budget // tp >= 1)
     within = np.where(feasible, cap * per_replica, 0.0)
     need = _replicas_needed(o.rate, per_replica)
-    for _ in range(3):
-        pooled = colocated.rate_within_targets(
-            *at, np.minimum(need, cap).reshape(-1, 1), per_replica
-        )
-        need = np.where(pooled > 0, np.maximum(need, _replicas_needed(o.rate, pooled)), need)
+    servers, carried = cap, per_replica
+    for _ in range(4):  # more replicas carry more each; a few rounds settle the count
+        replicas = np.where(feasible, np.minimum(need, cap), cap)
+        if not np.array_equal(replicas, servers):
+            carried = colocated.rate_within_targets(*at, replicas.reshape(-1, 1), per_replica)
+            servers = replicas
+        more = np.where(carried > 0, np.maximum(need, _replicas_needed(o.rate, carried)), need)
+        if np.array_equal(more, need):
+            break
+        need = more
     replicas = np.where(feasible, np.minimum(need, cap), cap)
+    if not np.array_equal(replicas, servers):
+        carried = colocated.rate_within_targets(*at, replicas.reshape(-1, 1), per_replica)
     fits = feasible & (need <= cap)
-    carried = colocated.rate_within_targets(*at, replicas.reshape(-1, 1), per_replica)
     load = np.minimum(o.rate / replicas, carried)
     ttft, tpot = colocated.latencies_at_rate(*at, load, replicas.reshape(-1, 1))
     served = np.minimum(o.rate, replicas * carried)
