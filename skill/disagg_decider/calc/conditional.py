@@ -1,0 +1,390 @@
+"""Conditional disaggregation: a prefill pool for long uncached prompts, local prefill for the rest.
+
+Dynamo's router (`eff_isl_threshold`, policy `isl_bounding`) and llm-d's `prefix-based-pd-decider`
+(`nonCachedTokens`) send a request to the prefill pool only when its uncached prompt exceeds a
+threshold T; shorter prompts are prefilled by the decode worker itself, chunked into its decode
+batch (the interference `colocated` prices). So the layout is two pools:
+
+- decode workers: colocated replicas that decode every request but prefill only those with
+  u <= T uncached tokens. Their prefill work per arriving request is E[u 1{u <= T}] (a
+  zero-inflated service: the long requests queue for no local prefill), the TTFT of a short
+  request is priced on the short part of the length distribution, and their KV memory and
+  decode context are the whole mix's;
+- a prefill pool (`pools.prefill_pool`) serving the long part, u > T, at the long share s of the
+  rate, its TTFT including the KV transfer and the join.
+
+Lengths are log-normal (per class for mixed traffic, `disagg_decider.classes`); the part of a
+log-normal below or above T has closed-form partial moments, and each part is carried as the
+log-normal with its mean and second moment (the calculator's one length shape).
+
+T = 0 is always-disaggregated and "no prefill pool" is colocated: the chooser takes both from
+the modes already sized, so the layout's goodput is never below either. Among thresholds within
+1% of the best goodput it picks the largest (fewest KV transfers).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, replace
+
+import numpy as np
+
+from disagg_decider.calc import colocated, decode
+from disagg_decider.calc.kvpath import transfer_path
+from disagg_decider.calc.lengths import Lengths
+from disagg_decider.calc.pools import prefill_pool
+from disagg_decider.calc.result import (
+    ColocatedResult,
+    ConditionalResult,
+    DisaggregatedResult,
+    ThresholdPoint,
+)
+from disagg_decider.calc.search import engine_for, pairs_allowed
+from disagg_decider.classes import Component, components, fit_moments, partial_moments
+from disagg_decider.workload import Resolved
+
+THRESHOLD_POINTS = 24  # candidate thresholds between the shortest and longest prompts
+NEAR_BEST = 0.99  # thresholds within 1% of the best goodput count as equally good
+MIN_SHARE = 1e-3  # a part holding fewer requests than this is not a pool of its own
+
+
+@dataclass(frozen=True)
+class Candidate:
+    """One conditional layout on the cluster: threshold, TP pair, chunk and whole pools."""
+
+    threshold_tokens: float
+    long_share: float  # requests sent to the prefill pool
+    goodput_rate_per_s: float  # within both p99 targets on the whole cluster
+    prefill_tp: int
+    decode_tp: int
+    prefill_replicas: int
+    decode_replicas: int
+    chunk_tokens: int
+    ttft_p99_ms: float | None  # the worse of the two request kinds, at the workload's rate
+    tpot_p99_ms: float | None
+
+
+@dataclass(frozen=True)
+class Parts:
+    """The length distribution split at T: the prefill pool's part and the decode workers'."""
+
+    long_share: float
+    long: Lengths  # requests above T, as one log-normal (scalars)
+    local: Lengths  # every request's decode, with the short prompts' local prefill work
+
+
+def split_at(comps: list[Component], threshold: float) -> Parts:
+    """Split the mix of classes at T uncached tokens (moment-matched parts)."""
+    long_w = long_m1 = long_m2 = long_c1 = out_long1 = out_long2 = 0.0
+    short_w = short_m1 = short_m2 = 0.0
+    for c in comps:
+        share = 1.0 - c.hit_rate
+        # The class's uncached tokens are log-normal with median p50 * share, same sigma.
+        u_p50 = c.prompt_p50 * share
+        below0, below1, below2 = partial_moments(u_p50, c.prompt_sigma, threshold)
+        total1 = u_p50 * math.exp(c.prompt_sigma**2 / 2)
+        total2 = u_p50**2 * math.exp(2 * c.prompt_sigma**2)
+        frac_long = 1.0 - below0
+        long_w += c.weight * frac_long
+        long_m1 += c.weight * (total1 - below1)
+        long_m2 += c.weight * (total2 - below2)
+        long_c1 += c.weight * (total1 - below1) / share * (1.0 - share)  # cached tokens
+        o1 = c.output_p50 * math.exp(c.output_sigma**2 / 2)
+        o2 = c.output_p50**2 * math.exp(2 * c.output_sigma**2)
+        out_long1 += c.weight * frac_long * o1
+        out_long2 += c.weight * frac_long * o2
+        short_w += c.weight * below0
+        short_m1 += c.weight * below1
+        short_m2 += c.weight * below2
+    whole = mixture_lengths(comps)
+    long = whole
+    if long_w > 0:
+        u_p50, u_sigma = fit_moments(long_m1 / long_w, long_m2 / long_w)
+        hit = long_c1 / (long_m1 + long_c1) if long_m1 + long_c1 > 0 else 0.0
+        o_p50, o_sigma = fit_moments(out_long1 / long_w, out_long2 / long_w)
+        long = Lengths.build(u_p50 / (1.0 - hit), u_sigma, hit, o_p50, o_sigma)
+    local = whole
+    if short_w > 0:
+        # The tagged short request's own prompt: the short part's log-normal (uncached share 1
+        # so the colocated model's prompt quantiles are uncached tokens). The work per arriving
+        # request, short or not, is the zero-inflated E[u 1{u <= T}] and its second moment.
+        s_p50, s_sigma = fit_moments(short_m1 / short_w, short_m2 / short_w)
+        local = replace(
+            whole,
+            prompt_p50=np.asarray(s_p50),
+            prompt_sigma=np.asarray(s_sigma),
+            uncached_share=np.asarray(1.0),
+            uncached_mean=np.asarray(short_m1),
+            uncached_second_moment=np.asarray(short_m2),
+        )
+    return Parts(long_share=long_w, long=long, local=local)
+
+
+def mixture_lengths(comps: list[Component]) -> Lengths:
+    """The whole mix as one log-normal prompt and output (mean and second moment kept)."""
+    p1 = sum(c.weight * c.prompt_p50 * math.exp(c.prompt_sigma**2 / 2) for c in comps)
+    p2 = sum(c.weight * c.prompt_p50**2 * math.exp(2 * c.prompt_sigma**2) for c in comps)
+    u1 = sum(
+        c.weight * (1 - c.hit_rate) * c.prompt_p50 * math.exp(c.prompt_sigma**2 / 2) for c in comps
+    )
+    o1 = sum(c.weight * c.output_p50 * math.exp(c.output_sigma**2 / 2) for c in comps)
+    o2 = sum(c.weight * c.output_p50**2 * math.exp(2 * c.output_sigma**2) for c in comps)
+    p50, sigma = fit_moments(p1, p2)
+    o50, osigma = fit_moments(o1, o2)
+    return Lengths.build(p50, sigma, 1.0 - u1 / p1, o50, osigma)
+
+
+def thresholds(comps: list[Component]) -> np.ndarray:
+    """Candidate thresholds: log-spaced over the uncached prompts the classes span."""
+    lo = min(c.prompt_p50 * (1 - c.hit_rate) * math.exp(-2.5 * c.prompt_sigma) for c in comps)
+    hi = max(c.prompt_p50 * (1 - c.hit_rate) * math.exp(2.5 * c.prompt_sigma) for c in comps)
+    lo, hi = max(lo, 16.0), max(hi, 32.0)
+    grid = np.geomspace(lo, max(hi, lo * 1.01), THRESHOLD_POINTS)
+    return np.unique(np.maximum(np.round(grid / 16) * 16, 16))
+
+
+def candidates(r: Resolved, pairs: list[tuple[int, int]]) -> list[Candidate]:
+    """Every (threshold, TP pair) with its best whole split of the cluster."""
+    w = r.workload
+    comps = components(w)
+    budget = float(w.cluster.gpus)
+    ttft, tpot = float(w.slo.ttft_ms), float(w.slo.tpot_ms)
+    chunks = np.asarray(w.efficiency.chunk_tokens, dtype=float)
+    path = transfer_path(r)
+    out = []
+    for threshold in thresholds(comps):
+        parts = split_at(comps, float(threshold))
+        s = parts.long_share
+        if s < MIN_SHARE or s > 1.0 - MIN_SHARE:
+            continue  # colocated or always-disaggregated, which the modes already size
+        for p_tp, d_tp in pairs:
+            found = _best_split(r, parts, p_tp, d_tp, budget, ttft, tpot, chunks, path)
+            if found is not None:
+                out.append(replace(found, threshold_tokens=float(threshold)))
+    return out
+
+
+def _best_split(r, parts, p_tp, d_tp, budget, ttft, tpot, chunks, path) -> Candidate | None:
+    most = int((budget - d_tp) // p_tp)
+    if most < 1:
+        return None
+    p_engine = engine_for(r, np.array([[float(p_tp)]]))
+    d_engine = engine_for(r, float(d_tp))
+    x = np.arange(1, most + 1, dtype=float)
+    y = np.floor((budget - x * p_tp) / d_tp)
+    keep = y >= 1
+    x, y = x[keep], y[keep]
+    if x.size == 0:
+        return None
+    long = _column(parts.long)
+    join = decode.join_step_ms(engine_for(r, np.array([[float(d_tp)]])), _column(parts.local))
+    pool = prefill_pool(
+        r,
+        p_engine,
+        long,
+        path,
+        np.array([ttft]),
+        np.array([[float(p_tp)]]),
+        np.array([[float(d_tp)]]),
+        join_ms=join,
+    )
+    pool_rate = np.ravel(pool.max_rate_per_s(x)) / parts.long_share  # total requests it admits
+    # Decode workers with local prefill: per-replica capacity with y replicas behind the router.
+    local = parts.local
+    colo = colocated.best_points(
+        engine_for(r, float(d_tp)),
+        _column(local, (-1, 1, 1), rows=y.size),
+        ttft,
+        tpot,
+        chunks,
+        servers=y.reshape(-1, 1, 1),
+    )
+    per_replica = np.ravel(colo.rate_per_s)
+    chunk_i = np.ravel(colo.chunk_index)
+    total = np.minimum(pool_rate, y * per_replica)
+    k = int(total.argmax())
+    if total[k] <= 0:
+        return None
+    xs, ys, chunk = x[k], y[k], chunks[chunk_i[k]]
+    col = lambda v: np.array([[v]], dtype=float)  # noqa: E731
+    at = (d_engine, _column(local), col(ttft), col(tpot), col(chunk))
+    # The colocated search reads capacity off a grid; bisect down where the reported p99
+    # would overshoot, so a layout that says it meets the SLO does.
+    within = colocated.rate_within_targets(*at, col(ys), np.array([per_replica[k]]))[0]
+    goodput = min(float(pool_rate[k]), ys * within)
+    if goodput <= 0:
+        return None
+    rate = min(float(r.workload.traffic.requests_per_second), goodput)
+    long_ttft = float(np.ravel(pool.ttft_p99_ms(xs, rate * parts.long_share))[0])
+    short_ttft, tpot99 = colocated.latencies_at_rate(*at, np.array([rate / ys]), col(ys))
+    return Candidate(
+        threshold_tokens=0.0,
+        long_share=parts.long_share,
+        goodput_rate_per_s=goodput,
+        prefill_tp=p_tp,
+        decode_tp=d_tp,
+        prefill_replicas=int(xs),
+        decode_replicas=int(ys),
+        chunk_tokens=int(chunk),
+        ttft_p99_ms=max(long_ttft, float(short_ttft[0])),
+        tpot_p99_ms=float(tpot99[0]),
+    )
+
+
+def _column(lengths: Lengths, shape=(-1, 1), rows: int = 1) -> Lengths:
+    """Scalar lengths as `rows` rows of the calculator's axes."""
+    shape = (rows, *shape[1:])
+    return Lengths(
+        **{
+            k: np.broadcast_to(np.reshape(np.asarray(v, dtype=float), (1,) * len(shape)), shape)
+            for k, v in vars(lengths).items()
+        }
+    )
+
+
+def choose(
+    options: list[tuple[float | None, float]],
+) -> int:
+    """Index of the chosen (threshold, goodput): the largest threshold within 1% of the best.
+
+    A threshold of None is "no prefill pool" (colocated), larger than any number; 0 is
+    always-disaggregated. Fewer KV transfers for the same goodput is the better layout.
+    """
+    best = max(g for _, g in options)
+    near = [i for i, (_, g) in enumerate(options) if g >= NEAR_BEST * best and g > 0]
+    if not near:
+        return 0
+    return max(near, key=lambda i: math.inf if options[i][0] is None else options[i][0])
+
+
+def tp_pairs(r: Resolved, colo_tp: int, p_tp: int, d_tp: int) -> list[tuple[int, int]]:
+    """The TP pairs tried: every pair the engine allows among the degrees the two modes may
+    use (the disaggregated mode's pair first). Decode workers that prefill locally may want a
+    different degree than a pure decode pool, and the prefill pool a smaller one for a share."""
+    from disagg_decider.calc.search import candidate_tps, pinned_tps
+
+    w = r.workload
+    limit = min(w.cluster.gpus, w.cluster.gpus_per_node)
+    pins = pinned_tps(w)
+    tps = [int(t) for t in candidate_tps([r]) if t <= limit]
+    ps = [pins["prefill"]] if pins["prefill"] else tps
+    ds = [pins["decode"]] if pins["decode"] else tps
+    out = [(p_tp, d_tp)]
+    for p in ps:
+        for d in ds:
+            ok = pairs_allowed(w.engine, np.array([p]), np.array([d]), w.cluster.gpus)
+            if (
+                (p, d) not in out
+                and bool(np.ravel(ok)[0])
+                and engine_for(r, float(p)).fits()
+                and engine_for(r, float(d)).fits()
+            ):
+                out.append((p, d))
+    return out
+
+
+def evaluate(r: Resolved, colo: ColocatedResult, disagg: DisaggregatedResult) -> ConditionalResult:
+    """The conditional layout: the best threshold with its pools, T = 0 and no pool included."""
+    budget = float(r.workload.cluster.gpus)
+    found: list[Candidate] = []
+    if colo.feasible or disagg.feasible:
+        pairs = tp_pairs(r, colo.tp, disagg.prefill_tp, disagg.decode_tp)
+        found = candidates(r, pairs)
+    # Per threshold, the best TP pair.
+    by_t: dict[float, Candidate] = {}
+    for c in found:
+        if (
+            c.threshold_tokens not in by_t
+            or c.goodput_rate_per_s > by_t[c.threshold_tokens].goodput_rate_per_s
+        ):
+            by_t[c.threshold_tokens] = c
+    options: list[tuple[float | None, float]] = [
+        (0.0, disagg.max_rate_per_s if disagg.feasible else 0.0),
+        *((t, c.goodput_rate_per_s) for t, c in sorted(by_t.items())),
+        (None, colo.max_rate_per_s if colo.feasible else 0.0),
+    ]
+    curve = [
+        ThresholdPoint(
+            threshold_tokens=None if t is None else int(t),
+            goodput_per_gpu=g / budget,
+            share_to_prefill=(1.0 if t == 0.0 else 0.0 if t is None else by_t[t].long_share),
+        )
+        for t, g in options
+    ]
+    k = choose(options)
+    t, best = options[k]
+    common = {
+        "curve": curve,
+        "gain_over_colocated": _ratio(best, colo.max_rate_per_s if colo.feasible else 0.0),
+        "gain_over_disaggregated": _ratio(best, disagg.max_rate_per_s if disagg.feasible else 0.0),
+    }
+    if t is None:
+        return ConditionalResult(
+            layout="colocated",
+            feasible=colo.feasible,
+            threshold_tokens=None,
+            threshold_reason=(
+                "no prefill pool: colocated replicas serve within 1% of the best goodput any "
+                "threshold gives, with no KV transfers"
+                if colo.feasible
+                else "no layout meets the p99 targets"
+            ),
+            share_to_prefill=0.0,
+            max_rate_per_s=best,
+            goodput_per_gpu=best / budget,
+            prefill_tp=None,
+            decode_tp=colo.tp,
+            prefill_replicas=0,
+            decode_replicas=colo.replicas,
+            chunk_tokens=colo.chunk_tokens,
+            ttft_p99_ms=colo.ttft_p99_ms,
+            tpot_p99_ms=colo.tpot_p99_ms,
+            **common,
+        )
+    if t == 0.0:
+        return ConditionalResult(
+            layout="disaggregated",
+            feasible=disagg.feasible,
+            threshold_tokens=0,
+            threshold_reason=(
+                "every request goes to the prefill pool: no threshold above 0 comes within 1% "
+                "of always-disaggregated goodput"
+            ),
+            share_to_prefill=1.0,
+            max_rate_per_s=best,
+            goodput_per_gpu=best / budget,
+            prefill_tp=disagg.prefill_tp,
+            decode_tp=disagg.decode_tp,
+            prefill_replicas=disagg.prefill_replicas,
+            decode_replicas=disagg.decode_replicas,
+            chunk_tokens=None,
+            ttft_p99_ms=disagg.ttft_p99_ms,
+            tpot_p99_ms=disagg.tpot_p99_ms,
+            **common,
+        )
+    c = by_t[t]
+    return ConditionalResult(
+        layout="conditional",
+        feasible=True,
+        threshold_tokens=int(t),
+        threshold_reason=(
+            f"the largest threshold within 1% of the best goodput per GPU: prompts above {int(t)} "
+            f"uncached tokens ({c.long_share:.0%} of requests) go to the prefill pool, the rest "
+            "prefill on the decode workers"
+        ),
+        share_to_prefill=c.long_share,
+        max_rate_per_s=best,
+        goodput_per_gpu=best / budget,
+        prefill_tp=c.prefill_tp,
+        decode_tp=c.decode_tp,
+        prefill_replicas=c.prefill_replicas,
+        decode_replicas=c.decode_replicas,
+        chunk_tokens=c.chunk_tokens,
+        ttft_p99_ms=c.ttft_p99_ms,
+        tpot_p99_ms=c.tpot_p99_ms,
+        **common,
+    )
+
+
+def _ratio(a: float, b: float) -> float | None:
+    return a / b if a > 0 and b > 0 else None
