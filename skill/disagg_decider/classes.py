@@ -107,3 +107,20 @@ def mixture_percentiles(
     prompt = (p50, p50 * math.exp(Z99 * sigma))
     output = (o50, o50 * math.exp(Z99 * osigma))
     return prompt, output, cached / p1
+
+
+def batch_context_tokens(workload: Any) -> float:
+    """The mean context of a decode batch serving the workload's classes; nan for one class.
+
+    A request holds its seat for its output, so classes with long outputs fill more of the
+    batch (Little's law per class): the mean context is output-weighted,
+    sum(w o (p + o / 2)) / sum(w o) over class means. With one class it is the calculator's
+    convention, prompt + output / 2, and nan says so.
+    """
+    comps = components(workload)
+    if len(comps) == 1:
+        return math.nan
+    p = [c.prompt_p50 * math.exp(c.prompt_sigma**2 / 2) for c in comps]
+    o = [c.output_p50 * math.exp(c.output_sigma**2 / 2) for c in comps]
+    seats = [c.weight * oi for c, oi in zip(comps, o, strict=True)]
+    return sum(s * (pi + oi / 2) for s, pi, oi in zip(seats, p, o, strict=True)) / sum(seats)

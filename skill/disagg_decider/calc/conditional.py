@@ -29,10 +29,10 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
-from disagg_decider.calc import colocated, decode
+from disagg_decider.calc import colocated, decode, prefill
 from disagg_decider.calc.kvpath import transfer_path
 from disagg_decider.calc.lengths import Lengths
-from disagg_decider.calc.pools import prefill_pool
+from disagg_decider.calc.pools import ingress_rate_per_s, prefill_pool
 from disagg_decider.calc.result import (
     ColocatedResult,
     ConditionalResult,
@@ -62,6 +62,9 @@ class Candidate:
     chunk_tokens: int
     ttft_p99_ms: float | None  # the worse of the two request kinds, at the workload's rate
     tpot_p99_ms: float | None
+    pool_rate_per_s: float = 0.0  # total requests the prefill pool admits (its share of them)
+    per_replica_rate_per_s: float = 0.0  # a decode worker's capacity read off the grid
+    settled: bool = False  # goodput checked against the reported p99s (`settle`)
 
 
 @dataclass(frozen=True)
@@ -96,7 +99,7 @@ def split_at(comps: list[Component], threshold: float) -> Parts:
         short_w += c.weight * below0
         short_m1 += c.weight * below1
         short_m2 += c.weight * below2
-    whole = mixture_lengths(comps)
+    whole = batch_weighted(mixture_lengths(comps), comps)
     long = whole
     if long_w > 0:
         u_p50, u_sigma = fit_moments(long_m1 / long_w, long_m2 / long_w)
@@ -134,6 +137,26 @@ def mixture_lengths(comps: list[Component]) -> Lengths:
     return Lengths.build(p50, sigma, 1.0 - u1 / p1, o50, osigma)
 
 
+def batch_weighted(lengths: Lengths, comps: list[Component]) -> Lengths:
+    """The mix as a decode batch sees it: a request stays in the batch for its output, so
+    classes with long outputs fill more of it (Little's law per class). The batch's mean
+    context and KV held per sequence are weighted by output length; with one class this is
+    the calculator's convention, prompt + output / 2."""
+    if len(comps) == 1:
+        return lengths
+    p = [c.prompt_p50 * math.exp(c.prompt_sigma**2 / 2) for c in comps]
+    o = [c.output_p50 * math.exp(c.output_sigma**2 / 2) for c in comps]
+    seats = [c.weight * oi for c, oi in zip(comps, o, strict=True)]
+    total = sum(seats)
+    ctx = sum(s * (pi + oi / 2) for s, pi, oi in zip(seats, p, o, strict=True)) / total
+    held = sum(s * (pi + oi) for s, pi, oi in zip(seats, p, o, strict=True)) / total
+    return replace(
+        lengths,
+        decode_context_mean=np.asarray(ctx),
+        prompt_mean=np.asarray(held - float(lengths.output_mean)),
+    )
+
+
 def thresholds(comps: list[Component]) -> np.ndarray:
     """Candidate thresholds: log-spaced over the uncached prompts the classes span."""
     lo = min(c.prompt_p50 * (1 - c.hit_rate) * math.exp(-2.5 * c.prompt_sigma) for c in comps)
@@ -144,90 +167,155 @@ def thresholds(comps: list[Component]) -> np.ndarray:
 
 
 def candidates(r: Resolved, pairs: list[tuple[int, int]]) -> list[Candidate]:
-    """Every (threshold, TP pair) with its best whole split of the cluster."""
+    """Every (threshold, TP pair) with its best whole split of the cluster.
+
+    Goodputs here are read off the colocated capacity grid (an upper bound); `settle` checks
+    the ones the choice depends on against the reported p99s.
+    """
     w = r.workload
     comps = components(w)
-    budget = float(w.cluster.gpus)
-    ttft, tpot = float(w.slo.ttft_ms), float(w.slo.tpot_ms)
-    chunks = np.asarray(w.efficiency.chunk_tokens, dtype=float)
-    path = transfer_path(r)
-    out = []
+    parts = []
     for threshold in thresholds(comps):
-        parts = split_at(comps, float(threshold))
-        s = parts.long_share
-        if s < MIN_SHARE or s > 1.0 - MIN_SHARE:
-            continue  # colocated or always-disaggregated, which the modes already size
-        for p_tp, d_tp in pairs:
-            found = _best_split(r, parts, p_tp, d_tp, budget, ttft, tpot, chunks, path)
-            if found is not None:
-                out.append(replace(found, threshold_tokens=float(threshold)))
+        split = split_at(comps, float(threshold))
+        if MIN_SHARE <= split.long_share <= 1.0 - MIN_SHARE:
+            parts.append((float(threshold), split))  # else colocated or always-disaggregated
+    if not parts:
+        return []
+    out = []
+    for p_tp, d_tp in pairs:
+        out.extend(_best_splits(r, parts, p_tp, d_tp))
     return out
 
 
-def _best_split(r, parts, p_tp, d_tp, budget, ttft, tpot, chunks, path) -> Candidate | None:
-    most = int((budget - d_tp) // p_tp)
-    if most < 1:
-        return None
-    p_engine = engine_for(r, np.array([[float(p_tp)]]))
-    d_engine = engine_for(r, float(d_tp))
-    x = np.arange(1, most + 1, dtype=float)
+def _stack(many: list[Lengths], shape) -> Lengths:
+    """Scalar lengths, one per row, as rows of the calculator's axes."""
+    return Lengths(
+        **{
+            k: np.reshape(np.array([float(np.ravel(getattr(x, k))[0]) for x in many]), shape)
+            for k in vars(many[0])
+        }
+    )
+
+
+def _best_splits(r: Resolved, parts, p_tp: int, d_tp: int) -> list[Candidate]:
+    """The best split of the cluster for each threshold, one TP pair, all thresholds at once."""
+    w = r.workload
+    budget = float(w.cluster.gpus)
+    ttft, tpot = float(w.slo.ttft_ms), float(w.slo.tpot_ms)
+    chunks = np.asarray(w.efficiency.chunk_tokens, dtype=float)
+    x = np.arange(1, max(int((budget - d_tp) // p_tp), 0) + 1, dtype=float)
     y = np.floor((budget - x * p_tp) / d_tp)
-    keep = y >= 1
-    x, y = x[keep], y[keep]
+    x, y = x[y >= 1], y[y >= 1]
     if x.size == 0:
-        return None
-    long = _column(parts.long)
-    join = decode.join_step_ms(engine_for(r, np.array([[float(d_tp)]])), _column(parts.local))
+        return []
+    n = len(parts)
+    shares = np.array([split.long_share for _, split in parts])
+    longs = _stack([split.long for _, split in parts], (-1, 1))
+    locals_ = [split.local for _, split in parts]
+    d_col = engine_for(r, np.full((n, 1), float(d_tp)))
+    join = decode.join_step_ms(d_col, _stack(locals_, (-1, 1)))
     pool = prefill_pool(
         r,
-        p_engine,
-        long,
-        path,
-        np.array([ttft]),
-        np.array([[float(p_tp)]]),
-        np.array([[float(d_tp)]]),
+        engine_for(r, np.full((n, 1), float(p_tp))),
+        longs,
+        transfer_path(r),
+        np.full(n, ttft),
+        np.full((n, 1), float(p_tp)),
+        np.full((n, 1), float(d_tp)),
         join_ms=join,
     )
-    pool_rate = np.ravel(pool.max_rate_per_s(x)) / parts.long_share  # total requests it admits
+    wide = prefill.Pool(
+        np.asarray(pool.mean_ms)[:, None],
+        np.asarray(pool.scv)[:, None],
+        np.asarray(pool.nodes_ms)[:, None, :],
+        np.asarray(pool.target_ms)[:, None],
+    )
+    pool_rate = wide.max_rate_per_s(x[None, :]) / shares[:, None]  # (n, X) total requests
     # Decode workers with local prefill: per-replica capacity with y replicas behind the router.
-    local = parts.local
+    rows = [loc for loc in locals_ for _ in y]
     colo = colocated.best_points(
         engine_for(r, float(d_tp)),
-        _column(local, (-1, 1, 1), rows=y.size),
+        _stack(rows, (-1, 1, 1)),
         ttft,
         tpot,
         chunks,
-        servers=y.reshape(-1, 1, 1),
+        servers=np.tile(y, n).reshape(-1, 1, 1),
     )
-    per_replica = np.ravel(colo.rate_per_s)
-    chunk_i = np.ravel(colo.chunk_index)
-    total = np.minimum(pool_rate, y * per_replica)
-    k = int(total.argmax())
-    if total[k] <= 0:
-        return None
-    xs, ys, chunk = x[k], y[k], chunks[chunk_i[k]]
+    per_replica = np.reshape(colo.rate_per_s, (n, -1))
+    chunk_i = np.reshape(colo.chunk_index, (n, -1))
+    # Each decode worker receives its share of the long requests' KV over its NICs.
+    ingress = np.ravel(
+        ingress_rate_per_s(
+            r, transfer_path(r), longs, np.full((n, 1), float(p_tp)), np.full((n, 1), float(d_tp))
+        )
+    )
+    per_replica = np.minimum(per_replica, (ingress / shares)[:, None])
+    total = np.minimum(pool_rate, y[None, :] * per_replica)
+    out = []
+    for t, (threshold, split) in enumerate(parts):
+        k = int(total[t].argmax())
+        if total[t, k] <= 0:
+            continue
+        out.append(
+            Candidate(
+                threshold_tokens=threshold,
+                long_share=split.long_share,
+                goodput_rate_per_s=float(total[t, k]),
+                prefill_tp=p_tp,
+                decode_tp=d_tp,
+                prefill_replicas=int(x[k]),
+                decode_replicas=int(y[k]),
+                chunk_tokens=int(chunks[chunk_i[t, k]]),
+                ttft_p99_ms=None,
+                tpot_p99_ms=None,
+                pool_rate_per_s=float(pool_rate[t, k]),
+                per_replica_rate_per_s=float(per_replica[t, k]),
+            )
+        )
+    return out
+
+
+def settle(r: Resolved, c: Candidate) -> Candidate:
+    """The candidate with its goodput checked against the reported p99s and its latencies.
+
+    The colocated search reads capacity off a grid; the decode workers' load is bisected down
+    where the reported p99 would overshoot, so a layout that says it meets the SLO does.
+    """
+    w = r.workload
+    comps = components(w)
+    split = split_at(comps, c.threshold_tokens)
     col = lambda v: np.array([[v]], dtype=float)  # noqa: E731
-    at = (d_engine, _column(local), col(ttft), col(tpot), col(chunk))
-    # The colocated search reads capacity off a grid; bisect down where the reported p99
-    # would overshoot, so a layout that says it meets the SLO does.
-    within = colocated.rate_within_targets(*at, col(ys), np.array([per_replica[k]]))[0]
-    goodput = min(float(pool_rate[k]), ys * within)
+    ys = float(c.decode_replicas)
+    at = (
+        engine_for(r, float(c.decode_tp)),
+        _column(split.local),
+        col(w.slo.ttft_ms),
+        col(w.slo.tpot_ms),
+        col(c.chunk_tokens),
+    )
+    within = colocated.rate_within_targets(*at, col(ys), np.array([c.per_replica_rate_per_s]))[0]
+    goodput = min(c.pool_rate_per_s, ys * float(within))
     if goodput <= 0:
-        return None
-    rate = min(float(r.workload.traffic.requests_per_second), goodput)
-    long_ttft = float(np.ravel(pool.ttft_p99_ms(xs, rate * parts.long_share))[0])
+        return replace(c, goodput_rate_per_s=0.0, settled=True)
+    rate = min(float(w.traffic.requests_per_second), goodput)
+    pool = prefill_pool(
+        r,
+        engine_for(r, col(c.prefill_tp)),
+        _column(split.long),
+        transfer_path(r),
+        np.array([w.slo.ttft_ms]),
+        col(c.prefill_tp),
+        col(c.decode_tp),
+        join_ms=decode.join_step_ms(engine_for(r, col(c.decode_tp)), _column(split.local)),
+    )
+    long_ttft = float(np.ravel(pool.ttft_p99_ms(float(c.prefill_replicas), rate * c.long_share))[0])
     short_ttft, tpot99 = colocated.latencies_at_rate(*at, np.array([rate / ys]), col(ys))
-    return Candidate(
-        threshold_tokens=0.0,
-        long_share=parts.long_share,
+    return replace(
+        c,
         goodput_rate_per_s=goodput,
-        prefill_tp=p_tp,
-        decode_tp=d_tp,
-        prefill_replicas=int(xs),
-        decode_replicas=int(ys),
-        chunk_tokens=int(chunk),
         ttft_p99_ms=max(long_ttft, float(short_ttft[0])),
         tpot_p99_ms=float(tpot99[0]),
+        settled=True,
     )
 
 
@@ -283,6 +371,27 @@ def tp_pairs(r: Resolved, colo_tp: int, p_tp: int, d_tp: int) -> list[tuple[int,
     return out
 
 
+def best_per_threshold(r: Resolved, found: list[Candidate]) -> dict[float, Candidate]:
+    """Per threshold, the best TP pair, settled: candidates are checked in the order of their
+    grid goodput (an upper bound) until the best checked one is at least the next bound."""
+    groups: dict[float, list[Candidate]] = {}
+    for c in found:
+        groups.setdefault(c.threshold_tokens, []).append(c)
+    out = {}
+    for t, group in groups.items():
+        group.sort(key=lambda c: -c.goodput_rate_per_s)
+        best: Candidate | None = None
+        for c in group:
+            if best is not None and best.goodput_rate_per_s >= c.goodput_rate_per_s:
+                break
+            settled = settle(r, c)
+            if best is None or settled.goodput_rate_per_s > best.goodput_rate_per_s:
+                best = settled
+        if best is not None and best.goodput_rate_per_s > 0:
+            out[t] = best
+    return out
+
+
 def evaluate(r: Resolved, colo: ColocatedResult, disagg: DisaggregatedResult) -> ConditionalResult:
     """The conditional layout: the best threshold with its pools, T = 0 and no pool included."""
     budget = float(r.workload.cluster.gpus)
@@ -290,14 +399,7 @@ def evaluate(r: Resolved, colo: ColocatedResult, disagg: DisaggregatedResult) ->
     if colo.feasible or disagg.feasible:
         pairs = tp_pairs(r, colo.tp, disagg.prefill_tp, disagg.decode_tp)
         found = candidates(r, pairs)
-    # Per threshold, the best TP pair.
-    by_t: dict[float, Candidate] = {}
-    for c in found:
-        if (
-            c.threshold_tokens not in by_t
-            or c.goodput_rate_per_s > by_t[c.threshold_tokens].goodput_rate_per_s
-        ):
-            by_t[c.threshold_tokens] = c
+    by_t = best_per_threshold(r, found)
     options: list[tuple[float | None, float]] = [
         (0.0, disagg.max_rate_per_s if disagg.feasible else 0.0),
         *((t, c.goodput_rate_per_s) for t, c in sorted(by_t.items())),
