@@ -12,8 +12,9 @@ compared with the threshold T by the router:
 
 A remote request is prefilled first come first served on the prefill replica free soonest
 (the calculator's M/G/c pool), reserves a seat and its KV on the decode worker with the fewest
-requests in flight (even past its batch cap: at the sized load that is rare), moves its uncached KV over the link (`calc.transfer.transfer_ms`, alone on
-it: the calculator caps ingress separately), and joins the decode batch at the next iteration
+requests in flight (even past its batch cap: at the sized load that is rare), moves its
+uncached KV over the link (`calc.transfer.transfer_ms`, alone on it: the calculator caps
+ingress separately), and joins the decode batch at the next iteration
 boundary; that iteration emits its first token.
 """
 
