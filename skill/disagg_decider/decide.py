@@ -10,6 +10,7 @@ from typing import Any
 
 from disagg_decider.calc.compare import analyze_many
 from disagg_decider.calc.result import Analysis
+from disagg_decider.layout_text import layout_sentence
 from disagg_decider.metrics import metric_values
 from disagg_decider.rules import engine
 from disagg_decider.rules.loader import LoadedRulebook, apply_overrides, load_files, with_extra
@@ -247,42 +248,10 @@ def summarize(r: Resolved, a: Analysis, outcome: engine.Outcome) -> str:
     else:
         name = "NVIDIA Dynamo" if outcome.decision == "dynamo" else "llm-d"
         text = f"Disaggregate with {name}: {_split_layout(d)}; {numbers}."
-    text += " " + layout_sentence(a)
+    text += " " + layout_sentence(a.conditional, a.crossover_prompt_tokens)
     if not chosen.fits_cluster:
         text += f" Short of GPUs: {_limits_text(a, chosen.mode)}."
     return text
-
-
-def layout_sentence(a: Analysis) -> str:
-    """The crossover and the routing threshold in one sentence: they answer different questions
-    (at which p50 prompt a whole split wins; which requests of this mix to send to a split)."""
-    cond = a.conditional
-    if cond is None or not cond.feasible:
-        return ""
-    cross = (
-        f"always-disaggregated wins over colocated above a p50 prompt of "
-        f"{a.crossover_prompt_tokens} tokens"
-        if a.crossover_prompt_tokens is not None
-        else "always-disaggregated never wins over colocated on the crossover grid"
-    )
-    if cond.layout == "conditional":
-        return (
-            f"Layout: conditional ({cross}, but this mix does best routing only prompts above "
-            f"{cond.threshold_tokens} uncached tokens, {cond.share_to_prefill:.0%} of requests, "
-            f"to {cond.prefill_replicas} prefill x TP{cond.prefill_tp} and prefilling the rest on "
-            f"{cond.decode_replicas} decode x TP{cond.decode_tp}: "
-            f"{cond.goodput_per_gpu:.3f} req/s per GPU, the largest threshold within 1% of the "
-            "best)."
-        )
-    if cond.layout == "disaggregated":
-        return (
-            f"Layout: always-disaggregated ({cross}, and no routing threshold above 0 comes "
-            "within 1% of its goodput, so every request goes to the prefill pool)."
-        )
-    return (
-        f"Layout: colocated ({cross}; no routing threshold gives more than 1% over no prefill "
-        "pool at all)."
-    )
 
 
 def _why_colocated(outcome: engine.Outcome) -> str:

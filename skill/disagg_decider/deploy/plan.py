@@ -52,7 +52,9 @@ class DeployPlan:
     engine: Engine
     disaggregated: bool
     pools: tuple[Pool, ...]
-    threshold_tokens: int  # Verdict.conditional_disagg_threshold_tokens
+    # Verdict.conditional_disagg_threshold_tokens when its layout is conditional; 0 (every
+    # prompt to the prefill pool) when the plan disaggregates without a threshold.
+    threshold_tokens: int
     ttft_ms: float
     tpot_ms: float
     prompt_tokens_p50: int
@@ -123,7 +125,7 @@ def make_plan(
         engine=engine,
         disaggregated=disaggregated,
         pools=pools,
-        threshold_tokens=verdict.conditional_disagg_threshold_tokens,
+        threshold_tokens=deploy_threshold(verdict),
         ttft_ms=workload.slo.ttft_ms,
         tpot_ms=workload.slo.tpot_ms,
         prompt_tokens_p50=round(workload.traffic.prompt_tokens.p50),
@@ -160,7 +162,35 @@ def _engine_for(target: str, workload_engine: str, warnings: list[str]) -> Engin
     return workload_engine  # type: ignore[return-value]
 
 
+def deploy_threshold(v: Verdict) -> int:
+    """The routing threshold to deploy: the conditional layout's, else 0 (always P/D)."""
+    k = v.conditional
+    if k is not None and k.layout == "conditional" and k.threshold_tokens is not None:
+        return k.threshold_tokens
+    return 0
+
+
 def _disaggregated_pools(w: Workload, v: Verdict) -> tuple[Pool, Pool]:
+    k = v.conditional
+    if k is not None and k.layout == "conditional" and k.prefill_tp and k.chunk_tokens:
+        # Decode workers that prefill the prompts under the threshold in chunks, as the
+        # calculator sized them (calc/conditional.py).
+        return (
+            Pool(
+                role="prefill",
+                replicas=k.prefill_replicas,
+                tp=k.prefill_tp,
+                max_num_seqs=None,
+                max_num_batched_tokens=prefill_token_budget(w.traffic.prompt_tokens.p99),
+            ),
+            Pool(
+                role="decode",
+                replicas=k.decode_replicas,
+                tp=k.decode_tp,
+                max_num_seqs=min(w.efficiency.max_decode_batch, k.chunk_tokens),
+                max_num_batched_tokens=k.chunk_tokens,
+            ),
+        )
     s = v.sizing
     prefill = Pool(
         role="prefill",
@@ -169,14 +199,13 @@ def _disaggregated_pools(w: Workload, v: Verdict) -> tuple[Pool, Pool]:
         max_num_seqs=None,
         max_num_batched_tokens=prefill_token_budget(w.traffic.prompt_tokens.p99),
     )
-    # The decode pool prefills prompts under the threshold itself (conditional disaggregation):
-    # one such prompt plus one token for every running sequence must fit in a step.
+    # Always disaggregated: the decode pool prefills nothing, one token per running sequence.
     decode = Pool(
         role="decode",
         replicas=s.decode_replicas,
         tp=s.decode_tp,
         max_num_seqs=s.decode_max_batch,
-        max_num_batched_tokens=v.conditional_disagg_threshold_tokens + s.decode_max_batch,
+        max_num_batched_tokens=s.decode_max_batch,
     )
     return prefill, decode
 
