@@ -43,7 +43,7 @@ from disagg_decider.calc.search import engine_for, pairs_allowed
 from disagg_decider.classes import Component, components, fit_moments, partial_moments
 from disagg_decider.workload import Resolved
 
-THRESHOLD_POINTS = 24  # candidate thresholds between the shortest and longest prompts
+THRESHOLD_POINTS = 16  # candidate thresholds between the shortest and longest prompts
 NEAR_BEST = 0.99  # thresholds within 1% of the best goodput count as equally good
 MIN_SHARE = 1e-3  # a part holding fewer requests than this is not a pool of its own
 
@@ -232,10 +232,11 @@ def _best_splits(r: Resolved, parts, p_tp: int, d_tp: int) -> list[Candidate]:
     )
     pool_rate = wide.max_rate_per_s(x[None, :]) / shares[:, None]  # (n, X) total requests
     # Decode workers with local prefill: per-replica capacity with y replicas behind the router.
-    rows = [loc for loc in locals_ for _ in y]
+    stacked = _stack(locals_, (-1,))
+    rows = Lengths(**{k: np.repeat(v, y.size).reshape(-1, 1, 1) for k, v in vars(stacked).items()})
     colo = colocated.best_points(
         engine_for(r, float(d_tp)),
-        _stack(rows, (-1, 1, 1)),
+        rows,
         ttft,
         tpot,
         chunks,
@@ -276,46 +277,58 @@ def _best_splits(r: Resolved, parts, p_tp: int, d_tp: int) -> list[Candidate]:
 
 
 def settle(r: Resolved, c: Candidate) -> Candidate:
-    """The candidate with its goodput checked against the reported p99s and its latencies.
+    """The candidate with its goodput checked against the reported p99s.
 
     The colocated search reads capacity off a grid; the decode workers' load is bisected down
     where the reported p99 would overshoot, so a layout that says it meets the SLO does.
     """
     w = r.workload
-    comps = components(w)
-    split = split_at(comps, c.threshold_tokens)
-    col = lambda v: np.array([[v]], dtype=float)  # noqa: E731
+    split = split_at(components(w), c.threshold_tokens)
     ys = float(c.decode_replicas)
-    at = (
-        engine_for(r, float(c.decode_tp)),
-        _column(split.local),
-        col(w.slo.ttft_ms),
-        col(w.slo.tpot_ms),
-        col(c.chunk_tokens),
-    )
-    within = colocated.rate_within_targets(*at, col(ys), np.array([c.per_replica_rate_per_s]))[0]
-    goodput = min(c.pool_rate_per_s, ys * float(within))
-    if goodput <= 0:
-        return replace(c, goodput_rate_per_s=0.0, settled=True)
-    rate = min(float(w.traffic.requests_per_second), goodput)
+    within = colocated.rate_within_targets(
+        *_worker_columns(r, c, split), _col(ys), np.array([c.per_replica_rate_per_s])
+    )[0]
+    goodput = max(min(c.pool_rate_per_s, ys * float(within)), 0.0)
+    return replace(c, goodput_rate_per_s=goodput, settled=True)
+
+
+def report(r: Resolved, c: Candidate) -> Candidate:
+    """The chosen candidate with its p99 TTFT (the worse of local and pooled prefill) and
+    TPOT at the workload's rate, capped at its goodput."""
+    w = r.workload
+    split = split_at(components(w), c.threshold_tokens)
+    ys = float(c.decode_replicas)
+    rate = min(float(w.traffic.requests_per_second), c.goodput_rate_per_s)
     pool = prefill_pool(
         r,
-        engine_for(r, col(c.prefill_tp)),
+        engine_for(r, _col(c.prefill_tp)),
         _column(split.long),
         transfer_path(r),
         np.array([w.slo.ttft_ms]),
-        col(c.prefill_tp),
-        col(c.decode_tp),
-        join_ms=decode.join_step_ms(engine_for(r, col(c.decode_tp)), _column(split.local)),
+        _col(c.prefill_tp),
+        _col(c.decode_tp),
+        join_ms=decode.join_step_ms(engine_for(r, _col(c.decode_tp)), _column(split.local)),
     )
     long_ttft = float(np.ravel(pool.ttft_p99_ms(float(c.prefill_replicas), rate * c.long_share))[0])
-    short_ttft, tpot99 = colocated.latencies_at_rate(*at, np.array([rate / ys]), col(ys))
+    at = _worker_columns(r, c, split)
+    short_ttft, tpot99 = colocated.latencies_at_rate(*at, np.array([rate / ys]), _col(ys))
     return replace(
-        c,
-        goodput_rate_per_s=goodput,
-        ttft_p99_ms=max(long_ttft, float(short_ttft[0])),
-        tpot_p99_ms=float(tpot99[0]),
-        settled=True,
+        c, ttft_p99_ms=max(long_ttft, float(short_ttft[0])), tpot_p99_ms=float(tpot99[0])
+    )
+
+
+def _col(v) -> np.ndarray:
+    return np.array([[v]], dtype=float)
+
+
+def _worker_columns(r: Resolved, c: Candidate, split: Parts) -> tuple:
+    w = r.workload
+    return (
+        engine_for(r, float(c.decode_tp)),
+        _column(split.local),
+        _col(w.slo.ttft_ms),
+        _col(w.slo.tpot_ms),
+        _col(c.chunk_tokens),
     )
 
 
@@ -346,9 +359,9 @@ def choose(
 
 
 def tp_pairs(r: Resolved, colo_tp: int, p_tp: int, d_tp: int) -> list[tuple[int, int]]:
-    """The TP pairs tried: every pair the engine allows among the degrees the two modes may
-    use (the disaggregated mode's pair first). Decode workers that prefill locally may want a
-    different degree than a pure decode pool, and the prefill pool a smaller one for a share."""
+    """The TP pairs tried (the disaggregated mode's first): any prefill degree the engine allows
+    with the decode workers at the colocated or the decode pool's degree. A prefill pool for a
+    share of the requests may want a smaller degree than one for all of them."""
     from disagg_decider.calc.search import candidate_tps, pinned_tps
 
     w = r.workload
@@ -356,7 +369,9 @@ def tp_pairs(r: Resolved, colo_tp: int, p_tp: int, d_tp: int) -> list[tuple[int,
     pins = pinned_tps(w)
     tps = [int(t) for t in candidate_tps([r]) if t <= limit]
     ps = [pins["prefill"]] if pins["prefill"] else tps
-    ds = [pins["decode"]] if pins["decode"] else tps
+    # Decode workers prefill like colocated replicas and decode like a decode pool: their TP
+    # is one of the two modes' choices.
+    ds = [pins["decode"]] if pins["decode"] else sorted({colo_tp, d_tp})
     out = [(p_tp, d_tp)]
     for p in ps:
         for d in ds:
@@ -464,7 +479,7 @@ def evaluate(r: Resolved, colo: ColocatedResult, disagg: DisaggregatedResult) ->
             tpot_p99_ms=disagg.tpot_p99_ms,
             **common,
         )
-    c = by_t[t]
+    c = report(r, by_t[t])
     return ConditionalResult(
         layout="conditional",
         feasible=True,

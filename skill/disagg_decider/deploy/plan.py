@@ -108,8 +108,13 @@ def make_plan(
             f"--layout colocated overrides the verdict ({verdict.decision}): the pool below is "
             "the calculator's best colocated sizing, which the rulebook did not choose"
         )
+    # `auto` deploys the verdict's layout: its conditional pools and threshold when that is
+    # the best layout; `--layout disaggregated` the always-disaggregated sizing (threshold 0).
+    conditional = disaggregated and layout == "auto" and _is_conditional(verdict)
     pools = (
-        _disaggregated_pools(workload, verdict) if disaggregated else (_colocated_pool(verdict),)
+        _disaggregated_pools(workload, verdict, conditional)
+        if disaggregated
+        else (_colocated_pool(verdict),)
     )
     pools = tuple(_engine_limits(p, engine, warnings) for p in pools)
     path = model_path or _default_model_path(workload)
@@ -125,7 +130,7 @@ def make_plan(
         engine=engine,
         disaggregated=disaggregated,
         pools=pools,
-        threshold_tokens=deploy_threshold(verdict),
+        threshold_tokens=verdict.conditional.threshold_tokens if conditional else 0,  # type: ignore[union-attr]
         ttft_ms=workload.slo.ttft_ms,
         tpot_ms=workload.slo.tpot_ms,
         prompt_tokens_p50=round(workload.traffic.prompt_tokens.p50),
@@ -162,17 +167,26 @@ def _engine_for(target: str, workload_engine: str, warnings: list[str]) -> Engin
     return workload_engine  # type: ignore[return-value]
 
 
-def deploy_threshold(v: Verdict) -> int:
-    """The routing threshold to deploy: the conditional layout's, else 0 (always P/D)."""
+def _is_conditional(v: Verdict) -> bool:
     k = v.conditional
-    if k is not None and k.layout == "conditional" and k.threshold_tokens is not None:
-        return k.threshold_tokens
-    return 0
+    return (
+        k is not None
+        and k.layout == "conditional"
+        and k.threshold_tokens is not None
+        and bool(k.prefill_tp)
+        and bool(k.chunk_tokens)
+    )
 
 
-def _disaggregated_pools(w: Workload, v: Verdict) -> tuple[Pool, Pool]:
+def conditional_decode_max_seqs(w: Workload, chunk_tokens: int) -> int:
+    """Sequences a conditional decode worker admits: the engine's cap, at most its chunk (vLLM
+    needs max_num_batched_tokens >= max_num_seqs)."""
+    return min(w.efficiency.max_decode_batch, chunk_tokens)
+
+
+def _disaggregated_pools(w: Workload, v: Verdict, conditional: bool) -> tuple[Pool, Pool]:
     k = v.conditional
-    if k is not None and k.layout == "conditional" and k.prefill_tp and k.chunk_tokens:
+    if conditional and k is not None and k.prefill_tp and k.chunk_tokens:
         # Decode workers that prefill the prompts under the threshold in chunks, as the
         # calculator sized them (calc/conditional.py).
         return (
@@ -187,7 +201,7 @@ def _disaggregated_pools(w: Workload, v: Verdict) -> tuple[Pool, Pool]:
                 role="decode",
                 replicas=k.decode_replicas,
                 tp=k.decode_tp,
-                max_num_seqs=min(w.efficiency.max_decode_batch, k.chunk_tokens),
+                max_num_seqs=conditional_decode_max_seqs(w, k.chunk_tokens),
                 max_num_batched_tokens=k.chunk_tokens,
             ),
         )
