@@ -12,7 +12,8 @@ compared with the threshold T by the router:
 
 A remote request is prefilled first come first served on the prefill replica free soonest
 (the calculator's M/G/c pool), reserves a seat and its KV on the decode worker with the fewest
-requests in flight (even past its batch cap: at the sized load that is rare), moves its
+requests in flight among those with a free seat and room for its KV (or waits, first come
+first served, for one), moves its
 uncached KV over the link (`calc.transfer.transfer_ms`, alone on it: the calculator caps
 ingress separately), and joins the decode batch at the next iteration
 boundary; that iteration emits its first token.
@@ -21,6 +22,7 @@ boundary; that iteration emits its first token.
 from __future__ import annotations
 
 import heapq
+from collections import deque
 from dataclasses import dataclass
 
 import numpy as np
@@ -65,9 +67,20 @@ class ConditionalConfig:
 class _Worker(Replica):
     """A decode worker: a colocated replica that also seats requests prefilled elsewhere."""
 
-    def __init__(self, index: int, shared: _Shared, heap: list) -> None:
+    def __init__(self, index: int, shared: _Shared, heap: list, on_free) -> None:
         super().__init__(index, shared, heap)
         self.pending: list[int] = []  # transferred, joining at the next iteration boundary
+        self.on_free = on_free  # a seat was freed: remote requests waiting may take it
+
+    def has_room(self, rid: int) -> bool:
+        s = self.s
+        return self.seated == 0 or (
+            self.seated < s.cfg.max_batch and self.kv_used + s.kv_need[rid] <= s.kv_capacity
+        )
+
+    def _finish(self, rid: int, now: float) -> None:
+        super()._finish(rid, now)
+        self.on_free(now)
 
     def reserve(self, rid: int) -> None:
         self.seated += 1
@@ -104,7 +117,18 @@ def simulate(
     )
     shared = _Shared(d_engine, requests, colo)
     heap: list = []
-    workers = [_Worker(i, shared, heap) for i in range(cfg.decode_replicas)]
+    waiting: deque[int] = deque()  # prefilled, no decode worker has a seat for its KV yet
+
+    def seat_waiting(now: float) -> None:
+        while waiting:
+            rid = waiting[0]
+            roomy = [w for w in workers if w.has_room(rid)]
+            if not roomy:
+                return
+            waiting.popleft()
+            send(min(roomy, key=lambda w: w.in_flight), rid, now)
+
+    workers = [_Worker(i, shared, heap, seat_waiting) for i in range(cfg.decode_replicas)]
     uncached = requests.uncached.astype(float)
     service = np.broadcast_to(
         np.asarray(prefill_ms(p_engine, uncached, requests.cached.astype(float))), (len(requests),)
@@ -122,6 +146,12 @@ def simulate(
     receiver = {}
     now_ms = [0.0]
     seq = [0]
+
+    def send(worker: _Worker, rid: int, now: float) -> None:
+        worker.reserve(rid)
+        receiver[rid] = worker
+        seq[0] += 1
+        heapq.heappush(heap, (now + move[rid], _TRANSFER_DONE, seq[0], rid))
 
     def least_work() -> _Worker:
         return min(workers, key=lambda w: (w.prompt_tokens_left(now_ms[0]), w.in_flight))
@@ -146,11 +176,11 @@ def simulate(
         now, index = event[0], event[1]
         if index == _PREFILL_DONE:
             rid = event[3]
-            worker = min(workers, key=lambda w: w.in_flight)
-            worker.reserve(rid)
-            receiver[rid] = worker
-            seq[0] += 1
-            heapq.heappush(heap, (now + move[rid], _TRANSFER_DONE, seq[0], rid))
+            roomy = [w for w in workers if w.has_room(rid)]
+            if waiting or not roomy:
+                waiting.append(rid)
+            else:
+                send(min(roomy, key=lambda w: w.in_flight), rid, now)
         elif index == _TRANSFER_DONE:
             rid = event[3]
             receiver.pop(rid).receive(rid, now)
