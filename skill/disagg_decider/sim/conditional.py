@@ -12,11 +12,10 @@ compared with the threshold T by the router:
 
 A remote request is prefilled first come first served on the prefill replica free soonest
 (the calculator's M/G/c pool), reserves a seat and its KV on the decode worker with the fewest
-requests in flight among those with a free seat and room for its KV (or waits, first come
-first served, for one), moves its
-uncached KV over the link (`calc.transfer.transfer_ms`, alone on it: the calculator caps
-ingress separately), and joins the decode batch at the next iteration
-boundary; that iteration emits its first token.
+requests in flight among those with room (or waits, first come first served, for one), moves
+its uncached KV over the link (`calc.transfer.transfer_ms`, alone on it: the calculator caps
+ingress separately), and joins the decode batch at the next iteration boundary; that
+iteration emits its first token.
 """
 
 from __future__ import annotations
