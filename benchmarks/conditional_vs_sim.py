@@ -7,7 +7,8 @@ simulator runs exactly the calculator's conditional pools and threshold (Dynamo'
 `isl_bounding` router) on requests drawn per class, and its goodput (99% of steady-state
 requests within both p99 targets, by bisection over the rate) is divided into the
 calculator's. It also reports how often the conditional layout beats both other modes in the
-simulator, each mode on the verdict's own pools.
+simulator, each mode on the verdict's own pools (all sized on the whole cluster: the rate asked
+for is beyond every cluster here).
 
     python benchmarks/conditional_vs_sim.py                # 20 workloads
     python benchmarks/conditional_vs_sim.py --workloads 8 --requests 2000
@@ -54,7 +55,9 @@ def workload(seed: int) -> Workload:
             "weights_dtype": weights,
             "engine": "vllm",
             "traffic": {
-                "requests_per_second": 10.0,
+                # Beyond any cluster here: every mode is then sized on the whole cluster (the
+                # pools of its max rate), as its goodput is and the conditional layout's are.
+                "requests_per_second": 1000.0,
                 "classes": [
                     {
                         "share": 1.0 - share_long,
