@@ -26,7 +26,8 @@ NETWORKS = ("ib-ndr-400", "roce-200", "tcp-25", "efa", "nvlink")
 def workload_mix(n: int, seed: int = 7) -> list[Workload]:
     """`n` workloads, cycling through the examples, each with seeded variations."""
     rng = random.Random(seed)
-    bases = [load_workload(p) for p in EXAMPLES]
+    # Heterogeneous pools take their own (unbatched) path, calc/hetero.py: not in the mix.
+    bases = [w for w in map(load_workload, EXAMPLES) if not w.cluster.heterogeneous]
     out = []
     for i in range(n):
         base = bases[i % len(bases)]

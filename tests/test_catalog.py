@@ -27,6 +27,9 @@ from tests.conftest import LLAMA_8B_CONFIG
 
 REQUIRED_GPUS = {"a100-80g", "h100", "h200", "b200", "gb200", "mi300x", "l40s"}
 REQUIRED_MODELS = {
+    "kimi-k2",
+    "llama-4-maverick",
+    "qwen3-30b-a3b",
     "llama-3.1-8b",
     "llama-3.3-70b",
     "llama-3.1-405b",
@@ -207,7 +210,16 @@ def test_param_counts_reproduce_published_totals(model_id: str) -> None:
 
 @pytest.mark.parametrize(
     "model_id",
-    ["llama-3.1-8b", "qwen3-32b", "qwen3-235b-a22b", "deepseek-v3", "mixtral-8x7b"],
+    [
+        "llama-3.1-8b",
+        "qwen3-32b",
+        "qwen3-235b-a22b",
+        "qwen3-30b-a3b",
+        "deepseek-v3",
+        "kimi-k2",
+        "llama-4-maverick",
+        "mixtral-8x7b",
+    ],
 )
 def test_param_counts_reproduce_published_active(model_id: str) -> None:
     spec = get_model(model_id)

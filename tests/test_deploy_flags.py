@@ -151,3 +151,73 @@ def test_readme_lists_where_the_flags_were_verified() -> None:
         readme = build(w, v, target).files["README.md"]
         section = readme.split("## Flags verified against", 1)[1]
         assert needle in section
+
+
+def _deepseek_on_one_node(engine: str) -> tuple:
+    """DeepSeek-V3 on one 8 x H200 node, pinned to DP8/EP8 in both roles."""
+    import json as _json
+
+    from disagg_decider.decide import decide
+    from disagg_decider.workload import load_workload_text
+
+    w = load_workload_text(
+        _json.dumps(
+            {
+                "name": "dsv3-8xh200",
+                "model": "deepseek-v3",
+                "weights_dtype": "fp8",
+                "engine": engine,
+                "traffic": {"prompt_tokens": 4000, "output_tokens": 1000, "requests_per_second": 1},
+                "slo": {"ttft_ms": 2000, "tpot_ms": 60},
+                "cluster": {"gpu": "h200", "gpus": 8},
+                "parallelism": {"colocated": {"dp": 8, "ep": 8}},
+            }
+        )
+    )
+    return w, decide(w)
+
+
+def test_dp_attention_and_expert_parallel_flags_per_engine() -> None:
+    """SGLang: --tp 8 --dp 8 --enable-dp-attention --ep-size 8 --moe-a2a-backend deepep
+    --deepep-mode (server_args.py); vLLM: --tensor-parallel-size 1 --data-parallel-size 8
+    --enable-expert-parallel (arg_utils.py); Dynamo TensorRT-LLM: --expert-parallel-size,
+    --enable-attention-dp (dynamo/trtllm backend_args.py)."""
+    w, v = _deepseek_on_one_node("sglang")
+    assert v.colocated.layout == "DP8/EP8"
+    files = build(w, v, "sglang", layout="colocated").files
+    args = next(yaml.safe_load_all(files["k8s/colocated.yaml"]))["spec"]["template"]["spec"][
+        "containers"
+    ][0]["args"]
+    assert _value(args, "--tp") == "8" and _value(args, "--dp") == "8"
+    assert "--enable-dp-attention" in args
+    assert _value(args, "--ep-size") == "8"
+    assert _value(args, "--moe-a2a-backend") == "deepep"
+    assert _value(args, "--deepep-mode") == "auto"
+
+    w, v = _deepseek_on_one_node("vllm")
+    files = build(w, v, "vllm", layout="colocated").files
+    args = next(yaml.safe_load_all(files["k8s/colocated.yaml"]))["spec"]["template"]["spec"][
+        "containers"
+    ][0]["args"]
+    assert _value(args, "--tensor-parallel-size") == "1"
+    assert _value(args, "--data-parallel-size") == "8"
+    assert "--enable-expert-parallel" in args
+
+    w, v = _deepseek_on_one_node("trtllm")
+    worker = _components(build(w, v, "dynamo", layout="colocated").files)
+    args = next(c for c in worker.values() if "--expert-parallel-size" in str(c))
+    text = " ".join(
+        map(str, _container(args).get("args", []) + _container(args).get("command", []))
+    )
+    assert "--expert-parallel-size 8" in text and "--enable-attention-dp" in text
+
+
+def test_multi_node_wide_ep_replicas_are_refused_with_the_layout_named() -> None:
+    import pytest
+
+    from disagg_decider.errors import UserError
+
+    w, v = example("deepseek-v3-32xh200-colocate.yaml")
+    assert v.sizing.colocated_dp * v.sizing.colocated_tp > w.cluster.gpus_per_node
+    with pytest.raises(UserError, match="multi-node replicas"):
+        build(w, v, "sglang")

@@ -325,3 +325,11 @@ def test_unexpected_errors_are_one_line_without_a_traceback(capsys, monkeypatch,
     assert result.code == 1
     assert "Traceback" not in result.stderr
     assert result.stderr.count("\n") == 1 and "internal error (ZeroDivisionError" in result.stderr
+
+
+def test_a_huge_calibration_path_is_refused_by_the_schema(tmp_path, capsys) -> None:
+    """`calibration:` is a path like `hf_config`: bounded before anything tries to open it."""
+    path = tmp_path / "w.yaml"
+    path.write_text(workload_text(calibration="c" * 500_000))
+    result = run_decide(capsys, "--workload", str(path))
+    assert_user_error(result, "calibration", "4096 characters", max_stderr=1000)

@@ -292,3 +292,19 @@ def test_stdio_server_answers_after_39_fifo_calls_and_exits_when_stdin_closes(tm
     stderr = proc.stderr.read().decode()
     assert "Traceback" not in stderr
     assert stderr.count("refused") == 39  # one line per refused call
+
+
+@pytest.mark.anyio
+async def test_a_workload_calibration_file_is_confined_like_hf_config(tmp_path):
+    """`calibration:` in a workload is a path too: without --allow-dir nothing is read, and
+    refusals for an existing and a missing path read alike."""
+    paths = ["/etc/passwd", "/nonexistent/calibration.yaml"]
+    async with Client(mcp_server.build_server()) as client:
+        answers = [
+            await call(client, "decide_disaggregation", {"workload": workload_data(calibration=p)})
+            for p in paths
+        ]
+    assert all(is_error for is_error, _, _ in answers)
+    bodies = {refusal_body(text) for _, text, _ in answers}
+    assert len(bodies) == 1, bodies
+    assert "root:" not in answers[0][1]

@@ -69,3 +69,24 @@ def test_cli_exits_2_naming_the_rule(tmp_path) -> None:
     proc = run_cli("--workload", str(wl))
     assert proc.returncode == 2
     assert "colocated_tp=8" in proc.stderr and "Traceback" not in proc.stderr
+
+
+def test_dp_ep_pins_are_checked_like_tp_pins() -> None:
+    """Layout pins (issue 15) go through the same refusal: EP needs a MoE model, a replica
+    wider than a node fills whole nodes over RDMA, and a pair must fit the cluster."""
+    dense = _refusal(parallelism__decode={"dp": 8, "ep": 8})
+    assert "parallelism.decode (DP8/EP8)" in dense and "not a mixture-of-experts" in dense
+    w = load_workload(RAG_EXAMPLE).model_validate(
+        _rag(
+            model="deepseek-v3",
+            weights_dtype="fp8",
+            cluster__gpus=32,
+            cluster__network="tcp-100",
+            parallelism__decode={"dp": 12, "ep": 12},
+            parallelism__prefill={"dp": 24, "ep": 24},
+        )
+    )
+    with pytest.raises(UserError) as err:
+        decide(w)
+    msg = str(err.value)
+    assert "whole domains" in msg and "RDMA" in msg and "36 GPUs" in msg

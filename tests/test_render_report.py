@@ -89,12 +89,14 @@ def test_numbers_table_is_the_verdict(example) -> None:
 
 def test_sizing_names_the_pools(example) -> None:
     text, verdict, _ = example
-    s = verdict.sizing
+    s, d = verdict.sizing, verdict.disaggregated
     sizing = section(text, "Sizing")
-    assert f"**Prefill pool:** {s.prefill_replicas} x TP{s.prefill_tp} ({s.prefill_gpus} GPUs)" in (
-        sizing
-    )
-    assert f"**Decode pool:** {s.decode_replicas} x TP{s.decode_tp}" in sizing
+    # Layouts name the parallelism (TP4, DP16/EP16, "TP4 on b200" for heterogeneous pools).
+    prefill = f"**Prefill pool:** {s.prefill_replicas} x {d.prefill_layout} ({s.prefill_gpus} GPUs)"
+    assert prefill in sizing
+    assert f"**Decode pool:** {s.decode_replicas} x {d.decode_layout}" in sizing
+    if d.prefill_dp == 1 and d.prefill_ep == 1 and " on " not in d.prefill_layout:
+        assert d.prefill_layout == f"TP{s.prefill_tp}"
     threshold = str(verdict.conditional_disagg_threshold_tokens)
     conditional = verdict.layout == "conditional"
     assert ("**Conditional disaggregation:**" in sizing) == conditional

@@ -100,7 +100,7 @@ def batch_command(
 def _compact_split(d) -> str:
     if not d.feasible:
         return "-"
-    return f"{d.prefill_replicas}xTP{d.prefill_tp} + {d.decode_replicas}xTP{d.decode_tp}"
+    return f"{d.prefill_replicas}x{d.prefill_layout} + {d.decode_replicas}x{d.decode_layout}"
 
 
 def _workload_files(paths: list[Path]) -> list[Path]:
@@ -140,7 +140,7 @@ def _batch_table(files: list[Path], verdicts: list[Verdict]):
             terminal_text(f.stem),
             v.decision if v.feasible else f"{v.decision}*",
             gain_text(v.metrics.gain),
-            f"{c.replicas}xTP{c.tp}" if c.feasible else "-",
+            f"{c.replicas}x{c.layout}" if c.feasible else "-",
             _compact_split(d),
             f"{crossover:,}" if crossover else "-",
         )

@@ -212,6 +212,12 @@ def _sizing(a: Analysis, cluster_gpus: int) -> Sizing:
         prefill_tp=d.prefill_tp,
         decode_tp=d.decode_tp,
         colocated_tp=c.tp,
+        prefill_dp=d.prefill_dp,
+        decode_dp=d.decode_dp,
+        colocated_dp=c.dp,
+        prefill_ep=d.prefill_ep,
+        decode_ep=d.decode_ep,
+        colocated_ep=c.ep,
         decode_max_batch=d.max_batch,
         colocated_max_batch=c.max_batch,
         colocated_chunk_tokens=c.chunk_tokens,
@@ -242,7 +248,7 @@ def summarize(r: Resolved, a: Analysis, outcome: engine.Outcome) -> str:
                 f"only a split does ({_split_layout(d)}), but {why} keeps it colocated. {numbers}."
             )
         text = (
-            f"Stay colocated: {_count(c.replicas, 'replica')} x TP{c.tp} ({c.gpus} GPUs, "
+            f"Stay colocated: {_count(c.replicas, 'replica')} x {c.layout} ({c.gpus} GPUs, "
             f"chunked prefill {c.chunk_tokens} tokens); {why}. {numbers}."
         )
     else:
@@ -265,8 +271,8 @@ def _why_colocated(outcome: engine.Outcome) -> str:
 
 def _split_layout(d) -> str:
     return (
-        f"{d.prefill_replicas} prefill x TP{d.prefill_tp} + "
-        f"{d.decode_replicas} decode x TP{d.decode_tp} ({d.gpus} GPUs)"
+        f"prefill {d.prefill_layout} x {d.prefill_replicas} + "
+        f"decode {d.decode_layout} x {d.decode_replicas} ({d.gpus} GPUs)"
     )
 
 

@@ -95,6 +95,10 @@ METRICS: tuple[Metric, ...] = (
     Metric("prefill_gpus", "GPUs", "sized prefill pool", lambda r, a: a.disaggregated.prefill_gpus),
     Metric("decode_gpus", "GPUs", "sized decode pool", lambda r, a: a.disaggregated.decode_gpus),
     Metric("colocated_gpus", "GPUs", "sized colocated pool", lambda r, a: a.colocated.gpus),
+    Metric("colocated_ep", "GPUs", "expert-parallel size of the colocated layout (1: TP only)", lambda r, a: a.colocated.ep),
+    Metric("prefill_ep", "GPUs", "expert-parallel size of the prefill layout (1: TP only)", lambda r, a: a.disaggregated.prefill_ep),
+    Metric("decode_ep", "GPUs", "expert-parallel size of the decode layout (1: TP only)", lambda r, a: a.disaggregated.decode_ep),
+    Metric("split_narrows_ep", "bool", "the decode layout's EP group is narrower than the colocated one", lambda r, a: a.disaggregated.decode_ep < a.colocated.ep),
 )  # fmt: skip
 
 BY_NAME: dict[str, Metric] = {m.name: m for m in METRICS}

@@ -88,7 +88,13 @@ class Sizing(_Out):
     colocated_replicas: int
     prefill_tp: int
     decode_tp: int
-    colocated_tp: int
+    colocated_tp: int  # attention TP per DP rank; GPUs per replica = tp x dp
+    prefill_dp: int = 1  # data-parallel attention ranks per replica (calc/parallel.py)
+    decode_dp: int = 1
+    colocated_dp: int = 1
+    prefill_ep: int = 1  # expert-parallel size; 1 = experts sharded by TP
+    decode_ep: int = 1
+    colocated_ep: int = 1
     decode_max_batch: int
     colocated_max_batch: int
     colocated_chunk_tokens: int

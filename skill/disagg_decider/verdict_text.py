@@ -43,7 +43,7 @@ def print_verdict(v: Verdict, console) -> None:
     c, d = v.colocated, v.disaggregated
     cluster = v.sizing.cluster_gpus
     rows = [
-        ("layout (replicas x TP)", colocated_layout(c), split_layout(d)),
+        ("layout (replicas x parallelism)", colocated_layout(c), split_layout(d)),
         ("GPUs for the rate", _gpus(c, cluster), _gpus(d, cluster)),
         ("meets both p99 SLOs", _yn(c.feasible), _yn(d.feasible)),
         ("fits the cluster", _yn(c.fits_cluster), _yn(d.fits_cluster)),
@@ -128,14 +128,14 @@ def _print_key_figures(v: Verdict, console) -> None:
 
 def colocated_layout(c) -> str:
     """The colocated plan, or "-" where no colocated layout meets the targets."""
-    return f"{c.replicas} x TP{c.tp}" if c.feasible else "-"
+    return f"{c.replicas} x {c.layout}" if c.feasible else "-"
 
 
 def split_layout(d) -> str:
     """The split as a plan, or "-" where no split meets the targets."""
     if not d.feasible:
         return "-"
-    return f"{d.prefill_replicas}P x TP{d.prefill_tp} + {d.decode_replicas}D x TP{d.decode_tp}"
+    return f"{d.prefill_replicas}P x {d.prefill_layout} + {d.decode_replicas}D x {d.decode_layout}"
 
 
 def gain_text(gain: float | None) -> str:

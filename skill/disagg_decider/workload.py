@@ -201,11 +201,42 @@ class CustomNetwork(_Strict):
 
 
 class Cluster(_Strict):
+    """The GPUs this service may use. `prefill_gpu`/`decode_gpu` (with their counts) make the
+    inventory heterogeneous: `prefill_gpus` of one type and `decode_gpus` of another (each
+    defaults to `gpu`), `gpus` their sum, on separate nodes joined by `network`."""
+
     gpu: str = Field(max_length=MAX_ID_CHARS)
     gpus: int = Field(gt=0, le=MAX_GPUS)
     gpus_per_node: int = Field(default=8, gt=0, le=MAX_GPUS_PER_NODE)
     network: Annotated[str, Field(max_length=MAX_ID_CHARS)] | CustomNetwork = "ib-ndr-400"
     kubernetes: bool = True
+    prefill_gpu: str | None = Field(default=None, max_length=MAX_ID_CHARS)
+    prefill_gpus: int | None = Field(default=None, gt=0, le=MAX_GPUS)
+    decode_gpu: str | None = Field(default=None, max_length=MAX_ID_CHARS)
+    decode_gpus: int | None = Field(default=None, gt=0, le=MAX_GPUS)
+
+    @property
+    def heterogeneous(self) -> bool:
+        return self.prefill_gpu is not None or self.decode_gpu is not None
+
+    @model_validator(mode="after")
+    def _pools_add_up(self) -> Cluster:
+        counts = (self.prefill_gpus, self.decode_gpus)
+        if not self.heterogeneous:
+            if any(c is not None for c in counts):
+                raise ValueError(
+                    "prefill_gpus/decode_gpus size heterogeneous pools: give prefill_gpu and/or "
+                    "decode_gpu too"
+                )
+            return self
+        if any(c is None for c in counts):
+            raise ValueError("a heterogeneous cluster gives both prefill_gpus and decode_gpus")
+        if self.prefill_gpus + self.decode_gpus != self.gpus:  # type: ignore[operator]
+            raise ValueError(
+                f"gpus ({self.gpus}) must equal prefill_gpus + decode_gpus "
+                f"({self.prefill_gpus} + {self.decode_gpus})"
+            )
+        return self
 
 
 class Ops(_Strict):
@@ -218,12 +249,85 @@ class Ops(_Strict):
 
 class Cost(_Strict):
     usd_per_gpu_hour: float = Field(default=4.0, gt=0, le=MAX_USD_PER_GPU_HOUR)
+    prefill_usd_per_gpu_hour: float | None = Field(
+        default=None,
+        gt=0,
+        le=MAX_USD_PER_GPU_HOUR,
+        description="heterogeneous clusters: the prefill pool's GPUs",
+    )
+    decode_usd_per_gpu_hour: float | None = Field(
+        default=None,
+        gt=0,
+        le=MAX_USD_PER_GPU_HOUR,
+        description="heterogeneous clusters: the decode pool's GPUs",
+    )
+
+
+class LayoutPin(_Strict):
+    """One role's layout: `dp` attention ranks of `tp` GPUs, experts over `ep` GPUs.
+
+    `{tp: 8}` is plain TP8; `{dp: 16, ep: 16}` is DP-attention with EP16 (SGLang
+    --enable-dp-attention, vLLM --enable-expert-parallel); `{tp: 8, dp: 2, ep: 16}` a hybrid.
+    """
+
+    tp: int = Field(default=1, gt=0, le=MAX_TP)
+    dp: int = Field(default=1, gt=0, le=MAX_TP)
+    ep: int = Field(default=1, gt=0, le=MAX_TP)
+
+    @model_validator(mode="after")
+    def _experts_over_all(self) -> LayoutPin:
+        gpus = self.tp * self.dp
+        if self.ep not in (1, gpus):
+            raise ValueError(
+                f"ep must be 1 (experts sharded by TP) or tp x dp = {gpus} (experts spread "
+                f"over every GPU of the replica), got {self.ep}"
+            )
+        return self
 
 
 class Parallelism(_Strict):
     colocated_tp: int | None = Field(default=None, gt=0, le=MAX_TP)
     prefill_tp: int | None = Field(default=None, gt=0, le=MAX_TP)
     decode_tp: int | None = Field(default=None, gt=0, le=MAX_TP)
+    colocated: LayoutPin | None = None
+    prefill: LayoutPin | None = None
+    decode: LayoutPin | None = None
+    expert_parallel: bool = Field(
+        default=True,
+        description="false: search tensor-parallel layouts only (an engine without DeepEP/EP)",
+    )
+
+    @model_validator(mode="after")
+    def _one_pin_per_role(self) -> Parallelism:
+        for role in ("colocated", "prefill", "decode"):
+            if getattr(self, f"{role}_tp") is not None and getattr(self, role) is not None:
+                raise ValueError(f"give {role}_tp or {role}: {{tp, dp, ep}}, not both")
+        return self
+
+    @property
+    def pins_any(self) -> bool:
+        """Whether any role is pinned (most workloads pin none: the search's fast path)."""
+        return any(
+            v is not None
+            for v in (
+                self.colocated_tp,
+                self.prefill_tp,
+                self.decode_tp,
+                self.colocated,
+                self.prefill,
+                self.decode,
+            )
+        )
+
+    def layout(self, role: str):
+        """The pinned layout of a role (calc/parallel.Layout), None when unpinned."""
+        from disagg_decider.calc.parallel import Layout  # numpy: only when searching
+
+        tp = getattr(self, f"{role}_tp")
+        if tp is not None:
+            return Layout.of(tp)
+        pin = getattr(self, role)
+        return None if pin is None else Layout.of(pin.tp, pin.dp, pin.ep)
 
 
 class Efficiency(_Strict):
@@ -282,11 +386,16 @@ class HfConfigRef(_Strict):
     @field_validator("hf_config", mode="before")
     @classmethod
     def _short_path(cls, value: Any) -> Any:
-        if isinstance(value, str):
-            if not value or len(value) > MAX_PATH_CHARS or "\0" in value:
-                raise ValueError(f"expected a file path of 1 to {MAX_PATH_CHARS} characters")
-            _plain_string(value)
-        return value
+        return _file_path(value)
+
+
+def _file_path(value: Any) -> Any:
+    """A path a workload names: short, one line, no NUL (it is echoed in messages)."""
+    if isinstance(value, str):
+        if not value or len(value) > MAX_PATH_CHARS or "\0" in value:
+            raise ValueError(f"expected a file path of 1 to {MAX_PATH_CHARS} characters")
+        _plain_string(value)
+    return value
 
 
 class Workload(_Strict):
@@ -315,6 +424,11 @@ class Workload(_Strict):
         max_length=MAX_OVERRIDES,
         description="rulebook parameter overrides, by name",
     )
+
+    @field_validator("calibration", mode="before")
+    @classmethod
+    def _calibration_path(cls, value: Any) -> Any:
+        return _file_path(value)
 
     @field_validator("model", "engine", mode="before")
     @classmethod
@@ -404,6 +518,9 @@ def parse_workload(data: Any, source: str) -> Workload:
 def _check_catalog_ids(workload: Workload, source: str) -> None:
     """Unknown catalog ids are named with the file and field here, not deep in the calculator."""
     ids = [("cluster.gpu", catalog.get_gpu, workload.cluster.gpu)]
+    for pool in ("prefill_gpu", "decode_gpu"):
+        if getattr(workload.cluster, pool) is not None:
+            ids.append((f"cluster.{pool}", catalog.get_gpu, getattr(workload.cluster, pool)))
     if isinstance(workload.model, str):
         ids.append(("model", catalog.get_model, workload.model))
     if isinstance(workload.cluster.network, str):

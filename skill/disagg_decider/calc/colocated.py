@@ -184,7 +184,7 @@ def best_points(
     """
     batches = batch_grid(engine.eff.max_decode_batch)
     c = np.asarray(chunks, dtype=float)[:, None]
-    shape = np.broadcast_shapes(np.shape(lengths.prompt_p50), np.shape(engine.tp), c.shape)
+    shape = np.broadcast_shapes(np.shape(lengths.prompt_p50), np.shape(engine.gpus), c.shape)
     n_lines = int(np.prod(shape))
     whole_grid = n_lines * batches.size <= WHOLE_GRID_POINTS
     line_shape = (n_lines, 1) if whole_grid else (n_lines,)
@@ -193,7 +193,7 @@ def best_points(
         return np.broadcast_to(a, shape).reshape(line_shape)
 
     at_lines = lines(
-        replace(engine, tp=per_line(engine.tp)),
+        replace(engine, tp=per_line(engine.tp), dp=per_line(engine.dp), ep=per_line(engine.ep)),
         Lengths(**{k: per_line(v) for k, v in vars(lengths).items()}),
         per_line(ttft_ms),
         per_line(tpot_ms),

@@ -21,7 +21,7 @@ from functools import cache
 
 import numpy as np
 
-from disagg_decider.calc import colocated, conditional, decode, kv, pins, prefill
+from disagg_decider.calc import colocated, conditional, decode, hetero, kv, parallel, pins, prefill
 from disagg_decider.calc.kvpath import transfer_times
 from disagg_decider.calc.lengths import Lengths
 from disagg_decider.calc.limits import limits_for_block
@@ -60,6 +60,17 @@ def analyze_many(resolved: Sequence[Resolved]) -> list[Analysis]:
     out: list[Analysis | None] = [None] * len(resolved)
     groups: dict[tuple, list[int]] = {}
     for i, r in enumerate(resolved):
+        if r.workload.cluster.heterogeneous:  # two GPU types: calc/hetero.py
+            grid = crossover_grid(r)
+            out[i] = hetero.analyze_heterogeneous(r, analyze_many)
+            gains = hetero.gain_curve(r, grid, analyze_many)
+            own = r.workload.traffic.prompt_tokens.p50
+            # The workload's own prompt merged into the grid, as for homogeneous clusters.
+            crossover = _crossover(
+                np.concatenate([[own], grid]), np.concatenate([[_gain_code(out[i])], gains])
+            )
+            out[i] = out[i].model_copy(update={"crossover_prompt_tokens": crossover})
+            continue
         groups.setdefault(group_key(r), []).append(i)
     for members in groups.values():
         # Neighbours in a block should allow the same TP degrees, so fewer degrees are searched.
@@ -87,14 +98,14 @@ def _analyze_block(resolved: list[Resolved]) -> list[Analysis]:
         # Few workloads: numpy's fixed cost per call dominates, so one search takes the whole
         # grid along with the workloads' own prompts.
         prompts = [np.concatenate([p, grid]) for p in own_prompts]
-        found = search(members.first, members.rows(prompts), members.tps)
+        found = search(members.first, members.rows(prompts), members.layouts)
         stride = 1 + len(grid)
         rows = np.arange(len(resolved)) * stride
         crossovers = [
             _crossover(p, found.gain[k * stride : (k + 1) * stride]) for k, p in enumerate(prompts)
         ]
     else:
-        found = search(members.first, members.rows(own_prompts), members.tps)
+        found = search(members.first, members.rows(own_prompts), members.layouts)
         rows = np.arange(len(resolved))
         crossovers = _crossovers(members, grid, own_prompts, found.gain)
     own = _Own.of(members, rows)
@@ -103,9 +114,9 @@ def _analyze_block(resolved: list[Resolved]) -> list[Analysis]:
     request = _per_request(own, disagg_columns)
     limits = limits_for_block(members, colo, disagg)
     out = []
-    for k, r in enumerate(resolved):
+    for k in range(len(resolved)):
         c, d = colo[k], disagg[k]
-        cond = conditional.evaluate(r, c, d)
+        cond = conditional.evaluate(resolved[k], c, d)
         out.append(
             Analysis(
                 **{name: values[k] for name, values in request.items()},
@@ -116,7 +127,7 @@ def _analyze_block(resolved: list[Resolved]) -> list[Analysis]:
                 conditional=cond,
                 conditional_disagg_threshold_tokens=cond.threshold_tokens,
                 limits=limits[k],
-                warnings=members.warnings[k] + _warnings(r),
+                warnings=members.warnings[k],
             )
         )
     return out
@@ -137,7 +148,7 @@ def _crossovers(
         sides.append(grid[grid < own[0]] if _wins(gain) else grid[grid >= own[0]])
     gains = np.empty(0)
     if any(len(side) for side in sides):
-        gains = search(members.first, members.rows(sides), members.tps).gain
+        gains = search(members.first, members.rows(sides), members.layouts).gain
     out, start = [], 0
     for own, gain, side in zip(own_prompts, own_gain, sides, strict=True):
         curve = np.concatenate([[gain], gains[start : start + len(side)]])
@@ -152,9 +163,11 @@ def gain_curve(r: Resolved, prompt_tokens) -> np.ndarray:
     The p99/p50 spread, outputs, rate, SLOs and cluster stay as in the workload. Returns inf
     where only disaggregation meets the SLO and nan where neither does.
     """
-    members = members_of([r])
     prompts = np.asarray(prompt_tokens, dtype=float).reshape(-1)
-    return search(r, members.rows([prompts]), members.tps).gain
+    if r.workload.cluster.heterogeneous:
+        return hetero.gain_curve(r, prompts, analyze_many)
+    members = members_of([r])
+    return search(r, members.rows([prompts]), members.layouts).gain
 
 
 def crossover_grid(r: Resolved) -> np.ndarray:
@@ -270,12 +283,12 @@ def _replicas_needed(rate, per_replica):
 
 def _colocated_results(o: _Own, f: Found) -> list[ColocatedResult]:
     t = f.colo_best_t[o.row]
-    tp = f.tps[t].astype(float)
+    tp = f.layouts["gpus"][t].astype(float)  # GPUs per replica
     chunk_i = f.colo_chunk_index[o.row, t]
     chunks = o.first.workload.efficiency.chunk_tokens
     cap = np.maximum(o.budget // tp, 1.0)
     at = (
-        engine_for(o.first, tp.reshape(-1, 1)),
+        _engine_at(o.first, f.layouts, t),
         o.lengths,
         o.ttft_slo_ms.reshape(-1, 1),
         o.tpot_slo_ms.reshape(-1, 1),
@@ -307,7 +320,7 @@ def _colocated_results(o: _Own, f: Found) -> list[ColocatedResult]:
         "goodput_per_gpu": within / o.budget,
         "ttft_p99_ms": np.where(feasible, ttft, np.nan),
         "tpot_p99_ms": np.where(feasible, tpot, np.nan),
-        "tp": tp.astype(int),
+        **_layout_columns("", f.layouts, t),
         "replicas": replicas.astype(int),
         "chunk_tokens": np.asarray(chunks)[chunk_i],
         "max_batch": _whole(f.colo_batch[o.row, t]),
@@ -320,11 +333,12 @@ def _disaggregated_results(
 ) -> tuple[list[DisaggregatedResult], dict[str, np.ndarray]]:
     """The records, and the columns they were built from (the per-request figures use them)."""
     i, j = f.best_pair[o.row, 0], f.best_pair[o.row, 1]
-    p_tp, d_tp = f.tps[i].astype(float), f.tps[j].astype(float)
+    p_tp, d_tp = f.layouts["gpus"][i].astype(float), f.layouts["gpus"][j].astype(float)
+    p_atp, d_atp = f.layouts["tp"][i].astype(float), f.layouts["tp"][j].astype(float)
     d_rate = f.decode_rate[o.row, i, j]
     feasible = f.pair_served[o.row, i, j] > 0
-    p_engine = engine_for(o.first, p_tp.reshape(-1, 1))
-    d_engine = engine_for(o.first, d_tp.reshape(-1, 1))
+    p_engine = _engine_at(o.first, f.layouts, i)
+    d_engine = _engine_at(o.first, f.layouts, j)
     path = o.members.path.take(np.arange(len(o.row)), (-1, 1))
     join = decode.join_step_ms(d_engine, o.lengths)
     pool = prefill_pool(
@@ -333,8 +347,8 @@ def _disaggregated_results(
         o.lengths,
         path,
         o.ttft_slo_ms,
-        p_tp.reshape(-1, 1),
-        d_tp.reshape(-1, 1),
+        p_atp.reshape(-1, 1),
+        d_atp.reshape(-1, 1),
         join_ms=join,
     )
     most = np.maximum(np.floor((o.budget - d_tp) / p_tp), 1.0)
@@ -353,7 +367,7 @@ def _disaggregated_results(
     u99 = o.lengths.prompt_p99 * o.lengths.uncached_share
     p99_compute = prefill.p99_prefill_ms(p_engine, o.lengths)
     _, _, transfer_p99 = transfer_times(
-        o.first, path, u99, p99_compute, p_tp.reshape(-1, 1), d_tp.reshape(-1, 1)
+        o.first, path, u99, p99_compute, p_atp.reshape(-1, 1), d_atp.reshape(-1, 1)
     )
     transfer_p99 = np.ravel(transfer_p99)
     with np.errstate(divide="ignore", invalid="ignore"):
@@ -377,8 +391,8 @@ def _disaggregated_results(
         "tpot_p99_ms": np.where(
             feasible, decode.tpot_p99_at_rate_ms(d_engine, o.lengths, d_load), np.nan
         ),
-        "prefill_tp": p_tp.astype(int),
-        "decode_tp": d_tp.astype(int),
+        **_layout_columns("prefill_", f.layouts, i),
+        **_layout_columns("decode_", f.layouts, j),
         "prefill_replicas": x.astype(int),
         "decode_replicas": y.astype(int),
         "prefill_gpus": (x * p_tp).astype(int),
@@ -388,6 +402,24 @@ def _disaggregated_results(
     }
     records = _records(DisaggregatedResult, columns, _costs(o, gpus, served))
     return records, {**columns, "decode_step_ms": np.where(feasible, step, np.nan)}
+
+
+def _engine_at(first: Resolved, layouts: dict[str, np.ndarray], index: np.ndarray):
+    """The engine of each workload's chosen layout, as columns (W, 1)."""
+    tp, dp, ep = (layouts[k][index].astype(float).reshape(-1, 1) for k in ("tp", "dp", "ep"))
+    return engine_for(first, tp, dp, ep)
+
+
+def _layout_columns(prefix: str, layouts: dict[str, np.ndarray], index: np.ndarray) -> dict:
+    """tp (attention TP), dp, ep and the layout's label for the chosen candidates."""
+    tp, dp, ep = (layouts[k][index].astype(int) for k in ("tp", "dp", "ep"))
+    labels = [parallel.label(*v) for v in zip(tp.tolist(), dp.tolist(), ep.tolist(), strict=True)]
+    return {
+        f"{prefix}tp": tp,
+        f"{prefix}dp": dp,
+        f"{prefix}ep": ep,
+        f"{prefix}layout": np.array(labels, dtype=object),
+    }
 
 
 def _whole(batch: np.ndarray) -> np.ndarray:
@@ -412,9 +444,15 @@ def _per_request(o: _Own, disagg: dict[str, np.ndarray]) -> dict[str, list]:
     """
     first = o.first
     model, kv_dtype = first.model, first.workload.kv_dtype
-    p_tp = disagg["prefill_tp"].astype(float).reshape(-1, 1)
+    p_tp = disagg["prefill_tp"].astype(float).reshape(-1, 1)  # attention TP: KV senders
     d_tp = disagg["decode_tp"].astype(float).reshape(-1, 1)
-    p_engine, d_engine = engine_for(first, p_tp), engine_for(first, d_tp)
+
+    def engine(role: str):
+        dp, ep = (disagg[f"{role}_{k}"].astype(float).reshape(-1, 1) for k in ("dp", "ep"))
+        tp = disagg[f"{role}_tp"].astype(float).reshape(-1, 1)
+        return engine_for(first, tp, dp, ep)
+
+    p_engine, d_engine = engine("prefill"), engine("decode")
     p50 = o.lengths.prompt_p50
     u50 = p50 * o.lengths.uncached_share
     prefill50 = prefill.prefill_ms(p_engine, u50, p50 - u50)
@@ -461,18 +499,14 @@ def _costs(o: _Own, gpus: np.ndarray, served_rate: np.ndarray) -> list[dict]:
     ]
 
 
+def _gain_code(a: Analysis) -> float:
+    """An analysis' gain as the search encodes it: inf where only disaggregation meets the
+    SLOs, nan where neither does."""
+    if a.gain is not None:
+        return a.gain
+    return np.inf if a.disaggregated.goodput_per_gpu > 0 else np.nan
+
+
 def _gain(disagg: float, colo: float) -> float | None:
     """The goodput ratio where both modes serve something; None otherwise (never 0 or inf)."""
     return disagg / colo if colo > 0 and disagg > 0 else None
-
-
-def _warnings(r: Resolved) -> list[str]:
-    """Caveats of the model itself; what limits the workload is in `limits`."""
-    out = []
-    if r.model.moe is not None and r.model.moe.experts >= 64:
-        out.append(
-            f"{r.model.id} has {r.model.moe.experts} experts: this calculator models tensor "
-            "parallelism only; wide expert parallelism with data-parallel attention (DeepEP) "
-            "raises decode capacity and usually favours disaggregation"
-        )
-    return out

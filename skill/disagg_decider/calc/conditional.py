@@ -358,21 +358,35 @@ def choose(
     return max(near, key=lambda i: math.inf if options[i][0] is None else options[i][0])
 
 
-def tp_pairs(r: Resolved, colo_tp: int, p_tp: int, d_tp: int) -> list[tuple[int, int]]:
+def tp_pairs(
+    r: Resolved, colo: ColocatedResult, disagg: DisaggregatedResult
+) -> list[tuple[int, int]]:
     """The TP pairs tried (the disaggregated mode's first): any prefill degree the engine allows
     with the decode workers at the colocated or the decode pool's degree. A prefill pool for a
-    share of the requests may want a smaller degree than one for all of them."""
-    from disagg_decider.calc.search import candidate_tps, pinned_tps
+    share of the requests may want a smaller degree than one for all of them. Plain TP only:
+    DP-attention/EP layouts of MoE models are not combined with local prefill here."""
+    from disagg_decider.calc.search import TP_CANDIDATES, pinned_layouts
 
     w = r.workload
     limit = min(w.cluster.gpus, w.cluster.gpus_per_node)
-    pins = pinned_tps(w)
-    tps = [int(t) for t in candidate_tps([r]) if t <= limit]
-    ps = [pins["prefill"]] if pins["prefill"] else tps
-    # Decode workers prefill like colocated replicas and decode like a decode pool: their TP
-    # is one of the two modes' choices.
-    ds = [pins["decode"]] if pins["decode"] else sorted({colo_tp, d_tp})
-    out = [(p_tp, d_tp)]
+    pins = pinned_layouts(w)
+
+    def options(role: str, default: list[int]) -> list[int]:
+        pin = pins[role]
+        if pin is None:
+            return default
+        return [pin.tp] if pin.tp_only else []
+
+    tps = [int(t) for t in TP_CANDIDATES if t <= limit]
+    plain = lambda m, side: getattr(m, f"{side}dp", 1) == 1 and getattr(m, f"{side}ep", 1) == 1  # noqa: E731
+    decode_tps = {colo.tp} if plain(colo, "") else set()
+    if plain(disagg, "decode_"):
+        decode_tps.add(disagg.decode_tp)
+    ps = options("prefill", tps)
+    ds = options("decode", sorted(decode_tps))
+    out = []
+    if plain(disagg, "prefill_") and plain(disagg, "decode_"):
+        out.append((disagg.prefill_tp, disagg.decode_tp))
     for p in ps:
         for d in ds:
             ok = pairs_allowed(w.engine, np.array([p]), np.array([d]), w.cluster.gpus)
@@ -412,7 +426,7 @@ def evaluate(r: Resolved, colo: ColocatedResult, disagg: DisaggregatedResult) ->
     budget = float(r.workload.cluster.gpus)
     found: list[Candidate] = []
     if colo.feasible or disagg.feasible:
-        pairs = tp_pairs(r, colo.tp, disagg.prefill_tp, disagg.decode_tp)
+        pairs = tp_pairs(r, colo, disagg)
         found = candidates(r, pairs)
     by_t = best_per_threshold(r, found)
     options: list[tuple[float | None, float]] = [

@@ -13,11 +13,17 @@ from __future__ import annotations
 import numpy as np
 
 from disagg_decider import catalog
-from disagg_decider.calc import arch, colocated, decode, prefill
+from disagg_decider.calc import arch, colocated, decode, parallel, prefill
 from disagg_decider.calc.kvpath import transfer_times
 from disagg_decider.calc.lengths import Lengths
 from disagg_decider.calc.result import ColocatedResult, DisaggregatedResult, Limit
-from disagg_decider.calc.search import TP_CANDIDATES, Members, engine_for, pairs_allowed
+from disagg_decider.calc.search import (
+    TP_CANDIDATES,
+    Members,
+    engine_for,
+    free_layouts,
+    pairs_allowed,
+)
 from disagg_decider.calc.step import Engine
 from disagg_decider.workload import Resolved
 
@@ -59,7 +65,7 @@ def limits_for_block(
     for k, (c, d) in enumerate(pairs):
         for mode in (c, d):
             if mode.feasible and not mode.fits_cluster:
-                out[k].append(_rate_limit(members.resolved[k], mode))
+                out[k].append(rate_limit(members.resolved[k], mode))
     return out
 
 
@@ -110,15 +116,22 @@ def _fits(r: Resolved, weights_dtype: str, gpu: catalog.Gpu, tp: int) -> bool:
 
 
 def _memory_bound(members: Members, idx: np.ndarray) -> np.ndarray:
-    """Which members fit weights plus one sequence's KV on no replica the cluster allows."""
-    tps = np.asarray(TP_CANDIDATES, dtype=float)
-    engine = engine_for(members.first, tps)
+    """Which members fit weights plus one sequence's KV on no replica the cluster allows
+    (TP within a node, and the DP/EP layouts a MoE model may take on it)."""
+    lay = parallel.as_arrays(
+        sorted(set(parallel.tp_layouts(max(TP_CANDIDATES))) | set(_layouts_of(members)))
+    )
+    engine = engine_for(members.first, lay["tp"], lay["dp"], lay["ep"])
     lengths = members.lengths(members.prompt_p50[idx], idx, (-1, 1))
     fits = engine.kv_capacity_bytes() >= engine.kv_bytes_held(lengths.decode_context_mean)
-    clusters = [members.resolved[k].workload.cluster for k in idx]
-    top = np.array([min(c.gpus, c.gpus_per_node) for c in clusters], dtype=float)
-    free = (tps <= top[:, None]) | (tps == 1)
+    free = free_layouts([members.resolved[k] for k in idx], lay) | (lay["gpus"] == 1)
     return ~(fits & free).any(axis=1)
+
+
+def _layouts_of(members: Members) -> list[parallel.Layout]:
+    lay = members.layouts
+    keys = zip(lay["gpus"], lay["tp"], lay["dp"], lay["ep"], strict=True)
+    return [parallel.Layout(*(int(v) for v in key)) for key in keys]
 
 
 def _memory_limit(r: Resolved) -> Limit | None:
@@ -187,8 +200,8 @@ def _rows(members: Members, idx: np.ndarray, shape: tuple[int, ...]) -> Lengths:
 def _colocated_slo_limits(members: Members, idx: np.ndarray) -> list[Limit]:
     """Best p99s over allowed TP and chunk sizes at a batch of one (the lightest load)."""
     first = members.first
-    tps = members.tps
-    engine = engine_for(first, tps.reshape(1, -1, 1))
+    lay = members.layouts
+    engine = engine_for(first, *(lay[k].reshape(1, -1, 1) for k in ("tp", "dp", "ep")))
     chunks = np.asarray(first.workload.efficiency.chunk_tokens, dtype=float).reshape(1, 1, -1)
     at = colocated.lines(
         engine,
@@ -206,7 +219,7 @@ def _colocated_slo_limits(members: Members, idx: np.ndarray) -> list[Limit]:
     for n, k in enumerate(idx.tolist()):
         r = members.resolved[k]
         if not ok[n].any():
-            out.append(_no_room(r, "colocated", tps[allowed[n]]))
+            out.append(_no_room(r, "colocated", _labels(lay, allowed[n])))
         else:
             out.append(_missed(r, "colocated", float(ttft[n]), float(tpot[n])))
     return out
@@ -214,13 +227,14 @@ def _colocated_slo_limits(members: Members, idx: np.ndarray) -> list[Limit]:
 
 def _disaggregated_slo_limits(members: Members, idx: np.ndarray) -> list[Limit]:
     """Best p99s over allowed (prefill TP, decode TP) pairs, unloaded."""
-    first, tps = members.first, members.tps
-    engine = engine_for(first, tps.reshape(1, -1))
+    first, lay = members.first, members.layouts
+    tps, gpus = lay["tp"], lay["gpus"]  # attention TP (KV senders), GPUs per replica
+    engine = engine_for(first, *(lay[k].reshape(1, -1) for k in ("tp", "dp", "ep")))
     lengths = _rows(members, idx, (-1, 1))
     fits = engine.fits().reshape(1, -1)
     p_allowed, d_allowed = members.allowed["prefill"][idx], members.allowed["decode"][idx]
     budget = members.budget[idx]
-    pairs = pairs_allowed(first.workload.engine, tps, tps, budget[:, None, None])
+    pairs = pairs_allowed(first.workload.engine, tps, tps, budget[:, None, None], gpus, gpus)
     pairs = pairs & p_allowed[:, :, None] & d_allowed[:, None, :]
     ok = pairs & (fits[:, :, None] & fits[:, None, :])
     p99_prefill = prefill.p99_prefill_ms(engine, lengths)
@@ -239,17 +253,17 @@ def _disaggregated_slo_limits(members: Members, idx: np.ndarray) -> list[Limit]:
             detail = f"a split needs at least 2 GPUs (one per pool); the cluster has {budget[n]:g}"
             out.append(Limit(mode="disaggregated", kind="slo", detail=detail))
         elif not pairs[n].any():
-            out.append(_no_pair(r, tps[p_allowed[n]], tps[d_allowed[n]]))
+            out.append(_no_pair(r, _labels(lay, p_allowed[n]), _labels(lay, d_allowed[n])))
         elif not ok[n].any():
             role = "prefill" if not (p_allowed[n] & fits[0]).any() else "decode"
             allowed = p_allowed[n] if role == "prefill" else d_allowed[n]
-            out.append(_no_room(r, "disaggregated", tps[allowed], role))
+            out.append(_no_room(r, "disaggregated", _labels(lay, allowed), role))
         else:
             out.append(_missed(r, "disaggregated", float(ttft[n]), float(tpot[n])))
     return out
 
 
-def _no_pair(r: Resolved, p_tps: np.ndarray, d_tps: np.ndarray) -> Limit:
+def _no_pair(r: Resolved, p_tps: list[str], d_tps: list[str]) -> Limit:
     w = r.workload
     rule = "equal TP" if w.engine == "sglang" else "decode TP >= prefill TP"
     return Limit(
@@ -257,35 +271,44 @@ def _no_pair(r: Resolved, p_tps: np.ndarray, d_tps: np.ndarray) -> Limit:
         kind="slo",
         detail=(
             f"no prefill/decode TP pair fits: {w.engine} transfers KV only with {rule}, both "
-            f"pools within {w.cluster.gpus} GPUs (prefill TP {_tps(p_tps)}, decode TP "
+            f"pools within {w.cluster.gpus} GPUs (prefill {_tps(p_tps)}, decode "
             f"{_tps(d_tps)})"
         ),
     )
 
 
-def _no_room(r: Resolved, mode: str, tps: np.ndarray, role: str | None = None) -> Limit:
-    """The TP degrees a role may use (a pin) leave no HBM for KV, though wider ones would."""
+def _no_room(r: Resolved, mode: str, tps: list[str], role: str | None = None) -> Limit:
+    """The layouts a role may use (a pin) leave no HBM for KV, though wider ones would."""
     w = r.workload
     who = f"{role} " if role else ""
     return Limit(
         mode=mode,  # type: ignore[arg-type]
         kind="memory",
         detail=(
-            f"{who}TP {_tps(tps)} (parallelism:) leaves no room for KV: {r.model.id} in "
+            f"{who}{_tps(tps)} (parallelism:) leaves no room for KV: {r.model.id} in "
             f"{w.weights_dtype} needs {arch.weight_bytes(r.model, w.weights_dtype) / GB:,.0f} GB "
             f"of weights on {r.gpu.id}; pin a wider TP or leave it to the calculator"
         ),
     )
 
 
-def _tps(tps: np.ndarray) -> str:
-    return "/".join(str(int(t)) for t in tps)
+def _tps(labels: list[str]) -> str:
+    """Layouts as "TP1/TP2/TP4" (TP only) or "TP8, DP8/EP8"."""
+    if all(x.startswith("TP") and x[2:].isdigit() for x in labels):
+        return "TP " + "/".join(x[2:] for x in labels)
+    return ", ".join(labels)
+
+
+def _labels(lay: dict[str, np.ndarray], mask: np.ndarray) -> list[str]:
+    """The labels of the layouts `mask` selects."""
+    cols = (lay[k][mask].astype(int).tolist() for k in ("tp", "dp", "ep"))
+    return [parallel.label(*v) for v in zip(*cols, strict=True)]
 
 
 # --- the rate ------------------------------------------------------------------------------------
 
 
-def _rate_limit(r: Resolved, mode: ColocatedResult | DisaggregatedResult) -> Limit:
+def rate_limit(r: Resolved, mode: ColocatedResult | DisaggregatedResult) -> Limit:
     w = r.workload
     rate = w.traffic.requests_per_second
     return Limit(

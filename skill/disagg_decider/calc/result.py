@@ -29,7 +29,10 @@ class ModeResult(_Out):
 
 class ColocatedResult(ModeResult):
     mode: Literal["colocated"] = "colocated"
-    tp: int
+    tp: int  # attention TP per DP rank; GPUs per replica = tp x dp
+    dp: int = 1  # data-parallel attention ranks per replica
+    ep: int = 1  # expert-parallel size (1: experts sharded by TP)
+    layout: str = ""  # e.g. TP8, DP16/EP16 (calc/parallel.py)
     replicas: int
     chunk_tokens: int  # max_num_batched_tokens of the best chunked-prefill setting
     max_batch: int
@@ -37,8 +40,14 @@ class ColocatedResult(ModeResult):
 
 class DisaggregatedResult(ModeResult):
     mode: Literal["disaggregated"] = "disaggregated"
-    prefill_tp: int
+    prefill_tp: int  # attention TP per DP rank; GPUs per replica = tp x dp
     decode_tp: int
+    prefill_dp: int = 1
+    decode_dp: int = 1
+    prefill_ep: int = 1
+    decode_ep: int = 1
+    prefill_layout: str = ""
+    decode_layout: str = ""
     prefill_replicas: int
     decode_replicas: int
     prefill_gpus: int

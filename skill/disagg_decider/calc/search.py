@@ -7,43 +7,71 @@ search serves them all and numpy's fixed cost per call is paid once per batch ra
 per decision; everything else a workload sets (lengths, SLOs, GPU budget, network, TP limits)
 is an array with one entry per row (`Rows`).
 
-The colocated comparator tries every TP degree, chunk budget and decode batch; the
-disaggregated side tries every prefill TP, decode TP and whole-replica split of the GPU budget
-that the engine allows. `search` returns, per row, the best of each mode; `compare` turns each
-workload's own row into the verdict's numbers and the rest into its crossover.
+The candidate axis holds layouts (TP degrees; for MoE models DP-attention + EP layouts,
+`calc/parallel.py`). The colocated comparator tries every layout, chunk budget and decode batch
+(the replicas on the budget form one pooled queue); the disaggregated side tries every prefill
+layout, decode layout and whole-replica split of the GPU budget that the engine allows, with
+pooled prefill queues (`calc/pools.py`). Budgets count GPUs per replica (tp x dp); KV moves
+between attention ranks (tp GPUs each side). `search` returns, per row, the best of each mode;
+`compare` turns each workload's own row into the verdict's numbers and the rest into its
+crossover.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, replace
+from dataclasses import astuple, dataclass, replace
 
 import numpy as np
 
-from disagg_decider.calc import colocated, decode, queueing
+from disagg_decider.calc import colocated, decode, parallel, queueing
 from disagg_decider.calc.kvpath import TransferPath, transfer_path
 from disagg_decider.calc.lengths import Lengths
+from disagg_decider.calc.parallel import Layout
 from disagg_decider.calc.pools import ingress_rate_per_s, pooled_split, prefill_pool
 from disagg_decider.calc.step import Engine
 from disagg_decider.classes import batch_context_tokens
 from disagg_decider.workload import Resolved, Workload, lognormal_sigma
 
-TP_CANDIDATES = (1, 2, 4, 8)
+TP_CANDIDATES = parallel.TP_DEGREES
 ROLES = ("colocated", "prefill", "decode")
 
 
-# --- engines and TP choices ------------------------------------------------------------------
+# --- engines and layout choices ---------------------------------------------------------------
 
 
-def engine_for(r: Resolved, tp) -> Engine:
+def domain_gpus(r: Resolved) -> int:
+    """GPUs on one scale-up domain: a node, or a whole NVL72 rack."""
+    return max(r.workload.cluster.gpus_per_node, r.gpu.scaleup_domain_gpus)
+
+
+def rdma_gb_per_s(r: Resolved) -> float:
+    """Bytes per second one GPU's NIC gives the MoE all-to-all between domains."""
+    if r.link.kind == "scale-out":
+        return r.link_gbps / 8.0 * r.link.efficiency
+    return r.gpu.scaleout_gbps / 8.0 * r.link.efficiency
+
+
+def engine_for(r: Resolved, tp, dp=1, ep=1) -> Engine:
     w = r.workload
-    return Engine(r.model, r.gpu, w.weights_dtype, w.kv_dtype, tp, w.efficiency)
+    return Engine(
+        r.model,
+        r.gpu,
+        w.weights_dtype,
+        w.kv_dtype,
+        tp,
+        w.efficiency,
+        dp=dp,
+        ep=ep,
+        domain_gpus=domain_gpus(r),
+        rdma_gb_per_s=rdma_gb_per_s(r),
+    )
 
 
 def group_key(r: Resolved) -> tuple:
     """Workloads with equal keys run on the same `Engine`, so one search can serve them all."""
     w = r.workload
-    return (
+    key = (
         id(r.model),
         id(r.gpu),
         w.weights_dtype,
@@ -51,47 +79,91 @@ def group_key(r: Resolved) -> tuple:
         w.engine,
         w.efficiency.model_dump_json(),
     )
+    if r.model.moe is None:
+        return key
+    # The MoE all-to-all depends on the network and the scale-up domain.
+    return (*key, domain_gpus(r), rdma_gb_per_s(r), r.link.rdma or r.link.kind == "scale-up")
+
+
+def pinned_layouts(w: Workload) -> dict[str, Layout | None]:
+    """The layout the workload pins per role (`parallelism:`), None where it lets us choose."""
+    p = w.parallelism
+    if not p.pins_any:
+        return dict.fromkeys(ROLES)
+    return {role: p.layout(role) for role in ROLES}
 
 
 def pinned_tps(w: Workload) -> dict[str, int | None]:
-    """The TP degree the workload pins per role (`parallelism:`), None where it lets us choose."""
-    p = w.parallelism
-    return {"colocated": p.colocated_tp, "prefill": p.prefill_tp, "decode": p.decode_tp}
+    """Replica GPUs pinned per role (for ordering a batch's blocks)."""
+    return {role: (lay.gpus if lay else None) for role, lay in pinned_layouts(w).items()}
 
 
-def candidate_tps(members: Sequence[Resolved]) -> np.ndarray:
-    """TP degrees a search evaluates: the usual ones plus any a workload pins."""
-    pins = {pin for r in members for pin in pinned_tps(r.workload).values() if pin}
-    return np.array(sorted(set(TP_CANDIDATES) | pins))
+def candidate_layouts(members: Sequence[Resolved]) -> list[Layout]:
+    """Layouts a search evaluates: TP degrees, MoE layouts the clusters allow, and any pins."""
+    out = set(parallel.tp_layouts(max(TP_CANDIDATES)))
+    first = members[0]
+    if first.model.moe is not None:
+        widest = max(r.workload.cluster.gpus for r in members)
+        out |= set(parallel.moe_layouts(first.model.moe.experts, widest, domain_gpus(first)))
+    for r in members:
+        out |= {lay for lay in pinned_layouts(r.workload).values() if lay}
+    return sorted(out)
+
+
+def free_layouts(members: Sequence[Resolved], lay: dict[str, np.ndarray]) -> np.ndarray:
+    """Layouts each member's roles may take unpinned on its cluster: (W, T).
+
+    Plain TP stays within a node (the usual degrees); EP layouts span whole scale-up domains
+    and, beyond one, need an RDMA network (DeepEP runs over RDMA). Members share the model and
+    the scale-up domain (`group_key`).
+    """
+    clusters = [r.workload.cluster for r in members]
+    node = np.array([min(c.gpus, c.gpus_per_node) for c in clusters])[:, None]
+    tp_only = (lay["dp"] == 1) & (lay["ep"] == 1)
+    plain = (tp_only & np.isin(lay["tp"], TP_CANDIDATES))[None, :] & (lay["gpus"] <= node)
+    first = members[0]
+    if first.model.moe is None:
+        return plain
+    domain = domain_gpus(first)
+    budget = np.array([c.gpus for c in clusters])[:, None]
+    wanted = np.array([r.workload.parallelism.expert_parallel for r in members])[:, None]
+    networked = np.array([r.link.rdma or r.link.kind == "scale-up" for r in members])[:, None]
+    within = (lay["gpus"] <= domain)[None, :]
+    whole = ((lay["gpus"] % domain) == 0)[None, :] & networked
+    wide = (~tp_only & (lay["ep"] <= first.model.moe.experts))[None, :] & (lay["gpus"] <= budget)
+    return plain | (wide & (within | whole) & wanted)
 
 
 def _tp_masks(
-    members: Sequence[Resolved], tps: np.ndarray, fits: np.ndarray
+    members: Sequence[Resolved], lay: dict[str, np.ndarray], fits: np.ndarray
 ) -> tuple[dict[str, np.ndarray], list[list[str]]]:
-    """Which of `tps` each member's roles may use: role -> (W, T), plus warnings per member.
+    """Which layouts each member's roles may use: role -> (W, T), plus warnings per member.
 
-    A role uses its pinned degree, or every usual one within a node. Degrees whose weights
+    A role uses its pinned layout, or every usual one its cluster allows. Layouts whose weights
     leave no room for KV are dropped; when none is left the largest is kept, so the mode
     reports itself infeasible rather than vanishing.
     """
-    clusters = [r.workload.cluster for r in members]
-    limit = np.array([min(c.gpus, c.gpus_per_node) for c in clusters])
-    free = np.isin(tps, TP_CANDIDATES) & (tps <= limit[:, None])  # TP1 is always among them
+    free = free_layouts(members, lay)
     warnings: list[list[str]] = [[] for _ in members]
-    pinned = [pinned_tps(r.workload) for r in members]
+    pinned = [pinned_layouts(r.workload) for r in members]
+    keys = list(zip(lay["gpus"], lay["tp"], lay["dp"], lay["ep"], strict=True))
     masks = {}
     for role in ROLES:
-        pins = np.array([p[role] or 0 for p in pinned])
-        options = np.where(pins[:, None] > 0, tps == pins[:, None], free)
+        pins = [p[role] for p in pinned]
+        at = np.array([keys.index(astuple(pin)) if pin else -1 for pin in pins])
+        options = np.where((at >= 0)[:, None], np.arange(len(keys))[None, :] == at[:, None], free)
         usable = options & fits
         for k in np.flatnonzero(~usable.any(axis=1)):
-            if pins[k]:
+            pin = pins[k]
+            if pin:
                 r = members[k]
+                name = f"{role}_tp={pin.tp}" if pin.tp_only else role
                 warnings[k].append(
-                    f"parallelism.{role}_tp={pins[k]}: {r.model.id} in {r.workload.weights_dtype} "
-                    f"leaves no room for KV on {pins[k]} x {r.gpu.id}"
+                    f"parallelism.{name} ({pin.label}): {r.model.id} in "
+                    f"{r.workload.weights_dtype} leaves no room for KV on {pin.gpus} x {r.gpu.id}"
                 )
-            usable[k] = tps == tps[options[k]][-1]
+            choices = np.flatnonzero(options[k])
+            usable[k] = np.arange(len(keys)) == (choices[-1] if len(choices) else 0)
         masks[role] = usable
     return masks, warnings
 
@@ -116,7 +188,7 @@ class Members:
     """The workloads of one search: their inputs as arrays, one entry per workload (W,)."""
 
     resolved: list[Resolved]
-    tps: np.ndarray  # TP degrees searched: those some member may use
+    layouts: dict[str, np.ndarray]  # gpus, tp, dp, ep of the layouts some member may use
     allowed: dict[str, np.ndarray]  # role -> (W, T) which of them each member may use
     warnings: list[list[str]]  # per member: pinned degrees that leave no room for KV
     prompt_p50: np.ndarray
@@ -164,10 +236,11 @@ class Members:
 
 
 def members_of(resolved: Sequence[Resolved]) -> Members:
-    """`resolved` must share a `group_key`. TP degrees no member may use are not searched."""
+    """`resolved` must share a `group_key`. Layouts no member may use are not searched."""
     resolved = list(resolved)
-    tps = candidate_tps(resolved)
-    masks, warnings = _tp_masks(resolved, tps, engine_for(resolved[0], tps).fits())
+    lay = parallel.as_arrays(candidate_layouts(resolved))
+    fits = engine_for(resolved[0], lay["tp"], lay["dp"], lay["ep"]).fits()
+    masks, warnings = _tp_masks(resolved, lay, fits)
     used = np.logical_or.reduce([m.any(axis=0) for m in masks.values()])
     traffic = [r.workload.traffic for r in resolved]
     paths = [transfer_path(r) for r in resolved]
@@ -177,7 +250,7 @@ def members_of(resolved: Sequence[Resolved]) -> Members:
 
     return Members(
         resolved=resolved,
-        tps=tps[used],
+        layouts={name: column[used] for name, column in lay.items()},
         allowed={role: m[:, used] for role, m in masks.items()},
         warnings=warnings,
         prompt_p50=each(t.prompt_tokens.p50 for t in traffic),
@@ -211,9 +284,9 @@ def batch_context(lengths: Lengths, m: Members, prompt_p50, index, shape) -> Len
 
 @dataclass(frozen=True)
 class Found:
-    """Best configuration of each mode per row (leading axis); TP indices refer to `tps`."""
+    """Best configuration of each mode per row (leading axis); indices refer to `layouts`."""
 
-    tps: np.ndarray
+    layouts: dict[str, np.ndarray]  # gpus, tp, dp, ep per candidate
     rows: Rows
     colo_rate: np.ndarray  # per replica, (S, T)
     colo_chunk_index: np.ndarray
@@ -226,24 +299,32 @@ class Found:
     pair_served: np.ndarray  # (S, Tp, Td) req/s within the budget
     best_x: np.ndarray  # (S, Tp, Td) prefill replicas of the best split
     best_y: np.ndarray  # decode replicas
-    best_pair: np.ndarray  # (S, 2) indices into tps (prefill, decode)
+    best_pair: np.ndarray  # (S, 2) indices into layouts (prefill, decode)
     disagg_within: np.ndarray  # (S,)
     gain: np.ndarray  # (S,)
 
 
-def search(r: Resolved, rows: Rows, tps: np.ndarray) -> Found:
-    """`r` is any member of the rows' group: it supplies the engine they share."""
+def search(r: Resolved, rows: Rows, layouts: dict[str, np.ndarray]) -> Found:
+    """`r` is any member of the rows' group: it supplies the engine they share.
+
+    The candidate axis holds layouts (`calc/parallel.py`): budgets count their GPUs, KV moves
+    between attention ranks (`tp` GPUs hold one request's KV).
+    """
     w = r.workload
     lengths, budget = rows.lengths, rows.budget
     n_rows = budget.shape[0]
     everyone = np.arange(n_rows)
-    tp4 = tps.reshape(1, -1, 1, 1)
-    engine = engine_for(r, tp4)  # colocated, prefill and decode all try every degree
+    tps, atp = layouts["gpus"], layouts["tp"]
+    axis4 = (1, -1, 1, 1)
+    engine = engine_for(  # colocated, prefill and decode all try every layout
+        r, atp.reshape(axis4), layouts["dp"].reshape(axis4), layouts["ep"].reshape(axis4)
+    )
 
     # Rows whose p99 request outruns the model's context serve nothing in either mode.
     served_rows = within_context(r.model.max_context_tokens, lengths).reshape(n_rows)
 
-    # Colocated: every (TP, chunk, batch) at once.
+    # Colocated: every (layout, chunk, batch) at once; the replicas on the budget form one
+    # pooled queue.
     chunks = w.efficiency.chunk_tokens
     servers = np.maximum(budget[:, None] // tps, 1.0).reshape(n_rows, -1, 1, 1)
     best = colocated.best_points(engine, lengths, rows.ttft_ms, rows.tpot_ms, chunks, servers)
@@ -253,18 +334,22 @@ def search(r: Resolved, rows: Rows, tps: np.ndarray) -> Found:
     colo_t = colo_within_t.argmax(axis=1)
     colo_within = np.maximum(colo_within_t[everyone, colo_t], 0.0)
 
-    # Disaggregated: decode per TP, prefill pools per (prefill TP, decode TP), then the best
-    # whole-replica split of every allowed pair.
+    # Disaggregated: decode per layout, prefill pools per (prefill, decode) layout pair, then
+    # the best whole-replica split of every allowed pair. Budgets count GPUs per replica
+    # (tp x dp); a request's KV moves between attention ranks (tp GPUs each side), and a
+    # decode replica of dp ranks receives on each rank's NICs in parallel.
     path = rows.path
     d_point = decode.replica_capacity(engine, lengths, rows.tpot_ms)
     d_alone = d_point.rate_per_s[:, :, 0, 0]  # (S, Td) before KV ingress
-    p_tp, d_tp = tps[None, :, None], tps[None, None, :]
-    d_rate = np.minimum(d_alone[:, None, :], ingress_rate_per_s(r, path, lengths, p_tp, d_tp))
+    p_gpus, d_gpus = tps[None, :, None], tps[None, None, :]
+    p_atp, d_atp = atp[None, :, None], atp[None, None, :]
+    ingress = ingress_rate_per_s(r, path, lengths, p_atp, d_atp) * layouts["dp"][None, None, :]
+    d_rate = np.minimum(d_alone[:, None, :], ingress)
     d_rate = np.where(served_rows[:, None, None], d_rate, 0.0)
-    pool = prefill_pool(r, engine, lengths, path, rows.ttft_ms.reshape(-1, 1, 1), tps)
+    pool = prefill_pool(r, engine, lengths, path, rows.ttft_ms.reshape(-1, 1, 1), atp)
     b3 = budget[:, None, None]
-    allowed = pairs_allowed(w.engine, tps, tps, b3)
-    p_best, served, best_x, best_y = pooled_split(b3, p_tp, d_tp, pool, d_rate, allowed)
+    allowed = pairs_allowed(w.engine, atp, atp, b3, tps, tps)
+    p_best, served, best_x, best_y = pooled_split(b3, p_gpus, d_gpus, pool, d_rate, allowed)
     tp_ok = rows.allowed["prefill"][:, :, None] & rows.allowed["decode"][:, None, :]
     flat = np.where(tp_ok, served, -1.0).reshape(n_rows, -1).argmax(axis=1)
     pair = np.stack(np.unravel_index(flat, served.shape[1:]), axis=1)
@@ -277,7 +362,7 @@ def search(r: Resolved, rows: Rows, tps: np.ndarray) -> Found:
             np.where(disagg_within > 0, np.inf, np.nan),
         )
     return Found(
-        tps=tps,
+        layouts=layouts,
         rows=rows,
         colo_rate=colo_rate,
         colo_chunk_index=best.chunk_index,
@@ -306,8 +391,16 @@ def within_context(max_context_tokens: int, lengths: Lengths) -> np.ndarray:
     return lengths.prompt_p99 + output_p99 <= max_context_tokens * (1.0 + 1e-9)
 
 
-def pairs_allowed(engine_name: str, tp_p: np.ndarray, tp_d: np.ndarray, budget):
-    """vLLM/TensorRT-LLM NIXL paths need decode TP >= prefill TP; SGLang needs them equal."""
+def pairs_allowed(
+    engine_name: str, tp_p: np.ndarray, tp_d: np.ndarray, budget, gpus_p=None, gpus_d=None
+):
+    """vLLM/TensorRT-LLM NIXL paths need decode TP >= prefill TP; SGLang needs them equal.
+
+    TP is the attention TP (the ranks one request's KV lives on); under DP attention each
+    rank's KV moves on its own, so DP and EP sizes may differ between the roles.
+    """
     p, d = tp_p[:, None], tp_d[None, :]
     same_rule = p == d if engine_name == "sglang" else d >= p
-    return same_rule & (p + d <= budget)
+    gp = tp_p if gpus_p is None else gpus_p
+    gd = tp_d if gpus_d is None else gpus_d
+    return same_rule & (gp[:, None] + gd[None, :] <= budget)

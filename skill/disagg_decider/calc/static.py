@@ -29,16 +29,23 @@ from disagg_decider.calc.frontier import pick
 from disagg_decider.calc.kvpath import transfer_path, transfer_times
 from disagg_decider.calc.lengths import Lengths
 from disagg_decider.calc.result import Analysis
-from disagg_decider.calc.search import TP_CANDIDATES, engine_for, pairs_allowed, pinned_tps
+from disagg_decider.calc.search import TP_CANDIDATES, engine_for, pairs_allowed, pinned_layouts
+from disagg_decider.errors import UserError
 from disagg_decider.workload import Resolved
 
 BATCHES = np.unique(np.round(np.geomspace(1, 1024, 64)))
 
 
 def _tps(r: Resolved, role: str) -> list[int]:
-    pin = pinned_tps(r.workload)[role]
+    """TP degrees the static basis tries for a role: TP-only layouts (no DP/EP)."""
+    pin = pinned_layouts(r.workload)[role]
+    if pin and not pin.tp_only:
+        raise UserError(
+            f"parallelism.{role} ({pin.label}): slo.basis static prices tensor-parallel "
+            "layouts only; pin a TP degree or use slo.basis p99-under-load for DP/EP layouts"
+        )
     if pin:
-        return [pin]
+        return [pin.tp]
     c = r.workload.cluster
     return [t for t in TP_CANDIDATES if t <= min(c.gpus, c.gpus_per_node)]
 
@@ -190,6 +197,9 @@ def static_analysis(r: Resolved, a: Analysis) -> Analysis:
                 "ttft_p99_ms": c["ttft_ms"],
                 "tpot_p99_ms": c["tpot_ms"],
                 "tp": c["tp"],
+                "dp": 1,
+                "ep": 1,
+                "layout": f"TP{c['tp']}",
                 "replicas": replicas,
                 "chunk_tokens": c["chunk"],
                 "max_batch": int(c["batch"]),
@@ -226,6 +236,12 @@ def static_analysis(r: Resolved, a: Analysis) -> Analysis:
                 "tpot_p99_ms": d["tpot_ms"],
                 "prefill_tp": d["p_tp"],
                 "decode_tp": d["d_tp"],
+                "prefill_dp": 1,
+                "decode_dp": 1,
+                "prefill_ep": 1,
+                "decode_ep": 1,
+                "prefill_layout": f"TP{d['p_tp']}",
+                "decode_layout": f"TP{d['d_tp']}",
                 "prefill_replicas": x,
                 "decode_replicas": y,
                 "prefill_gpus": x * d["p_tp"],

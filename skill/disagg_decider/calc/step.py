@@ -19,14 +19,23 @@ from functools import cached_property
 
 import numpy as np
 
-from disagg_decider.calc import arch, kv
-from disagg_decider.catalog import Gpu, ModelSpec
+from disagg_decider.calc import arch, kv, moe
+from disagg_decider.catalog import Gpu, ModelSpec, get_link
 from disagg_decider.workload import Efficiency
+
+# Share of NVLink line rate moved data reaches: the catalog's `nvlink` link (0.8); DeepEP's
+# normal kernels reach ~153-158 of H800's ~160 GB/s, i.e. 0.8 of its 200 GB/s one way.
+NVLINK_EFFICIENCY = get_link("nvlink").efficiency
 
 
 @dataclass(frozen=True, eq=False)
 class Engine:
-    """A model on TP groups of one GPU type; `tp` may be an array of candidate degrees."""
+    """A model on replicas of one GPU type; `tp`, `dp`, `ep` may be arrays of candidates.
+
+    A replica is `dp` attention ranks of `tp` GPUs each, with a MoE model's experts spread
+    over `ep` GPUs (`calc/parallel.py`); dp = ep = 1 is plain tensor parallelism. The MoE
+    all-to-all crosses `domain_gpus`-GPU scale-up domains over `rdma_gb_per_s` per GPU.
+    """
 
     model: ModelSpec
     gpu: Gpu
@@ -34,14 +43,23 @@ class Engine:
     kv_dtype: str
     tp: np.ndarray | int
     eff: Efficiency
+    dp: np.ndarray | int = 1
+    ep: np.ndarray | int = 1
+    domain_gpus: int = 8
+    rdma_gb_per_s: float = 45.0
+
+    @cached_property
+    def gpus(self):
+        """GPUs per replica."""
+        return np.asarray(self.tp) * np.asarray(self.dp)
 
     @cached_property
     def peak_flops(self):
-        return arch.peak_tflops(self.gpu, self.weights_dtype) * 1e12 * np.asarray(self.tp)
+        return arch.peak_tflops(self.gpu, self.weights_dtype) * 1e12 * self.gpus
 
     @cached_property
     def hbm_bytes_per_s(self):
-        return self.gpu.hbm_tb_per_s * 1e12 * np.asarray(self.tp)
+        return self.gpu.hbm_tb_per_s * 1e12 * self.gpus
 
     @cached_property
     def ms_per_byte(self):
@@ -54,31 +72,81 @@ class Engine:
         return 1e3 / self.peak_flops
 
     @cached_property
-    def linear_flops_per_token(self) -> float:
-        return arch.linear_flops_per_token(self.model)
+    def expert_parallel(self):
+        return np.asarray(self.ep) > 1
+
+    @cached_property
+    def linear_flops_per_token(self):
+        """Linear FLOPs per token; under EP the busiest GPU's experts carry the imbalance."""
+        base = arch.linear_flops_per_token(self.model)
+        if not np.any(self.expert_parallel):
+            return base  # a plain number keeps the TP-only passes as cheap as before
+        extra = (moe.EXPERT_IMBALANCE - 1.0) * moe.routed_flops_per_token(self.model)
+        return np.where(self.expert_parallel, base + extra, base)
+
+    @cached_property
+    def extra_weight_bytes(self):
+        """Non-expert weights read once more by each DP rank beyond the first."""
+        copies = np.asarray(self.dp, dtype=float) - 1.0
+        if not np.any(copies):
+            return 0.0
+        return copies * moe.non_expert_bytes(self.model, self.weights_dtype)
 
     @cached_property
     def allreduce_coefficients(self):
-        """(ms per token, fixed ms) of two ring all-reduces per layer over the scale-up link."""
+        """(ms per token, fixed ms) of the TP all-reduces per layer over the scale-up link.
+
+        Two per layer under plain TP; with EP the MoE layers all-to-all instead, leaving one
+        per layer (attention) plus one per dense layer. Each DP rank's TP group carries 1/dp
+        of the replica's tokens.
+        """
         tp = np.asarray(self.tp, dtype=float)
-        ops = 2 * self.model.layers
+        dp = np.asarray(self.dp, dtype=float)
+        layers = self.model.layers
+        ops = np.where(self.expert_parallel, 2 * layers - arch.moe_layers(self.model), 2 * layers)
         ring_bytes_per_token = 2.0 * (tp - 1.0) / tp * self.model.hidden * arch.ACTIVATION_BYTES
         link = arch.scaleup_gb_per_s(self.gpu) * 1e9
-        per_token = np.where(tp > 1, ops * ring_bytes_per_token / link * 1e3, 0.0)
+        per_token = np.where(tp > 1, ops * ring_bytes_per_token / link * 1e3 / dp, 0.0)
         fixed = np.where(tp > 1, ops * self.eff.allreduce_latency_us / 1e3, 0.0)
         return per_token, fixed
+
+    def alltoall_coefficients(self, low_latency: bool):
+        """(ms per token, fixed ms) of the MoE dispatch/combine; DeepEP low-latency mode for
+        decode passes, normal mode for passes carrying prompt tokens (calc/moe.py)."""
+        nvlink = arch.scaleup_gb_per_s(self.gpu) * NVLINK_EFFICIENCY
+        return moe.alltoall_coefficients(
+            self.model,
+            self.weights_dtype,
+            self.ep,
+            self.gpus,
+            self.domain_gpus,
+            nvlink,
+            self.rdma_gb_per_s,
+            low_latency,
+        )
+
+    @cached_property
+    def decode_alltoall(self):
+        return self.alltoall_coefficients(low_latency=True)
+
+    @cached_property
+    def prefill_alltoall(self):
+        return self.alltoall_coefficients(low_latency=False)
 
     @cached_property
     def _kv_copies(self):
         return kv.kv_replication(self.model, self.tp)
 
     def kv_capacity_bytes(self):
-        """HBM left for KV across the TP group after weights and activation reserve."""
-        tp = np.asarray(self.tp, dtype=float)
+        """HBM left for KV across the replica after weights and activation reserve.
+
+        Each GPU holds its share of the non-expert weights (over attention TP) and of the
+        experts (over EP, or TP without EP): spreading experts frees memory for KV.
+        """
         usable = self.gpu.hbm_gb * 1e9 * self.eff.hbm_utilization
-        weights = arch.weight_bytes(self.model, self.weights_dtype) / tp
+        weights = moe.weights_per_gpu_bytes(self.model, self.weights_dtype, self.tp, self.ep)
         per_gpu = usable - self.eff.activation_reserve_gb * 1e9 - weights
-        return np.maximum(per_gpu, 0.0) * tp
+        return np.maximum(per_gpu, 0.0) * self.gpus
 
     def fits(self):
         return self.kv_capacity_bytes() > 0
@@ -110,6 +178,7 @@ class PassTerms:
     decode_flops_per_sequence: np.ndarray  # one decode token: linear + attention
     prefill_context: np.ndarray
     fixed_ms: np.ndarray  # all-reduce latency and per-step overhead
+    moe_comm: bool = False  # some candidate runs expert parallelism
 
     def ms(self, decode_batch, prefill_tokens):
         """Time of one pass with `decode_batch` decode sequences and `prefill_tokens` new ones."""
@@ -117,7 +186,8 @@ class PassTerms:
         m, eff = e.model, e.eff
         b, c = decode_batch, prefill_tokens
         tokens = b + c
-        weights_ms = arch.weight_bytes_read(m, e.weights_dtype, tokens) * e.ms_per_byte
+        weights = arch.weight_bytes_read(m, e.weights_dtype, tokens) + e.extra_weight_bytes
+        weights_ms = weights * e.ms_per_byte
         memory_ms = weights_ms + b * self.kv_read_ms_per_sequence
         prefill_flops = c * e.linear_flops_per_token + arch.attention_flops(
             m, c, self.prefill_context
@@ -131,7 +201,15 @@ class PassTerms:
         # Two ring all-reduces of the hidden state per layer: per-token bandwidth here, their
         # latency in `fixed_ms`.
         all_reduce_ms = e.allreduce_coefficients[0] * tokens
-        return np.maximum(memory_ms, compute_ms) + (all_reduce_ms + self.fixed_ms)
+        comm_ms = all_reduce_ms + self.fixed_ms
+        if self.moe_comm:
+            # MoE dispatch/combine, not overlapped with compute (SGLang's two-batch overlap
+            # hides part of it: this side errs slow).
+            (ll_token, ll_fixed), (nm_token, nm_fixed) = e.decode_alltoall, e.prefill_alltoall
+            comm_ms = comm_ms + np.where(
+                c > 0, nm_token * tokens + nm_fixed, ll_token * tokens + ll_fixed
+            )
+        return np.maximum(memory_ms, compute_ms) + comm_ms
 
 
 def pass_terms(engine: Engine, decode_context, prefill_context) -> PassTerms:
@@ -143,4 +221,5 @@ def pass_terms(engine: Engine, decode_context, prefill_context) -> PassTerms:
         decode_flops_per_sequence=linear + arch.attention_flops(m, 1.0, decode_context),
         prefill_context=np.asarray(prefill_context, dtype=float),
         fixed_ms=engine.allreduce_coefficients[1] + engine.eff.step_overhead_ms,
+        moe_comm=bool(np.any(engine.expert_parallel)) and m.moe is not None,
     )

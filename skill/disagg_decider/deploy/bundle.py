@@ -47,6 +47,11 @@ def build(
     base_dir: Path | None = None,
 ) -> Bundle:
     check_options(target, dynamo_api, layout)
+    if workload.cluster.heterogeneous:
+        raise UserError(
+            "cluster.prefill_gpu/decode_gpu: deploy emits pools of one GPU type; heterogeneous "
+            "pools (GPU-type node selectors per pool) are not emitted"
+        )
     plan = make_plan(
         workload,
         verdict,

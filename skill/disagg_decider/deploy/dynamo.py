@@ -250,5 +250,5 @@ def header(plan: DeployPlan, api: ApiVersion) -> list[str]:
 
 
 def _layout(plan: DeployPlan) -> str:
-    parts = [f"{p.replicas} {p.role} x TP{p.tp}" for p in plan.pools]
+    parts = [f"{p.replicas} {p.role} x {p.layout}" for p in plan.pools]
     return f"Workers: {' + '.join(parts)} = {plan.total_gpus} GPUs."

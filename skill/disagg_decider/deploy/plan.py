@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import math
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Literal
 
@@ -36,13 +36,26 @@ class Pool:
 
     role: Role
     replicas: int
-    tp: int
+    tp: int  # GPUs per replica (SGLang's --tp): dp attention ranks of tp // dp GPUs
     max_num_seqs: int | None  # None: leave the engine's default
     max_num_batched_tokens: int
+    dp: int = 1  # data-parallel attention ranks per replica
+    ep: int = 1  # expert-parallel size (1: experts sharded by TP)
 
     @property
     def gpus(self) -> int:
         return self.replicas * self.tp
+
+    @property
+    def attention_tp(self) -> int:
+        """GPUs one request's attention and KV live on (vLLM's --tensor-parallel-size)."""
+        return self.tp // self.dp
+
+    @property
+    def layout(self) -> str:
+        from disagg_decider.calc.parallel import label
+
+        return label(self.attention_tp, self.dp, self.ep)
 
 
 @dataclass(frozen=True)
@@ -209,17 +222,21 @@ def _disaggregated_pools(w: Workload, v: Verdict, conditional: bool) -> tuple[Po
     prefill = Pool(
         role="prefill",
         replicas=s.prefill_replicas,
-        tp=s.prefill_tp,
+        tp=s.prefill_tp * s.prefill_dp,
         max_num_seqs=None,
         max_num_batched_tokens=prefill_token_budget(w.traffic.prompt_tokens.p99),
+        dp=s.prefill_dp,
+        ep=s.prefill_ep,
     )
     # Always disaggregated: the decode pool prefills nothing, one token per running sequence.
     decode = Pool(
         role="decode",
         replicas=s.decode_replicas,
-        tp=s.decode_tp,
+        tp=s.decode_tp * s.decode_dp,
         max_num_seqs=s.decode_max_batch,
         max_num_batched_tokens=s.decode_max_batch,
+        dp=s.decode_dp,
+        ep=s.decode_ep,
     )
     return prefill, decode
 
@@ -229,9 +246,11 @@ def _colocated_pool(v: Verdict) -> Pool:
     return Pool(
         role="colocated",
         replicas=s.colocated_replicas,
-        tp=s.colocated_tp,
+        tp=s.colocated_tp * s.colocated_dp,
         max_num_seqs=s.colocated_max_batch,
         max_num_batched_tokens=s.colocated_chunk_tokens,
+        dp=s.colocated_dp,
+        ep=s.colocated_ep,
     )
 
 
@@ -249,7 +268,7 @@ def _engine_limits(pool: Pool, engine: Engine, warnings: list[str]) -> Pool:
         f"{pool.role}: max_num_batched_tokens raised from {pool.max_num_batched_tokens} to "
         f"{pool.max_num_seqs} because vLLM requires it to be >= max_num_seqs"
     )
-    return Pool(pool.role, pool.replicas, pool.tp, pool.max_num_seqs, pool.max_num_seqs)
+    return replace(pool, max_num_batched_tokens=pool.max_num_seqs)
 
 
 def _default_model_path(w: Workload) -> str:
@@ -311,29 +330,29 @@ def check(plan: DeployPlan) -> tuple[list[str], list[str]]:
             )
         if pool.tp > plan.gpus_per_node:
             errors.append(
-                f"{pool.role} pool: TP {pool.tp} exceeds cluster.gpus_per_node "
-                f"({plan.gpus_per_node}); one replica must fit on one node (multi-node replicas "
-                "are not emitted)"
+                f"{pool.role} pool: {pool.layout} ({pool.tp} GPUs per replica) exceeds "
+                f"cluster.gpus_per_node ({plan.gpus_per_node}); one replica must fit on one node "
+                "(multi-node replicas, wide-EP ones included, are not emitted)"
             )
     if plan.total_gpus > plan.cluster_gpus:
-        layout = " + ".join(f"{p.replicas} {p.role} x TP{p.tp}" for p in plan.pools)
+        layout = " + ".join(f"{p.replicas} {p.role} x {p.layout}" for p in plan.pools)
         errors.append(
             f"the pools need {plan.total_gpus} GPUs ({layout}) but cluster.gpus is "
             f"{plan.cluster_gpus}"
         )
     if plan.disaggregated:
         p, d = plan.pool("prefill"), plan.pool("decode")
-        if plan.engine == "vllm" and d.tp < p.tp:
+        if plan.engine == "vllm" and d.attention_tp < p.attention_tp:
             errors.append(
                 f"vLLM with NIXL needs decode TP >= prefill TP, got prefill TP {p.tp} > decode "
                 f"TP {d.tp}: {NIXL_TP_SOURCE}. Pin parallelism.decode_tp >= prefill_tp"
             )
-        if plan.engine == "sglang" and d.tp != p.tp:
+        if plan.engine == "sglang" and d.attention_tp != p.attention_tp:
             errors.append(
                 f"SGLang needs equal TP on both sides, got prefill TP {p.tp} and decode TP "
                 f"{d.tp}: {SGLANG_TP_SOURCE}. Pin parallelism.prefill_tp = decode_tp"
             )
-        if plan.engine == "vllm" and d.tp != p.tp and _is_mla(plan):
+        if plan.engine == "vllm" and d.attention_tp != p.attention_tp and _is_mla(plan):
             warnings.append(
                 f"{plan.verdict.model} uses MLA: vLLM's NIXL heterogeneous TP is only partly "
                 "supported for MLA (no head split); prefer equal TP"

@@ -38,8 +38,13 @@ VERIFIED_AGAINST: dict[str, list[str]] = {
         '`{"kv_connector":"NixlConnector","kv_role":"kv_both"}`, `--kv-events-config` '
         "on prefill and decode: the same smoke test",
         "TensorRT-LLM workers `--model`, `--tensor-parallel-size`, `--max-batch-size`, "
-        "`--max-num-tokens`, `--publish-kv-events`, `--disaggregation-mode`: "
+        "`--max-num-tokens`, `--publish-kv-events`, `--disaggregation-mode`, "
+        "`--expert-parallel-size`, `--enable-attention-dp`: "
         "components/src/dynamo/trtllm/backend_args.py",
+        "SGLang `--tp N --dp N --enable-dp-attention --ep-size N --moe-a2a-backend deepep "
+        "--deepep-mode low_latency|normal|auto`: sgl-project/sglang "
+        "python/sglang/srt/server_args.py and its DeepEP tests; vLLM `--data-parallel-size`, "
+        "`--enable-expert-parallel`: vllm/engine/arg_utils.py",
         "Planner `--config` keys (`ttft_ms`, `itl_ms`, `mode`, `optimization_target`, "
         "`pre_deployment_sweeping_mode`, `enable_*_scaling`, `*_engine_num_gpu`): "
         "components/src/dynamo/planner/config/planner_config.py (Dynamo 1.4; it ignores "

@@ -44,9 +44,11 @@ class Setup:
     disaggregated: DisaggregatedConfig
 
 
-def engine(r: Resolved, tp: int) -> Engine:
-    w = r.workload
-    return Engine(r.model, r.gpu, w.weights_dtype, w.kv_dtype, tp, w.efficiency)
+def engine(r: Resolved, tp: int, dp: int = 1, ep: int = 1) -> Engine:
+    """The calculator's engine for a layout (attention TP, DP ranks, EP size)."""
+    from disagg_decider.calc.search import engine_for
+
+    return engine_for(r, tp, dp, ep)
 
 
 def layerwise_transfer(r: Resolved) -> bool:
@@ -65,15 +67,26 @@ def setup(
     batch_cap: str = "engine",
     router: str = "least-work",
 ) -> Setup:
+    if r.workload.cluster.heterogeneous:
+        raise UserError(
+            "cluster.prefill_gpu/decode_gpu: the simulator runs one GPU type; simulate each "
+            "pool's workload on its own (heterogeneous pools are priced by the calculator only)"
+        )
     s = verdict.sizing
     engine_batch = r.workload.efficiency.max_decode_batch
     use_verdict = batch_cap == "verdict"
-    c_replicas = _replicas("--colocated-gpus", colocated_gpus, s.colocated_tp, s.colocated_replicas)
-    p_replicas = _replicas("--prefill-gpus", prefill_gpus, s.prefill_tp, s.prefill_replicas)
-    d_replicas = _replicas("--decode-gpus", decode_gpus, s.decode_tp, s.decode_replicas)
+    # Pools count GPUs per replica (tp x dp); engines take the layout itself.
+    c_gpus, p_gpus, d_gpus = (
+        s.colocated_tp * s.colocated_dp,
+        s.prefill_tp * s.prefill_dp,
+        s.decode_tp * s.decode_dp,
+    )
+    c_replicas = _replicas("--colocated-gpus", colocated_gpus, c_gpus, s.colocated_replicas)
+    p_replicas = _replicas("--prefill-gpus", prefill_gpus, p_gpus, s.prefill_replicas)
+    d_replicas = _replicas("--decode-gpus", decode_gpus, d_gpus, s.decode_replicas)
     colo = ColocatedConfig(
         replicas=c_replicas,
-        tp=s.colocated_tp,
+        tp=c_gpus,
         chunk_tokens=s.colocated_chunk_tokens,
         max_batch=min(
             max(s.colocated_max_batch, 1)
@@ -86,9 +99,9 @@ def setup(
     )
     dis = DisaggregatedConfig(
         prefill_replicas=p_replicas,
-        prefill_tp=s.prefill_tp,
+        prefill_tp=p_gpus,
         decode_replicas=d_replicas,
-        decode_tp=s.decode_tp,
+        decode_tp=d_gpus,
         max_batch=max(s.decode_max_batch, 1)
         if use_verdict and verdict.disaggregated.feasible
         else engine_batch,
@@ -98,9 +111,9 @@ def setup(
     )
     return Setup(
         resolved=r,
-        colocated_engine=engine(r, colo.tp),
-        prefill_engine=engine(r, dis.prefill_tp),
-        decode_engine=engine(r, dis.decode_tp),
+        colocated_engine=engine(r, s.colocated_tp, s.colocated_dp, s.colocated_ep),
+        prefill_engine=engine(r, s.prefill_tp, s.prefill_dp, s.prefill_ep),
+        decode_engine=engine(r, s.decode_tp, s.decode_dp, s.decode_ep),
         colocated=colo,
         disaggregated=dis,
     )
