@@ -44,6 +44,7 @@ from disagg_decider.classes import Component, components, fit_moments, partial_m
 from disagg_decider.workload import Resolved
 
 THRESHOLD_POINTS = 16  # candidate thresholds between the shortest and longest prompts
+_NOT_SEARCHED = "heterogeneous pools: routing thresholds are not searched (one GPU type per role); "
 NEAR_BEST = 0.99  # thresholds within 1% of the best goodput count as equally good
 MIN_SHARE = 1e-3  # a part holding fewer requests than this is not a pool of its own
 
@@ -421,11 +422,17 @@ def best_per_threshold(r: Resolved, found: list[Candidate]) -> dict[float, Candi
     return out
 
 
-def evaluate(r: Resolved, colo: ColocatedResult, disagg: DisaggregatedResult) -> ConditionalResult:
-    """The conditional layout: the best threshold with its pools, T = 0 and no pool included."""
+def evaluate(
+    r: Resolved, colo: ColocatedResult, disagg: DisaggregatedResult, search: bool = True
+) -> ConditionalResult:
+    """The conditional layout: the best threshold with its pools, T = 0 and no pool included.
+
+    Without `search` (heterogeneous inventories, where a decode worker's GPU is not the prefill
+    pool's) only the two modes are compared, and the reasons say so.
+    """
     budget = float(r.workload.cluster.gpus)
     found: list[Candidate] = []
-    if colo.feasible or disagg.feasible:
+    if search and (colo.feasible or disagg.feasible):
         pairs = tp_pairs(r, colo, disagg)
         found = candidates(r, pairs)
     by_t = best_per_threshold(r, found)
@@ -455,10 +462,12 @@ def evaluate(r: Resolved, colo: ColocatedResult, disagg: DisaggregatedResult) ->
             feasible=colo.feasible,
             threshold_tokens=None,
             threshold_reason=(
-                "no prefill pool: colocated replicas serve within 1% of the best goodput any "
+                "no layout meets the p99 targets"
+                if not colo.feasible
+                else "no prefill pool: colocated replicas serve within 1% of the best goodput any "
                 "threshold gives, with no KV transfers"
-                if colo.feasible
-                else "no layout meets the p99 targets"
+                if search
+                else _NOT_SEARCHED + "colocated serves within 1% of always-disaggregated"
             ),
             share_to_prefill=0.0,
             max_rate_per_s=best,
@@ -480,6 +489,8 @@ def evaluate(r: Resolved, colo: ColocatedResult, disagg: DisaggregatedResult) ->
             threshold_reason=(
                 "every request goes to the prefill pool: no threshold above 0 comes within 1% "
                 "of always-disaggregated goodput"
+                if search
+                else _NOT_SEARCHED + "always-disaggregated serves more"
             ),
             share_to_prefill=1.0,
             max_rate_per_s=best,
