@@ -244,17 +244,20 @@ def latencies_at_rate(
     g = evaluate(at, batches)
     shape = (len(rate_per_s), batches.size)
     rates = np.broadcast_to(g.rate_per_s, shape)
-    order = np.argsort(rates, axis=1, kind="stable")
+    # Only the rising run of the grid is a load curve: past it (a batch as large as the chunk
+    # leaves no room for prompts) the rate formula stops meaning anything, and a load must never
+    # be placed there. Points past the run read as infinitely far.
+    with np.errstate(invalid="ignore"):
+        rising = np.logical_and.accumulate(
+            (np.diff(rates, axis=1, prepend=-np.inf) > 0) & (rates > 0), axis=1
+        )
+    curve = np.where(rising, rates, np.inf)
     index = np.broadcast_to(np.arange(batches.size, dtype=float), shape)
-    at_index = interp_rows(
-        rate_per_s,
-        np.take_along_axis(rates, order, axis=1),
-        np.take_along_axis(index, order, axis=1),
-    )
+    at_index = interp_rows(rate_per_s, curve, index)
     batch = np.maximum(value_at(np.broadcast_to(batches, shape), at_index), 1.0)
     ttft = np.ravel(evaluate(at, batch[:, None], with_ttft=True).ttft_p99_ms)
     tpot = value_at(np.broadcast_to(g.tpot_p99_ms, shape), at_index)
-    first = np.ravel(np.take_along_axis(rates, order, axis=1)[:, :1])
+    first = curve[:, 0]
     with np.errstate(divide="ignore", invalid="ignore"):
         share = np.clip(np.where(first > 0, rate_per_s / first, 1.0), 0.0, 1.0)
     low = rate_per_s < first
