@@ -293,6 +293,33 @@ def settle(r: Resolved, c: Candidate) -> Candidate:
     return replace(c, goodput_rate_per_s=goodput, settled=True)
 
 
+def settle_many(r: Resolved, cands: list[Candidate]) -> list[Candidate]:
+    """`settle` for many candidates in one vectorised bisection (one row each)."""
+    if len(cands) <= 1:
+        return [settle(r, c) for c in cands]
+    w = r.workload
+    comps = components(w)
+    n = len(cands)
+    local = _stack([split_at(comps, c.threshold_tokens).local for c in cands], (-1, 1))
+    column = lambda values: np.array(values, dtype=float).reshape(-1, 1)  # noqa: E731
+    ys = np.array([float(c.decode_replicas) for c in cands])
+    within = colocated.rate_within_targets(
+        engine_for(r, column([c.decode_tp for c in cands])),
+        local,
+        np.full((n, 1), float(w.slo.ttft_ms)),
+        np.full((n, 1), float(w.slo.tpot_ms)),
+        column([c.chunk_tokens for c in cands]),
+        ys.reshape(-1, 1),
+        np.array([c.per_replica_rate_per_s for c in cands]),
+    )
+    pool = np.array([c.pool_rate_per_s for c in cands])
+    goodput = np.maximum(np.minimum(pool, ys * np.ravel(within)), 0.0)
+    return [
+        replace(c, goodput_rate_per_s=float(g), settled=True)
+        for c, g in zip(cands, goodput.tolist(), strict=True)
+    ]
+
+
 def report(r: Resolved, c: Candidate) -> Candidate:
     """The chosen candidate with its p99 TTFT (the worse of local and pooled prefill) and
     TPOT at the workload's rate, capped at its goodput."""
@@ -407,17 +434,20 @@ def best_per_threshold(r: Resolved, found: list[Candidate]) -> dict[float, Candi
     groups: dict[float, list[Candidate]] = {}
     for c in found:
         groups.setdefault(c.threshold_tokens, []).append(c)
-    out = {}
-    for t, group in groups.items():
+    for group in groups.values():
         group.sort(key=lambda c: -c.goodput_rate_per_s)
-        best: Candidate | None = None
-        for c in group:
-            if best is not None and best.goodput_rate_per_s >= c.goodput_rate_per_s:
+    # Each threshold's top candidate, all checked at once; the rest only where a lower bound
+    # could still beat the checked one (rare).
+    firsts = settle_many(r, [group[0] for group in groups.values()])
+    out = {}
+    for (t, group), best in zip(groups.items(), firsts, strict=True):
+        for c in group[1:]:
+            if best.goodput_rate_per_s >= c.goodput_rate_per_s:
                 break
             settled = settle(r, c)
-            if best is None or settled.goodput_rate_per_s > best.goodput_rate_per_s:
+            if settled.goodput_rate_per_s > best.goodput_rate_per_s:
                 best = settled
-        if best is not None and best.goodput_rate_per_s > 0:
+        if best.goodput_rate_per_s > 0:
             out[t] = best
     return out
 
