@@ -6,6 +6,7 @@ import functools
 import json
 import os
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
@@ -54,6 +55,30 @@ def pinned(name: str, **parallelism: int) -> tuple[Workload, Verdict]:
     data["parallelism"] = parallelism
     w2 = load_workload_text(json.dumps(data), source=name)
     return w2, decide(w2, base_dir=path.parent)
+
+
+def deployed(w: Workload, v: Verdict) -> SimpleNamespace:
+    """The pools `decide deploy` (layout auto) emits for a disaggregating verdict: the
+    conditional layout's when that is the verdict's layout (issue 14), else the sizing's."""
+    k = v.conditional
+    if k is not None and k.layout == "conditional":
+        return SimpleNamespace(
+            prefill_tp=k.prefill_tp,
+            prefill_replicas=k.prefill_replicas,
+            decode_tp=k.decode_tp,
+            decode_replicas=k.decode_replicas,
+            decode_max_batch=min(w.efficiency.max_decode_batch, k.chunk_tokens),
+            threshold=k.threshold_tokens,
+        )
+    s = v.sizing
+    return SimpleNamespace(
+        prefill_tp=s.prefill_tp,
+        prefill_replicas=s.prefill_replicas,
+        decode_tp=s.decode_tp,
+        decode_replicas=s.decode_replicas,
+        decode_max_batch=s.decode_max_batch,
+        threshold=0,
+    )
 
 
 def schema(rel: str) -> dict[str, Any]:

@@ -68,7 +68,13 @@ def test_replicas_and_tp_equal_decide_json_sizing(name: str, tmp_path: Path) -> 
     skip_not_emitted(name)
     verdict = _decide_json(name)
     s = verdict["sizing"]
-    if verdict["disaggregate"]:
+    k = verdict["conditional"]
+    if verdict["disaggregate"] and k["layout"] == "conditional":  # the layout deployed
+        expected = {
+            "prefill": (k["prefill_replicas"], k["prefill_tp"]),
+            "decode": (k["decode_replicas"], k["decode_tp"]),
+        }
+    elif verdict["disaggregate"]:
         expected = {
             "prefill": (s["prefill_replicas"], s["prefill_tp"]),
             "decode": (s["decode_replicas"], s["decode_tp"]),
@@ -99,7 +105,8 @@ def test_replicas_and_tp_equal_decide_json_sizing(name: str, tmp_path: Path) -> 
         proc = procs[target]
         if proc.returncode == 2 and target == "sglang":
             # The one legitimate refusal on a valid verdict: SGLang needs equal P/D TP.
-            assert verdict["disaggregate"] and s["prefill_tp"] != s["decode_tp"]
+            tps = (expected["prefill"][1], expected["decode"][1])
+            assert verdict["disaggregate"] and tps[0] != tps[1]
             assert "equal TP" in proc.stderr
             continue
         assert proc.returncode == 0, (target, proc.stderr)

@@ -141,10 +141,12 @@ def test_emitters_read_sizing_from_the_verdict_only() -> None:
     more = v.sizing.prefill_replicas + 2
     bumped = v.model_copy(update={"sizing": v.sizing.model_copy(update={"prefill_replicas": more})})
     with pytest.raises(UserError, match="GPUs"):  # two more TP4 replicas overflow 16 GPUs
-        build(w, bumped, "dynamo")
+        build(w, bumped, "dynamo", layout="disaggregated")
     bumped = bumped.model_copy(
         update={"sizing": bumped.sizing.model_copy(update={"prefill_replicas": 1})}
     )
-    doc = yaml.safe_load(build(w, bumped, "dynamo").files["dynamo-graph.yaml"])
+    doc = yaml.safe_load(
+        build(w, bumped, "dynamo", layout="disaggregated").files["dynamo-graph.yaml"]
+    )
     prefill = next(c for c in doc["spec"]["components"] if c["type"] == "prefill")
     assert prefill["replicas"] == 1

@@ -7,7 +7,7 @@ import json
 import yaml
 
 from disagg_decider.deploy.bundle import build
-from tests.deploy_helpers import example, pinned
+from tests.deploy_helpers import deployed, example, pinned
 
 RAG = "rag-8k-h200-rdma-dynamo.yaml"
 CHAT = "chat-short-colocate.yaml"
@@ -29,14 +29,17 @@ def test_dynamo_disaggregated_graph_carries_threshold_planner_and_nixl() -> None
     assert set(comps) == {"frontend", "planner", "prefill", "decode"}
     front = _args(comps["frontend"])
     cfg = json.loads(front[front.index("--router-conditional-disagg-config") + 1])
+    assert v.layout == "conditional"  # the verdict's layout is deployed: its pools, its T
     assert cfg["eff_isl_threshold"] == v.conditional_disagg_threshold_tokens
     assert 0 <= cfg["eff_isl_ratio_threshold"] <= 1
     planner = json.loads(_args(comps["planner"])[1])
     assert (planner["ttft_ms"], planner["itl_ms"]) == (w.slo.ttft_ms, w.slo.tpot_ms)
-    assert planner["prefill_engine_num_gpu"] == v.sizing.prefill_tp
-    assert planner["decode_engine_num_gpu"] == v.sizing.decode_tp
+    pools = deployed(w, v)
+    assert planner["prefill_engine_num_gpu"] == pools.prefill_tp
+    assert planner["decode_engine_num_gpu"] == pools.decode_tp
     decode = _args(comps["decode"])
-    assert decode[decode.index("--max-num-seqs") + 1] == str(v.sizing.decode_max_batch)
+    assert decode[decode.index("--max-num-seqs") + 1] == str(pools.decode_max_batch)
+    assert decode[decode.index("--max-num-batched-tokens") + 1] == str(v.conditional.chunk_tokens)
     kv = json.loads(decode[decode.index("--kv-transfer-config") + 1])
     assert kv["kv_connector"] == "NixlConnector" and "kv_role" in kv
     assert decode[decode.index("--disaggregation-mode") + 1] == "decode"
@@ -77,8 +80,8 @@ def test_dynamo_v1alpha1_uses_services_and_gpu_limits() -> None:
     services = doc["spec"]["services"]
     prefill = next(s for s in services.values() if s.get("subComponentType") == "prefill")
     assert prefill["componentType"] == "worker"
-    assert prefill["resources"]["limits"]["gpu"] == str(v.sizing.prefill_tp)
-    assert prefill["replicas"] == v.sizing.prefill_replicas
+    assert prefill["resources"]["limits"]["gpu"] == str(deployed(w, v).prefill_tp)
+    assert prefill["replicas"] == deployed(w, v).prefill_replicas
 
 
 def test_llmd_epp_uses_disagg_profile_handler_never_the_deprecated_one() -> None:
@@ -108,8 +111,8 @@ def test_llmd_autoscaling_per_role_signals() -> None:
     decode = next(d for n, d in docs.items() if n.endswith("decode-scaler"))
     assert "num_requests_waiting" in prefill["spec"]["triggers"][0]["metadata"]["query"]
     assert "kv_cache_usage_perc" in decode["spec"]["triggers"][0]["metadata"]["query"]
-    assert prefill["spec"]["minReplicaCount"] == v.sizing.prefill_replicas
-    assert decode["spec"]["minReplicaCount"] == v.sizing.decode_replicas
+    assert prefill["spec"]["minReplicaCount"] == deployed(w, v).prefill_replicas
+    assert decode["spec"]["minReplicaCount"] == deployed(w, v).decode_replicas
     for d in (prefill, decode):
         assert d["spec"]["maxReplicaCount"] >= d["spec"]["minReplicaCount"]
 
@@ -137,7 +140,7 @@ def test_vllm_target_pools_and_router() -> None:
     }
     script = files["launch.sh"]
     assert '"kv_connector":"NixlConnector"' in script and "kv_role" in script
-    assert f"--max-num-seqs {v.sizing.decode_max_batch}" in script
+    assert f"--max-num-seqs {deployed(w, v).decode_max_batch}" in script
     assert "--vllm-pd-disaggregation" in script
     router = list(yaml.safe_load_all(files["k8s/router.yaml"]))
     assert any(d["kind"] == "Deployment" for d in router)
@@ -158,3 +161,18 @@ def test_readme_names_verdict_and_benchmark_at_workload_rate() -> None:
     assert f"--request-rate {w.traffic.requests_per_second:g}" in text
     assert f"--random-output-len {round(w.traffic.output_tokens.p50)}" in text
     assert "aiperf profile" in text and "vllm bench serve" in text
+
+
+def test_always_disaggregated_layout_sends_every_prompt_to_prefill() -> None:
+    """`--layout disaggregated` deploys the always-disaggregated sizing: threshold 0, so no
+    conditional-disagg config for Dynamo and llm-d's always-disagg-pd-decider (its
+    prefix-based decider's nonCachedTokens: 0 would mean never P/D)."""
+    w, v = example(RAG)
+    comps = _components(build(w, v, "dynamo", layout="disaggregated").files)
+    assert not any("conditional-disagg" in a for a in _args(comps["frontend"]))
+    assert comps["prefill"]["replicas"] == v.sizing.prefill_replicas
+    epp = yaml.safe_load(build(w, v, "llm-d", layout="disaggregated").files["epp-config.yaml"])
+    types = [p["type"] for p in epp["plugins"]]
+    assert "always-disagg-pd-decider" in types and "prefix-based-pd-decider" not in types
+    handler = next(p for p in epp["plugins"] if p["type"] == "disagg-profile-handler")
+    assert handler["parameters"]["deciders"]["prefill"] == "always-disagg-pd-decider"

@@ -98,12 +98,14 @@ def test_sizing_names_the_pools(example) -> None:
     if d.prefill_dp == 1 and d.prefill_ep == 1 and " on " not in d.prefill_layout:
         assert d.prefill_layout == f"TP{s.prefill_tp}"
     threshold = str(verdict.conditional_disagg_threshold_tokens)
-    if verdict.decision == "dynamo":
+    conditional = verdict.layout == "conditional"
+    assert ("**Conditional disaggregation:**" in sizing) == conditional
+    if conditional and verdict.decision == "dynamo":
         assert f'"eff_isl_threshold":{threshold}' in sizing
-    elif verdict.decision == "llm-d":
+    elif conditional and verdict.decision == "llm-d":
         assert f"nonCachedTokens: {threshold}" in sizing
-    else:
-        assert "Conditional disaggregation" not in sizing
+    else:  # no router config for a colocate decision or a layout without a threshold
+        assert "eff_isl_threshold" not in sizing and "nonCachedTokens" not in sizing
 
 
 def test_chart_is_the_gain_curve(example) -> None:

@@ -11,6 +11,7 @@ from pathlib import Path
 import jsonschema
 import yaml
 
+from disagg_decider.calc.result import ConditionalResult
 from disagg_decider.metrics import METRICS
 from disagg_decider.rules.loader import shipped
 from disagg_decider.workload import Ops, Workload
@@ -158,6 +159,7 @@ def test_enum_metrics_list_the_workload_values() -> None:
         "orchestrator_preference": Ops.model_fields["orchestrator_preference"],
         "engine": Workload.model_fields["engine"],
         "weights_dtype": Workload.model_fields["weights_dtype"],
+        "layout": ConditionalResult.model_fields["layout"],  # the calculator's, not the workload's
     }
     enums = {m.name: m for m in METRICS if m.kind == "enum"}
     assert set(enums) == set(fields)

@@ -154,6 +154,34 @@ def check_invariants(w: Workload, v: Verdict) -> None:
         assert math.isclose(v.metrics.gain, d.goodput_per_gpu / c.goodput_per_gpu, rel_tol=1e-9)
     else:
         assert v.metrics.gain is None
+    check_conditional(w, v)
+
+
+def check_conditional(w: Workload, v: Verdict) -> None:
+    """The conditional layout (issue 14): T = 0 and no prefill pool are among its thresholds,
+    so its best goodput is never below either mode's (the chosen threshold, the largest within
+    1% of that best, at most 1% below); when it serves, its p99s meet the targets on
+    no more GPUs than the cluster has; the verdict's threshold and layout are its own."""
+    k, c, d, slo = v.conditional, v.colocated, v.disaggregated, w.slo
+    assert k is not None
+    best = max(c.goodput_per_gpu if c.feasible else 0.0, d.goodput_per_gpu if d.feasible else 0.0)
+    top = max(g.goodput_per_gpu for g in k.curve)
+    assert top >= best * (1 - 1e-12), (top, best)  # the best threshold: never below either
+    # The chosen one is the largest threshold within 1% of that best (fewest KV transfers).
+    assert k.goodput_per_gpu >= 0.99 * top * (1 - 1e-12), (k.goodput_per_gpu, top)
+    assert k.goodput_per_gpu <= top * (1 + 1e-12)
+    assert v.layout == k.layout
+    assert v.conditional_disagg_threshold_tokens == k.threshold_tokens
+    assert (k.threshold_tokens is None) == (k.layout == "colocated")
+    assert (k.threshold_tokens == 0) == (k.layout == "disaggregated")
+    assert 0.0 <= k.share_to_prefill <= 1.0
+    if k.layout == "conditional":
+        assert k.ttft_p99_ms is not None and k.tpot_p99_ms is not None
+        gpus = k.prefill_replicas * k.prefill_tp + k.decode_replicas * k.decode_tp
+        assert gpus <= v.sizing.cluster_gpus
+        assert 0.0 < k.share_to_prefill < 1.0
+        assert k.ttft_p99_ms <= slo.ttft_ms * TOLERANCE, k.ttft_p99_ms
+        assert k.tpot_p99_ms <= slo.tpot_ms * TOLERANCE, k.tpot_p99_ms
 
 
 @settings(deadline=None, suppress_health_check=[HealthCheck.too_slow])

@@ -194,5 +194,8 @@ def test_text_verdict_reads_for_a_decision():
     needed = decide_json(RAG_EXAMPLE)["colocated"]["gpus_needed_for_rate"]
     assert needed > 16 and f"needs {needed}, has 16" in text
     assert "max req/s on the cluster" in text
-    assert "disaggregation wins above" in text and "crossover at n/a" not in text
+    # Crossover and routing threshold in one sentence (issue 14).
+    words = " ".join(text.split())  # the terminal wraps lines
+    assert "always-disaggregated wins over colocated above a p50 prompt of" in words
+    assert "uncached tokens" in words and "crossover at n/a" not in text
     assert "`decide rules show DSG007`" in text

@@ -10,6 +10,7 @@ from typing import Any
 
 from disagg_decider.calc.compare import analyze_many
 from disagg_decider.calc.result import Analysis
+from disagg_decider.layout_text import layout_sentence
 from disagg_decider.metrics import metric_values
 from disagg_decider.rules import engine
 from disagg_decider.rules.loader import LoadedRulebook, apply_overrides, load_files, with_extra
@@ -157,6 +158,8 @@ def _verdict(
         colocated=analysis.colocated,
         disaggregated=analysis.disaggregated,
         conditional_disagg_threshold_tokens=analysis.conditional_disagg_threshold_tokens,
+        layout=analysis.conditional.layout if analysis.conditional else "colocated",
+        conditional=analysis.conditional,
         limits=analysis.limits,
         thresholds=params,
         overrides_applied=notes,
@@ -250,11 +253,8 @@ def summarize(r: Resolved, a: Analysis, outcome: engine.Outcome) -> str:
         )
     else:
         name = "NVIDIA Dynamo" if outcome.decision == "dynamo" else "llm-d"
-        text = (
-            f"Disaggregate with {name}: {_split_layout(d)}; {numbers}; "
-            f"send prompts with at least {a.conditional_disagg_threshold_tokens} uncached tokens "
-            "to the prefill pool."
-        )
+        text = f"Disaggregate with {name}: {_split_layout(d)}; {numbers}."
+    text += " " + layout_sentence(a.conditional, a.crossover_prompt_tokens)
     if not chosen.fits_cluster:
         text += f" Short of GPUs: {_limits_text(a, chosen.mode)}."
     return text

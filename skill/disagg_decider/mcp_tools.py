@@ -18,6 +18,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from disagg_decider import catalog
 from disagg_decider.calc import compare, kv, prefill, transfer
+from disagg_decider.calc.result import ThresholdPoint
 from disagg_decider.calc.step import Engine
 from disagg_decider.decide import decide
 from disagg_decider.errors import UserError
@@ -77,7 +78,10 @@ def decide_disaggregation(
     lengths at p50 and p99, request rate, p99 TTFT/TPOT targets, GPU type and count, network,
     team); the prompt `collect_workload` lists what to ask for.
 
-    Returns the verdict: `decision` (colocate, dynamo or llm-d), a one-paragraph `summary`,
+    Returns the verdict: `decision` (colocate, dynamo or llm-d), `layout` (colocated,
+    disaggregated or conditional: only prompts above `conditional_disagg_threshold_tokens`
+    uncached tokens go to a prefill pool; `conditional` holds its pools, share sent to prefill,
+    p99s and goodput per GPU against the threshold), a one-paragraph `summary`,
     `fired_rules` with the metric comparisons and rationale behind each, `metrics` (KV bytes,
     transfer time, goodput per GPU of both modes, gain, crossover prompt length), `sizing`
     (replicas and TP per pool), the rule `thresholds` used and `warnings`. `feasible` is false
@@ -333,6 +337,22 @@ class CrossoverResult(_Out):
     )
     workload_prompt_tokens_p50: float
     curve: list[GainPoint]
+    layout: str = Field(
+        description=(
+            "the best of the three layouts for the workload as it is: colocated, "
+            "disaggregated (every request to a prefill pool) or conditional"
+        )
+    )
+    conditional_disagg_threshold_tokens: int | None = Field(
+        description=(
+            "the routing threshold chosen for goodput per GPU (largest within 1% of the best): "
+            "prompts above it in uncached tokens go to the prefill pool; 0 always, null never"
+        )
+    )
+    share_to_prefill: float = Field(description="share of requests the threshold sends to prefill")
+    threshold_curve: list[ThresholdPoint] = Field(
+        description="goodput per GPU against the threshold (0: always-disaggregated; null: none)"
+    )
     notes: list[str]
 
 
@@ -362,9 +382,10 @@ def find_crossover(
     re-tuned on the same GPUs; the p99/p50 spread, outputs, rate, SLOs and cluster stay as in
     the workload, whose own prompt p50 is added to the curve when it lies in the range.
 
-    Returns the crossover prompt length (null when it never wins), the ranges where it wins and
-    the curve: gain = disaggregated / colocated goodput per GPU within the p99 SLOs, with an
-    outcome per point when one mode or neither meets the SLO.
+    Returns the crossover prompt length (null when it never wins), the ranges where it wins, the
+    layout and routing threshold for the workload as it is (with goodput per GPU against the
+    threshold, `threshold_curve`) and the curve: gain = disaggregated / colocated goodput per
+    GPU within the p99 SLOs, with an outcome per point when one mode or neither meets the SLO.
     """
     r = resolve(workload, _tool_dir())
     top = max_prompt_tokens or min(r.model.max_context_tokens, 131072)
@@ -384,12 +405,18 @@ def find_crossover(
         notes.append(f"the workload's prompt p50 ({own:g}) is outside the range")
     if top > r.model.max_context_tokens:
         notes.append(f"lengths above {r.model.max_context_tokens} exceed {r.model.id}'s context")
+    analysis = compare.analyze(r)
+    cond = analysis.conditional
     return CrossoverResult(
         workload=workload.name,
-        crossover_prompt_tokens=compare.analyze(r).crossover_prompt_tokens,
+        crossover_prompt_tokens=analysis.crossover_prompt_tokens,
         winning_ranges=_runs(curve),
         workload_prompt_tokens_p50=workload.traffic.prompt_tokens.p50,
         curve=curve,
+        layout=cond.layout if cond else "colocated",
+        conditional_disagg_threshold_tokens=analysis.conditional_disagg_threshold_tokens,
+        share_to_prefill=cond.share_to_prefill if cond else 0.0,
+        threshold_curve=cond.curve if cond else [],
         notes=notes,
     )
 

@@ -10,7 +10,12 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict
 
-from disagg_decider.calc.result import ColocatedResult, DisaggregatedResult, Limit
+from disagg_decider.calc.result import (
+    ColocatedResult,
+    ConditionalResult,
+    DisaggregatedResult,
+    Limit,
+)
 
 Decision = Literal["colocate", "dynamo", "llm-d"]
 
@@ -111,10 +116,16 @@ class Verdict(_Out):
     sizing: Sizing
     colocated: ColocatedResult
     disaggregated: DisaggregatedResult
-    conditional_disagg_threshold_tokens: int
+    # The routing threshold of the best layout (`conditional`): 0 always-disaggregated, None
+    # no prefill pool (the reason is conditional.threshold_reason).
+    conditional_disagg_threshold_tokens: int | None
     limits: list[Limit]
     thresholds: dict[str, Any]
     overrides_applied: list[str]
     warnings: list[str]
     calibration: list[str] = []  # constants taken from a calibration file, with their residuals
     slo_basis: str = "p99-under-load"
+    # Which of the three layouts serves the most per GPU within the p99 targets (the decision
+    # stays colocate|dynamo|llm-d); `conditional` holds its threshold, pools and curve.
+    layout: Literal["colocated", "disaggregated", "conditional"] = "colocated"
+    conditional: ConditionalResult | None = None

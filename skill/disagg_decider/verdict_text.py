@@ -7,6 +7,7 @@ reads "needs N, has M".
 
 from __future__ import annotations
 
+from disagg_decider.layout_text import layout_sentence
 from disagg_decider.verdict import Verdict
 
 HEADLINES = {
@@ -96,11 +97,6 @@ def _print_key_figures(v: Verdict, console) -> None:
     link = f"{m.kv_transfer_gb_per_s:.1f} GB/s"
     if m.kv_transfer_path == "network":
         link += ", RDMA" if m.kv_transfer_rdma else ", TCP, no RDMA"
-    crossover = (
-        f"disaggregation wins above {m.crossover_prompt_tokens:,} prompt tokens"
-        if m.crossover_prompt_tokens
-        else "no crossover prompt length found"
-    )
     figures = [
         (
             "KV cache",
@@ -117,16 +113,11 @@ def _print_key_figures(v: Verdict, console) -> None:
             if m.prefill_ms is None or m.decode_step_ms is None
             else f"{m.prefill_ms:.1f} ms; decode step {m.decode_step_ms:.1f} ms",
         ),
-        ("gain", f"{gain_text(m.gain)} goodput per GPU; {crossover}"),
+        ("gain", f"{gain_text(m.gain)} goodput per GPU (always-disaggregated over colocated)"),
     ]
-    if v.disaggregated.feasible:
-        figures.append(
-            (
-                "routing" if v.disaggregate else "if split",
-                f"prompts with at least {v.conditional_disagg_threshold_tokens:,} uncached "
-                "tokens go to the prefill pool (conditional disaggregation)",
-            )
-        )
+    sentence = layout_sentence(v.conditional, m.crossover_prompt_tokens)
+    if sentence:
+        figures.append(("layout", sentence.removeprefix("Layout: ")))
     grid = Table.grid(padding=(0, 2))
     grid.add_column(style="bold")
     grid.add_column()

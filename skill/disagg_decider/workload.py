@@ -47,6 +47,7 @@ MAX_ID_CHARS = 100
 MAX_DESCRIPTION_CHARS = 4000
 MAX_PATH_CHARS = 4096
 MAX_OVERRIDES = 100
+MAX_CLASSES = 16  # request classes of mixed traffic
 
 # Characters that rewrite a terminal or reorder text: C0/C1 controls (tab and newline allowed
 # only where noted), bidi embeddings/overrides/isolates/marks, line and paragraph separators.
@@ -113,15 +114,68 @@ def _as_percentiles(value: Any) -> Any:
     return value
 
 
-class Traffic(_Strict):
+class TrafficClass(_Strict):
+    """One kind of request in mixed traffic (chat turns, RAG prompts, agent steps)."""
+
+    share: float = Field(gt=0, le=1)
     prompt_tokens: Percentiles
     output_tokens: Percentiles
-    requests_per_second: float = Field(ge=MIN_RATE_PER_S, le=MAX_RATE_PER_S)
     prefix_cache_hit_rate: float = Field(default=0.0, ge=0, lt=1)
 
     _plain_numbers = field_validator(
         "prompt_tokens", "output_tokens", mode="before", json_schema_input_type=Percentiles | float
     )(_as_percentiles)
+
+
+class Traffic(_Strict):
+    """One class (prompt_tokens, output_tokens, prefix_cache_hit_rate) or several (`classes`).
+
+    With `classes`, the single-class fields are derived: the mix as the log-normal with its mean
+    and second moment and the token-weighted hit rate (`disagg_decider.classes`), which the
+    colocated and always-disaggregated modes take; the conditional layout splits each class.
+    """
+
+    prompt_tokens: Percentiles | None = None
+    output_tokens: Percentiles | None = None
+    requests_per_second: float = Field(ge=MIN_RATE_PER_S, le=MAX_RATE_PER_S)
+    prefix_cache_hit_rate: float | None = Field(default=None, ge=0, lt=1)
+    classes: list[TrafficClass] | None = Field(default=None, min_length=1, max_length=MAX_CLASSES)
+
+    _plain_numbers = field_validator(
+        "prompt_tokens", "output_tokens", mode="before", json_schema_input_type=Percentiles | float
+    )(_as_percentiles)
+
+    @model_validator(mode="after")
+    def _one_form(self) -> Traffic:
+        if self.classes is None:
+            missing = [n for n in ("prompt_tokens", "output_tokens") if getattr(self, n) is None]
+            if missing:
+                raise ValueError(
+                    f"needs {' and '.join(missing)} (or `classes`, a list of request classes)"
+                )
+            if self.prefix_cache_hit_rate is None:
+                self.prefix_cache_hit_rate = 0.0
+            return self
+        given = [
+            n
+            for n in ("prompt_tokens", "output_tokens", "prefix_cache_hit_rate")
+            if getattr(self, n) is not None
+        ]
+        if given:
+            raise ValueError(
+                f"give either `classes` or {', '.join(given)}, not both: with classes each class "
+                "has its own lengths and hit rate"
+            )
+        total = sum(c.share for c in self.classes)
+        if abs(total - 1.0) > 1e-6:
+            raise ValueError(f"classes: shares must sum to 1, got {total:g}")
+        from disagg_decider.classes import components, mixture_percentiles
+
+        prompt, output, hit = mixture_percentiles(components(self))
+        self.prompt_tokens = Percentiles(p50=prompt[0], p99=min(prompt[1], MAX_TOKENS))
+        self.output_tokens = Percentiles(p50=output[0], p99=min(output[1], MAX_TOKENS))
+        self.prefix_cache_hit_rate = min(hit, 0.999999)
+        return self
 
 
 class Slo(_Strict):

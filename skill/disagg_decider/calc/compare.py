@@ -21,7 +21,7 @@ from functools import cache
 
 import numpy as np
 
-from disagg_decider.calc import colocated, decode, hetero, kv, parallel, pins, prefill
+from disagg_decider.calc import colocated, conditional, decode, hetero, kv, parallel, pins, prefill
 from disagg_decider.calc.arrays import sorted_unique
 from disagg_decider.calc.kvpath import transfer_times
 from disagg_decider.calc.lengths import Lengths
@@ -37,12 +37,10 @@ from disagg_decider.calc.search import (
     pinned_tps,
     search,
 )
-from disagg_decider.calc.step import iteration_ms
 from disagg_decider.workload import Resolved
 
 HOURS_PER_YEAR = 8760.0
 CROSSOVER_POINTS = 11
-LOCAL_PREFILL_CANDIDATES = np.geomspace(16, 65536, 49)
 BLOCK_WORKLOADS = 256  # workloads per search: big enough to spread numpy's per-call cost
 ONE_PASS_WORKLOADS = 4  # up to this many, own prompts and crossover grid share one search
 SIZING_REPLICAS = 64  # prefill pools are sized up to this many replicas beyond the cluster
@@ -119,6 +117,7 @@ def _analyze_block(resolved: list[Resolved]) -> list[Analysis]:
     out = []
     for k in range(len(resolved)):
         c, d = colo[k], disagg[k]
+        cond = conditional.evaluate(resolved[k], c, d)
         out.append(
             Analysis(
                 **{name: values[k] for name, values in request.items()},
@@ -126,6 +125,8 @@ def _analyze_block(resolved: list[Resolved]) -> list[Analysis]:
                 disaggregated=d,
                 gain=_gain(d.goodput_per_gpu, c.goodput_per_gpu),
                 crossover_prompt_tokens=crossovers[k],
+                conditional=cond,
+                conditional_disagg_threshold_tokens=cond.threshold_tokens,
                 limits=limits[k],
                 warnings=members.warnings[k],
             )
@@ -471,7 +472,6 @@ def _per_request(o: _Own, disagg: dict[str, np.ndarray]) -> dict[str, list]:
     step = np.where(np.isnan(tpot), decode.decode_step_ms(d_engine, 1.0, ctx), tpot)
     size = kv.kv_bytes(model, kv_dtype, u50)
     per_token = kv.kv_bytes_per_token(model, kv_dtype, np.maximum(u50, 1.0))
-    threshold = _local_prefill_threshold(o, d_engine, disagg["decode_replicas"].astype(float))
     flat = lambda a: np.ravel(a).tolist()  # noqa: E731
     return {
         "kv_bytes_per_token": flat(per_token),
@@ -485,23 +485,7 @@ def _per_request(o: _Own, disagg: dict[str, np.ndarray]) -> dict[str, list]:
         "prefill_ms": flat(prefill50),
         "decode_step_ms": flat(step),
         "effective_prompt_tokens": flat(u50),
-        "conditional_disagg_threshold_tokens": flat(threshold),
     }
-
-
-def _local_prefill_threshold(o: _Own, d_engine, decode_replicas: np.ndarray) -> np.ndarray:
-    """Uncached prompt tokens a decode worker can prefill itself without breaking TPOT.
-
-    At the batch the decode pool settles at, a prompt whose prefill still fits in one iteration
-    under the TPOT target costs less computed locally than shipped; longer ones go to the
-    prefill pool. This is Dynamo's `eff_isl_threshold` and llm-d's `nonCachedTokens`.
-    """
-    load = o.rate / np.maximum(decode_replicas, 1.0)
-    batch = np.maximum(decode.batch_at_rate(d_engine, o.lengths, load), 1.0)[:, None]
-    candidates = LOCAL_PREFILL_CANDIDATES
-    t = iteration_ms(d_engine, batch, o.lengths.decode_context_mean, candidates, 0.0)
-    longest = np.where(t <= o.tpot_slo_ms[:, None], candidates, 0.0).max(axis=1)
-    return np.maximum(16, longest // 16 * 16).astype(int)
 
 
 # --- costs and warnings -----------------------------------------------------------------------

@@ -25,7 +25,7 @@ from dataclasses import dataclass, replace
 import numpy as np
 
 from disagg_decider import catalog
-from disagg_decider.calc import decode, parallel, prefill
+from disagg_decider.calc import conditional, decode, parallel, prefill
 from disagg_decider.calc.kvpath import TransferPath, transfer_times
 from disagg_decider.calc.limits import rate_limit
 from disagg_decider.calc.pools import ingress_rate_per_s, prefill_pool
@@ -231,7 +231,12 @@ def analyze_heterogeneous(r: Resolved, analyze_many) -> Analysis:
     base.update(per_request)
     feasible = colo.feasible and disagg.feasible
     gain = disagg.goodput_per_gpu / colo.goodput_per_gpu if feasible else None
+    # Conditional thresholds are priced on one GPU type (calc/conditional.py): here only the
+    # two modes are compared, so the layout is one of them.
+    cond = conditional.evaluate(r, colo, disagg, search=False)
     base.update(
+        conditional=cond,
+        conditional_disagg_threshold_tokens=cond.threshold_tokens,
         colocated=colo,
         disaggregated=disagg,
         gain=gain,

@@ -56,6 +56,45 @@ class DisaggregatedResult(ModeResult):
     transfer_ms_p99: float
 
 
+class ThresholdPoint(_Out):
+    """Goodput per GPU of the conditional layout at one routing threshold.
+
+    `threshold_tokens` 0 is always-disaggregated, None no prefill pool (colocated)."""
+
+    threshold_tokens: int | None
+    goodput_per_gpu: float
+    share_to_prefill: float
+
+
+class ConditionalResult(_Out):
+    """Conditional disaggregation: prompts above `threshold_tokens` uncached tokens go to a
+    prefill pool, the rest prefill on the decode workers (`calc/conditional.py`).
+
+    `layout` says what the best threshold is: `conditional`, or `disaggregated` (T = 0) or
+    `colocated` (no prefill pool) when one of those is within 1% of the best. Pools are the
+    whole cluster's split at the layout's goodput; latencies at the workload's rate.
+    """
+
+    mode: Literal["conditional"] = "conditional"
+    layout: Literal["colocated", "disaggregated", "conditional"]
+    feasible: bool
+    threshold_tokens: int | None
+    threshold_reason: str
+    share_to_prefill: float  # requests sent to the prefill pool
+    max_rate_per_s: float
+    goodput_per_gpu: float
+    prefill_tp: int | None
+    decode_tp: int
+    prefill_replicas: int
+    decode_replicas: int
+    chunk_tokens: int | None  # the decode workers' max_num_batched_tokens when they prefill
+    ttft_p99_ms: float | None  # the worse of local and pooled prefill
+    tpot_p99_ms: float | None
+    gain_over_colocated: float | None
+    gain_over_disaggregated: float | None
+    curve: list[ThresholdPoint]
+
+
 class Limit(_Out):
     """What stops a mode (or both) from serving the workload as asked, in words a user acts on.
 
@@ -88,6 +127,8 @@ class Analysis(_Out):
     disaggregated: DisaggregatedResult
     gain: float | None  # disaggregated / colocated goodput; None unless both modes are feasible
     crossover_prompt_tokens: int | None
-    conditional_disagg_threshold_tokens: int
+    # The conditional layout's threshold (0: always-disaggregated; None: no prefill pool).
+    conditional_disagg_threshold_tokens: int | None
     limits: list[Limit]
     warnings: list[str]
+    conditional: ConditionalResult | None = None

@@ -20,7 +20,7 @@ crossover.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import astuple, dataclass
+from dataclasses import astuple, dataclass, replace
 
 import numpy as np
 
@@ -30,6 +30,7 @@ from disagg_decider.calc.lengths import Lengths
 from disagg_decider.calc.parallel import Layout
 from disagg_decider.calc.pools import ingress_rate_per_s, pooled_split, prefill_pool
 from disagg_decider.calc.step import Engine
+from disagg_decider.classes import batch_context_tokens
 from disagg_decider.workload import Resolved, Workload, lognormal_sigma
 
 TP_CANDIDATES = parallel.TP_DEGREES
@@ -200,6 +201,9 @@ class Members:
     budget: np.ndarray  # cluster GPUs
     paths: list[TransferPath]
     path: TransferPath  # the paths stacked: numeric fields (W,)
+    # Mixed traffic: the decode batch's mean context, output-weighted over the classes
+    # (`classes.batch_context_tokens`); nan for one class.
+    batch_context: np.ndarray | None = None
 
     @property
     def first(self) -> Resolved:
@@ -208,13 +212,14 @@ class Members:
 
     def lengths(self, prompt_p50, index, shape) -> Lengths:
         """Lengths for rows that take member `index[i]`'s distributions at `prompt_p50[i]`."""
-        return Lengths.build(
+        lengths = Lengths.build(
             prompt_p50=np.reshape(prompt_p50, shape),
             prompt_sigma=self.prompt_sigma[index].reshape(shape),
             hit_rate=self.hit_rate[index].reshape(shape),
             output_p50=self.output_p50[index].reshape(shape),
             output_sigma=self.output_sigma[index].reshape(shape),
         )
+        return batch_context(lengths, self, prompt_p50, index, shape)
 
     def rows(self, prompts: Sequence[np.ndarray]) -> Rows:
         """One row per member and prompt: member k at each of `prompts[k]` (p50 lengths)."""
@@ -258,7 +263,20 @@ def members_of(resolved: Sequence[Resolved]) -> Members:
         budget=each(r.workload.cluster.gpus for r in resolved),
         paths=paths,
         path=TransferPath.stack(paths),
+        batch_context=each(batch_context_tokens(r.workload) for r in resolved),
     )
+
+
+def batch_context(lengths: Lengths, m: Members, prompt_p50, index, shape) -> Lengths:
+    """A mixed-traffic member's own row takes its classes' output-weighted batch context."""
+    if m.batch_context is None or np.isnan(m.batch_context).all():
+        return lengths
+    ctx = m.batch_context[index]
+    own = np.isfinite(ctx) & (np.ravel(prompt_p50) == m.prompt_p50[index])
+    if not own.any():
+        return lengths
+    mixed = np.where(own, ctx, np.ravel(lengths.decode_context_mean)).reshape(shape)
+    return replace(lengths, decode_context_mean=mixed)
 
 
 # --- the search -------------------------------------------------------------------------------

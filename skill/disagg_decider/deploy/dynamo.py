@@ -77,8 +77,9 @@ def graph(plan: DeployPlan, api: ApiVersion = "v1beta1") -> dict[str, Any]:
 
 
 def conditional_disagg_supported(plan: DeployPlan) -> bool:
-    """Dynamo's router-side conditional disaggregation needs KV events, which SGLang lacks."""
-    return plan.disaggregated and plan.engine != "sglang"
+    """Dynamo's router-side conditional disaggregation needs KV events, which SGLang lacks;
+    with threshold 0 (always disaggregated) there is nothing to configure."""
+    return plan.disaggregated and plan.engine != "sglang" and plan.threshold_tokens > 0
 
 
 def conditional_disagg_config(plan: DeployPlan) -> dict[str, Any]:
@@ -228,6 +229,11 @@ def header(plan: DeployPlan, api: ApiVersion) -> list[str]:
             f"Conditional disaggregation: prompts with fewer than {plan.threshold_tokens} "
             "uncached tokens are prefilled on the decode worker (Frontend "
             "--router-conditional-disagg-config)."
+        )
+    elif plan.disaggregated and plan.threshold_tokens == 0:
+        lines.append(
+            "Always disaggregated: the verdict's layout sends every prompt to the prefill pool "
+            "(no routing threshold within 1% of its goodput), so no conditional-disagg config."
         )
     elif plan.disaggregated:
         lines.append(

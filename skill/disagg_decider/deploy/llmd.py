@@ -183,14 +183,7 @@ def epp_config(plan: DeployPlan) -> dict[str, Any]:
         *scorers,
         {"type": "prefill-filter"},
         {"type": "decode-filter"},
-        {
-            "type": "prefix-based-pd-decider",
-            "parameters": {"nonCachedTokens": plan.threshold_tokens},
-        },
-        {
-            "type": "disagg-profile-handler",
-            "parameters": {"deciders": {"prefill": "prefix-based-pd-decider"}},
-        },
+        *_decider(plan),
     ]
     return {
         "apiVersion": "llm-d.ai/v1alpha1",
@@ -293,9 +286,33 @@ def _values_header(plan: DeployPlan) -> list[str]:
     return lines
 
 
+def _decider(plan: DeployPlan) -> list[dict[str, Any]]:
+    """Selective P/D at the verdict's threshold; every request to prefill when it is 0
+    (`nonCachedTokens: 0` would mean the opposite, never P/D)."""
+    if plan.threshold_tokens == 0:
+        decider: dict[str, Any] = {"type": "always-disagg-pd-decider"}
+    else:
+        decider = {
+            "type": "prefix-based-pd-decider",
+            "parameters": {"nonCachedTokens": plan.threshold_tokens},
+        }
+    return [
+        decider,
+        {
+            "type": "disagg-profile-handler",
+            "parameters": {"deciders": {"prefill": decider["type"]}},
+        },
+    ]
+
+
 def _epp_header(plan: DeployPlan) -> list[str]:
     if not plan.disaggregated:
         return ["EndpointPickerConfig: one scheduling profile, no P/D (colocated verdict)."]
+    if plan.threshold_tokens == 0:
+        return [
+            "EndpointPickerConfig: every request goes to the prefill pool (always-disagg-pd-",
+            "decider): the verdict's layout is always-disaggregated, no threshold within 1%.",
+        ]
     return [
         "EndpointPickerConfig: selective P/D. A request goes to the prefill pool only when its",
         f"uncached prompt tokens on the chosen decode pod reach nonCachedTokens = "

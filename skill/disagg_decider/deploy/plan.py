@@ -65,7 +65,9 @@ class DeployPlan:
     engine: Engine
     disaggregated: bool
     pools: tuple[Pool, ...]
-    threshold_tokens: int  # Verdict.conditional_disagg_threshold_tokens
+    # Verdict.conditional_disagg_threshold_tokens when its layout is conditional; 0 (every
+    # prompt to the prefill pool) when the plan disaggregates without a threshold.
+    threshold_tokens: int
     ttft_ms: float
     tpot_ms: float
     prompt_tokens_p50: int
@@ -119,8 +121,13 @@ def make_plan(
             f"--layout colocated overrides the verdict ({verdict.decision}): the pool below is "
             "the calculator's best colocated sizing, which the rulebook did not choose"
         )
+    # `auto` deploys the verdict's layout: its conditional pools and threshold when that is
+    # the best layout; `--layout disaggregated` the always-disaggregated sizing (threshold 0).
+    conditional = disaggregated and layout == "auto" and _is_conditional(verdict)
     pools = (
-        _disaggregated_pools(workload, verdict) if disaggregated else (_colocated_pool(verdict),)
+        _disaggregated_pools(workload, verdict, conditional)
+        if disaggregated
+        else (_colocated_pool(verdict),)
     )
     pools = tuple(_engine_limits(p, engine, warnings) for p in pools)
     path = model_path or _default_model_path(workload)
@@ -136,7 +143,7 @@ def make_plan(
         engine=engine,
         disaggregated=disaggregated,
         pools=pools,
-        threshold_tokens=verdict.conditional_disagg_threshold_tokens,
+        threshold_tokens=verdict.conditional.threshold_tokens if conditional else 0,  # type: ignore[union-attr]
         ttft_ms=workload.slo.ttft_ms,
         tpot_ms=workload.slo.tpot_ms,
         prompt_tokens_p50=round(workload.traffic.prompt_tokens.p50),
@@ -173,7 +180,44 @@ def _engine_for(target: str, workload_engine: str, warnings: list[str]) -> Engin
     return workload_engine  # type: ignore[return-value]
 
 
-def _disaggregated_pools(w: Workload, v: Verdict) -> tuple[Pool, Pool]:
+def _is_conditional(v: Verdict) -> bool:
+    k = v.conditional
+    return (
+        k is not None
+        and k.layout == "conditional"
+        and k.threshold_tokens is not None
+        and bool(k.prefill_tp)
+        and bool(k.chunk_tokens)
+    )
+
+
+def conditional_decode_max_seqs(w: Workload, chunk_tokens: int) -> int:
+    """Sequences a conditional decode worker admits: the engine's cap, at most its chunk (vLLM
+    needs max_num_batched_tokens >= max_num_seqs)."""
+    return min(w.efficiency.max_decode_batch, chunk_tokens)
+
+
+def _disaggregated_pools(w: Workload, v: Verdict, conditional: bool) -> tuple[Pool, Pool]:
+    k = v.conditional
+    if conditional and k is not None and k.prefill_tp and k.chunk_tokens:
+        # Decode workers that prefill the prompts under the threshold in chunks, as the
+        # calculator sized them (calc/conditional.py).
+        return (
+            Pool(
+                role="prefill",
+                replicas=k.prefill_replicas,
+                tp=k.prefill_tp,
+                max_num_seqs=None,
+                max_num_batched_tokens=prefill_token_budget(w.traffic.prompt_tokens.p99),
+            ),
+            Pool(
+                role="decode",
+                replicas=k.decode_replicas,
+                tp=k.decode_tp,
+                max_num_seqs=conditional_decode_max_seqs(w, k.chunk_tokens),
+                max_num_batched_tokens=k.chunk_tokens,
+            ),
+        )
     s = v.sizing
     prefill = Pool(
         role="prefill",
@@ -184,14 +228,13 @@ def _disaggregated_pools(w: Workload, v: Verdict) -> tuple[Pool, Pool]:
         dp=s.prefill_dp,
         ep=s.prefill_ep,
     )
-    # The decode pool prefills prompts under the threshold itself (conditional disaggregation):
-    # one such prompt plus one token for every running sequence must fit in a step.
+    # Always disaggregated: the decode pool prefills nothing, one token per running sequence.
     decode = Pool(
         role="decode",
         replicas=s.decode_replicas,
         tp=s.decode_tp * s.decode_dp,
         max_num_seqs=s.decode_max_batch,
-        max_num_batched_tokens=v.conditional_disagg_threshold_tokens + s.decode_max_batch,
+        max_num_batched_tokens=s.decode_max_batch,
         dp=s.decode_dp,
         ep=s.decode_ep,
     )

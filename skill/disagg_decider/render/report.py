@@ -11,6 +11,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+from disagg_decider.layout_text import layout_sentence
 from disagg_decider.render import text
 from disagg_decider.render.env import render
 from disagg_decider.rules.text import effect_text
@@ -164,4 +165,9 @@ def render_report(verdict: Verdict, resolved: Resolved) -> str:
         chart=chart,
         own_gain=verdict.metrics.gain,
         references=references(verdict.fired_rules),
+        layout_sentence=text.cell(
+            layout_sentence(
+                verdict.conditional, verdict.metrics.crossover_prompt_tokens
+            ).removeprefix("Layout: ")
+        ),
     )

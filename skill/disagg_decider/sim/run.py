@@ -135,6 +135,11 @@ def synthetic_requests(
 ) -> reqs.Requests:
     w = r.workload
     rate = w.traffic.requests_per_second if rate_per_s is None else rate_per_s
+    if w.traffic.classes:  # mixed traffic: each request from its class, not the fitted mix
+        from disagg_decider.classes import components
+        from disagg_decider.sim import classes
+
+        return classes.synthetic(components(w), count, rate, seed, r.model.max_context_tokens, cv)
     return reqs.synthetic(Lengths.of(w), count, rate, seed, r.model.max_context_tokens, cv)
 
 

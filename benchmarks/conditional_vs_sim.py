@@ -1,0 +1,136 @@
+"""The conditional layout: calculator against simulator on seeded mixed workloads (issue 14).
+
+Each workload is two request classes (a short chat-like class beside a long RAG/agent-like
+class, shares, lengths, outputs, hit rates, rate and targets drawn from a seed) on a model and
+cluster drawn from a small set. For every workload whose verdict's layout is conditional, the
+simulator runs exactly the calculator's conditional pools and threshold (Dynamo's
+`isl_bounding` router) on requests drawn per class, and its goodput (99% of steady-state
+requests within both p99 targets, by bisection over the rate) is divided into the
+calculator's. It also reports how often the conditional layout beats both other modes in the
+simulator, each mode on the verdict's own pools (all sized on the whole cluster: the rate asked
+for is beyond every cluster here).
+
+    python benchmarks/conditional_vs_sim.py                # 20 workloads
+    python benchmarks/conditional_vs_sim.py --workloads 8 --requests 2000
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parents[1]
+if str(ROOT / "skill") not in sys.path:
+    sys.path.insert(0, str(ROOT / "skill"))
+
+from disagg_decider.decide import decide  # noqa: E402
+from disagg_decider.errors import UserError  # noqa: E402
+from disagg_decider.sim import conditional as sim_conditional  # noqa: E402
+from disagg_decider.sim import run  # noqa: E402
+from disagg_decider.workload import Workload, resolve  # noqa: E402
+
+SETUPS = [  # (model, weights, gpu, gpus, network)
+    ("qwen3-32b", "fp8", "h200", 16, "ib-ndr-400"),
+    ("llama-3.1-8b", "bf16", "h100", 8, "ib-ndr-400"),
+    ("llama-3.3-70b", "fp8", "h200", 16, "ib-ndr-400"),
+    ("qwen3-32b", "fp8", "h100", 16, "roce-200"),
+]
+
+
+def workload(seed: int) -> Workload:
+    rng = np.random.default_rng(seed)
+    model, weights, gpu, gpus, network = SETUPS[seed % len(SETUPS)]
+    short_p50 = float(rng.uniform(200, 1200))
+    long_p50 = float(rng.uniform(6000, 24000))
+    share_long = float(rng.uniform(0.1, 0.45))
+    return Workload.model_validate(
+        {
+            "name": f"mix-{seed}",
+            "model": model,
+            "weights_dtype": weights,
+            "engine": "vllm",
+            "traffic": {
+                # Beyond any cluster here: every mode is then sized on the whole cluster (the
+                # pools of its max rate), as its goodput is and the conditional layout's are.
+                "requests_per_second": 1000.0,
+                "classes": [
+                    {
+                        "share": 1.0 - share_long,
+                        "prompt_tokens": {"p50": short_p50, "p99": short_p50 * 3},
+                        "output_tokens": {"p50": float(rng.uniform(100, 400)), "p99": 900},
+                        "prefix_cache_hit_rate": float(rng.uniform(0.0, 0.3)),
+                    },
+                    {
+                        "share": share_long,
+                        "prompt_tokens": {"p50": long_p50, "p99": long_p50 * 1.5},
+                        "output_tokens": {"p50": float(rng.uniform(150, 500)), "p99": 1200},
+                        "prefix_cache_hit_rate": float(rng.uniform(0.0, 0.5)),
+                    },
+                ],
+            },
+            "slo": {"ttft_ms": float(rng.choice([1500, 2000, 3000])), "tpot_ms": 25.0},
+            "cluster": {"gpu": gpu, "gpus": gpus, "network": network},
+        }
+    )
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--workloads", type=int, default=20)
+    parser.add_argument("--requests", type=int, default=3000)
+    args = parser.parse_args()
+    ratios, wins, rows = [], 0, []
+    started = time.time()
+    for seed in range(args.workloads):
+        w = workload(seed)
+        r, v = resolve(w), decide(w)
+        k = v.conditional
+        if k is None or k.layout != "conditional":
+            rows.append(f"{w.name}: layout {k.layout if k else '-'} (not simulated)")
+            continue
+        base = run.synthetic_requests(r, args.requests, seed=seed + 1)
+        try:
+            sim = sim_conditional.goodput(
+                r, sim_conditional.config_of(r, v), base, 0.99, k.max_rate_per_s
+            )
+            setup = run.setup(r, v)
+            others = {
+                m: run.goodput(setup, m, base, 0.99, max(getattr(v, m).max_rate_per_s, 0.1))
+                if getattr(v, m).feasible
+                else 0.0
+                for m in ("colocated", "disaggregated")
+            }
+        except UserError as e:
+            rows.append(f"{w.name}: simulator could not bracket goodput ({e})")
+            continue
+        ratio = k.max_rate_per_s / sim if sim > 0 else float("inf")
+        ratios.append(ratio)
+        beats = sim > max(others.values())
+        wins += beats
+        rows.append(
+            f"{w.name}: T={k.threshold_tokens} share {k.share_to_prefill:.0%} "
+            f"calc {k.max_rate_per_s:.2f} sim {sim:.2f} req/s (calc/sim {ratio:.2f}); "
+            f"sim colocated {others['colocated']:.2f}, always-disaggregated "
+            f"{others['disaggregated']:.2f}; conditional best in sim: {beats}"
+        )
+    print("\n".join(rows))
+    if ratios:
+        q = np.percentile(ratios, [10, 50, 90])
+        print(
+            f"\nconditional layouts simulated: {len(ratios)} of {args.workloads}; "
+            f"calc/sim goodput median {statistics.median(ratios):.2f} "
+            f"(p10 {q[0]:.2f}, p90 {q[2]:.2f}); best of three in the simulator: {wins}"
+        )
+    print(
+        f"({time.time() - started:.0f} s; python benchmarks/conditional_vs_sim.py "
+        f"--workloads {args.workloads} --requests {args.requests})"
+    )
+
+
+if __name__ == "__main__":
+    main()
