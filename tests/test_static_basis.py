@@ -61,3 +61,21 @@ def test_static_basis_admits_more_than_p99_under_load_for_a_tight_ttft():
     p99, static = _verdict("p99-under-load"), _verdict("static")
     assert static.colocated.max_rate_per_s > p99.colocated.max_rate_per_s
     assert p99.slo_basis == "p99-under-load"
+
+
+@pytest.mark.parametrize("rate", [0.5, 4, 400])
+def test_static_sizing_states_the_gpus_its_own_rate_needs(rate):
+    """The static basis sizes its own pools: `gpus_needed_for_rate` is the static figure, never
+    the p99 basis's, and a mode that fits uses exactly what it needs."""
+    text = WORKLOAD.replace("BASIS", "static").replace(
+        "requests_per_second: 4", f"requests_per_second: {rate}"
+    )
+    v = decide(load_workload_text(text))
+    for mode in (v.colocated, v.disaggregated):
+        if not mode.feasible:
+            assert mode.gpus_needed_for_rate is None
+            continue
+        assert mode.gpus_needed_for_rate >= mode.gpus
+        assert mode.fits_cluster == (mode.gpus_needed_for_rate <= 8)
+        if mode.fits_cluster:
+            assert mode.gpus_needed_for_rate == mode.gpus

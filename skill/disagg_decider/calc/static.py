@@ -34,6 +34,16 @@ from disagg_decider.calc.search import TP_CANDIDATES, engine_for, pairs_allowed,
 from disagg_decider.errors import UserError
 from disagg_decider.workload import Resolved
 
+# What a mode that no static batch serves reports (the p99 basis's sizing is not carried over).
+NOT_SERVED = {
+    "feasible": False,
+    "fits_cluster": False,
+    "gpus_needed_for_rate": None,
+    "max_rate_per_s": 0.0,
+    "goodput_per_gpu": 0.0,
+    "ttft_p99_ms": None,
+    "tpot_p99_ms": None,
+}
 BATCHES = sorted_unique(np.round(np.geomspace(1, 1024, 64)))
 
 
@@ -173,16 +183,7 @@ def static_analysis(r: Resolved, a: Analysis) -> Analysis:
 
     c = colocated_best(r, lengths)
     if c is None:
-        colo = a.colocated.model_copy(
-            update={
-                "feasible": False,
-                "fits_cluster": False,
-                "max_rate_per_s": 0.0,
-                "goodput_per_gpu": 0.0,
-                "ttft_p99_ms": None,
-                "tpot_p99_ms": None,
-            }
-        )
+        colo = a.colocated.model_copy(update=NOT_SERVED)
     else:
         cap = budget // c["tp"]
         need = max(math.ceil(rate / c["rate"] - 1e-9), 1)
@@ -193,6 +194,7 @@ def static_analysis(r: Resolved, a: Analysis) -> Analysis:
                 "feasible": True,
                 "fits_cluster": need <= cap,
                 "gpus": replicas * c["tp"],
+                "gpus_needed_for_rate": need * c["tp"],
                 "max_rate_per_s": within,
                 "goodput_per_gpu": within / budget,
                 "ttft_p99_ms": c["ttft_ms"],
@@ -209,20 +211,12 @@ def static_analysis(r: Resolved, a: Analysis) -> Analysis:
         )
     d = disaggregated_best(r, lengths)
     if d is None:
-        dis = a.disaggregated.model_copy(
-            update={
-                "feasible": False,
-                "fits_cluster": False,
-                "max_rate_per_s": 0.0,
-                "goodput_per_gpu": 0.0,
-                "ttft_p99_ms": None,
-                "tpot_p99_ms": None,
-            }
-        )
+        dis = a.disaggregated.model_copy(update=NOT_SERVED)
     else:
         x = max(math.ceil(rate / d["p_rate"] - 1e-9), 1)
         y = max(math.ceil(rate / d["d_rate"] - 1e-9), 1)
-        fits = x * d["p_tp"] + y * d["d_tp"] <= budget
+        needed = x * d["p_tp"] + y * d["d_tp"]
+        fits = needed <= budget
         if not fits:
             x, y = int(d["x"]), int(d["y"])
         gpus = x * d["p_tp"] + y * d["d_tp"]
@@ -231,6 +225,7 @@ def static_analysis(r: Resolved, a: Analysis) -> Analysis:
                 "feasible": True,
                 "fits_cluster": fits,
                 "gpus": gpus,
+                "gpus_needed_for_rate": needed,
                 "max_rate_per_s": d["served"],
                 "goodput_per_gpu": d["served"] / budget,
                 "ttft_p99_ms": d["ttft_ms"],
