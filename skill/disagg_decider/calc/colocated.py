@@ -317,11 +317,10 @@ def rate_within_targets(
         ok = meets(np.repeat(bad, points), grid.ravel()).reshape(len(bad), points)
         last = points - 1 - np.argmax(ok[:, ::-1], axis=1)  # largest candidate that meets
         found = ok.any(axis=1)
-        lo, hi = (
-            np.where(found, grid[each, last], lo),
-            np.where(found & (last < points - 1), grid[each, np.minimum(last + 1, points - 1)], hi),
-        )
-        hi = np.where(found, hi, grid[:, 0])
+        # Next round: between the largest candidate that meets and the one above it (or the
+        # old top); where none meets, between the old bottom and the first candidate.
+        above = np.where(last < points - 1, grid[each, np.minimum(last + 1, points - 1)], hi)
+        lo, hi = np.where(found, grid[each, last], lo), np.where(found, above, grid[:, 0])
     out = rate_hi.copy()
     out[bad] = lo
     return out
