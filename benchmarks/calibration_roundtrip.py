@@ -4,7 +4,8 @@ The sweep is run by the discrete-event simulator (`sim/colocated.py`, Poisson ar
 and output lengths uniform on [0.8 L, L] as `vllm bench serve --dataset-name random` draws them)
 with efficiency constants chosen here, written as `vllm bench serve --save-result --save-detailed`
 files, and read back through `decide calibrate`'s reader. Even-numbered runs are the calibration
-half, odd-numbered ones are predicted with the fitted constants and, for contrast, with the
+half, odd-numbered ones are predicted with the fitted constants (open-loop runs replayed on the
+simulator, as the fit does) and, for contrast, by the mean-field model fitted alone and with the
 shipped defaults.
 
     PYTHONPATH=skill python benchmarks/calibration_roundtrip.py [--requests 400]
@@ -56,27 +57,34 @@ def main() -> int:
     predicted = fit.predict_runs(target, result.efficiency, held_out)
     default = fit.predict_runs(target, Efficiency(), held_out)
     seconds = time.perf_counter() - start
+    # For contrast: the mean-field model alone, fitted and predicting without the simulator.
+    closed = fit.fit(calib, target, simulate=False)
+    closed_predicted = fit.predict_runs(target, closed.efficiency, held_out, simulate=False)
 
     print("Calibration round trip (simulated sweep, llama-3.1-8b on 1 x h100, vLLM-style runs)")
     script = "benchmarks/calibration_roundtrip.py"
     print(f"  command: PYTHONPATH=skill python {script} --requests {args.requests}")
     halves = f"calibrate on {len(calib)}, predict {len(held_out)}"
     print(f"  {len(SWEEP)} runs of {args.requests} requests; {halves}")
-    print("  constants       simulated with   fitted on half")
+    print("  constants         simulated with   fitted on half (1 s.e.)   mean-field only")
     for name in fit.FITTED:
         fitted = result.fitted.get(name, float("nan"))
         se = result.uncertainty.get(name, float("nan"))
-        print(f"  {name:<17} {getattr(TRUE, name):>10.3f} {fitted:>16.3f}  (+/-{se:.1%})")
+        true = getattr(TRUE, name)
+        alone = closed.fitted.get(name, float("nan"))
+        print(
+            f"  {name:<17} {true:>14.3f} {fitted:>9.3f} ({fitted / true - 1:+.1%}, +/-{se:.1%})"
+            f"   {alone:>6.3f} ({alone / true - 1:+.1%})"
+        )
     for w in result.warnings:
         print(f"  warning: {w}")
     print()
-    print("  held-out half: |predicted / measured - 1|")
-    print("  metric                calibrated median / worst   defaults median / worst")
+    print("  held-out half: |predicted / measured - 1|, median / worst")
+    print("  metric          calibrated      mean-field only   shipped defaults")
     for metric in ("ttft_ms", "tpot_ms", "all"):
-        cal = _errors(predicted, metric)
-        base = _errors(default, metric)
-        print(f"  {metric:<21} {_fmt(cal):>26}   {_fmt(base):>24}")
-    print(f"  ({seconds:.1f} s)")
+        cells = [_fmt(_errors(r, metric)) for r in (predicted, closed_predicted, default)]
+        print(f"  {metric:<15} {cells[0]:<15} {cells[1]:<17} {cells[2]}")
+    print(f"  ({seconds:.1f} s: simulated sweep, fit and prediction with the simulator)")
     return 0
 
 

@@ -46,6 +46,7 @@ def calibrate(
             measured=round(r.measured, 4),
             predicted=None if r.predicted is None else round(r.predicted, 4),
             error=None if r.error is None else round(r.error, 4),
+            predicted_by=r.by,
         )
         for r in result.residuals
     ]

@@ -50,6 +50,7 @@ class Point(_Strict):
     measured: float
     predicted: float | None
     error: float | None  # predicted / measured - 1
+    predicted_by: Literal["simulator", "mean-field"] = "mean-field"  # replayed or closed form
 
 
 class Entry(_Strict):

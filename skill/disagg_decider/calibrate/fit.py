@@ -22,6 +22,7 @@ import numpy as np
 
 from disagg_decider.calc import benchmark
 from disagg_decider.calc.step import Engine
+from disagg_decider.calibrate import replay
 from disagg_decider.calibrate.readers import Run
 from disagg_decider.catalog import Gpu, ModelSpec
 from disagg_decider.workload import Efficiency
@@ -32,6 +33,12 @@ METRICS = ("ttft_ms", "tpot_ms", "output_tokens_per_s")
 MISSING_PENALTY = 3.0  # log-error charged where a candidate predicts no value (saturated)
 POOR_FIT = 0.25
 LOOSE = 0.05  # relative standard error above which a fitted constant is reported as loose
+REPLAY_ROUNDS = 6  # simulator corrections at most (two to four are typical)
+REPLAY_TOLERANCE = 0.005  # relative change of every constant that ends the corrections ...
+SETTLED_SE = 0.2  # ... or this share of its standard error, if larger
+IDLE_SENSITIVITY = 1e-4  # |d log prediction / d log constant| below which nothing responds
+NOISE_FLOOR = 0.02  # log error every residual is allowed (model and measurement), weighting
+RATE_SLACK = 0.3  # an arrival-rate estimate stays within this share of the nominal rate
 SATURATED = 0.8  # an open-loop run that completed less than this share of its rate saturated
 
 
@@ -59,6 +66,7 @@ class Residual:
     metric: str
     measured: float
     predicted: float | None
+    by: str = "mean-field"  # what predicted it: "simulator" (replayed) or "mean-field"
 
     @property
     def error(self) -> float | None:
@@ -104,17 +112,38 @@ def carried_rate(run: Run) -> float:
     return run.output_tokens_per_s / max(run.output_tokens, 1.0)
 
 
-def offered_rate(run: Run) -> float:
-    """The rate to predict an open-loop run at. Poisson draws and the drain at the end make
-    the rate a run really offered differ from its nominal `--request-rate` by several percent;
-    unless the run saturated, what it completed per second is the better figure."""
+def arrival_rate(run: Run, drain_ms: float | None = None) -> float:
+    """The rate the run's requests really arrived at (inf for closed loops and bursts).
+
+    A run sends its first request at the start and measures until the last answer, so its
+    duration is the arrival span plus the drain after the last arrival. Poisson draws make the
+    span differ from the nominal (n - 1) / rate by about 1/sqrt(n) (5% for 400 requests), which
+    near saturation moves TPOT several times as much; requests / duration is no better, short
+    by the drain (15% for 400 requests near saturation). So: (n - 1) / (duration - drain), the
+    drain replayed on the simulator (`drain_ms`) or, before that, the measured mean latency.
+    Saturated runs, whose duration the server set, keep the nominal rate.
+    """
+    nominal = run.request_rate_per_s
+    if run.concurrency is not None or not math.isfinite(nominal):
+        return math.inf
     carried = carried_rate(run)
-    if math.isfinite(carried) and carried >= SATURATED * run.request_rate_per_s:
-        return carried
-    return run.request_rate_per_s
+    if run.requests < 2 or not math.isfinite(carried) or carried < SATURATED * nominal:
+        return nominal
+    duration_ms = run.requests / carried * 1e3
+    if drain_ms is None:
+        drain_ms = (run.ttft_ms or 0.0) + (run.output_tokens - 1.0) * (run.tpot_ms or 0.0)
+    span_ms = duration_ms - drain_ms
+    if span_ms <= 0:
+        return nominal
+    estimate = (run.requests - 1) / span_ms * 1e3
+    return min(max(estimate, (1 - RATE_SLACK) * nominal), (1 + RATE_SLACK) * nominal)
 
 
-def runs_array(runs: list[Run], max_batch: int) -> benchmark.Runs:
+def initial_rates(runs: list[Run]) -> np.ndarray:
+    return np.array([arrival_rate(r) for r in runs])
+
+
+def runs_array(runs: list[Run], rates_per_s: np.ndarray) -> benchmark.Runs:
     """Runs as the calculator's arrays. A burst behaves as a closed loop of all its requests
     (capped by the batch the engine admits, the rest waiting)."""
 
@@ -127,31 +156,90 @@ def runs_array(runs: list[Run], max_batch: int) -> benchmark.Runs:
         prompt_tokens=np.array([r.prompt_tokens for r in runs]),
         output_tokens=np.array([r.output_tokens for r in runs]),
         prompt_cv=np.array([r.prompt_cv for r in runs]),
-        request_rate_per_s=np.array(
-            [offered_rate(r) if math.isfinite(r.request_rate_per_s) else math.inf for r in runs]
-        ),
+        request_rate_per_s=np.asarray(rates_per_s, dtype=float),
         concurrency=np.array([concurrency(r) for r in runs]),
     )
 
 
-def predict_runs(target: Target, eff: Efficiency, runs: list[Run]) -> list[Residual]:
-    """Predicted versus measured for every usable metric of every run."""
+def mean_field(
+    target: Target, eff: Efficiency, runs: list[Run], rates_per_s: np.ndarray
+) -> dict[str, np.ndarray]:
+    """The calculator's mean-field figures for every run, per metric (nan: past saturation)."""
     pred = benchmark.predict(
         target.engine_with(eff),
-        runs_array(runs, target.max_batch),
+        runs_array(runs, rates_per_s),
         target.chunk_tokens,
         target.max_batch,
     )
-    columns = {
+    return {
         "ttft_ms": pred.ttft_ms,
         "tpot_ms": pred.tpot_ms,
         "output_tokens_per_s": pred.output_tokens_per_s,
     }
+
+
+@dataclass(frozen=True)
+class Correction:
+    """Simulator / mean-field per run and metric at some constants (1 where a run is not
+    replayed), and the arrival rates re-estimated with the simulator's drain."""
+
+    ratio: dict[str, np.ndarray]
+    rates_per_s: np.ndarray
+    scatter: dict[str, np.ndarray]  # one run's log scatter per run and metric (nan: unknown)
+
+
+def correction(
+    target: Target, eff: Efficiency, runs: list[Run], rates_per_s: np.ndarray
+) -> Correction:
+    simulated = replay.replay(target, eff, runs, rates_per_s)
+    model = mean_field(target, eff, runs, rates_per_s)
+    ratio = {}
+    for metric in METRICS:
+        with np.errstate(divide="ignore", invalid="ignore"):
+            r = simulated[metric] / model[metric]
+        ratio[metric] = np.where(np.isfinite(r) & (r > 0), r, 1.0)
+    scatter = {m: simulated[f"{m}_scatter"] for m in METRICS}
+    drain = simulated["drain_ms"]
+    rates = np.array(
+        [
+            arrival_rate(run, float(d)) if np.isfinite(d) else rate
+            for run, d, rate in zip(runs, drain, rates_per_s, strict=True)
+        ]
+    )
+    return Correction(ratio, rates, scatter)
+
+
+def predict_runs(
+    target: Target,
+    eff: Efficiency,
+    runs: list[Run],
+    fixed: Correction | None = None,
+    *,
+    simulate: bool = True,
+) -> list[Residual]:
+    """Predicted versus measured for every usable metric of every run.
+
+    Open-loop runs are replayed on the simulator at `eff` (`replay.py`) unless `simulate` is
+    off (mean-field only). With `fixed`, a correction taken at other constants scales the
+    mean-field figures instead: what the fit's inner search moves along.
+    """
+    by = ["mean-field"] * len(runs)
+    if fixed is None and simulate and any(replay.replayable(r) for r in runs):
+        rates = correction(target, eff, runs, initial_rates(runs)).rates_per_s
+        again = correction(target, eff, runs, rates)
+        fixed = Correction(again.ratio, rates, again.scatter)
+    if fixed is None:
+        columns = mean_field(target, eff, runs, initial_rates(runs))
+    else:
+        base = mean_field(target, eff, runs, fixed.rates_per_s)
+        columns = {m: v * fixed.ratio[m] for m, v in base.items()}
+        by = ["simulator" if replay.replayable(r) else "mean-field" for r in runs]
     out = []
     for i, run in enumerate(runs):
         for metric, value in measured_values(run).items():
             p = float(columns[metric][i])
-            out.append(Residual(run, metric, value, p if math.isfinite(p) and p > 0 else None))
+            valid = p if math.isfinite(p) and p > 0 else None
+            out.append(Residual(run, metric, value, valid, by[i]))
     return out
 
 
@@ -164,7 +252,27 @@ def _log_errors(residuals: list[Residual]) -> np.ndarray:
     )
 
 
-def fit(runs: list[Run], target: Target) -> Fit:
+def _weights(runs: list[Run], fixed: Correction | None) -> np.ndarray | float:
+    """Each residual's weight, in `predict_runs`' order: FLOOR / sqrt(scatter^2 + FLOOR^2).
+
+    A run near saturation scatters from one run to the next far more than one at half load
+    (its TTFT by 30% or more for 400 requests): weighted least squares lets such runs count
+    for what they can tell, so one unlucky run does not drag the constants. The scatter is the
+    simulator's, replicate to replicate (`replay.py`); runs not replayed weigh 1."""
+    if fixed is None:
+        return 1.0
+    out = []
+    for i, run in enumerate(runs):
+        for metric in measured_values(run):
+            spread = float(fixed.scatter[metric][i])
+            spread = spread if math.isfinite(spread) else 0.0
+            out.append(NOISE_FLOOR / math.hypot(spread, NOISE_FLOOR))
+    return np.array(out)
+
+
+def fit(runs: list[Run], target: Target, *, simulate: bool = True) -> Fit:
+    """Fit the constants; open-loop runs are matched through the simulator unless `simulate`
+    is off (then the mean-field model alone, which reads MBU low near saturation)."""
     if not any(measured_values(r) for r in runs):
         from disagg_decider.errors import UserError
 
@@ -180,14 +288,41 @@ def fit(runs: list[Run], target: Target) -> Fit:
         values = {n: _clip(n, v) for n, v in zip(names, x, strict=True)}
         return target.base.model_copy(update=values)
 
+    fixed: Correction | None = None  # the simulator's correction, once taken
+
     def errors(x: np.ndarray) -> np.ndarray:
-        return _log_errors(predict_runs(target, eff_of(x), runs))
+        residuals = predict_runs(target, eff_of(x), runs, fixed, simulate=False)
+        return _log_errors(residuals) * _weights(runs, fixed)
 
     x = _grid_start(names, errors)
     x = _levenberg_marquardt(errors, x, names)
+    if simulate and any(replay.replayable(r) and measured_values(r) for r in runs):
+        # Fixed point: correct the mean-field model by the simulator at the current constants
+        # (and re-estimate the arrival rates with its drain), refit, repeat until the constants
+        # stop moving. Where the simulator generated the runs, the constants it ran with are a
+        # fixed point. Settled: no constant moves by more than a fifth of its standard error
+        # (or 0.5%). The simulator's answers are piecewise smooth in the constants, so a loosely
+        # determined constant may wander a little from round to round; only a wander of half a
+        # standard error or more is reported.
+        rates = initial_rates(runs)
+        for _ in range(REPLAY_ROUNDS):
+            fixed = correction(target, eff_of(x), runs, rates)
+            rates = fixed.rates_per_s
+            previous, x = x, _levenberg_marquardt(errors, x, names)
+            se = np.array([_relative_std_errors(errors, x, names).get(n, 0.0) for n in names])
+            moved = np.abs(x - previous) / np.maximum(previous, 1e-3)
+            if np.all(moved <= np.maximum(SETTLED_SE * se, REPLAY_TOLERANCE)):
+                break
+        if np.any(moved > np.maximum(2.5 * SETTLED_SE * se, REPLAY_TOLERANCE)):
+            warnings.append(
+                f"the simulator-corrected fit did not settle in {REPLAY_ROUNDS} rounds: the "
+                "constants may be off by more than their standard errors"
+            )
+        again = correction(target, eff_of(x), runs, rates)
+        fixed = Correction(again.ratio, rates, again.scatter)
     uncertainty = _relative_std_errors(errors, x, names)
     eff = eff_of(x)
-    residuals = predict_runs(target, eff, runs)
+    residuals = predict_runs(target, eff, runs, fixed, simulate=False)
     fitted = {n: float(getattr(eff, n)) for n in names}
     for n, v in fitted.items():
         lo, hi = BOUNDS[n]
@@ -206,7 +341,18 @@ def fit(runs: list[Run], target: Target) -> Fit:
             "runs well (speculative decoding, prefix caching, CPU-bound serving or a different "
             "batch/chunk setting than --max-batch/--chunk-tokens can cause this)"
         )
-    loose = {n: u for n, u in uncertainty.items() if n != "step_overhead_ms" and u > LOOSE}
+    idle = [n for n, u in uncertainty.items() if math.isinf(u)]
+    for n in idle:
+        warnings.append(
+            f"{n} moves no prediction for these runs (the step model bounds those passes by "
+            f"something else, e.g. decode by compute): {fitted[n]:.3g} is where the search "
+            "started, not a measurement; do not use it"
+        )
+    loose = {
+        n: u
+        for n, u in uncertainty.items()
+        if n != "step_overhead_ms" and u > LOOSE and n not in idle
+    }
     if loose:
         spread = ", ".join(f"{n} +/-{u:.0%}" for n, u in loose.items())
         warnings.append(
@@ -236,8 +382,11 @@ def _relative_std_errors(errors, x: np.ndarray, names: list[str]) -> dict[str, f
     except np.linalg.LinAlgError:
         return {}
     se = np.sqrt(np.maximum(np.diag(cov), 0.0))
+    # A constant no prediction responds to is not determined at all (pinv would report 0).
+    moves = np.linalg.norm(jac, axis=0) * np.abs(x) > IDLE_SENSITIVITY
     return {
-        n: float(se[i] / abs(x[i])) if abs(x[i]) > 1e-9 else math.inf for i, n in enumerate(names)
+        n: float(se[i] / abs(x[i])) if abs(x[i]) > 1e-9 and moves[i] else math.inf
+        for i, n in enumerate(names)
     }
 
 

@@ -48,6 +48,7 @@ class Run:
     tpot_stat: str  # "mean TPOT", "mean ITL", "median ITL", ...
     output_tokens_per_s: float | None
     per_request: bool  # computed from per-request records
+    output_cv: float = 0.0  # coefficient of variation of output lengths, 0 when unknown
 
     @property
     def burst(self) -> bool:
@@ -254,14 +255,14 @@ def _vllm(obj: dict, f: _Fields) -> Run:
         if not done:
             raise f.fail("output_lens", "no request produced output")
         prompt, cv = _mean_cv([inputs[i] for i in done])
-        output = sum(outputs[i] for i in done) / len(done)
+        output, output_cv = _mean_cv([outputs[i] for i in done])
         ttft = sum(ttfts[i] for i in done) / len(done) * 1e3
         tpot, stat = _tpot_from_itls(f, itls, done)
         ttft_stat = "mean"
     else:
         prompt = f.number("total_input_tokens", positive=True) / completed
         output = f.number("total_output_tokens", positive=True) / completed
-        cv = 0.0
+        cv = output_cv = 0.0
         ttft, key = f.first("mean_ttft_ms", "median_ttft_ms")
         ttft_stat = (key or "mean").split("_")[0]
         tpot, key = f.first("mean_tpot_ms", "mean_itl_ms", "median_tpot_ms", "median_itl_ms")
@@ -286,6 +287,7 @@ def _vllm(obj: dict, f: _Fields) -> Run:
         tpot_stat=stat,
         output_tokens_per_s=throughput,
         per_request=per_request,
+        output_cv=output_cv,
     )
 
 
@@ -342,6 +344,7 @@ def _sglang(obj: dict, f: _Fields) -> Run:
         tpot_stat=_stat_name(tkey),
         output_tokens_per_s=f.number("output_throughput", required=False),
         per_request=False,
+        output_cv=cv,  # the random dataset draws output lengths on the same range
     )
 
 
@@ -350,6 +353,10 @@ def _aiperf(obj: dict, f: _Fields) -> Run:
     prompt = f.metric("input_sequence_length")
     std = isl.get("std") if isinstance(isl, dict) else None
     cv = float(std) / prompt if isinstance(std, int | float) and prompt > 0 else 0.0
+    output = f.metric("output_sequence_length")
+    osl = f.obj.get("output_sequence_length")
+    out_std = osl.get("std") if isinstance(osl, dict) else None
+    output_cv = float(out_std) / output if isinstance(out_std, int | float) and output > 0 else 0.0
     tpot = f.metric("inter_token_latency", required=False)
     count = f.metric("request_count", required=False)
     rate, concurrency = _aiperf_load(obj)
@@ -358,7 +365,7 @@ def _aiperf(obj: dict, f: _Fields) -> Run:
         where=f.where,
         format="aiperf",
         prompt_tokens=prompt,
-        output_tokens=f.metric("output_sequence_length"),
+        output_tokens=output,
         prompt_cv=cv,
         request_rate_per_s=rate,
         concurrency=concurrency,
@@ -369,6 +376,7 @@ def _aiperf(obj: dict, f: _Fields) -> Run:
         tpot_stat="mean ITL" if tpot is not None else "none",
         output_tokens_per_s=f.metric("output_token_throughput", required=False),
         per_request=False,
+        output_cv=output_cv,
     )
 
 

@@ -56,13 +56,18 @@ def calculated_run(
     )
     p = benchmark.predict(engine, runs, chunk_tokens, max_batch)
     rate = float(p.request_rate_per_s[0])
+    duration_s = requests / rate
+    if rate_per_s is not None:
+        # Measured as a benchmark measures it: the arrival span, then the last request's drain.
+        latency_ms = float(p.ttft_ms[0]) + (output_tokens - 1) * float(p.tpot_ms[0])
+        duration_s = (requests - 1) / rate + latency_ms / 1e3
     return SimulatedRun(
         rate_per_s=math.inf if rate_per_s is None else rate_per_s,
         prompt=np.full(requests, prompt_tokens),
         output=np.full(requests, output_tokens),
         ttft_ms=np.full(requests, float(p.ttft_ms[0])),
         tpot_ms=np.full(requests, float(p.tpot_ms[0])),
-        duration_s=requests / rate,
+        duration_s=duration_s,
         concurrency=concurrency,
     )
 
@@ -79,9 +84,13 @@ def simulate_run(
     max_batch: int = 256,
     seed: int = 0,
 ) -> SimulatedRun:
-    """One run; the first fifth of requests (warm-up) is dropped from what is reported."""
+    """One run measured the way `vllm bench serve` measures it: the first request sent at the
+    start, every request counted (ramp-up and drain included), duration from the start to the
+    last token."""
     rng = np.random.default_rng(seed)
-    arrivals = np.cumsum(rng.exponential(1e3 / rate_per_s, requests))
+    gaps = rng.exponential(1e3 / rate_per_s, requests)
+    gaps[0] = 0.0
+    arrivals = np.cumsum(gaps)
 
     def lengths(top: int) -> np.ndarray:
         low = max(round(top * range_ratio), 1)
@@ -94,16 +103,13 @@ def simulate_run(
         req,
         colocated.ColocatedConfig(1, int(np.ravel(engine.tp)[0]), chunk_tokens, max_batch),
     )
-    keep = slice(requests // 5, None)
-    start = float(arrivals[keep][0])
-    duration = (float(out.done_ms[keep].max()) - start) / 1e3
     return SimulatedRun(
         rate_per_s=rate_per_s,
-        prompt=prompt[keep],
-        output=output[keep],
-        ttft_ms=ttft_ms(out, req)[keep],
-        tpot_ms=tpot_ms(out, req)[keep],
-        duration_s=duration,
+        prompt=prompt,
+        output=output,
+        ttft_ms=ttft_ms(out, req),
+        tpot_ms=tpot_ms(out, req),
+        duration_s=float(out.done_ms.max()) / 1e3,
     )
 
 
