@@ -8,7 +8,7 @@ half, odd-numbered ones are predicted with the fitted constants (open-loop runs 
 simulator, as the fit does) and, for contrast, by the mean-field model fitted alone and with the
 shipped defaults.
 
-    PYTHONPATH=skill python benchmarks/calibration_roundtrip.py [--requests 400]
+    PYTHONPATH=skill python benchmarks/calibration_roundtrip.py [--requests 1000]
 """
 
 from __future__ import annotations
@@ -37,7 +37,9 @@ SWEEP = [
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--requests", type=int, default=400, help="requests per run")
+    parser.add_argument(
+        "--requests", type=int, default=1000, help="requests per run (vllm bench serve's default)"
+    )
     args = parser.parse_args()
     model, gpu = catalog.get_model("llama-3.1-8b"), catalog.get_gpu("h100")
     target = fit.Target(model, gpu, "vllm", 1, "bf16", "bf16", 8192, 256)

@@ -121,7 +121,11 @@ def test_fit_recovers_mfu_and_mbu_from_simulated_runs(tmp_path, case):
     result = fit.fit(runs, target)
     assert result.efficiency.prefill_mfu == pytest.approx(mfu, rel=0.05)
     assert result.efficiency.decode_mbu == pytest.approx(mbu, rel=0.05)
-    assert result.uncertainty["decode_mbu"] < 0.05
+    # The reported standard error is honest: the miss is within two of them, and it is tight
+    # enough to be worth having (medians, as SGLang reports them, scatter more than means).
+    miss = abs(result.efficiency.decode_mbu / mbu - 1)
+    se = result.uncertainty["decode_mbu"]
+    assert miss <= 2 * se and se < 0.08
     assert {r.by for r in result.residuals} == {"simulator"}
     errors = [abs(r.error) for r in result.residuals]
     assert np.median(errors) < 0.03 and max(errors) < 0.12

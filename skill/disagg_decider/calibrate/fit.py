@@ -37,7 +37,7 @@ REPLAY_ROUNDS = 6  # simulator corrections at most (two to four are typical)
 REPLAY_TOLERANCE = 0.005  # relative change of every constant that ends the corrections ...
 SETTLED_SE = 0.2  # ... or this share of its standard error, if larger
 IDLE_SENSITIVITY = 1e-4  # |d log prediction / d log constant| below which nothing responds
-NOISE_FLOOR = 0.02  # log error every residual is allowed (model and measurement), weighting
+NOISE_FLOOR = 0.01  # log error every residual is allowed (model and measurement), weighting
 RATE_SLACK = 0.3  # an arrival-rate estimate stays within this share of the nominal rate
 SATURATED = 0.8  # an open-loop run that completed less than this share of its rate saturated
 
@@ -309,7 +309,8 @@ def fit(runs: list[Run], target: Target, *, simulate: bool = True) -> Fit:
             fixed = correction(target, eff_of(x), runs, rates)
             rates = fixed.rates_per_s
             previous, x = x, _levenberg_marquardt(errors, x, names)
-            se = np.array([_relative_std_errors(errors, x, names).get(n, 0.0) for n in names])
+            spread = _relative_std_errors(errors, x, names, NOISE_FLOOR)
+            se = np.array([spread.get(n, 0.0) for n in names])
             moved = np.abs(x - previous) / np.maximum(previous, 1e-3)
             if np.all(moved <= np.maximum(SETTLED_SE * se, REPLAY_TOLERANCE)):
                 break
@@ -320,7 +321,7 @@ def fit(runs: list[Run], target: Target, *, simulate: bool = True) -> Fit:
             )
         again = correction(target, eff_of(x), runs, rates)
         fixed = Correction(again.ratio, rates, again.scatter)
-    uncertainty = _relative_std_errors(errors, x, names)
+    uncertainty = _relative_std_errors(errors, x, names, NOISE_FLOOR if fixed else 0.0)
     eff = eff_of(x)
     residuals = predict_runs(target, eff, runs, fixed, simulate=False)
     fitted = {n: float(getattr(eff, n)) for n in names}
@@ -363,10 +364,14 @@ def fit(runs: list[Run], target: Target, *, simulate: bool = True) -> Fit:
     return Fit(eff, fitted, held, residuals, warnings, uncertainty)
 
 
-def _relative_std_errors(errors, x: np.ndarray, names: list[str]) -> dict[str, float]:
+def _relative_std_errors(
+    errors, x: np.ndarray, names: list[str], floor: float = 0.0
+) -> dict[str, float]:
     """One standard error of each constant, relative to its value: s^2 (J^T J)^-1 with s^2 the
-    residual variance (log errors), the usual least-squares estimate. Empty when the runs give
-    no degrees of freedom."""
+    residual variance (log errors), the usual least-squares estimate, or `floor`^2 if larger:
+    residuals weighted by their expected scatter have that variance, and a fit that happens to
+    pass closer than the noise allows does not know the constants better. Empty when the runs
+    give no degrees of freedom."""
     r = errors(x)
     dof = r.size - x.size
     if dof <= 0:
@@ -378,7 +383,7 @@ def _relative_std_errors(errors, x: np.ndarray, names: list[str]) -> dict[str, f
         step[j] += h
         jac[:, j] = (errors(step) - r) / h
     try:
-        cov = np.linalg.pinv(jac.T @ jac) * float(r @ r) / dof
+        cov = np.linalg.pinv(jac.T @ jac) * max(float(r @ r) / dof, floor**2)
     except np.linalg.LinAlgError:
         return {}
     se = np.sqrt(np.maximum(np.diag(cov), 0.0))
