@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 import numpy as np
@@ -66,29 +67,30 @@ def test_mean_field_fit_recovers_the_constants_of_calculated_runs_in_each_format
 
 
 # Simulator fixtures: (model, GPU, TP, (prefill MFU, decode MBU, step overhead ms), format,
-# [(prompt tokens, request rate)]). Four prompt lengths, each at about a fifth and three fifths of
-# the rate the replica carries before its prompts queue without bound (mean-field capacity at
-# these constants), 256 output tokens, lengths uniform on [0.8 L, L], 1000 requests a run.
+# [(prompt tokens, request rate)]). Four prompt lengths, each at 15%, 40% and 65% of the rate the
+# replica carries before its prompts queue without bound (mean-field capacity at these
+# constants), 256 output tokens, lengths uniform on [0.8 L, L], 1000 requests a run (`vllm bench
+# serve`'s default), seeds 0-11 (CALIBRATE_FIXTURE_SEED=k: seeds 100 k + 0-11, to try others).
 SIMULATED = {
     "llama-3.1-8b-h100-vllm-detailed": (
         "llama-3.1-8b", "h100", 1, (0.55, 0.62, 2.5), "vllm-detailed",
-        [(512, 7.43), (512, 22.29), (1024, 4.88), (1024, 14.65),
-         (2048, 2.66), (2048, 7.97), (4096, 1.18), (4096, 3.55)],
+        [(512, 5.57), (512, 14.86), (512, 24.15), (1024, 3.66), (1024, 9.77), (1024, 15.87),
+         (2048, 1.99), (2048, 5.32), (2048, 8.64), (4096, 0.89), (4096, 2.37), (4096, 3.85)],
     ),
     "llama-3.3-70b-4xh100-vllm": (
         "llama-3.3-70b", "h100", 4, (0.6, 0.55, 4.0), "vllm",
-        [(512, 3.32), (512, 9.96), (1024, 2.17), (1024, 6.51),
-         (2048, 1.23), (2048, 3.7), (4096, 0.6), (4096, 1.8)],
+        [(512, 2.49), (512, 6.64), (512, 10.79), (1024, 1.63), (1024, 4.34), (1024, 7.05),
+         (2048, 0.92), (2048, 2.46), (2048, 4.0), (4096, 0.45), (4096, 1.2), (4096, 1.95)],
     ),
     "qwen3-32b-2xh200-sglang": (
         "qwen3-32b", "h200", 2, (0.45, 0.5, 1.5), "sglang",
-        [(512, 3.06), (512, 9.17), (1024, 1.97), (1024, 5.9),
-         (2048, 1.14), (2048, 3.41), (4096, 0.58), (4096, 1.75)],
+        [(512, 2.29), (512, 6.12), (512, 9.94), (1024, 1.47), (1024, 3.93), (1024, 6.39),
+         (2048, 0.85), (2048, 2.27), (2048, 3.7), (4096, 0.44), (4096, 1.17), (4096, 1.9)],
     ),
     "mixtral-8x7b-2xh100-aiperf": (
         "mixtral-8x7b", "h100", 2, (0.5, 0.6, 2.0), "aiperf",
-        [(512, 6.48), (512, 19.44), (1024, 5.32), (1024, 15.96),
-         (2048, 2.55), (2048, 7.66), (4096, 1.13), (4096, 3.39)],
+        [(512, 4.86), (512, 12.96), (512, 21.06), (1024, 3.99), (1024, 10.64), (1024, 17.29),
+         (2048, 1.92), (2048, 5.11), (2048, 8.3), (4096, 0.85), (4096, 2.26), (4096, 3.67)],
     ),
 }  # fmt: skip
 
@@ -99,11 +101,13 @@ def test_fit_recovers_mfu_and_mbu_from_simulated_runs(tmp_path, case):
     `vllm bench serve` measures them) on four model x GPU x TP settings, one result format
     each: prefill MFU and decode MBU come back within 5% of what they were simulated with.
 
-    The mean-field model alone reads MBU 10-15% low here: near saturation the simulated batch
-    fluctuates (variance 2.5-4x its mean) and TPOT sits above the mean-field figure. The fit
-    corrects each open-loop run by the simulator at the current constants until they settle.
+    The mean-field model alone reads MBU 14-17% low on the first three: near saturation the
+    simulated batch fluctuates (variance 2.5-4x its mean) and TPOT sits above the mean-field
+    figure. The fit corrects each open-loop run by the simulator at the current constants until
+    they settle.
     """
     model, gpu, tp, (mfu, mbu, overhead), fmt, sweep = SIMULATED[case]
+    seed = int(os.environ.get("CALIBRATE_FIXTURE_SEED", "0"))  # other seeds on demand
     true = Efficiency(prefill_mfu=mfu, decode_mbu=mbu, step_overhead_ms=overhead)
     target = fit.Target(
         catalog.get_model(model), catalog.get_gpu(gpu), "vllm", tp, "bf16", "bf16", 8192, 256
@@ -112,7 +116,7 @@ def test_fit_recovers_mfu_and_mbu_from_simulated_runs(tmp_path, case):
     paths = []
     for i, (prompt, rate) in enumerate(sweep):
         run = synthetic.simulate_run(
-            engine, rate, prompt, 256, requests=1000, range_ratio=0.8, seed=i
+            engine, rate, prompt, 256, requests=1000, range_ratio=0.8, seed=100 * seed + i
         )
         paths.append(tmp_path / f"sim{i}.json")
         paths[-1].write_text(WRITERS[fmt](run))

@@ -41,7 +41,7 @@ from disagg_decider.sim.requests import Requests
 
 MIN_REQUESTS = 2000  # simulated requests per run, over replicates
 MAX_REQUESTS = 20000  # ... and at most this many, unless two copies of a run need more
-MIN_COPIES = 4  # replicates at least: their spread is one run's scatter
+MIN_COPIES = 3  # replicates at least: their spread is one run's scatter
 APART_MS = 1e9  # replicates start this far apart (11.6 days): each finds the server empty
 REPLAY_SEED = 16
 
