@@ -3,13 +3,14 @@
 Why: the calculator's mean-field replica (`calc/benchmark.py`) holds the decode batch at its
 mean. Near saturation the batch of a real (or simulated) server fluctuates far more than a
 Poisson count - a large batch slows every step, so requests stay longer and the batch grows
-further: the simulator's batch has variance 2.5-4x its mean at 60-80% of the prefill capacity,
-against 1x assumed - and since the step time and the load are convex in the batch, the mean TPOT
-and TTFT sit above their mean-field values (-3% to -7% TPOT, up to -13% TTFT). Fitting the
-mean-field model to such runs trades decode MBU against the step overhead to absorb the gap, so
-MBU came back 5-15% low. The fit therefore corrects the mean-field prediction of each open-loop
-run by the ratio simulator / mean-field at the current constants (`fit.py`), which the
-simulator computes with the run's own load, request count and length spread.
+further: the simulator's batch has variance 2.5-4x its mean at 40-60% of the mean-field
+capacity, against 1x assumed - and since the step time and the load are convex in the batch, the
+mean TPOT and TTFT sit above their mean-field values (the mean-field TPOT 3-7% below, TTFT up to
+13% below). Fitting the mean-field model to such runs trades decode MBU against the step
+overhead to absorb the gap, so MBU came back 8-17% low. The fit therefore corrects the
+mean-field prediction of each open-loop run by the ratio simulator / mean-field at the current
+constants (`fit.py`, `predict.py`), which the simulator computes with the run's own load,
+request count and length spread.
 
 What is replayed, per run: Poisson arrivals at the rate the run offered (a burst: every request
 at time 0), the run's request count starting from an empty server as the benchmark tools
@@ -87,7 +88,7 @@ def _requests(run: Run, rate_per_s: float, index: int) -> tuple[Requests, np.nda
         gaps[:, 0] = 0.0  # the first request of a run is sent at its start
         within = np.cumsum(gaps, axis=1)
         # Every replicate spans what the run's requests spanned at this rate: the arrival rate
-        # is estimated from the run's own duration (`fit.arrival_rate`), not drawn afresh.
+        # is estimated from the run's own duration (`predict.arrival_rate`), not drawn afresh.
         span = within[:, -1:] if n > 1 else np.ones((copies, 1))
         within = within / np.maximum(span, 1e-12) * ((n - 1) * 1e3 / rate_per_s)
     arrivals = (within + APART_MS * np.arange(copies)[:, None]).ravel()
