@@ -209,6 +209,7 @@ def test_published_files_calibrate_end_to_end(tmp_path):
     assert entry["data"][0]["sha256"] and entry["data"][0]["runs"] == 3
     assert any("burst" in w for w in entry["warnings"])
     assert all(p["metric"] != "ttft_ms" or "burst" not in p["load"] for p in entry["points"])
+    assert "predicted by the simulator replaying the run (open loops)" in proc.stdout
 
 
 # --- bad input ------------------------------------------------------------------------------
@@ -261,9 +262,11 @@ def test_calibrate_does_not_overwrite_without_force(tmp_path):
     assert proc.returncode == 2 and "--force" in proc.stderr and out.read_text() == "mine\n"
     proc = run_cli(*args, "--out", str(out), "--force", "--json")
     assert proc.returncode == 0, proc.stderr
-    assert json.loads(proc.stdout)["entries"][0]["efficiency"]["decode_mbu"] == pytest.approx(
-        0.62, rel=0.05
-    )
+    entry = json.loads(proc.stdout)["entries"][0]
+    assert entry["efficiency"]["decode_mbu"] == pytest.approx(0.62, rel=0.05)
+    # Open loops are replayed on the simulator, closed loops priced by the mean-field model.
+    by = {(p["load"].startswith("concurrency"), p["predicted_by"]) for p in entry["points"]}
+    assert by == {(False, "simulator"), (True, "mean-field")}
 
 
 # --- calibrations are used ------------------------------------------------------------------

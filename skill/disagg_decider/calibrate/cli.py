@@ -88,6 +88,12 @@ def calibrate_command(
         print_calibration(cal, out_file)
 
 
+BY = {
+    "simulator": "the simulator replaying the run (open loops)",
+    "mean-field": "the mean-field model (closed loops)",
+}
+
+
 def print_calibration(cal, out_file: Path | None) -> None:
     from rich.console import Console
     from rich.table import Table
@@ -131,6 +137,9 @@ def print_calibration(cal, out_file: Path | None) -> None:
                 "-" if p.error is None else f"{p.error:+.1%}",
             )
         console.print(table)
+        by = {name: sum(p.predicted_by == name for p in e.points) for name in BY}
+        said = ", ".join(f"{BY[name]}: {n} points" for name, n in by.items() if n)
+        console.print(f"predicted by {said}", highlight=False)
         for w in e.warnings:
             console.print(f"[yellow]warning:[/] {w}", highlight=False)
     if out_file is not None:
