@@ -96,15 +96,16 @@ cluster: {cluster}
     assert "cluster" in str(err.value)
 
 
-def test_simulator_and_deploy_refuse_heterogeneous_pools_by_name():
+def test_simulator_refuses_heterogeneous_pools_by_name_and_deploy_emits_them():
     from disagg_decider.decide import decide
     from disagg_decider.deploy.bundle import build
     from disagg_decider.sim.run import setup
 
     w = load_workload(EXAMPLE)
     v = decide(w)
-    with pytest.raises(UserError, match="prefill_gpu"):
-        build(w, v, "dynamo")
+    # Deploy pins each pool to its GPU type (tests/test_deploy_multinode.py has the details).
+    graph = build(w, v, "dynamo").files["dynamo-graph.yaml"]
+    assert "NVIDIA-B200" in graph and "NVIDIA-H200" in graph
     with pytest.raises(UserError, match="prefill_gpu"):
         setup(resolve(w), v)
 

@@ -382,6 +382,12 @@ def pool_objects(plan: DeployPlan, pool: Pool) -> list[dict[str, Any]]:
     pod_meta: dict[str, Any] = {"labels": labels}
     if plan.engine == "sglang" and pool.role == "prefill":
         pod_meta["annotations"] = {SGLANG_BOOTSTRAP_ANNOTATION: str(SGLANG_BOOTSTRAP_PORT)}
+    pod_spec: dict[str, Any] = {
+        "containers": [container],
+        "volumes": [{"name": "shm", "emptyDir": {"medium": "Memory", "sizeLimit": "16Gi"}}],
+    }
+    if pool.node_selector:  # the pool's GPU type (deploy/placement.py)
+        pod_spec["nodeSelector"] = dict([pool.node_selector])
     deployment = {
         "apiVersion": "apps/v1",
         "kind": "Deployment",
@@ -389,15 +395,7 @@ def pool_objects(plan: DeployPlan, pool: Pool) -> list[dict[str, Any]]:
         "spec": {
             "replicas": pool.replicas,
             "selector": {"matchLabels": labels},
-            "template": {
-                "metadata": pod_meta,
-                "spec": {
-                    "containers": [container],
-                    "volumes": [
-                        {"name": "shm", "emptyDir": {"medium": "Memory", "sizeLimit": "16Gi"}}
-                    ],
-                },
-            },
+            "template": {"metadata": pod_meta, "spec": pod_spec},
         },
     }
     return [deployment, http_service(name, labels, SERVE_PORT)]
