@@ -35,16 +35,13 @@ def example(name: str) -> tuple[Workload, Verdict]:
 
 def skip_not_emitted(name: str, target: str) -> None:
     """Skip an example `target` does not emit, as test_deploy_multinode checks: replicas wider
-    than a node on the plain vllm/sglang targets (one pod per replica) or on llm-d with SGLang
-    (its LeaderWorkerSet path runs vLLM)."""
+    than a node on llm-d with SGLang (its LeaderWorkerSet path runs vLLM)."""
     w, v = example(name)
     s = v.sizing
     roles = ("prefill", "decode") if v.disaggregate else ("colocated",)
     widest = max(getattr(s, f"{r}_tp") * getattr(s, f"{r}_dp") for r in roles)
-    if widest <= w.cluster.gpus_per_node:
-        return
-    if target in ("vllm", "sglang") or (target == "llm-d" and w.engine == "sglang"):
-        pytest.skip(f"{name}: multi-node replicas ({widest} GPUs) are not emitted for {target}")
+    if widest > w.cluster.gpus_per_node and target == "llm-d" and w.engine == "sglang":
+        pytest.skip(f"{name}: multi-node SGLang replicas ({widest} GPUs) are not emitted for llm-d")
 
 
 def pinned(name: str, **parallelism: int) -> tuple[Workload, Verdict]:

@@ -139,7 +139,7 @@ def test_llmd_wide_ep_decode_is_a_leader_worker_set_with_hybrid_dp_per_pod() -> 
         "--data-parallel-hybrid-lb",
         "--enable-expert-parallel",
         '--data-parallel-address "$LWS_LEADER_ADDRESS"',
-        "--data-parallel-start-rank $((LWS_WORKER_INDEX * 8))",
+        "--data-parallel-start-rank $(($LWS_WORKER_INDEX * 8))",
         "--port 8200",  # behind the routing sidecar on every decode pod
     ):
         assert piece in script, piece
@@ -238,3 +238,71 @@ def test_gpu_label_key_and_products_are_configurable(tmp_path) -> None:
     )  # fmt: skip
     assert bad.returncode == 2 and "--gpu-product 'router=X'" in bad.stderr
     assert "Traceback" not in bad.stderr
+
+
+def _docs(text: str) -> list[dict]:
+    return [d for d in yaml.safe_load_all(text) if d]
+
+
+def test_plain_sglang_target_runs_a_leader_worker_set_serving_from_the_leader(tmp_path) -> None:
+    """SGLang over 4 nodes: one LWS group of 4 pods x 8 GPUs, node ranks from LWS; only the
+    leader serves HTTP, so only it has probes and the Service selects leaders."""
+    import shutil
+    import subprocess
+
+    w, v = example(DEEPSEEK)
+    files = build(w, v, "sglang").files
+    group, service = _docs(files["k8s/colocated.yaml"])
+    assert group["apiVersion"] == "leaderworkerset.x-k8s.io/v1"
+    assert group["kind"] == "LeaderWorkerSet" and group["spec"]["replicas"] == 1
+    template = group["spec"]["leaderWorkerTemplate"]
+    assert template["size"] == 4
+    leader = template["leaderTemplate"]["spec"]["containers"][0]
+    worker = template["workerTemplate"]["spec"]["containers"][0]
+    for c in (leader, worker):
+        assert c["resources"]["limits"]["nvidia.com/gpu"] == "8"
+        assert c["command"] == ["/bin/sh", "-c"]
+        script = c["args"][0]
+        assert "--tp 32 --dp 32" in script and "--nnodes 4" in script
+        assert '--dist-init-addr "$LWS_LEADER_ADDRESS":29500' in script
+        assert "--node-rank $LWS_WORKER_INDEX" in script
+    assert "readinessProbe" in leader and "readinessProbe" not in worker
+    assert service["spec"]["selector"]["leaderworkerset.sigs.k8s.io/worker-index"] == "0"
+    launch = files["launch.sh"]
+    assert 'NODE_RANK="${NODE_RANK:-0}"' in launch
+    assert '--dist-init-addr "$LEADER_ADDR":29500 --nnodes 4 --node-rank $NODE_RANK' in launch
+    if shutil.which("bash"):
+        script_path = tmp_path / "launch.sh"
+        script_path.write_text(launch)
+        assert subprocess.run(["bash", "-n", str(script_path)]).returncode == 0
+
+
+def test_plain_vllm_wide_ep_decode_serves_from_every_pod() -> None:
+    w, v = wide_ep("vllm")
+    files = build(w, v, "vllm", layout="disaggregated").files
+    group, service = _docs(files["k8s/decode.yaml"])
+    assert group["kind"] == "LeaderWorkerSet"
+    template = group["spec"]["leaderWorkerTemplate"]
+    assert template["size"] == 2 and "leaderTemplate" not in template
+    script = template["workerTemplate"]["spec"]["containers"][0]["args"][0]
+    for piece in (
+        "--tensor-parallel-size 1 --data-parallel-size 16",
+        "--data-parallel-size-local 8",
+        "--data-parallel-hybrid-lb",
+        '--data-parallel-address "$LWS_LEADER_ADDRESS"',
+        "--data-parallel-start-rank $(($LWS_WORKER_INDEX * 8))",
+    ):
+        assert piece in script, piece
+    assert "leaderworkerset.sigs.k8s.io/worker-index" not in service["spec"]["selector"]
+    assert _docs(files["k8s/prefill.yaml"])[0]["kind"] == "Deployment"  # DP8 fits a node
+
+
+def test_sglang_router_discovers_only_the_leaders_of_multi_node_replicas() -> None:
+    w, v = wide_ep("sglang")
+    files = build(w, v, "sglang", layout="disaggregated").files
+    router = next(d for d in _docs(files["k8s/router.yaml"]) if d["kind"] == "Deployment")
+    args = router["spec"]["template"]["spec"]["containers"][0]["args"]
+    prefill = args[args.index("--prefill-selector") + 1 : args.index("--decode-selector")]
+    decode = args[args.index("--decode-selector") + 1 : args.index("--service-discovery-port")]
+    assert "leaderworkerset.sigs.k8s.io/worker-index=0" in decode
+    assert not any("worker-index" in a for a in prefill)

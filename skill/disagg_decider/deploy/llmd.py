@@ -22,7 +22,7 @@ from disagg_decider.deploy.engines import (
     sglang_args,
     vllm_args,
 )
-from disagg_decider.deploy.placement import DP_RPC_PORT
+from disagg_decider.deploy.placement import LWS_LEADER, LWS_RANK, rank_flags
 from disagg_decider.deploy.plan import DeployPlan, Pool
 from disagg_decider.deploy.yamltext import yaml_docs_text, yaml_text
 
@@ -198,17 +198,9 @@ def hybrid_dp_script(plan: DeployPlan, pool: Pool, port: int) -> str:
         "--port",
         str(port),
         *vllm_args(plan, pool),
-        "--data-parallel-size-local",
-        str(pool.dp_local),
-        "--data-parallel-rpc-port",
-        str(DP_RPC_PORT),
-        "--data-parallel-hybrid-lb",
     ]
     fixed = " ".join(shlex.quote(a) for a in args)
-    return (
-        f'exec {fixed} --data-parallel-address "$LWS_LEADER_ADDRESS" '
-        f"--data-parallel-start-rank $((LWS_WORKER_INDEX * {pool.dp_local}))"
-    )
+    return f"exec {fixed} " + " ".join(rank_flags("vllm", pool, LWS_LEADER, LWS_RANK))
 
 
 def epp_config(plan: DeployPlan) -> dict[str, Any]:

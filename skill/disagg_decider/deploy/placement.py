@@ -36,6 +36,39 @@ DP_RPC_PORT = 5555
 SGLANG_DIST_PORT = 29500
 
 
+# LeaderWorkerSet: the label on every pod of a group (0 = the leader) and the env it sets in
+# every container (kubernetes-sigs/lws; llm-d guides/wide-ep-lws use the same names).
+LWS_WORKER_INDEX_LABEL = "leaderworkerset.sigs.k8s.io/worker-index"
+LWS_LEADER = '"$LWS_LEADER_ADDRESS"'
+LWS_RANK = "$LWS_WORKER_INDEX"
+
+
+def rank_flags(engine: str, pool, leader: str, rank: str) -> list[str]:
+    """The flags one pod (node `rank` of a replica led by `leader`, both shell words) adds to
+    the replica's command: vLLM's hybrid data parallelism (an API server per node for its own
+    DP ranks), SGLang's torch.distributed rendezvous (HTTP on node 0 only)."""
+    if engine == "sglang":
+        return [
+            "--dist-init-addr",
+            f"{leader}:{SGLANG_DIST_PORT}",
+            "--nnodes",
+            str(pool.nodes),
+            "--node-rank",
+            rank,
+        ]
+    return [
+        "--data-parallel-size-local",
+        str(pool.dp_local),
+        "--data-parallel-rpc-port",
+        str(DP_RPC_PORT),
+        "--data-parallel-hybrid-lb",
+        "--data-parallel-address",
+        leader,
+        "--data-parallel-start-rank",
+        f"$(({rank} * {pool.dp_local}))",
+    ]
+
+
 def nodes_per_replica(gpus: int, gpus_per_node: int) -> int:
     """Nodes one replica spans: 1 when it fits on a node, else whole nodes."""
     return 1 if gpus <= gpus_per_node else -(-gpus // gpus_per_node)
@@ -51,18 +84,13 @@ def multi_node_errors(pool, gpus_per_node: int, target: str, engine: str) -> lis
             f"{where}: a replica wider than a node must fill whole nodes with whole DP ranks "
             "(GPUs per replica a multiple of cluster.gpus_per_node, attention TP dividing it)"
         ]
-    if target in ("vllm", "sglang"):
-        return [
-            f"{where} spans {pool.tp // gpus_per_node} nodes: the plain {target} target runs one "
-            "pod per replica; use --target dynamo (multinode.nodeCount) or --target llm-d "
-            "(LeaderWorkerSet) for multi-node replicas"
-        ]
     if target == "llm-d" and engine == "sglang":
         return [
             f"{where} spans {pool.tp // gpus_per_node} nodes: llm-d's wide-EP path "
             "(LeaderWorkerSet, every pod serving its local DP ranks) runs vLLM's hybrid "
-            "data-parallel load balancing; SGLang serves HTTP from node 0 only. Use "
-            "--target dynamo for multi-node SGLang"
+            "data-parallel load balancing; SGLang serves HTTP from node 0 only, and the chart "
+            "labels every pod for the EPP. Use --target dynamo or --target sglang (a "
+            "LeaderWorkerSet whose Service selects the leaders) for multi-node SGLang"
         ]
     return []
 

@@ -198,8 +198,18 @@ def _deploy_steps(plan: DeployPlan, dynamo_api: str) -> list[str]:
                 "for the declared rate."
             )
         return steps
+    lws_note = (
+        [
+            "Replicas wider than a node run as LeaderWorkerSets: install the LWS controller "
+            "(kubernetes-sigs/lws) first.",
+            "",
+        ]
+        if plan.multinode and plan.target != "dynamo"
+        else []
+    )
     if plan.target == "llm-d":
         return [
+            *lws_note,
             "Needs llm-d's gateway and router charts, KEDA and Prometheus.",
             "",
             "```bash",
@@ -210,6 +220,7 @@ def _deploy_steps(plan: DeployPlan, dynamo_api: str) -> list[str]:
             "```",
         ]
     return [
+        *lws_note,
         "Kubernetes:",
         "",
         "```bash",
