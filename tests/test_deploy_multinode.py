@@ -238,6 +238,10 @@ def test_gpu_label_key_and_products_are_configurable(tmp_path) -> None:
     )  # fmt: skip
     assert bad.returncode == 2 and "--gpu-product 'router=X'" in bad.stderr
     assert "Traceback" not in bad.stderr
+    with pytest.raises(UserError, match="not a Kubernetes label key"):
+        build(w, v, "dynamo", gpu_label_key="bad key", gpu_products={"decode": "X"})
+    with pytest.raises(UserError, match="not a Kubernetes label value"):
+        build(w, v, "dynamo", gpu_products={"decode": "H200; rm -rf"})
 
 
 def _docs(text: str) -> list[dict]:

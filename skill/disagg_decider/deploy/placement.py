@@ -9,6 +9,7 @@ GPU type with a node selector on the GPU Feature Discovery product label.
 
 from __future__ import annotations
 
+import re
 from dataclasses import replace
 
 from disagg_decider.errors import UserError
@@ -95,6 +96,27 @@ def multi_node_errors(pool, gpus_per_node: int, target: str, engine: str) -> lis
     return []
 
 
+# Kubernetes label syntax: an optional DNS-subdomain prefix and a name of at most 63
+# characters (alphanumerics, '-', '_', '.'; alphanumeric at both ends); values the same or empty.
+_NAME = r"[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?"
+LABEL_KEY = re.compile(rf"^([a-z0-9]([-a-z0-9.]{{0,251}}[a-z0-9])?/)?{_NAME}$")
+LABEL_VALUE = re.compile(rf"^{_NAME}$")
+
+
+def check_label(key: str, values: dict[str, str]) -> None:
+    if not LABEL_KEY.match(key):
+        raise UserError(
+            f"--gpu-label-key {key!r}: not a Kubernetes label key (optional prefix/, then up to "
+            "63 letters, digits, '-', '_' or '.'), e.g. nvidia.com/gpu.product"
+        )
+    for role, value in values.items():
+        if not LABEL_VALUE.match(value):
+            raise UserError(
+                f"--gpu-product {role}={value!r}: not a Kubernetes label value (up to 63 letters, "
+                "digits, '-', '_' or '.', alphanumeric at both ends), e.g. NVIDIA-H200"
+            )
+
+
 def parse_gpu_products(items: list[str]) -> dict[str, str]:
     """`--gpu-product VALUE` (every pool) or `--gpu-product ROLE=VALUE`."""
     out: dict[str, str] = {}
@@ -124,6 +146,7 @@ def pool_gpu(workload, role: str) -> str:
 def with_placement(pools, workload, label_key: str, products: dict[str, str]) -> tuple:
     """Nodes per replica on every pool; a GPU-type node selector on each pool of a
     heterogeneous cluster, and on any pool named by --gpu-product."""
+    check_label(label_key, products)
     out = []
     for pool in pools:
         nodes = nodes_per_replica(pool.tp, workload.cluster.gpus_per_node)
