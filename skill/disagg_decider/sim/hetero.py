@@ -28,6 +28,7 @@ from disagg_decider.workload import Resolved
 class ColocatedPool:
     """One GPU type's colocated replicas and the share of arrivals it takes."""
 
+    role: str  # the pool: prefill or decode
     gpu: str
     engine: Engine
     config: ColocatedConfig
@@ -62,14 +63,13 @@ def colocated_pools(r: Resolved, colocated_config, engine_for) -> tuple[Colocate
     if sum(rates) <= 0:
         raise UserError("cluster.prefill_gpu/decode_gpu: neither pool can serve colocated")
     out = []
-    for rp, a, rate in zip(pools, analyses, rates, strict=True):
+    for role, rp, a, rate in zip(("prefill", "decode"), pools, analyses, rates, strict=True):
         c = a.colocated
         gpus = c.tp * c.dp
         replicas = rp.workload.cluster.gpus // gpus
         cfg = colocated_config(replicas, gpus, c, a)
-        out.append(
-            ColocatedPool(rp.gpu.id, engine_for(rp, c.tp, c.dp, c.ep), cfg, rate / sum(rates))
-        )
+        engine = engine_for(rp, c.tp, c.dp, c.ep)
+        out.append(ColocatedPool(role, rp.gpu.id, engine, cfg, rate / sum(rates)))
     return tuple(p for p in out if p.share > 0)
 
 
@@ -100,3 +100,22 @@ def merged(outcomes: list[Outcome], parts: list[np.ndarray], n: int) -> Outcome:
         done_ms=done,
         layout=" + ".join(o.layout for o in outcomes),
     )
+
+
+def usd_per_gpu_hour(r: Resolved, s, mode: str) -> float:
+    """The mode's GPU-hour price averaged over the GPUs it runs, each at its pool's price
+    (`cost.prefill_/decode_usd_per_gpu_hour`), as the calculator costs the two pools."""
+    price = {
+        role: hetero.pool_workload(r.workload, role).cost.usd_per_gpu_hour
+        for role in ("prefill", "decode")
+    }
+    if mode == "colocated":
+        spend = [(p.config.gpus, price[p.role]) for p in s.colocated_pools]
+    else:
+        d = s.disaggregated
+        spend = [
+            (d.prefill_replicas * d.prefill_tp, price["prefill"]),
+            (d.decode_replicas * d.decode_tp, price["decode"]),
+        ]
+    gpus = sum(g for g, _ in spend)
+    return sum(g * usd for g, usd in spend) / gpus if gpus else price["decode"]

@@ -243,9 +243,12 @@ def simulate_and_score(
     """One mode simulated and scored against the workload's SLOs and GPU price."""
     w = s.resolved.workload
     outcome = simulate_mode(s, mode, requests, progress)
-    return metrics.summarize(
-        outcome, requests, w.slo.ttft_ms, w.slo.tpot_ms, w.cost.usd_per_gpu_hour
-    )
+    usd = w.cost.usd_per_gpu_hour
+    if w.cluster.heterogeneous:  # each pool's GPUs at its own price
+        from disagg_decider.sim import hetero as het
+
+        usd = het.usd_per_gpu_hour(s.resolved, s, mode)
+    return metrics.summarize(outcome, requests, w.slo.ttft_ms, w.slo.tpot_ms, usd)
 
 
 def gpus_of(s: Setup, mode: str) -> int:
