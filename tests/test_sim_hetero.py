@@ -108,6 +108,8 @@ def test_heterogeneous_layouts_the_simulator_does_not_run_are_refused_by_name() 
     )
     with pytest.raises(UserError, match="each pool's workload on its own"):
         run.setup(r, own)
+    with pytest.raises(UserError, match="--colocated-gpus"):
+        run.setup(r, v, colocated_gpus=8)
 
 
 def test_dp_attention_transfers_use_attention_tp_nics_and_one_receiver_per_rank() -> None:

@@ -75,6 +75,12 @@ def setup(
         from disagg_decider.sim import hetero as het
 
         het.check_cross_split(verdict)
+        if colocated_gpus is not None:
+            raise UserError(
+                "--colocated-gpus: a heterogeneous cluster's colocated mode runs every GPU of "
+                "both pools (each pool's own colocated layout); resize cluster.prefill_gpus / "
+                "decode_gpus instead"
+            )
     s = verdict.sizing
     engine_batch = r.workload.efficiency.max_decode_batch
     use_verdict = batch_cap == "verdict"
