@@ -33,18 +33,15 @@ def example(name: str) -> tuple[Workload, Verdict]:
     return w, decide(w, base_dir=path.parent)
 
 
-def skip_not_emitted(name: str) -> None:
-    """Skip an example deploy refuses to emit, as test_deploy_flags checks: a heterogeneous
-    cluster, or replicas wider than a node (wide EP over several nodes)."""
+def skip_not_emitted(name: str, target: str) -> None:
+    """Skip an example `target` does not emit, as test_deploy_multinode checks: replicas wider
+    than a node on llm-d with SGLang (its LeaderWorkerSet path runs vLLM)."""
     w, v = example(name)
-    if w.cluster.heterogeneous:
-        pytest.skip(f"{name}: heterogeneous pools are not emitted")
     s = v.sizing
-    role = "prefill" if v.disaggregate else "colocated"
-    roles = ("prefill", "decode") if v.disaggregate else (role,)
+    roles = ("prefill", "decode") if v.disaggregate else ("colocated",)
     widest = max(getattr(s, f"{r}_tp") * getattr(s, f"{r}_dp") for r in roles)
-    if widest > w.cluster.gpus_per_node:
-        pytest.skip(f"{name}: multi-node replicas ({widest} GPUs) are not emitted")
+    if widest > w.cluster.gpus_per_node and target == "llm-d" and w.engine == "sglang":
+        pytest.skip(f"{name}: multi-node SGLang replicas ({widest} GPUs) are not emitted for llm-d")
 
 
 def pinned(name: str, **parallelism: int) -> tuple[Workload, Verdict]:

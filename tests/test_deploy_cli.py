@@ -4,13 +4,14 @@ user has is overwritten without --force."""
 from __future__ import annotations
 
 import json
+import shlex
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
 import yaml
 
-from tests.deploy_helpers import EXAMPLES, run_cli, skip_not_emitted
+from tests.deploy_helpers import EXAMPLES, run_cli
 
 EXAMPLE_NAMES = [p.name for p in EXAMPLES]
 
@@ -28,12 +29,25 @@ def _pools_from_dynamo(out: Path) -> dict[str, tuple[int, int]]:
         if c["type"] not in ("prefill", "decode", "worker"):
             continue
         main = c["podTemplate"]["spec"]["containers"][0]
-        gpus = int(main["resources"]["limits"]["nvidia.com/gpu"])
-        args = main["args"]
-        flag = "--tp" if "--tp" in args else "--tensor-parallel-size"
-        assert int(args[args.index(flag) + 1]) == gpus  # engine TP == GPU limit
+        nodes = c.get("multinode", {}).get("nodeCount", 1)
+        gpus = int(main["resources"]["limits"]["nvidia.com/gpu"]) * nodes
+        assert _engine_gpus(main["args"]) == gpus  # the engine's world == GPU limit x nodes
         pools[{"worker": "colocated"}.get(c["type"], c["type"])] = (c["replicas"], gpus)
     return pools
+
+
+def _engine_gpus(args: list[str]) -> int:
+    """GPUs one engine replica runs on, read off its flags: SGLang's --tp and TensorRT-LLM's
+    --tensor-parallel-size count them all; vLLM's is per DP rank (x --data-parallel-size)."""
+
+    def value(flag: str) -> int:
+        return int(args[args.index(flag) + 1]) if flag in args else 1
+
+    if "--tp" in args:
+        return value("--tp")
+    if "--enable-attention-dp" in args:
+        return value("--tensor-parallel-size")
+    return value("--tensor-parallel-size") * value("--data-parallel-size")
 
 
 def _pools_from_llmd(out: Path, disaggregated: bool) -> dict[str, tuple[int, int]]:
@@ -41,11 +55,16 @@ def _pools_from_llmd(out: Path, disaggregated: bool) -> dict[str, tuple[int, int
     if not disaggregated:
         assert values["prefill"] == {"create": False}
         d = values["decode"]
-        return {"colocated": (d["replicas"], d["parallelism"]["tensor"])}
+        return {"colocated": (d["replicas"], _llmd_gpus(d["parallelism"]))}
     return {
-        role: (values[role]["replicas"], values[role]["parallelism"]["tensor"])
+        role: (values[role]["replicas"], _llmd_gpus(values[role]["parallelism"]))
         for role in ("prefill", "decode")
     }
+
+
+def _llmd_gpus(parallelism: dict[str, int]) -> int:
+    """GPUs per replica in the chart's terms: tensor per DP rank x DP ranks."""
+    return parallelism["tensor"] * parallelism.get("data", 1)
 
 
 def _pools_from_k8s(out: Path) -> dict[str, tuple[int, int]]:
@@ -53,19 +72,27 @@ def _pools_from_k8s(out: Path) -> dict[str, tuple[int, int]]:
     for path in sorted((out / "k8s").glob("*.yaml")):
         if path.stem == "router":
             continue
-        dep = next(d for d in yaml.safe_load_all(path.read_text()) if d["kind"] == "Deployment")
-        container = dep["spec"]["template"]["spec"]["containers"][0]
-        gpus = int(container["resources"]["limits"]["nvidia.com/gpu"])
+        docs = yaml.safe_load_all(path.read_text())
+        dep = next(d for d in docs if d["kind"] in ("Deployment", "LeaderWorkerSet"))
+        if dep["kind"] == "LeaderWorkerSet":  # one pod per node of a replica
+            group = dep["spec"]["leaderWorkerTemplate"]
+            pods, template = group["size"], group["workerTemplate"]
+        else:
+            pods, template = 1, dep["spec"]["template"]
+        container = template["spec"]["containers"][0]
+        gpus = int(container["resources"]["limits"]["nvidia.com/gpu"]) * pods
         args = container["args"]
-        flag = "--tp" if "--tp" in args else "--tensor-parallel-size"
-        assert int(args[args.index(flag) + 1]) == gpus
+        if container["command"][:2] == ["/bin/sh", "-c"]:
+            args = shlex.split(args[0])
+        assert _engine_gpus(args) == gpus
         pools[path.stem] = (dep["spec"]["replicas"], gpus)
     return pools
 
 
 @pytest.mark.parametrize("name", EXAMPLE_NAMES)
 def test_replicas_and_tp_equal_decide_json_sizing(name: str, tmp_path: Path) -> None:
-    skip_not_emitted(name)
+    """Replicas and GPUs per replica (TP x DP; a multi-node replica's pods added up) in every
+    target's files equal the verdict's sizing."""
     verdict = _decide_json(name)
     s = verdict["sizing"]
     k = verdict["conditional"]
@@ -76,11 +103,10 @@ def test_replicas_and_tp_equal_decide_json_sizing(name: str, tmp_path: Path) -> 
         }
     elif verdict["disaggregate"]:
         expected = {
-            "prefill": (s["prefill_replicas"], s["prefill_tp"]),
-            "decode": (s["decode_replicas"], s["decode_tp"]),
+            r: (s[f"{r}_replicas"], s[f"{r}_tp"] * s[f"{r}_dp"]) for r in ("prefill", "decode")
         }
     else:
-        expected = {"colocated": (s["colocated_replicas"], s["colocated_tp"])}
+        expected = {"colocated": (s["colocated_replicas"], s["colocated_tp"] * s["colocated_dp"])}
     readers = {
         "dynamo": _pools_from_dynamo,
         "llm-d": lambda out: _pools_from_llmd(out, verdict["disaggregate"]),
@@ -103,11 +129,17 @@ def test_replicas_and_tp_equal_decide_json_sizing(name: str, tmp_path: Path) -> 
     for target, read in readers.items():
         out = tmp_path / target
         proc = procs[target]
-        if proc.returncode == 2 and target == "sglang":
-            # The one legitimate refusal on a valid verdict: SGLang needs equal P/D TP.
+        if proc.returncode == 2 and target == "sglang" and "equal TP" in proc.stderr:
+            # A legitimate refusal on a valid verdict: SGLang needs equal P/D TP.
             tps = (expected["prefill"][1], expected["decode"][1])
             assert verdict["disaggregate"] and tps[0] != tps[1]
-            assert "equal TP" in proc.stderr
+            continue
+        if proc.returncode == 2 and "spans" in proc.stderr:
+            # Multi-node SGLang replicas on llm-d (its LeaderWorkerSet path runs vLLM's hybrid
+            # data parallelism): refused, naming the targets that run them.
+            widest = max(g for _, g in expected.values())
+            assert widest > 8 and target == "llm-d", target
+            assert "--target dynamo or --target sglang" in proc.stderr
             continue
         assert proc.returncode == 0, (target, proc.stderr)
         assert read(out) == expected, target

@@ -73,13 +73,36 @@ def _plan_with(pools: tuple[Pool, ...], **changes):
     return dataclasses.replace(plan, pools=pools, **changes)
 
 
-def test_a_replica_must_fit_on_one_node() -> None:
-    plan = _plan_with(
+def test_a_replica_wider_than_a_node_fills_whole_nodes_with_whole_dp_ranks() -> None:
+    """TP across nodes (TP16 on 8-GPU nodes) or a replica of 12 GPUs cannot be split into
+    per-node pods; DP16/EP16 (two pods of 8 DP ranks) can, on the targets that run them."""
+    tp16 = _plan_with(
         (Pool("prefill", 1, 16, None, 4096), Pool("decode", 1, 16, 8, 128)),
         cluster_gpus=64,
     )
-    errors, _ = check(plan)
-    assert any("exceeds cluster.gpus_per_node (8)" in e for e in errors)
+    errors, _ = check(tp16)
+    assert sum("must fill whole nodes with whole DP ranks" in e for e in errors) == 2
+    prefill = Pool("prefill", 1, 8, None, 4096, dp=8, ep=8)
+    dp12 = _plan_with(
+        (prefill, Pool("decode", 1, 12, 8, 128, dp=12, ep=12, nodes=2)), cluster_gpus=64
+    )
+    assert any("whole nodes" in e for e in check(dp12)[0])
+    dp16 = (prefill, Pool("decode", 1, 16, 8, 128, dp=16, ep=16, nodes=2))
+    for target, engine in (
+        ("dynamo", "vllm"),
+        ("dynamo", "sglang"),
+        ("llm-d", "vllm"),
+        ("vllm", "vllm"),
+        ("sglang", "sglang"),
+    ):
+        plan = _plan_with(dp16, cluster_gpus=64, target=target, engine=engine)
+        assert check(plan)[0] == [], (target, engine)
+    plan = _plan_with(dp16, cluster_gpus=64, target="llm-d", engine="sglang")
+    errors = check(plan)[0]
+    assert any(
+        "SGLang serves HTTP from node 0 only" in e and "DP16/EP16" in e and "--target dynamo" in e
+        for e in errors
+    )
 
 
 def test_pools_must_fit_the_cluster() -> None:

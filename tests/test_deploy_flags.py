@@ -212,12 +212,13 @@ def test_dp_attention_and_expert_parallel_flags_per_engine() -> None:
     assert "--expert-parallel-size 8" in text and "--enable-attention-dp" in text
 
 
-def test_multi_node_wide_ep_replicas_are_refused_with_the_layout_named() -> None:
+def test_multi_node_sglang_on_llmd_is_refused_with_the_layout_named() -> None:
+    """The one multi-node refusal left (tests/test_deploy_multinode.py has the emitted ones)."""
     import pytest
 
     from disagg_decider.errors import UserError
 
     w, v = example("deepseek-v3-32xh200-colocate.yaml")
     assert v.sizing.colocated_dp * v.sizing.colocated_tp > w.cluster.gpus_per_node
-    with pytest.raises(UserError, match="multi-node replicas"):
-        build(w, v, "sglang")
+    with pytest.raises(UserError, match=r"DP32/EP32 .*multi-node SGLang"):
+        build(w, v, "llm-d")

@@ -38,7 +38,7 @@ def test_every_example_is_covered() -> None:
 @pytest.mark.parametrize("api", ["v1beta1", "v1alpha1"])
 @pytest.mark.parametrize("name", EXAMPLE_NAMES)
 def test_dynamo_graph_validates_against_the_crd(name: str, api: str) -> None:
-    skip_not_emitted(name)
+    skip_not_emitted(name, "dynamo")
     crd = schema(DGD_SCHEMA[api])
     w, v = example(name)
     files = build(w, v, "dynamo", dynamo_api=api).files
@@ -75,7 +75,7 @@ def test_the_crd_schema_rejects_a_broken_graph() -> None:
 
 @pytest.mark.parametrize("name", EXAMPLE_NAMES)
 def test_llmd_values_validate_raw_and_merged_over_chart_defaults(name: str) -> None:
-    skip_not_emitted(name)
+    skip_not_emitted(name, "llm-d")
     values_schema = schema("llm-d/modelservice-values.schema.json")
     defaults = yaml.safe_load((SCHEMAS / "llm-d/modelservice-values.defaults.yaml").read_text())
     w, v = example(name)
@@ -94,7 +94,7 @@ def test_the_values_schema_rejects_a_string_replica_count() -> None:
 
 @pytest.mark.parametrize("name", EXAMPLE_NAMES)
 def test_llmd_autoscalers_validate_against_keda(name: str) -> None:
-    skip_not_emitted(name)
+    skip_not_emitted(name, "llm-d")
     keda = schema("k8s/keda-scaledobject.schema.json")
     w, v = example(name)
     docs = list(yaml.safe_load_all(build(w, v, "llm-d").files["autoscaling.yaml"]))

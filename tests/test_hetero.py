@@ -96,17 +96,16 @@ cluster: {cluster}
     assert "cluster" in str(err.value)
 
 
-def test_simulator_and_deploy_refuse_heterogeneous_pools_by_name():
+def test_deploy_emits_heterogeneous_pools_pinned_to_their_gpus():
+    """Deploy pins each pool to its GPU type (details: tests/test_deploy_multinode.py); the
+    simulator runs the pools on their own GPUs (tests/test_sim_hetero.py)."""
     from disagg_decider.decide import decide
     from disagg_decider.deploy.bundle import build
-    from disagg_decider.sim.run import setup
 
     w = load_workload(EXAMPLE)
-    v = decide(w)
-    with pytest.raises(UserError, match="prefill_gpu"):
-        build(w, v, "dynamo")
-    with pytest.raises(UserError, match="prefill_gpu"):
-        setup(resolve(w), v)
+    graph = build(w, decide(w), "dynamo").files["dynamo-graph.yaml"]
+    assert "nvidia.com/gpu.product: NVIDIA-B200" in graph
+    assert "nvidia.com/gpu.product: NVIDIA-H200" in graph
 
 
 @pytest.mark.parametrize("rate", [3.0, 400.0])

@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from disagg_decider.deploy import TARGETS, dynamo, engines, llmd
+from disagg_decider.deploy.placement import GPU_PRODUCT_LABEL
 from disagg_decider.deploy.plan import LAYOUTS, DeployPlan, Layout, check, make_plan
 from disagg_decider.deploy.readme import readme
 from disagg_decider.errors import UserError
@@ -45,13 +46,10 @@ def build(
     model_path: str | None = None,
     served_model_name: str | None = None,
     base_dir: Path | None = None,
+    gpu_label_key: str = GPU_PRODUCT_LABEL,
+    gpu_products: dict[str, str] | None = None,
 ) -> Bundle:
     check_options(target, dynamo_api, layout)
-    if workload.cluster.heterogeneous:
-        raise UserError(
-            "cluster.prefill_gpu/decode_gpu: deploy emits pools of one GPU type; heterogeneous "
-            "pools (GPU-type node selectors per pool) are not emitted"
-        )
     plan = make_plan(
         workload,
         verdict,
@@ -61,6 +59,8 @@ def build(
         served_model_name=served_model_name,
         image=image,
         base_dir=base_dir,
+        gpu_label_key=gpu_label_key,
+        gpu_products=gpu_products,
     )
     errors, warnings = check(plan)
     if errors:

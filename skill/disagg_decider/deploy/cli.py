@@ -73,6 +73,23 @@ def deploy_command(
     rules: Annotated[
         list[Path] | None, typer.Option("--rules", help="Extra rule file, as for decide.")
     ] = None,
+    gpu_label_key: Annotated[
+        str,
+        typer.Option(
+            "--gpu-label-key",
+            help="Node label that names the GPU type, for per-pool node selectors (GPU Feature "
+            "Discovery's, by default).",
+        ),
+    ] = "nvidia.com/gpu.product",
+    gpu_products: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--gpu-product",
+            help="Pin pools to nodes whose --gpu-label-key has this value: VALUE for every pool "
+            "or ROLE=VALUE (prefill|decode|colocated). Heterogeneous clusters get a selector per "
+            "pool by default (e.g. prefill=NVIDIA-B200); this replaces its value.",
+        ),
+    ] = None,
     as_json: Annotated[
         bool, typer.Option("--json", help="Print the files written and warnings as JSON.")
     ] = False,
@@ -87,10 +104,12 @@ def deploy_command(
     from disagg_decider.cli_common import parse_sets
     from disagg_decider.decide import decide
     from disagg_decider.deploy.bundle import build, check_options
+    from disagg_decider.deploy.placement import parse_gpu_products
     from disagg_decider.deploy.writer import write_files
     from disagg_decider.workload import load_workload
 
     check_options(target, dynamo_api, layout)
+    products = parse_gpu_products(gpu_products or [])
     w = load_workload(workload)
     verdict = decide(
         w, base_dir=workload.parent, rule_files=rules or [], overrides=parse_sets(sets or [])
@@ -105,6 +124,8 @@ def deploy_command(
         model_path=model_path,
         served_model_name=served_model_name,
         base_dir=workload.parent,
+        gpu_label_key=gpu_label_key,
+        gpu_products=products,
     )
     written = write_files(out_dir, bundle.files, force=force)
     if as_json:

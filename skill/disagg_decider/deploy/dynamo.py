@@ -54,7 +54,9 @@ class Component:
     image: str
     command: list[str]
     args: list[str]
-    gpus: int = 0
+    gpus: int = 0  # per pod: one node's share when the replica spans nodes
+    nodes: int = 1  # multinode.nodeCount when > 1
+    node_selector: tuple[str, str] | None = None
 
 
 def files(plan: DeployPlan, api: ApiVersion = "v1beta1") -> dict[str, str]:
@@ -171,7 +173,17 @@ def _worker(plan: DeployPlan, pool: Pool, image: str) -> Component:
     if plan.engine == "trtllm":
         args += ["--publish-kv-events"]
     command = ["python3", "-m", f"dynamo.{plan.engine}"]
-    return Component(name, kind, pool.replicas, image, command, args, gpus=pool.tp)
+    return Component(
+        name,
+        kind,
+        pool.replicas,
+        image,
+        command,
+        args,
+        gpus=pool.gpus_per_pod,
+        nodes=pool.nodes,
+        node_selector=pool.node_selector,
+    )
 
 
 def _v1beta1(plan: DeployPlan, c: Component) -> dict[str, Any]:
@@ -185,12 +197,19 @@ def _v1beta1(plan: DeployPlan, c: Component) -> dict[str, Any]:
         container["envFrom"] = [{"secretRef": {"name": HF_SECRET}}]
     if c.gpus:
         container["resources"] = {"limits": {"nvidia.com/gpu": str(c.gpus)}}
+    pod: dict[str, Any] = {"containers": [container]}
+    if c.node_selector:
+        pod["nodeSelector"] = dict([c.node_selector])
     out: dict[str, Any] = {
         "name": c.name,
         "type": c.kind,
         "replicas": c.replicas,
-        "podTemplate": {"spec": {"containers": [container]}},
+        "podTemplate": {"spec": pod},
     }
+    if c.nodes > 1:
+        # GPUs per node in the container limit; the operator starts one pod per node and
+        # adds each engine's rank flags (shared/reference: Dynamo multinode guide).
+        out["multinode"] = {"nodeCount": c.nodes}
     if c.gpus:
         out["sharedMemorySize"] = SHARED_MEMORY[plan.engine]
     return out
@@ -206,12 +225,16 @@ def _v1alpha1(plan: DeployPlan, c: Component) -> dict[str, Any]:
     else:
         out["componentType"] = c.kind
     out["replicas"] = c.replicas
+    if c.nodes > 1:
+        out["multinode"] = {"nodeCount": c.nodes}
     if c.gpus:
         out["resources"] = {"limits": {"gpu": str(c.gpus)}}
         out["sharedMemory"] = {"size": SHARED_MEMORY[plan.engine]}
     out["extraPodSpec"] = {
         "mainContainer": {"image": c.image, "command": c.command, "args": c.args}
     }
+    if c.node_selector:
+        out["extraPodSpec"]["nodeSelector"] = dict([c.node_selector])
     return out
 
 
@@ -245,7 +268,39 @@ def header(plan: DeployPlan, api: ApiVersion) -> list[str]:
         lines.append(
             f"SLA planner targets: TTFT {plan.ttft_ms:g} ms, ITL {plan.tpot_ms:g} ms (p99 SLO)."
         )
+    lines += multinode_notes(plan)
+    for p in plan.pools:
+        if p.node_selector:
+            key, value = p.node_selector
+            lines.append(f"{p.role} pods run on nodes labelled {key}={value}.")
     lines.append(f"Create the model token first: kubectl create secret generic {HF_SECRET} ...")
+    return lines
+
+
+# What the Dynamo operator adds to a multinode component, per backend (Dynamo's multinode
+# deployment guide, "Backend-Specific Operator Behavior").
+MULTINODE_INJECTS = {
+    "sglang": "--dist-init-addr <leader>:29500 --nnodes N --node-rank R",
+    "vllm": "--data-parallel-address <leader> --data-parallel-size-local L "
+    "--data-parallel-rpc-port 13445 --data-parallel-start-rank S",
+    "trtllm": "an mpirun launch over SSH (port 2222) on the leader, sshd on the workers",
+}
+
+
+def multinode_notes(plan: DeployPlan) -> list[str]:
+    wide = [p for p in plan.pools if p.nodes > 1]
+    if not wide:
+        return []
+    lines = [
+        "Multinode: "
+        + ", ".join(f"{p.role} replicas span {p.nodes} nodes x {p.gpus_per_pod} GPUs" for p in wide)
+        + f"; the operator adds {MULTINODE_INJECTS[plan.engine]} to each pod (Grove or LWS).",
+    ]
+    if plan.engine == "trtllm":
+        lines.append(
+            "TensorRT-LLM multinode needs an SSH keypair secret (mpirun-ssh-key-...) created "
+            "before this graph; see Dynamo's multinode deployment guide."
+        )
     return lines
 
 

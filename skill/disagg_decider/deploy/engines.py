@@ -14,6 +14,8 @@ import json
 import shlex
 from typing import Any
 
+from disagg_decider.deploy import lws
+from disagg_decider.deploy.placement import rank_flags
 from disagg_decider.deploy.plan import DeployPlan, Pool
 from disagg_decider.deploy.yamltext import yaml_docs_text
 
@@ -179,6 +181,11 @@ def launch_script(plan: DeployPlan) -> str:
         lines.append(
             f"#   ./launch.sh {pool.role} GPU_IDS PORT{_third_arg(plan, pool)[0]}"
             f"   one {pool.role} server on {pool.tp} GPU(s); run {pool.replicas} of them"
+            if pool.nodes == 1
+            else f"#   ./launch.sh {pool.role} GPU_IDS PORT{_third_arg(plan, pool)[0]}"
+            f"   one node ({pool.gpus_per_pod} GPUs) of a {pool.role} replica spanning "
+            f"{pool.nodes} nodes: run it on each with NODE_RANK=0..{pool.nodes - 1} and "
+            "LEADER_ADDR=<node 0's address>"
         )
     lines += [
         "#   ./launch.sh router PREFILL_URLS DECODE_URLS   comma-separated http://host:port lists"
@@ -193,6 +200,10 @@ def launch_script(plan: DeployPlan) -> str:
         f'MODEL="${{MODEL:-{plan.model_path}}}"',
         f'SERVED_MODEL_NAME="${{SERVED_MODEL_NAME:-{plan.served_model_name}}}"',
         'HOST_IP="${HOST_IP:-127.0.0.1}"',
+    ]
+    if plan.multinode:  # which node of a multi-node replica this is, and where node 0 runs
+        lines += ['NODE_RANK="${NODE_RANK:-0}"', 'LEADER_ADDR="${LEADER_ADDR:-$HOST_IP}"']
+    lines += [
         "",
     ]
     for pool in plan.pools:
@@ -221,6 +232,10 @@ def _pool_function(plan: DeployPlan, pool: Pool, raw: set[str]) -> list[str]:
     if plan.engine == "sglang" and pool.role == "decode":
         i = cmd.index("--disaggregation-bootstrap-port")
         del cmd[i : i + 2]  # decode servers learn each prefill's port from the router
+    if pool.nodes > 1:  # this node's part of a replica spanning pool.nodes nodes
+        flags = rank_flags(plan.engine, pool, '"$LEADER_ADDR"', "$NODE_RANK")
+        cmd += flags
+        raw = raw | {f for f in flags if "$" in f}
     body = " \\\n    ".join([" ".join(env), _shell(cmd, raw)])
     return [f"{pool.role}() {{", f"  {params}", f"  {body}", "}", ""]
 
@@ -308,7 +323,7 @@ def _local_function(plan: DeployPlan) -> list[str]:
 def _dispatch(plan: DeployPlan) -> list[str]:
     lines = ['case "${1:-}" in']
     for pool in plan.pools:
-        gpus = ",".join(str(g) for g in range(pool.tp))
+        gpus = ",".join(str(g) for g in range(pool.gpus_per_pod))
         defaults = [gpus, str(LOCAL_PORT_BASE[pool.role])]
         third = _third_arg(plan, pool)[1]
         if third is not None:
@@ -382,6 +397,12 @@ def pool_objects(plan: DeployPlan, pool: Pool) -> list[dict[str, Any]]:
     pod_meta: dict[str, Any] = {"labels": labels}
     if plan.engine == "sglang" and pool.role == "prefill":
         pod_meta["annotations"] = {SGLANG_BOOTSTRAP_ANNOTATION: str(SGLANG_BOOTSTRAP_PORT)}
+    pod_spec: dict[str, Any] = {
+        "containers": [container],
+        "volumes": [{"name": "shm", "emptyDir": {"medium": "Memory", "sizeLimit": "16Gi"}}],
+    }
+    if pool.node_selector:  # the pool's GPU type (deploy/placement.py)
+        pod_spec["nodeSelector"] = dict([pool.node_selector])
     deployment = {
         "apiVersion": "apps/v1",
         "kind": "Deployment",
@@ -389,17 +410,18 @@ def pool_objects(plan: DeployPlan, pool: Pool) -> list[dict[str, Any]]:
         "spec": {
             "replicas": pool.replicas,
             "selector": {"matchLabels": labels},
-            "template": {
-                "metadata": pod_meta,
-                "spec": {
-                    "containers": [container],
-                    "volumes": [
-                        {"name": "shm", "emptyDir": {"medium": "Memory", "sizeLimit": "16Gi"}}
-                    ],
-                },
-            },
+            "template": {"metadata": pod_meta, "spec": pod_spec},
         },
     }
+    if pool.nodes > 1:  # one pod per node of a replica, grouped by a LeaderWorkerSet
+        container["resources"] = {
+            "limits": {"nvidia.com/gpu": str(pool.gpus_per_pod)},
+            "requests": {"nvidia.com/gpu": str(pool.gpus_per_pod)},
+        }
+        shell = lws.shell_command(plan.engine, pool, cmd)
+        container["command"], container["args"] = shell[:2], shell[2:]
+        group = lws.leader_worker_set(plan.engine, pool, name, labels, pod_meta, pod_spec)
+        return [group, http_service(name, lws.serving_labels(plan.engine, labels), SERVE_PORT)]
     return [deployment, http_service(name, labels, SERVE_PORT)]
 
 
@@ -435,11 +457,9 @@ def router_objects(plan: DeployPlan) -> list[dict[str, Any]]:
             "--pd-disaggregation",
             "--service-discovery",
             "--prefill-selector",
-            f"app.kubernetes.io/name={plan.name}",
-            "app.kubernetes.io/component=prefill",
+            *_selector(plan, "prefill"),
             "--decode-selector",
-            f"app.kubernetes.io/name={plan.name}",
-            "app.kubernetes.io/component=decode",
+            *_selector(plan, "decode"),
             "--service-discovery-port",
             str(SERVE_PORT),
             "--service-discovery-namespace",
@@ -488,6 +508,15 @@ def router_objects(plan: DeployPlan) -> list[dict[str, Any]]:
         http_service(name, labels, ROUTER_PORT),
     ]
     return objects
+
+
+def _selector(plan: DeployPlan, role: str) -> list[str]:
+    """The SGLang router's pod selector for a role: its serving pods (LWS leaders when a
+    replica spans nodes)."""
+    labels = _labels(plan, role)
+    if plan.pool(role).nodes > 1:
+        labels = lws.serving_labels(plan.engine, labels)
+    return [f"{k}={v}" for k, v in labels.items()]
 
 
 def _discovery_rbac(plan: DeployPlan, name: str) -> list[dict[str, Any]]:

@@ -12,6 +12,7 @@ modelservice values schema in shared/schemas/llm-d.
 
 from __future__ import annotations
 
+import shlex
 from typing import Any
 
 from disagg_decider.deploy.engines import (
@@ -21,6 +22,7 @@ from disagg_decider.deploy.engines import (
     sglang_args,
     vllm_args,
 )
+from disagg_decider.deploy.placement import LWS_LEADER, LWS_RANK, rank_flags
 from disagg_decider.deploy.plan import DeployPlan, Pool
 from disagg_decider.deploy.yamltext import yaml_docs_text, yaml_text
 
@@ -53,7 +55,9 @@ def values(plan: DeployPlan) -> dict[str, Any]:
     """Values for the llm-d-modelservice chart; replicas and TP are the verdict's."""
     out: dict[str, Any] = {
         "fullnameOverride": plan.name,
-        "multinode": False,
+        # true: every role is a LeaderWorkerSet (one pod per node of a replica), as llm-d's
+        # wide-EP well-lit path runs them; single-node roles get groups of one.
+        "multinode": plan.multinode,
         "modelArtifacts": {
             "uri": f"hf://{plan.model_path}",
             "name": plan.served_model_name,
@@ -115,6 +119,13 @@ def _role(plan: DeployPlan, pool: Pool) -> dict[str, Any]:
                 *sglang_args(plan, pool),
             ],
         }
+    elif pool.nodes > 1:
+        container |= {
+            "image": plan.image or LLMD_VLLM_IMAGE,
+            "modelCommand": "custom",
+            "command": ["/bin/sh", "-c"],
+            "args": [hybrid_dp_script(plan, pool, port)],
+        }
     else:
         container |= {
             "image": plan.image or LLMD_VLLM_IMAGE,
@@ -142,20 +153,54 @@ def _role(plan: DeployPlan, pool: Pool) -> dict[str, Any]:
         "mountModelVolume": True,
         "volumeMounts": [{"name": "shm", "mountPath": "/dev/shm"}],
     }
-    return {
+    out = {
         "create": True,
         "replicas": pool.replicas,
-        # Attention TP per rank, DP ranks per replica (modelservice values schema).
-        "parallelism": (
-            {"tensor": pool.attention_tp, "data": pool.dp, "dataLocal": pool.dp}
-            if pool.dp > 1
-            else {"tensor": pool.tp}
-        ),
+        # Attention TP per rank, DP ranks per replica and per pod, pods per replica (the
+        # chart's LWS group size, GPUs per pod = dataLocal x tensor): modelservice values schema.
+        "parallelism": _parallelism(pool),
         # false: the chart keeps `replicas`; set true once autoscaling.yaml owns them.
         "autoscaling": {"enabled": False},
         "containers": [container],
         "volumes": [{"name": "shm", "emptyDir": {"medium": "Memory", "sizeLimit": "16Gi"}}],
     }
+    if pool.node_selector:
+        # The chart turns acceleratorTypes into a required node affinity, for Deployments and
+        # LeaderWorkerSets alike (templates/_helpers.tpl, llm-d-modelservice.acceleratorTypes).
+        key, value = pool.node_selector
+        out["acceleratorTypes"] = {"labelKey": key, "labelValues": [value]}
+    return out
+
+
+def _parallelism(pool: Pool) -> dict[str, int]:
+    if pool.nodes > 1:
+        return {
+            "tensor": pool.attention_tp,
+            "data": pool.dp,
+            "dataLocal": pool.dp_local,
+            "workers": pool.nodes,
+        }
+    if pool.dp > 1:
+        return {"tensor": pool.attention_tp, "data": pool.dp, "dataLocal": pool.dp}
+    return {"tensor": pool.tp}
+
+
+def hybrid_dp_script(plan: DeployPlan, pool: Pool, port: int) -> str:
+    """One pod per node of a replica, each running vLLM's API server for its own DP ranks
+    (--data-parallel-hybrid-lb) so the EPP can route to every pod; rank 0's pod (the LWS
+    leader) coordinates. LWS sets LWS_LEADER_ADDRESS and LWS_WORKER_INDEX in every pod."""
+    args = [
+        "vllm",
+        "serve",
+        plan.model_path,
+        "--served-model-name",
+        plan.served_model_name,
+        "--port",
+        str(port),
+        *vllm_args(plan, pool),
+    ]
+    fixed = " ".join(shlex.quote(a) for a in args)
+    return f"exec {fixed} " + " ".join(rank_flags("vllm", pool, LWS_LEADER, LWS_RANK))
 
 
 def epp_config(plan: DeployPlan) -> dict[str, Any]:
@@ -257,11 +302,14 @@ def _scaled_object(
         "kind": "ScaledObject",
         "metadata": {"name": f"{plan.name}-{role}-scaler"},
         "spec": {
-            "scaleTargetRef": {
-                "apiVersion": "apps/v1",
-                "kind": "Deployment",
-                "name": f"{plan.name}-{role}",
-            },
+            # The chart's workload per role: a LeaderWorkerSet in multinode mode (LWS has the
+            # scale subresource KEDA needs), else a Deployment.
+            "scaleTargetRef": (
+                {"apiVersion": "leaderworkerset.x-k8s.io/v1", "kind": "LeaderWorkerSet"}
+                if plan.multinode
+                else {"apiVersion": "apps/v1", "kind": "Deployment"}
+            )
+            | {"name": f"{plan.name}-{role}"},
             "minReplicaCount": pool.replicas,
             "maxReplicaCount": max_replicas,
             "pollingInterval": 15,
@@ -283,6 +331,17 @@ def _values_header(plan: DeployPlan) -> list[str]:
         lines.append(
             "Colocated: a single (decode) role serves prefill and decode; no P/D, no sidecar."
         )
+    if plan.multinode:
+        wide = ", ".join(
+            f"{p.role} {p.nodes} pods x {p.gpus_per_pod} GPUs" for p in plan.pools if p.nodes > 1
+        )
+        lines.append(
+            f"multinode: LeaderWorkerSets (install the LWS controller first); per replica: {wide}."
+        )
+    for p in plan.pools:
+        if p.node_selector:
+            key, value = p.node_selector
+            lines.append(f"{p.role} pods need nodes labelled {key}={value}.")
     return lines
 
 

@@ -16,6 +16,13 @@ from typing import Literal
 
 from disagg_decider import catalog
 from disagg_decider.calc.arch import weight_bytes
+from disagg_decider.deploy.placement import (
+    GPU_PRODUCT_LABEL,
+    heterogeneous_errors,
+    multi_node_errors,
+    pool_gpu_errors,
+    with_placement,
+)
 from disagg_decider.errors import UserError
 from disagg_decider.verdict import Verdict
 from disagg_decider.workload import HfConfigRef, Workload, resolve
@@ -41,6 +48,18 @@ class Pool:
     max_num_batched_tokens: int
     dp: int = 1  # data-parallel attention ranks per replica
     ep: int = 1  # expert-parallel size (1: experts sharded by TP)
+    nodes: int = 1  # nodes one replica spans (wide EP over several nodes: > 1)
+    node_selector: tuple[str, str] | None = None  # (label key, value): the pool's GPU type
+
+    @property
+    def gpus_per_pod(self) -> int:
+        """GPUs each pod of a replica holds: the whole replica, or one node's share."""
+        return self.tp // self.nodes
+
+    @property
+    def dp_local(self) -> int:
+        """DP ranks on each node of a replica (vLLM's --data-parallel-size-local)."""
+        return self.dp // self.nodes
 
     @property
     def gpus(self) -> int:
@@ -84,6 +103,7 @@ class DeployPlan:
     gpus_per_node: int
     verdict: Verdict
     warnings: list[str] = field(default_factory=list)
+    workload: Workload | None = None  # for per-pool GPU counts of a heterogeneous cluster
 
     def pool(self, role: Role) -> Pool:
         for p in self.pools:
@@ -94,6 +114,11 @@ class DeployPlan:
     @property
     def total_gpus(self) -> int:
         return sum(p.gpus for p in self.pools)
+
+    @property
+    def multinode(self) -> bool:
+        """Some replica spans several nodes (llm-d: the chart's LeaderWorkerSet mode)."""
+        return any(p.nodes > 1 for p in self.pools)
 
 
 def make_plan(
@@ -106,6 +131,8 @@ def make_plan(
     served_model_name: str | None = None,
     image: str | None = None,
     base_dir: Path | None = None,
+    gpu_label_key: str = GPU_PRODUCT_LABEL,
+    gpu_products: dict[str, str] | None = None,
 ) -> DeployPlan:
     """Read the pools off the Verdict; `layout` only chooses which of its two sizings to use."""
     warnings: list[str] = []
@@ -130,6 +157,10 @@ def make_plan(
         else (_colocated_pool(verdict),)
     )
     pools = tuple(_engine_limits(p, engine, warnings) for p in pools)
+    hetero = heterogeneous_errors(workload, verdict, disaggregated)
+    if hetero:
+        raise UserError("; ".join(hetero))
+    pools = with_placement(pools, workload, gpu_label_key, gpu_products or {})
     path = model_path or _default_model_path(workload)
     if model_path is None and workload.weights_dtype != "bf16":
         dtype = workload.weights_dtype
@@ -160,6 +191,7 @@ def make_plan(
         gpus_per_node=workload.cluster.gpus_per_node,
         verdict=verdict,
         warnings=warnings,
+        workload=workload,
     )
 
 
@@ -328,12 +360,9 @@ def check(plan: DeployPlan) -> tuple[list[str], list[str]]:
                 f"{pool.role} pool: the calculator found no batch size that meets the TPOT target "
                 f"at TP {pool.tp} (max batch {pool.max_num_seqs}); pin another TP or relax the SLO"
             )
-        if pool.tp > plan.gpus_per_node:
-            errors.append(
-                f"{pool.role} pool: {pool.layout} ({pool.tp} GPUs per replica) exceeds "
-                f"cluster.gpus_per_node ({plan.gpus_per_node}); one replica must fit on one node "
-                "(multi-node replicas, wide-EP ones included, are not emitted)"
-            )
+        errors += multi_node_errors(pool, plan.gpus_per_node, plan.target, plan.engine)
+    if plan.workload is not None:
+        errors += pool_gpu_errors(plan.pools, plan.workload)
     if plan.total_gpus > plan.cluster_gpus:
         layout = " + ".join(f"{p.replicas} {p.role} x {p.layout}" for p in plan.pools)
         errors.append(

@@ -45,6 +45,11 @@ VERIFIED_AGAINST: dict[str, list[str]] = {
         "--deepep-mode low_latency|normal|auto`: sgl-project/sglang "
         "python/sglang/srt/server_args.py and its DeepEP tests; vLLM `--data-parallel-size`, "
         "`--enable-expert-parallel`: vllm/engine/arg_utils.py",
+        "Multinode components `multinode.nodeCount` with the GPU limit per node; the operator "
+        "injects SGLang `--dist-init-addr/--nnodes/--node-rank`, vLLM `--data-parallel-address/"
+        "--data-parallel-size-local/--data-parallel-rpc-port/--data-parallel-start-rank`, and "
+        "wraps TensorRT-LLM in mpirun: docs kubernetes/deployment/multinode-deployment.md and "
+        "the DGD CRD in shared/schemas",
         "Planner `--config` keys (`ttft_ms`, `itl_ms`, `mode`, `optimization_target`, "
         "`pre_deployment_sweeping_mode`, `enable_*_scaling`, `*_engine_num_gpu`): "
         "components/src/dynamo/planner/config/planner_config.py (Dynamo 1.4; it ignores "
@@ -55,6 +60,12 @@ VERIFIED_AGAINST: dict[str, list[str]] = {
         "llm-d/llm-d-inference-scheduler docs/disaggregation.md, deploy/config/pd-epp-config.yaml",
         "vLLM `--kv-transfer-config` NixlConnector/kv_both, `VLLM_NIXL_SIDE_CHANNEL_HOST`: "
         "llm-d/llm-d guides/pd-disaggregation",
+        "`multinode: true` (LeaderWorkerSet per role), `parallelism.workers`/`dataLocal`, "
+        "`acceleratorTypes.labelKey/labelValues` (required node affinity): llm-d-modelservice "
+        "templates/_helpers.tpl and decode-lws.yaml; LWS env `LWS_LEADER_ADDRESS`, "
+        "`LWS_WORKER_INDEX` and vLLM `--data-parallel-hybrid-lb`, `--data-parallel-size-local`, "
+        "`--data-parallel-address`, `--data-parallel-rpc-port`, `--data-parallel-start-rank`: "
+        "llm-d/llm-d guides/wide-ep-lws, vLLM data-parallel deployment docs",
         "KEDA metrics `vllm:num_requests_waiting`, `vllm:kv_cache_usage_perc`: llm-d/llm-d "
         "guides/workload-autoscaling/keda-epp-token-aware; `sglang:num_queue_reqs`, "
         "`sglang:token_usage`: SGLang's Prometheus names as scraped by public dashboards",
@@ -187,8 +198,18 @@ def _deploy_steps(plan: DeployPlan, dynamo_api: str) -> list[str]:
                 "for the declared rate."
             )
         return steps
+    lws_note = (
+        [
+            "Replicas wider than a node run as LeaderWorkerSets: install the LWS controller "
+            "(kubernetes-sigs/lws) first.",
+            "",
+        ]
+        if plan.multinode and plan.target != "dynamo"
+        else []
+    )
     if plan.target == "llm-d":
         return [
+            *lws_note,
             "Needs llm-d's gateway and router charts, KEDA and Prometheus.",
             "",
             "```bash",
@@ -199,6 +220,7 @@ def _deploy_steps(plan: DeployPlan, dynamo_api: str) -> list[str]:
             "```",
         ]
     return [
+        *lws_note,
         "Kubernetes:",
         "",
         "```bash",
@@ -214,8 +236,23 @@ def _deploy_steps(plan: DeployPlan, dynamo_api: str) -> list[str]:
 def _checks(plan: DeployPlan) -> list[str]:
     lines = [
         f"- Each replica fits one node: max TP {max(p.tp for p in plan.pools)} <= "
-        f"{plan.gpus_per_node} GPUs per node.",
+        f"{plan.gpus_per_node} GPUs per node."
+        if not plan.multinode
+        else "- Replicas wider than a node fill whole nodes: "
+        + ", ".join(
+            f"{p.role} {p.layout} = {p.nodes} pods x {p.gpus_per_pod} GPUs"
+            for p in plan.pools
+            if p.nodes > 1
+        )
+        + "; the expert all-to-all crosses nodes over RDMA (DeepEP needs every NIC able to "
+        "reach every NIC of the other nodes).",
         f"- The pools fit the cluster: {plan.total_gpus} <= {plan.cluster_gpus} GPUs.",
+    ]
+    lines += [
+        f"- {p.role} pods are pinned to `{p.node_selector[0]}={p.node_selector[1]}` nodes; check "
+        f"the value with `kubectl get nodes -L {p.node_selector[0]}` (--gpu-product replaces it)."
+        for p in plan.pools
+        if p.node_selector
     ]
     if plan.disaggregated and plan.engine == "vllm":
         lines.append("- vLLM NIXL: decode TP >= prefill TP.")

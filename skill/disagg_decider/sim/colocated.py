@@ -51,14 +51,19 @@ class ColocatedConfig:
     max_batch: int  # sequences in flight per replica (max_num_seqs)
     policy: Policy = "chunked"
     router: str = "least-work"  # sim.routing: fewest requests in flight, round-robin, random
+    dp: int = 1  # tp counts GPUs per replica: dp attention ranks of tp // dp GPUs
+    ep: int = 1
 
     @property
     def gpus(self) -> int:
         return self.replicas * self.tp
 
     def layout(self) -> str:
+        from disagg_decider.calc.parallel import label
+
         policy = f"chunk {self.chunk_tokens}" if self.policy == "chunked" else "prefill-first"
-        return f"{self.replicas} x TP{self.tp}, {policy}, max batch {self.max_batch}"
+        shape = label(self.tp // self.dp, self.dp, self.ep)
+        return f"{self.replicas} x {shape}, {policy}, max batch {self.max_batch}"
 
 
 class _Shared:

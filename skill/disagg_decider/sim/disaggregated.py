@@ -27,6 +27,7 @@ import numpy as np
 
 from disagg_decider.calc import kv, transfer
 from disagg_decider.calc.kvpath import TransferPath
+from disagg_decider.calc.parallel import label
 from disagg_decider.calc.prefill import prefill_ms
 from disagg_decider.calc.step import Engine
 from disagg_decider.sim.batch import DecodeBatch, run_ms, steps_within
@@ -49,15 +50,34 @@ class DisaggregatedConfig:
     path: TransferPath
     layerwise: bool = False
     router: str = "least-work"  # sim.routing: how a prompt picks its prefill replica
+    # prefill_tp / decode_tp count GPUs per replica; a DP-attention replica holds dp ranks of
+    # tp // dp GPUs each, experts over ep GPUs (calc/parallel.py).
+    prefill_dp: int = 1
+    decode_dp: int = 1
+    prefill_ep: int = 1
+    decode_ep: int = 1
+    prefill_gpu: str = ""  # set when the pools run different GPU types (calc/hetero.py)
+    decode_gpu: str = ""
 
     @property
     def gpus(self) -> int:
         return self.prefill_replicas * self.prefill_tp + self.decode_replicas * self.decode_tp
 
+    @property
+    def senders_tp(self) -> tuple[int, int]:
+        """Attention TP on each side: the ranks one request's KV lives on and moves between
+        (`TransferPath.gb_per_s`, as the calculator's search prices a transfer)."""
+        return self.prefill_tp // self.prefill_dp, self.decode_tp // self.decode_dp
+
     def layout(self) -> str:
+        p_tp, d_tp = self.senders_tp
+        p = label(p_tp, self.prefill_dp, self.prefill_ep)
+        d = label(d_tp, self.decode_dp, self.decode_ep)
+        if self.prefill_gpu:
+            p, d = f"{p} on {self.prefill_gpu}", f"{d} on {self.decode_gpu}"
         return (
-            f"{self.prefill_replicas}P x TP{self.prefill_tp} + {self.decode_replicas}D x "
-            f"TP{self.decode_tp}, max batch {self.max_batch}, KV over {self.path.kind}"
+            f"{self.prefill_replicas}P x {p} + {self.decode_replicas}D x {d}, "
+            f"max batch {self.max_batch}, KV over {self.path.kind}"
         )
 
 
@@ -75,7 +95,7 @@ class _Sim:
         service = np.asarray(prefill_ms(p_engine, uncached, requests.cached.astype(float)))
         self.service_ms = np.broadcast_to(service, (n,)).tolist()
         size = kv.kv_bytes(p_engine.model, p_engine.kv_dtype, uncached)
-        gb_per_s = cfg.path.gb_per_s(cfg.prefill_tp, cfg.decode_tp)
+        gb_per_s = cfg.path.gb_per_s(*cfg.senders_tp)
         alone = np.asarray(transfer.transfer_ms(size, gb_per_s, cfg.path.latency_ms))
         if cfg.layerwise:
             alone = np.asarray(
@@ -94,7 +114,10 @@ class _Sim:
         self.picker = Picker(cfg.router, cfg.prefill_replicas)
         self.decoders = [_Decoder(j, self) for j in range(cfg.decode_replicas)]
         self.waiting: deque[int] = deque()  # prefilled, no decode replica has room yet
-        self.link = _Link(cfg.decode_replicas, self)
+        # One receiver per decode DP rank: each rank takes its requests' KV on its own NICs,
+        # so a replica's ingress is dp x one transfer's bandwidth, as the calculator prices it.
+        self.ranks = cfg.decode_dp
+        self.link = _Link(cfg.decode_replicas * cfg.decode_dp, self)
 
     def push(self, time: float, kind: int, a: int, b: int) -> None:
         self.seq += 1
@@ -125,7 +148,9 @@ class _Sim:
             return False
         best.seated += 1
         best.kv_used += need
-        self.link.start(rid, best.index, now)
+        base = best.index * self.ranks
+        rank = min(range(base, base + self.ranks), key=lambda k: len(self.link.ends[k]))
+        self.link.start(rid, rank, now)
         return True
 
     def seats_freed(self, now: float) -> None:
@@ -136,9 +161,11 @@ class _Sim:
 class _Link:
     """KV transfers in flight into each decode replica, sharing its ingress equally.
 
-    Every transfer runs on min(prefill TP, decode TP) NICs (`TransferPath.gb_per_s`, its time
-    alone `transfer_ms`), and the transfers into one decode replica share those NICs: processor
-    sharing per receiver, the ingress limit the calculator prices (`search.ingress_rate_per_s`).
+    Every transfer runs on min(prefill attention TP, decode attention TP) NICs
+    (`TransferPath.gb_per_s`, its time alone `transfer_ms`), and the transfers into one receiver
+    share those NICs: processor sharing per receiver, the ingress limit the calculator prices
+    (`search.ingress_rate_per_s`). A receiver is one decode DP rank (one per TP-only replica);
+    a request's KV goes to the rank of its replica with the fewest transfers in flight.
     Each receiver keeps a virtual clock that advances at 1 / (transfers in flight) of real
     time; a transfer ends when the clock has advanced by its time alone. Only the receiver's
     earliest end is an event, so a start or an end costs O(log n), however many transfers
@@ -269,7 +296,7 @@ def simulate(
             sim.prefill_done(a, now)
         else:
             for rid in link.finished(a, b, now):
-                decoders[a].join(rid, now)
+                decoders[a // sim.ranks].join(rid, now)
 
     run_events(requests.arrival_ms.tolist(), sim.heap, handle, sim.arrive, progress)
     return Outcome(

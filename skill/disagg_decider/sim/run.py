@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from disagg_decider.calc import transfer
 from disagg_decider.calc.kvpath import transfer_path
@@ -42,6 +42,9 @@ class Setup:
     decode_engine: Engine
     colocated: ColocatedConfig
     disaggregated: DisaggregatedConfig
+    # Heterogeneous clusters: each GPU type's colocated replicas with its share of arrivals
+    # (sim/hetero.py); empty otherwise.
+    colocated_pools: tuple = ()
 
 
 def engine(r: Resolved, tp: int, dp: int = 1, ep: int = 1) -> Engine:
@@ -67,11 +70,17 @@ def setup(
     batch_cap: str = "engine",
     router: str = "least-work",
 ) -> Setup:
-    if r.workload.cluster.heterogeneous:
-        raise UserError(
-            "cluster.prefill_gpu/decode_gpu: the simulator runs one GPU type; simulate each "
-            "pool's workload on its own (heterogeneous pools are priced by the calculator only)"
-        )
+    hetero = r.workload.cluster.heterogeneous
+    if hetero:
+        from disagg_decider.sim import hetero as het
+
+        het.check_cross_split(verdict)
+        if colocated_gpus is not None:
+            raise UserError(
+                "--colocated-gpus: a heterogeneous cluster's colocated mode runs every GPU of "
+                "both pools (each pool's own colocated layout); resize cluster.prefill_gpus / "
+                "decode_gpus instead"
+            )
     s = verdict.sizing
     engine_batch = r.workload.efficiency.max_decode_batch
     use_verdict = batch_cap == "verdict"
@@ -84,19 +93,40 @@ def setup(
     c_replicas = _replicas("--colocated-gpus", colocated_gpus, c_gpus, s.colocated_replicas)
     p_replicas = _replicas("--prefill-gpus", prefill_gpus, p_gpus, s.prefill_replicas)
     d_replicas = _replicas("--decode-gpus", decode_gpus, d_gpus, s.decode_replicas)
-    colo = ColocatedConfig(
-        replicas=c_replicas,
-        tp=c_gpus,
-        chunk_tokens=s.colocated_chunk_tokens,
-        max_batch=min(
-            max(s.colocated_max_batch, 1)
-            if use_verdict and verdict.colocated.feasible
-            else engine_batch,
-            s.colocated_chunk_tokens - 1,
-        ),
-        policy=policy,
-        router=router,
+
+    def colocated_config(replicas: int, gpus: int, c, feasible: bool) -> ColocatedConfig:
+        return ColocatedConfig(
+            replicas=replicas,
+            tp=gpus,
+            chunk_tokens=c.chunk_tokens,
+            max_batch=min(
+                max(c.max_batch, 1) if use_verdict and feasible else engine_batch,
+                c.chunk_tokens - 1,
+            ),
+            policy=policy,
+            router=router,
+            dp=c.dp,
+            ep=c.ep,
+        )
+
+    colo = colocated_config(
+        c_replicas,
+        c_gpus,
+        _Colocated(s.colocated_dp, s.colocated_ep, s.colocated_chunk_tokens, s.colocated_max_batch),
+        verdict.colocated.feasible,
     )
+    pools: tuple = ()
+    p_r, d_r, path = r, r, transfer_path(r)
+    if hetero:
+        from disagg_decider.calc import hetero as calc_hetero
+
+        pools = het.colocated_pools(
+            r,
+            lambda n, gpus, c, a: colocated_config(n, gpus, c, a.colocated.feasible),
+            engine,
+        )
+        p_r, d_r = calc_hetero.pool_resolved(r, "prefill"), calc_hetero.pool_resolved(r, "decode")
+        path = calc_hetero.network_path(r)
     dis = DisaggregatedConfig(
         prefill_replicas=p_replicas,
         prefill_tp=p_gpus,
@@ -105,18 +135,35 @@ def setup(
         max_batch=max(s.decode_max_batch, 1)
         if use_verdict and verdict.disaggregated.feasible
         else engine_batch,
-        path=transfer_path(r),
+        path=path,
         layerwise=layerwise_transfer(r),
         router=router,
+        prefill_dp=s.prefill_dp,
+        decode_dp=s.decode_dp,
+        prefill_ep=s.prefill_ep,
+        decode_ep=s.decode_ep,
+        prefill_gpu=p_r.gpu.id if hetero else "",
+        decode_gpu=d_r.gpu.id if hetero else "",
     )
     return Setup(
         resolved=r,
         colocated_engine=engine(r, s.colocated_tp, s.colocated_dp, s.colocated_ep),
-        prefill_engine=engine(r, s.prefill_tp, s.prefill_dp, s.prefill_ep),
-        decode_engine=engine(r, s.decode_tp, s.decode_dp, s.decode_ep),
+        prefill_engine=engine(p_r, s.prefill_tp, s.prefill_dp, s.prefill_ep),
+        decode_engine=engine(d_r, s.decode_tp, s.decode_dp, s.decode_ep),
         colocated=colo,
         disaggregated=dis,
+        colocated_pools=pools,
     )
+
+
+@dataclass(frozen=True)
+class _Colocated:
+    """The verdict's colocated sizing in the shape of a calculator ColocatedResult."""
+
+    dp: int
+    ep: int
+    chunk_tokens: int
+    max_batch: int
 
 
 def _replicas(option: str, gpus: int | None, tp: int, default: int) -> int:
@@ -146,6 +193,19 @@ def synthetic_requests(
 def simulate_mode(
     s: Setup, mode: str, requests: reqs.Requests, progress: Callable[[int], None] | None = None
 ) -> Outcome:
+    if mode == "colocated" and s.colocated_pools:
+        from disagg_decider.sim import hetero as het
+
+        parts = het.split(requests, [p.share for p in s.colocated_pools])
+        outcomes = [
+            colocated.simulate(p.engine, het.subset(requests, idx), p.config)
+            for p, idx in zip(s.colocated_pools, parts, strict=True)
+        ]
+        outcomes = [
+            replace(o, layout=f"{o.layout} on {p.gpu}")
+            for p, o in zip(s.colocated_pools, outcomes, strict=True)
+        ]
+        return het.merged(outcomes, parts, len(requests))
     if mode == "colocated":
         return colocated.simulate(s.colocated_engine, requests, s.colocated, progress)
     return disaggregated.simulate(
@@ -189,12 +249,17 @@ def simulate_and_score(
     """One mode simulated and scored against the workload's SLOs and GPU price."""
     w = s.resolved.workload
     outcome = simulate_mode(s, mode, requests, progress)
-    return metrics.summarize(
-        outcome, requests, w.slo.ttft_ms, w.slo.tpot_ms, w.cost.usd_per_gpu_hour
-    )
+    usd = w.cost.usd_per_gpu_hour
+    if w.cluster.heterogeneous:  # each pool's GPUs at its own price
+        from disagg_decider.sim import hetero as het
+
+        usd = het.usd_per_gpu_hour(s.resolved, s, mode)
+    return metrics.summarize(outcome, requests, w.slo.ttft_ms, w.slo.tpot_ms, usd)
 
 
 def gpus_of(s: Setup, mode: str) -> int:
+    if mode == "colocated" and s.colocated_pools:
+        return sum(p.config.gpus for p in s.colocated_pools)
     return s.colocated.gpus if mode == "colocated" else s.disaggregated.gpus
 
 
