@@ -24,6 +24,7 @@ colocated model; it then decodes its remaining output tokens one per iteration.
 
 from __future__ import annotations
 
+import functools
 from collections import deque
 from dataclasses import dataclass
 from heapq import heappop, heappush
@@ -164,7 +165,18 @@ class Replica:
                 entry.context += take
                 queued -= take
                 if entry.left == 0:
-                    self._prompt_done(entry, now)
+                    # self._prompt_done(entry, now), with batch.join inlined
+                    s, rid = self.s, entry.rid
+                    s.first_ms[rid] = now
+                    output = s.output[rid]
+                    if output > 1:
+                        step = batch.step
+                        base = float(s.prompt[rid]) - step
+                        heappush(batch.finishes, (step + output - 1, rid, base))
+                        batch.context_base += base
+                        batch.size += 1
+                    else:
+                        self._finish(rid, now)
             self.queued_tokens = queued
             queue = self.queue
             while queue and queue[0].left == 0:
@@ -343,7 +355,11 @@ def simulate(engine: Engine, requests: Requests, cfg: ColocatedConfig, progress=
         now = now_ms[0]
         best = best_left = best_flight = -1
         for replica in replicas:
-            left = replica.prompt_tokens_left(now)
+            left = replica.queued_tokens  # replica.prompt_tokens_left(now), inlined
+            if replica.kind == CHUNK and replica.queue:
+                done = steps_within(replica.first, replica.slope, now - replica.t0, replica.k) - 1
+                if done > 0:
+                    left -= done * replica.tokens
             flight = replica.in_flight
             if best < 0 or left < best_left or (left == best_left and flight < best_flight):
                 best, best_left, best_flight = replica.index, left, flight
@@ -352,7 +368,8 @@ def simulate(engine: Engine, requests: Requests, cfg: ColocatedConfig, progress=
     # The event loop of `events.run_events`, written out here: the run ends are dispatched
     # without a handler call (an event due at an arrival's instant still goes first), and a
     # single replica needs no router.
-    pick = picker.pick
+    # `least-work` picks what `shortest` names (Picker.pick, without the call)
+    route = shortest if cfg.router == "least-work" else functools.partial(picker.pick, shortest)
     only = replicas[0] if len(replicas) == 1 else None
     with paused_collector():
         for i, arrival in enumerate(requests.arrival_ms.tolist()):
@@ -365,7 +382,7 @@ def simulate(engine: Engine, requests: Requests, cfg: ColocatedConfig, progress=
                 only.arrive(i, arrival)
             else:
                 now_ms[0] = arrival
-                replicas[pick(shortest)].arrive(i, arrival)
+                replicas[route()].arrive(i, arrival)
             if progress is not None and not (i + 1) & 0xFFF:
                 progress(i + 1)
         while heap:
