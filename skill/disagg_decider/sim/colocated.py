@@ -38,10 +38,11 @@ from disagg_decider.sim.events import paused_collector
 from disagg_decider.sim.outcome import Outcome
 from disagg_decider.sim.requests import Requests
 from disagg_decider.sim.routing import Picker
-from disagg_decider.sim.steps import DecodeTable, MixedTable
+from disagg_decider.sim.steps import CONTEXT_POINTS, DecodeTable, MixedTable
 
 Policy = Literal["chunked", "prefill-first"]
 IDLE, DECODE, CHUNK, SINGLE = 0, 1, 2, 3
+CONTEXT_LAST = CONTEXT_POINTS - 2  # the decode table's last segment
 
 
 @dataclass(frozen=True)
@@ -128,6 +129,8 @@ class Replica:
         self.kv_need = shared.kv_need
         self.mixed_ms = shared.mixed.ms
         self.decode_ms = shared.decode.ms
+        self.decode_rows = shared.decode.rows
+        self.decode_inv_step = shared.decode.inv_step
 
     # --- events ---------------------------------------------------------------------------------
 
@@ -246,11 +249,23 @@ class Replica:
             step = batch.step
             k = batch.finishes[0][0] - step
             mean = batch.context_base / size + step
-            first = self.decode_ms(size, mean)
+            # first = self.decode_ms(size, mean), inlined (steps.DecodeTable.ms)
+            row, inv_step, i_last = self.decode_rows[size], self.decode_inv_step, CONTEXT_LAST
+            x = mean * inv_step
+            i = int(x)
+            if i > i_last:
+                i = i_last
+            lo = row[i]
+            first = lo + (row[i + 1] - lo) * (x - i)
             # self._start(now, DECODE, k, first, last), inlined
             self.kind, self.t0, self.k, self.first = DECODE, now, k, first
             if k > 1:
-                last = self.decode_ms(size, mean + (k - 1))
+                x = (mean + (k - 1)) * inv_step  # last = self.decode_ms(size, mean + (k - 1))
+                i = int(x)
+                if i > i_last:
+                    i = i_last
+                lo = row[i]
+                last = lo + (row[i + 1] - lo) * (x - i)
                 slope = self.slope = (last - first) / (k - 1)
             else:
                 slope = self.slope = 0.0
@@ -292,7 +307,12 @@ class Replica:
             mean = batch.context_base / size + batch.step if size else 0.0
             ms = self.mixed_ms(size, mean, tokens, prompt_context)
         self.pieces = pieces
-        self._start(now, SINGLE, 1, ms, ms)
+        # self._start(now, SINGLE, 1, ms, ms), inlined
+        self.kind, self.t0, self.k, self.first = SINGLE, now, 1, ms
+        self.slope = 0.0
+        self.version = version = self.version + 1
+        end = now + ms  # k = 1, slope 0: now + k * first + slope * k * (k - 1) / 2
+        heappush(self.heap, (end, self.index, version))
 
     def _start(self, now: float, kind: int, k: int, first: float, last: float) -> None:
         self.kind, self.t0, self.k, self.first = kind, now, k, first
