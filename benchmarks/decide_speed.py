@@ -20,8 +20,7 @@ Reports, on one core (the process is pinned to CPU 0 where the OS allows):
     in CPU time (user + system of the child, which moves less with the load). Children get
     a private bytecode cache (PYTHONPYCACHEPREFIX, filled by a warm-up launch), as an
     installed wheel has; also reported: the ratio to importing all the core dependencies
-    (numpy, pydantic, yaml, typer, jinja2, rich) and the ratio when the project's modules
-    are compiled from source on every launch (PYTHONDONTWRITEBYTECODE=1);
+    (numpy, pydantic, yaml, typer, jinja2, rich);
   - one `decide_disaggregation` call through the MCP SDK's in-memory client
     (`benchmarks/mcp_latency.py`), when the `mcp` package is installed.
 
@@ -33,9 +32,11 @@ the median over repeats with the min-max spread.
 from __future__ import annotations
 
 import argparse
+import atexit
 import json
 import os
 import resource
+import shutil
 import statistics
 import subprocess
 import sys
@@ -102,20 +103,16 @@ print(json.dumps(sorted({m.split(".")[0] for m in sys.modules})))
 
 CORE_DEPENDENCIES = ["numpy", "pydantic", "yaml", "typer", "jinja2", "rich"]  # pyproject, less mcp
 _PYCACHE = tempfile.mkdtemp(prefix="decide-speed-pycache-")
+atexit.register(shutil.rmtree, _PYCACHE, ignore_errors=True)
 
 
-def _env(bytecode: bool = True) -> dict[str, str]:
-    """The children's environment. With `bytecode` (the default), compiled modules are cached
-    in a private folder (PYTHONPYCACHEPREFIX; the warm-up launch writes them), as an installed
-    wheel has them; without, PYTHONDONTWRITEBYTECODE=1 makes every launch compile this
-    project's modules from source (this session's machines set that variable)."""
-    env = {**os.environ, "PYTHONPATH": str(ROOT / "skill")}
-    if bytecode:
-        env.pop("PYTHONDONTWRITEBYTECODE", None)
-        env["PYTHONPYCACHEPREFIX"] = _PYCACHE
-    else:
-        env["PYTHONDONTWRITEBYTECODE"] = "1"
-        env.pop("PYTHONPYCACHEPREFIX", None)
+def _env() -> dict[str, str]:
+    """The children's environment: compiled modules cached in a private folder
+    (PYTHONPYCACHEPREFIX; the warm-up launch writes them), as an installed wheel has them, even
+    where PYTHONDONTWRITEBYTECODE=1 would make every launch compile this project's modules
+    from source (this session's machines set it: about 40-50 ms more CPU per verdict)."""
+    env = {**os.environ, "PYTHONPATH": str(ROOT / "skill"), "PYTHONPYCACHEPREFIX": _PYCACHE}
+    env.pop("PYTHONDONTWRITEBYTECODE", None)
     return env
 
 
@@ -139,10 +136,10 @@ def _children_cpu_s() -> float:
     return usage.ru_utime + usage.ru_stime
 
 
-def process_s(cmd: list[str], bytecode: bool = True) -> tuple[float, float]:
+def process_s(cmd: list[str]) -> tuple[float, float]:
     """(wall, CPU) seconds of one launch; CPU (user + system) moves less with the load."""
     cpu, start = _children_cpu_s(), time.perf_counter()
-    subprocess.run(cmd, check=True, capture_output=True, env=_env(bytecode))
+    subprocess.run(cmd, check=True, capture_output=True, env=_env())
     return time.perf_counter() - start, _children_cpu_s() - cpu
 
 
@@ -160,16 +157,13 @@ def startup_commands(path: Path, deps_import: str, core_import: str) -> dict[str
 
 def startup_round(commands: dict[str, list[str]], runs: int) -> dict[str, float]:
     """Median wall and CPU seconds of a bare interpreter, the dependency imports and the
-    verdict, launched back to back `runs` times; plus the verdict compiling from source."""
+    verdict, launched back to back `runs` times."""
     samples: dict[str, list[float]] = {}
     for _ in range(runs):
         for name, cmd in commands.items():
             wall, cpu = process_s(cmd)
             samples.setdefault(name, []).append(wall)
             samples.setdefault(name + " cpu", []).append(cpu)
-        wall, cpu = process_s(commands["decide"], bytecode=False)
-        samples.setdefault("source", []).append(wall)
-        samples.setdefault("source cpu", []).append(cpu)
     return {k: statistics.median(v) for k, v in samples.items()}
 
 
@@ -268,7 +262,6 @@ def main() -> None:
     ratio = [r["decide"] / r["deps"] for r in rounds]
     cpu_ratio = [r["decide cpu"] / r["deps cpu"] for r in rounds]
     core_ratio = [r["decide"] / r["core"] for r in rounds]
-    source_ratio = [r["source"] / r["deps"] for r in rounds]
     print(f"`decide --workload {example.name} --format json` as a fresh process:")
     print(f"  its third-party imports: {', '.join(deps)}; baseline: python -c '{deps_import}'")
     print(f"  decide wall s:        {spread([r['decide'] for r in rounds], '.3f')}")
@@ -279,10 +272,6 @@ def main() -> None:
     print(
         f"  decide / the core dependencies ({', '.join(CORE_DEPENDENCIES)}): "
         f"{spread(core_ratio, '.2f')}"
-    )
-    print(
-        "  decide compiling its modules from source (PYTHONDONTWRITEBYTECODE=1) / dependencies: "
-        f"{spread(source_ratio, '.2f')}"
     )
     if mcp_ms:
         print(f"MCP decide_disaggregation through the in-memory client ({args.mcp_calls} calls):")
