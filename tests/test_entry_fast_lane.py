@@ -8,6 +8,7 @@ exit code byte for byte.
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -84,3 +85,48 @@ def test_the_fast_lane_prints_what_the_typer_app_prints(args, tmp_path):
 )
 def test_only_a_plain_verdict_request_takes_the_fast_lane(args, expected):
     assert verdict_request(args) == expected
+
+
+PLUGIN_PROBE = """
+import json, os, sys
+from disagg_decider.entry import skip_pydantic_plugin_discovery
+skip_pydantic_plugin_discovery()
+from pydantic import BaseModel
+class M(BaseModel):
+    x: int
+seen = {"value": M(x=1).x, "metadata": "importlib.metadata" in sys.modules,
+        "variable": os.environ.get("PYDANTIC_DISABLE_PLUGINS")}
+os.environ["PYDANTIC_DISABLE_PLUGINS"] = ""  # plugins back on: the real loader answers
+from pydantic.plugin._loader import get_plugins
+seen["plugins"] = list(get_plugins())
+seen["real"] = sys.modules["pydantic.plugin._loader"].__file__ is not None
+print(json.dumps(seen))
+"""
+
+
+def test_pydantic_builds_models_without_plugin_discovery_and_can_get_it_back():
+    env = {**os.environ, "PYTHONPATH": str(ROOT / "skill")}
+    env.pop("PYDANTIC_DISABLE_PLUGINS", None)
+    proc = subprocess.run(
+        [sys.executable, "-c", PLUGIN_PROBE], capture_output=True, text=True, env=env, timeout=60
+    )
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    seen = json.loads(proc.stdout)
+    assert seen["value"] == 1
+    assert seen["metadata"] is False
+    assert seen["variable"] == "1"
+    assert seen["plugins"] == []  # none installed here; asked of pydantic's own loader
+    assert seen["real"] is True
+
+
+def test_a_users_pydantic_plugin_setting_is_left_alone():
+    probe = (
+        "import os, sys; from disagg_decider.entry import skip_pydantic_plugin_discovery; "
+        "skip_pydantic_plugin_discovery(); "
+        "print(os.environ['PYDANTIC_DISABLE_PLUGINS'], 'pydantic.plugin._loader' in sys.modules)"
+    )
+    env = {**os.environ, "PYTHONPATH": str(ROOT / "skill"), "PYDANTIC_DISABLE_PLUGINS": "logfire"}
+    proc = subprocess.run(
+        [sys.executable, "-c", probe], capture_output=True, text=True, env=env, timeout=60
+    )
+    assert proc.stdout.split() == ["logfire", "False"]

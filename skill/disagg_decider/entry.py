@@ -49,8 +49,8 @@ def skip_pydantic_plugin_discovery() -> None:
     socket: ~13 ms) only to return no plugin when that variable is set.
 
     The stand-in answers exactly as pydantic's loader does with plugins disabled; if the
-    variable is changed later in the process, it hands over to the real loader. pydantic
-    imports the loader in one place, for its one function (`get_plugins`, pydantic 2.x).
+    variable is changed later in the process, or pydantic asks it for anything else, it hands
+    over to the real loader. (pydantic 2.x imports the loader in one place, for `get_plugins`.)
     """
     if "PYDANTIC_DISABLE_PLUGINS" in os.environ:
         return
@@ -62,15 +62,25 @@ def skip_pydantic_plugin_discovery() -> None:
 
     stand_in = types.ModuleType(name, "disagg_decider.entry: pydantic plugins disabled")
 
+    def real_loader() -> types.ModuleType:
+        import importlib
+
+        if sys.modules.get(name) is stand_in:
+            del sys.modules[name]
+        return importlib.import_module(name)
+
     def get_plugins():
         if os.environ.get("PYDANTIC_DISABLE_PLUGINS") in _DISABLED:
             return ()
-        del sys.modules[name]
-        import importlib
+        return real_loader().get_plugins()
 
-        return importlib.import_module(name).get_plugins()
+    def other(attr: str):  # PEP 562; dunders (the import system asks for __path__) are absent
+        if attr.startswith("__"):
+            raise AttributeError(attr)
+        return getattr(real_loader(), attr)
 
     stand_in.get_plugins = get_plugins
+    stand_in.__getattr__ = other
     sys.modules[name] = stand_in
 
 
