@@ -4,7 +4,9 @@ Run: python benchmarks/sim_throughput.py [--requests 100000] [--workload FILE] [
 (from the repository root, with `skill` on PYTHONPATH or the package installed).
 
 Builds the workload's verdict, the verdict's pools, N synthetic requests at the workload's
-rate, then times each mode's simulation alone (best of --repeat), one process, one core; then
+rate, then times each mode's simulation alone (best of --repeat, and the range of wall-clock and
+of CPU-time rates over the repeats: on a shared machine the CPU time moves less with the load),
+one process, one core; then
 both modes scored as `decide simulate` runs them, one after the other (`--jobs 1`) and in two
 worker processes (`--jobs 2`), best of --repeat each, interleaved.
 """
@@ -45,15 +47,21 @@ def main() -> None:
         f"{args.requests:,} requests at {w.traffic.requests_per_second:g} req/s, seed {args.seed}"
     )
     print(f"python {platform.python_version()} on {platform.machine()}, best of {args.repeat}")
+    if hasattr(os, "getloadavg"):
+        print(f"1-min load average {os.getloadavg()[0]:.1f} at the start ({os.cpu_count()} CPUs)")
     for mode in ("colocated", "disaggregated"):
-        best = float("inf")
+        walls, cpus = [], []
         for _ in range(args.repeat):
-            start = time.perf_counter()
+            start, cpu = time.perf_counter(), time.process_time()
             outcome = run.simulate_mode(s, mode, requests)
-            best = min(best, time.perf_counter() - start)
+            walls.append(time.perf_counter() - start)
+            cpus.append(time.process_time() - cpu)
+        rates = sorted(args.requests / t for t in walls)
+        cpu_rates = sorted(args.requests / t for t in cpus)
         print(
-            f"  {mode:<14} {outcome.layout:<60} {args.requests / best:>10,.0f} requests/s "
-            f"({best:.2f} s)"
+            f"  {mode:<14} {outcome.layout:<60} {rates[-1]:>10,.0f} requests/s "
+            f"({min(walls):.2f} s; wall {rates[0]:,.0f}-{rates[-1]:,.0f}/s, "
+            f"CPU time {cpu_rates[0]:,.0f}-{cpu_rates[-1]:,.0f}/s over the repeats)"
         )
     both = {1: float("inf"), 2: float("inf")}
     for _ in range(args.repeat):

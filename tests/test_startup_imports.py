@@ -41,11 +41,15 @@ NOT_ON_VERDICT_PATH = [
     "matplotlib",
     "numpy.ma",
 ]
+# What the installed `decide` (`entry.main`) also spares a plain verdict: the command-line
+# framework (typer, its vendored click, its pydantic TypeAdapters per option) and pydantic's
+# plugin discovery (importlib.metadata scanning every installed distribution).
+NOT_IN_THE_FAST_LANE = ["typer", "click", "importlib.metadata", "disagg_decider.cli_lazy"]
 
 PROBE = """
 import contextlib, io, json, sys
 sys.argv = ["decide", *json.loads(sys.argv[1])]
-from disagg_decider.cli import main
+from disagg_decider.entry import main
 printed = io.StringIO()
 code = 0
 with contextlib.redirect_stdout(printed):
@@ -72,10 +76,8 @@ def loaded_after(args: list[str]) -> tuple[dict, set[str]]:
     return report, set(report["modules"])
 
 
-def heavy(modules: set[str]) -> list[str]:
-    return sorted(
-        m for m in modules if any(m == p or m.startswith(p + ".") for p in NOT_ON_VERDICT_PATH)
-    )
+def heavy(modules: set[str], names: list[str] = NOT_ON_VERDICT_PATH) -> list[str]:
+    return sorted(m for m in modules if any(m == p or m.startswith(p + ".") for p in names))
 
 
 def test_json_verdict_loads_no_subcommand_simulator_mcp_or_masked_arrays():
@@ -85,6 +87,16 @@ def test_json_verdict_loads_no_subcommand_simulator_mcp_or_masked_arrays():
     assert verdict["decision"] in {"colocate", "dynamo", "llm-d"}
     assert "disagg_decider.decide" in modules  # the probe did run a verdict
     assert heavy(modules) == []
+    assert heavy(modules, NOT_IN_THE_FAST_LANE) == []
+
+
+def test_any_other_command_line_gets_typer_and_the_same_verdict():
+    """`--workload=FILE` is not the fast lane's shape: typer parses it, and prints the same."""
+    fast, _ = loaded_after(["--workload", str(EXAMPLE), "--format", "json"])
+    report, modules = loaded_after([f"--workload={EXAMPLE}", "--format", "json"])
+    assert "typer" in modules
+    assert report["code"] == 0
+    assert report["stdout"] == fast["stdout"]
 
 
 def test_a_subcommand_loads_its_own_module_only_when_named():

@@ -1,3 +1,3 @@
-from disagg_decider.cli import main
+from disagg_decider.entry import main
 
 main()

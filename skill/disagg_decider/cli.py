@@ -7,22 +7,24 @@ message naming the file, field or id; `--json`-style output goes to stdout only.
 
 from __future__ import annotations
 
-import json
-import os
 import sys
 from enum import StrEnum
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated
+from typing import Annotated
 
 import typer
 
 from disagg_decider import __version__
-from disagg_decider.cli_common import err, out, parse_sets, plain_text, write_output
+from disagg_decider.cli_common import out
 from disagg_decider.cli_lazy import LazyGroup, readable_metavars
+from disagg_decider.cli_verdict import (
+    emit_verdict,
+    pause_collector_for_process,
+    report_error,
+    resume_collector,
+    verdict_json,  # noqa: F401 (re-exported: the verdict's JSON as `decide` prints it)
+)
 from disagg_decider.errors import UserError
-
-if TYPE_CHECKING:
-    from disagg_decider.verdict import Verdict
 
 app = typer.Typer(
     # subcommands load their module only when named (or listed by --help): see cli_lazy
@@ -54,10 +56,6 @@ class Format(StrEnum):
     text = "text"
     json = "json"
     markdown = "markdown"
-
-
-def verdict_json(verdict: Verdict) -> str:
-    return json.dumps(verdict.model_dump(mode="json"), indent=2, allow_nan=False)
 
 
 @app.callback(invoke_without_command=True)
@@ -105,7 +103,7 @@ def main_command(
         out().print(f"disagg-decider {__version__}")
         raise typer.Exit()
     if ctx.invoked_subcommand is not None:
-        _resume_collector()
+        resume_collector()
         given = [
             name
             for name, value in (
@@ -129,40 +127,7 @@ def main_command(
     if workload is None:
         out().print(ctx.get_help())
         raise typer.Exit(code=2)
-    from disagg_decider.decide import decide
-    from disagg_decider.workload import load_workload
-
-    w = load_workload(workload)
-    verdict = decide(
-        w,
-        base_dir=workload.parent,
-        rule_files=rules or [],
-        overrides=parse_sets(sets or []),
-        calibration=calibration,
-    )
-    if fmt is Format.json:
-        write_output(verdict_json(verdict), out_file, force)
-    elif fmt is Format.markdown:
-        from disagg_decider.calibrate.apply import apply_calibration, calibrated_workload
-        from disagg_decider.render.report import render_report
-        from disagg_decider.workload import resolve
-
-        # the report states the constants the verdict used
-        shown = (
-            apply_calibration(w, calibration).workload
-            if calibration is not None
-            else calibrated_workload(w, workload.parent)
-        )
-        write_output(render_report(verdict, resolve(shown, workload.parent)), out_file, force)
-    elif out_file is not None:
-        from disagg_decider.verdict_text import print_verdict
-
-        text = plain_text(lambda console: print_verdict(verdict, console), 110)
-        write_output(text, out_file, force)
-    else:
-        from disagg_decider.verdict_text import print_verdict
-
-        print_verdict(verdict, out())
+    emit_verdict(workload, fmt.value, out_file, force, sets, rules, calibration)
 
 
 # The other subcommands live beside what they drive; `cli_lazy.SUBCOMMANDS` names them and
@@ -178,44 +143,12 @@ def _suggest_workload_option(args: list[str]) -> None:
         )
 
 
-# `decide --workload` is a short process that allocates much (imports, 44 pydantic models, the
-# calculator) and frees little: the cycle collector's passes over the growing heap cost 20-50 ms
-# of it and find nothing to free. `main` pauses the collector; the top-level callback resumes it
-# before any subcommand runs (`decide mcp` serves for hours, batches and sweeps run long), and
-# `main` resumes it when it returns (tests call it in-process).
-_COLLECTOR_PAUSED = False
-
-
-def _resume_collector() -> None:
-    global _COLLECTOR_PAUSED
-    if _COLLECTOR_PAUSED:
-        import gc
-
-        _COLLECTOR_PAUSED = False
-        gc.enable()
-
-
-def _skip_final_collection() -> None:
-    """At exit, leave what is still alive to the process's end instead of a last cycle-collector
-    pass over it. Python's shutdown collects every generation; after a verdict that walks some
-    45,000 objects (numpy, pydantic, typer, the calculator's caches) and frees nothing the OS
-    would not: about 35-100 ms of a 0.3-0.5 s process. Atexit handlers, flushes and module
-    teardown still run; `gc.freeze` only moves the survivors out of the collector's reach."""
-    import gc
-
-    gc.freeze()
-
-
 def main() -> None:
-    """Entry point: user errors become a message and exit code 2, never a traceback."""
-    import atexit
-    import gc
+    """Entry point: user errors become a message and exit code 2, never a traceback.
 
-    atexit.unregister(_skip_final_collection)  # once per process, however often main runs
-    atexit.register(_skip_final_collection)
-    global _COLLECTOR_PAUSED
-    _COLLECTOR_PAUSED = gc.isenabled()
-    gc.disable()  # see _COLLECTOR_PAUSED; back on for subcommands and when main returns
+    (`entry.main`, the installed `decide`, serves a plain `decide --workload FILE [--format F]`
+    without typer and hands every other command line to this.)"""
+    pause_collector_for_process()  # back on for subcommands and when main returns
     try:
         _suggest_workload_option(sys.argv[1:])
         # without standalone mode click returns the code of a typer.Exit instead of exiting
@@ -224,21 +157,10 @@ def main() -> None:
         code = command(prog_name="decide", standalone_mode=False)
         if isinstance(code, int) and code:
             sys.exit(code)
-    except UserError as exc:
-        from rich.markup import escape
-
-        # The message is the user's text (paths, ids, "[plot]"), never markup.
-        err().print(f"[red]error:[/] {escape(str(exc))}", highlight=False, soft_wrap=True)
-        sys.exit(2)
+    except (UserError, OSError) as exc:
+        sys.exit(report_error(exc))
     except typer.Exit as exc:
         sys.exit(exc.exit_code)
-    except OSError as exc:  # a path the user gave that cannot be read or written
-        where = f"{exc.filename}: " if exc.filename else ""
-        from rich.markup import escape
-
-        message = escape(f"{where}{exc.strerror or exc}")
-        err().print(f"[red]error:[/] {message}", highlight=False, soft_wrap=True)
-        sys.exit(2)
     except typer.Abort:
         sys.exit(130)
     except Exception as exc:  # click usage errors carry their own exit code
@@ -248,19 +170,6 @@ def main() -> None:
         if isinstance(exc, click.ClickException | typer.TyperException) and hasattr(exc, "show"):
             exc.show()
             sys.exit(exc.exit_code)
-        if os.environ.get("DECIDE_DEBUG"):
-            raise
-        # A bug, not the user's input: one line, no traceback (DECIDE_DEBUG=1 shows it).
-        from disagg_decider.errors import clip
-
-        sys.stderr.write(
-            f"error: internal error ({type(exc).__name__}: {clip(str(exc), 200)}); please "
-            "report it with the input that caused it (DECIDE_DEBUG=1 prints the traceback)\n"
-        )
-        sys.exit(1)
+        sys.exit(report_error(exc))
     finally:
-        _resume_collector()
-
-
-if __name__ == "__main__":
-    main()
+        resume_collector()

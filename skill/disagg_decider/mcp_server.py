@@ -123,19 +123,22 @@ def argument_bounds_problem(arguments: Any) -> str | None:
     """
     stack: list[tuple[Any, tuple[str, ...]]] = [(arguments, ())]
     values = chars = 0
+
+    def where(path: tuple[str, ...]) -> str:  # spelled out only for a message
+        return ".".join(path) or "arguments"
+
     while stack:
         node, path = stack.pop()
-        where = ".".join(path) or "arguments"
         values += 1
         if values > MAX_ARGUMENT_VALUES:
-            return f"{where}: more than {MAX_ARGUMENT_VALUES:,} values in one call"
+            return f"{where(path)}: more than {MAX_ARGUMENT_VALUES:,} values in one call"
         if len(path) > MAX_ARGUMENT_DEPTH:
-            return f"{where[:200]}: nested deeper than {MAX_ARGUMENT_DEPTH} levels"
+            return f"{where(path)[:200]}: nested deeper than {MAX_ARGUMENT_DEPTH} levels"
         if isinstance(node, str):
             chars += len(node)
             if chars > MAX_ARGUMENT_CHARS:
                 return (
-                    f"{where}: a string of {len(node):,} characters; at most "
+                    f"{where(path)}: a string of {len(node):,} characters; at most "
                     f"{MAX_ARGUMENT_CHARS:,} characters of text per call"
                 )
         elif isinstance(node, dict):
@@ -143,7 +146,7 @@ def argument_bounds_problem(arguments: Any) -> str | None:
                 name = str(key)
                 chars += len(name)
                 if chars > MAX_ARGUMENT_CHARS or len(name) > 1000:
-                    return f"{where}: a key of {len(name):,} characters ({excerpt(name)})"
+                    return f"{where(path)}: a key of {len(name):,} characters ({excerpt(name)})"
                 stack.append((value, (*path, name)))
         elif isinstance(node, list | tuple):
             stack.extend((v, (*path, str(i))) for i, v in enumerate(node))

@@ -56,20 +56,23 @@ def steps_within(first_ms: float, slope_ms: float, elapsed_ms: float, limit: int
     """Iterations of a run (the j-th lasting first_ms + slope_ms * j) done by the one in flight.
 
     The smallest m with m * first + slope * m (m - 1) / 2 >= elapsed, between 1 and limit: an
-    iteration in progress is never cut, so an event mid-iteration waits for its end.
+    iteration in progress is never cut, so an event mid-iteration waits for its end. (`run_ms`
+    and the clamps are spelled out: this runs on most arrivals.)
     """
     if elapsed_ms <= 0.0:
         return 1
-    if abs(slope_ms) < 1e-12:
+    if -1e-12 < slope_ms < 1e-12:
         m = int(elapsed_ms / first_ms)
     else:
         a, b = slope_ms / 2.0, first_ms - slope_ms / 2.0
         disc = b * b + 4.0 * a * elapsed_ms
         m = int((-b + disc**0.5) / (2.0 * a)) if disc > 0 else limit
-    m = max(m - 1, 0)
-    while m < limit and run_ms(first_ms, slope_ms, m) < elapsed_ms:
+    m = m - 1 if m > 0 else 0
+    while m < limit and m * first_ms + slope_ms * m * (m - 1) / 2.0 < elapsed_ms:
         m += 1
-    return max(min(m, limit), 1)
+    if m > limit:
+        m = limit
+    return m if m > 1 else 1
 
 
 def run_ms(first_ms: float, slope_ms: float, iterations: int) -> float:

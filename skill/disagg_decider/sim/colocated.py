@@ -24,23 +24,25 @@ colocated model; it then decodes its remaining output tokens one per iteration.
 
 from __future__ import annotations
 
-import heapq
+import functools
 from collections import deque
 from dataclasses import dataclass
+from heapq import heappop, heappush
 from typing import Literal
 
 import numpy as np
 
 from disagg_decider.calc.step import Engine
 from disagg_decider.sim.batch import DecodeBatch, run_ms, steps_within
-from disagg_decider.sim.events import run_events
+from disagg_decider.sim.events import paused_collector
 from disagg_decider.sim.outcome import Outcome
 from disagg_decider.sim.requests import Requests
 from disagg_decider.sim.routing import Picker
-from disagg_decider.sim.steps import DecodeTable, MixedTable
+from disagg_decider.sim.steps import CONTEXT_POINTS, DecodeTable, MixedTable
 
 Policy = Literal["chunked", "prefill-first"]
 IDLE, DECODE, CHUNK, SINGLE = 0, 1, 2, 3
+CONTEXT_LAST = CONTEXT_POINTS - 2  # the decode table's last segment
 
 
 @dataclass(frozen=True)
@@ -104,6 +106,10 @@ class _Entry:
 
 
 class Replica:
+    """One colocated engine. The hot methods read their settings from plain attributes and
+    spell out `DecodeBatch`'s arithmetic (same operations in the same order, so results stay
+    bit-identical): they run a few times per simulated request."""
+
     def __init__(self, index: int, shared: _Shared, heap: list) -> None:
         self.index = index
         self.s = shared
@@ -120,43 +126,79 @@ class Replica:
         self.tokens = 0
         self.pieces: list[tuple[_Entry, int]] = []
         self.queued_tokens = 0  # prompt tokens still to compute, over every queued entry
+        cfg = shared.cfg
+        self.chunked = cfg.policy == "chunked"
+        self.chunk_tokens = cfg.chunk_tokens
+        self.max_batch = cfg.max_batch
+        self.kv_capacity = shared.kv_capacity
+        self.kv_need = shared.kv_need
+        self.mixed_ms = shared.mixed.ms
+        self.decode_ms = shared.decode.ms
+        self.decode_rows = shared.decode.rows
+        self.decode_inv_step = shared.decode.inv_step
 
     # --- events ---------------------------------------------------------------------------------
 
     def arrive(self, rid: int, now: float) -> None:
         s = self.s
-        self.queue.append(_Entry(rid, s.cached[rid], s.uncached[rid]))
-        self.queued_tokens += s.uncached[rid]
+        uncached = s.uncached[rid]
+        queue = self.queue
+        queue.append(_Entry(rid, s.cached[rid], uncached))
+        self.queued_tokens += uncached
         self.in_flight += 1
-        if self.kind == IDLE:
+        kind = self.kind
+        if kind == IDLE:
             self.plan(now)
-        elif self.kind == DECODE and len(self.queue) == 1:
+        elif kind == DECODE and len(queue) == 1:
             self._cut(now)  # the new prompt joins at the next iteration boundary
 
     def run_ended(self, now: float) -> None:
-        s, batch, kind = self.s, self.batch, self.kind
-        if kind == DECODE:
-            batch.advance(self.k)
-        elif kind == CHUNK:
-            batch.advance(self.k)
+        batch, kind = self.batch, self.kind
+        if kind == CHUNK:
+            k = self.k
+            batch.step += k
             head = self.queue[0]
-            head.left -= self.k * self.tokens
-            head.context += self.k * self.tokens
-            self.queued_tokens -= self.k * self.tokens
+            done = k * self.tokens
+            head.left -= done
+            head.context += done
+            self.queued_tokens -= done
+        elif kind == DECODE:
+            batch.step += self.k
         elif kind == SINGLE:
-            if s.cfg.policy == "chunked":
-                batch.advance(1)
+            if self.chunked:
+                batch.step += 1
+            queued = self.queued_tokens
             for entry, take in self.pieces:
                 entry.left -= take
                 entry.context += take
-                self.queued_tokens -= take
+                queued -= take
                 if entry.left == 0:
-                    self._prompt_done(entry, now)
-            while self.queue and self.queue[0].left == 0:
-                self.queue.popleft()
+                    # self._prompt_done(entry, now), with batch.join inlined
+                    s, rid = self.s, entry.rid
+                    s.first_ms[rid] = now
+                    output = s.output[rid]
+                    if output > 1:
+                        step = batch.step
+                        base = float(s.prompt[rid]) - step
+                        heappush(batch.finishes, (step + output - 1, rid, base))
+                        batch.context_base += base
+                        batch.size += 1
+                    else:
+                        self._finish(rid, now)
+            self.queued_tokens = queued
+            queue = self.queue
+            while queue and queue[0].left == 0:
+                queue.popleft()
             self.pieces = []
-        if batch.finishes and batch.finishes[0][0] <= batch.step:
-            for rid in batch.pop_finished():
+        finishes = batch.finishes
+        if finishes and finishes[0][0] <= batch.step:
+            step, done = batch.step, []  # batch.pop_finished, inlined
+            while finishes and finishes[0][0] <= step:
+                _, rid, base = heappop(finishes)
+                batch.context_base -= base
+                batch.size -= 1
+                done.append(rid)
+            for rid in done:
                 self._finish(rid, now)
         self.plan(now)
 
@@ -166,42 +208,75 @@ class Replica:
         left = self.queued_tokens
         if self.kind == CHUNK and self.queue:
             done = steps_within(self.first, self.slope, now - self.t0, self.k) - 1
-            left -= max(done, 0) * self.tokens
+            if done > 0:
+                left -= done * self.tokens
         return left
 
     # --- scheduling -----------------------------------------------------------------------------
 
     def plan(self, now: float) -> None:
         """Choose what the next iterations carry and schedule the end of that run."""
-        s, batch = self.s, self.batch
+        batch = self.batch
         size = batch.size
-        if s.cfg.policy == "chunked":
-            room = s.cfg.chunk_tokens - size
-            head = self.queue[0] if self.queue else None
-            if room > 0 and head is not None and (head.admitted or self._admit(head)):
-                if head.left > room:
-                    k = (head.left - 1) // room
-                    if size:
-                        k = min(k, batch.steps_to_next_finish())
-                    # Chunk runs are never cut short, so only their total matters: k times
-                    # the middle iteration, exact while time grows linearly along the run.
-                    half = (k - 1) / 2.0
-                    mid = s.mixed.ms(
-                        size, batch.mean_context(half), room, head.context + half * room
-                    )
-                    self.tokens = room
-                    self._start(now, CHUNK, k, mid, mid)
+        queue = self.queue
+        if self.chunked:
+            room = self.chunk_tokens - size
+            if room > 0 and queue:
+                head = queue[0]
+                if head.admitted or self._admit(head):
+                    left = head.left
+                    if left > room:
+                        k = (left - 1) // room
+                        if size:
+                            to_finish = batch.finishes[0][0] - batch.step
+                            if to_finish < k:
+                                k = to_finish
+                        # Chunk runs are never cut short, so only their total matters: k
+                        # times the middle iteration, exact while time grows linearly along
+                        # the run.
+                        half = (k - 1) / 2.0
+                        mean = batch.context_base / size + batch.step + half if size else 0.0
+                        mid = self.mixed_ms(size, mean, room, head.context + half * room)
+                        self.tokens = room
+                        # self._start(now, CHUNK, k, mid, mid), inlined
+                        self.kind, self.t0, self.k, self.first = CHUNK, now, k, mid
+                        slope = self.slope = (mid - mid) / (k - 1) if k > 1 else 0.0
+                        self.version = version = self.version + 1
+                        end = now + k * mid + slope * k * (k - 1) / 2.0
+                        heappush(self.heap, (end, self.index, version))
+                        return
+                    self._pack(now, room, size, stall_decodes=False)
                     return
-                self._pack(now, room, size, stall_decodes=False)
-                return
-        elif self.queue and self._admit(self.queue[0]):
-            self._pack(now, max(s.cfg.chunk_tokens, self.queue[0].left), 0, stall_decodes=True)
+        elif queue and self._admit(queue[0]):
+            self._pack(now, max(self.chunk_tokens, queue[0].left), 0, stall_decodes=True)
             return
         if size:
-            k = batch.steps_to_next_finish()
-            first = s.decode.ms(size, batch.mean_context())
-            last = s.decode.ms(size, batch.mean_context(k - 1)) if k > 1 else first
-            self._start(now, DECODE, k, first, last)
+            step = batch.step
+            k = batch.finishes[0][0] - step
+            mean = batch.context_base / size + step
+            # first = self.decode_ms(size, mean), inlined (steps.DecodeTable.ms)
+            row, inv_step, i_last = self.decode_rows[size], self.decode_inv_step, CONTEXT_LAST
+            x = mean * inv_step
+            i = int(x)
+            if i > i_last:
+                i = i_last
+            lo = row[i]
+            first = lo + (row[i + 1] - lo) * (x - i)
+            # self._start(now, DECODE, k, first, last), inlined
+            self.kind, self.t0, self.k, self.first = DECODE, now, k, first
+            if k > 1:
+                x = (mean + (k - 1)) * inv_step  # last = self.decode_ms(size, mean + (k - 1))
+                i = int(x)
+                if i > i_last:
+                    i = i_last
+                lo = row[i]
+                last = lo + (row[i + 1] - lo) * (x - i)
+                slope = self.slope = (last - first) / (k - 1)
+            else:
+                slope = self.slope = 0.0
+            self.version = version = self.version + 1
+            end = now + k * first + slope * k * (k - 1) / 2.0
+            heappush(self.heap, (end, self.index, version))
         else:
             self.kind = IDLE
 
@@ -212,16 +287,17 @@ class Replica:
         decode batch sits this pass out. The pass's prompt context is the one that gives the
         pieces' exact causal attention work (clamped at zero when short prompts share a pass).
         """
-        s = self.s
         pieces = []
         left = room
         work = 0.0
         for entry in self.queue:
             if not entry.admitted and not self._admit(entry):
                 break
-            take = min(entry.left, left)
-            if stall_decodes and take < entry.left:
-                break
+            take = entry.left
+            if left < take:
+                take = left
+                if stall_decodes:
+                    break
             pieces.append((entry, take))
             work += take * entry.context + take * take / 2.0
             left -= take
@@ -230,18 +306,25 @@ class Replica:
         tokens = room - left
         prompt_context = max((work - tokens * tokens / 2.0) / tokens, 0.0)
         if stall_decodes:
-            ms = s.mixed.ms(0, 0.0, tokens, prompt_context)
+            ms = self.mixed_ms(0, 0.0, tokens, prompt_context)
         else:
-            ms = s.mixed.ms(size, self.batch.mean_context(), tokens, prompt_context)
+            batch = self.batch
+            mean = batch.context_base / size + batch.step if size else 0.0
+            ms = self.mixed_ms(size, mean, tokens, prompt_context)
         self.pieces = pieces
-        self._start(now, SINGLE, 1, ms, ms)
+        # self._start(now, SINGLE, 1, ms, ms), inlined
+        self.kind, self.t0, self.k, self.first = SINGLE, now, 1, ms
+        self.slope = 0.0
+        self.version = version = self.version + 1
+        end = now + ms  # k = 1, slope 0: now + k * first + slope * k * (k - 1) / 2
+        heappush(self.heap, (end, self.index, version))
 
     def _start(self, now: float, kind: int, k: int, first: float, last: float) -> None:
         self.kind, self.t0, self.k, self.first = kind, now, k, first
         slope = self.slope = (last - first) / (k - 1) if k > 1 else 0.0
-        self.version += 1
+        self.version = version = self.version + 1
         end = now + k * first + slope * k * (k - 1) / 2.0  # batch.run_ms, inlined: hot path
-        heapq.heappush(self.heap, (end, self.index, self.version))
+        heappush(self.heap, (end, self.index, version))
 
     def _cut(self, now: float) -> None:
         """End the current run after the iteration in flight at `now`."""
@@ -250,33 +333,33 @@ class Replica:
             self.k = m
             self.version += 1
             end = self.t0 + run_ms(self.first, self.slope, m)
-            heapq.heappush(self.heap, (end, self.index, self.version))
+            heappush(self.heap, (end, self.index, self.version))
 
     def _admit(self, entry: _Entry) -> bool:
         if entry.admitted:
             return True
-        s = self.s
-        need = s.kv_need[entry.rid]
-        empty = self.seated == 0
-        if not empty and (self.seated >= s.cfg.max_batch or self.kv_used + need > s.kv_capacity):
+        need = self.kv_need[entry.rid]
+        seated = self.seated
+        if seated and (seated >= self.max_batch or self.kv_used + need > self.kv_capacity):
             return False
         entry.admitted = True  # an empty replica takes any request, even one that overfills it
-        self.seated += 1
+        self.seated = seated + 1
         self.kv_used += need
         return True
 
     def _prompt_done(self, entry: _Entry, now: float) -> None:
         s, rid = self.s, entry.rid
         s.first_ms[rid] = now
-        if s.output[rid] > 1:
-            self.batch.join(rid, float(s.prompt[rid]), s.output[rid] - 1)
+        output = s.output[rid]
+        if output > 1:
+            self.batch.join(rid, float(s.prompt[rid]), output - 1)
         else:
             self._finish(rid, now)
 
     def _finish(self, rid: int, now: float) -> None:
         self.s.done_ms[rid] = now
         self.seated -= 1
-        self.kv_used -= self.s.kv_need[rid]
+        self.kv_used -= self.kv_need[rid]
         self.in_flight -= 1
 
 
@@ -288,32 +371,50 @@ def simulate(engine: Engine, requests: Requests, cfg: ColocatedConfig, progress=
     shared = _Shared(engine, requests, cfg)
     heap: list = []
     replicas = [Replica(i, shared, heap) for i in range(cfg.replicas)]
-
-    def run_ended(event: tuple) -> None:
-        now, r, version = event
-        replica = replicas[r]
-        if version == replica.version:
-            replica.run_ended(now)
-
     picker = Picker(cfg.router, cfg.replicas)
+    now_ms = [0.0]
 
     def shortest() -> int:
         # Least work: the fewest prompt tokens still to prefill (what a TTFT-aware router such
         # as Dynamo's KV router or llm-d's queue scorer weighs), then the fewest in flight.
-        best, best_key = 0, None
+        now = now_ms[0]
+        best = best_left = best_flight = -1
         for replica in replicas:
-            key = (replica.prompt_tokens_left(now_ms[0]), replica.in_flight)
-            if best_key is None or key < best_key:
-                best, best_key = replica.index, key
+            left = replica.queued_tokens  # replica.prompt_tokens_left(now), inlined
+            if replica.kind == CHUNK and replica.queue:
+                done = steps_within(replica.first, replica.slope, now - replica.t0, replica.k) - 1
+                if done > 0:
+                    left -= done * replica.tokens
+            flight = replica.in_flight
+            if best < 0 or left < best_left or (left == best_left and flight < best_flight):
+                best, best_left, best_flight = replica.index, left, flight
         return best
 
-    now_ms = [0.0]
-
-    def arrive(rid: int, now: float) -> None:
-        now_ms[0] = now
-        replicas[picker.pick(shortest)].arrive(rid, now)
-
-    run_events(requests.arrival_ms.tolist(), heap, run_ended, arrive, progress)
+    # The event loop of `events.run_events`, written out here: the run ends are dispatched
+    # without a handler call (an event due at an arrival's instant still goes first), and a
+    # single replica needs no router.
+    # `least-work` picks what `shortest` names (Picker.pick, without the call)
+    route = shortest if cfg.router == "least-work" else functools.partial(picker.pick, shortest)
+    only = replicas[0] if len(replicas) == 1 else None
+    with paused_collector():
+        for i, arrival in enumerate(requests.arrival_ms.tolist()):
+            while heap and heap[0][0] <= arrival:
+                now, r, version = heappop(heap)
+                replica = replicas[r]
+                if version == replica.version:
+                    replica.run_ended(now)
+            if only is not None:
+                only.arrive(i, arrival)
+            else:
+                now_ms[0] = arrival
+                replicas[route()].arrive(i, arrival)
+            if progress is not None and not (i + 1) & 0xFFF:
+                progress(i + 1)
+        while heap:
+            now, r, version = heappop(heap)
+            replica = replicas[r]
+            if version == replica.version:
+                replica.run_ended(now)
     return Outcome(
         mode="colocated",
         gpus=cfg.gpus,

@@ -22,6 +22,7 @@ from __future__ import annotations
 import heapq
 from collections import deque
 from dataclasses import dataclass
+from heapq import heappop, heappush
 
 import numpy as np
 
@@ -31,7 +32,7 @@ from disagg_decider.calc.parallel import label
 from disagg_decider.calc.prefill import prefill_ms
 from disagg_decider.calc.step import Engine
 from disagg_decider.sim.batch import DecodeBatch, run_ms, steps_within
-from disagg_decider.sim.events import run_events
+from disagg_decider.sim.events import paused_collector
 from disagg_decider.sim.outcome import Outcome
 from disagg_decider.sim.requests import Requests
 from disagg_decider.sim.routing import Picker
@@ -123,9 +124,14 @@ class _Sim:
         self.seq += 1
         heapq.heappush(self.heap, (time, self.seq, kind, a, b))
 
+    def free_soonest(self) -> int:
+        """The prefill replica free soonest (the first of equals)."""
+        free = self.prefill_free_at
+        return free.index(min(free))
+
     def arrive(self, rid: int, now: float) -> None:
         free = self.prefill_free_at
-        p = self.picker.pick(lambda: min(range(len(free)), key=free.__getitem__))
+        p = self.picker.pick(self.free_soonest)
         start = max(now, free[p])
         free[p] = start + self.service_ms[rid]
         self.push(free[p], PREFILL_DONE, rid, 0)
@@ -216,7 +222,10 @@ class _Link:
 
 
 class _Decoder:
-    """One decode replica: a continuous batch fast-forwarded between joins and finishes."""
+    """One decode replica: a continuous batch fast-forwarded between joins and finishes.
+
+    `run_ended` and `plan` spell out `DecodeBatch`'s and `run_ms`'s arithmetic (the same
+    operations in the same order): they run about twice per simulated request."""
 
     def __init__(self, index: int, sim: _Sim) -> None:
         self.index = index
@@ -240,35 +249,59 @@ class _Decoder:
                 self._schedule(m)
 
     def run_ended(self, now: float) -> None:
-        sim = self.sim
-        self.batch.advance(self.k)
-        finished = self.batch.pop_finished()
-        for rid in finished:
-            sim.done_ms[rid] = now
-            self.seated -= 1
-            self.kv_used -= sim.kv_need[rid]
-        self.plan(now)
-        if finished:
+        sim, batch = self.sim, self.batch
+        step = batch.step = batch.step + self.k
+        finishes = batch.finishes
+        if finishes and finishes[0][0] <= step:
+            done_ms, kv_need = sim.done_ms, sim.kv_need
+            finished = []  # batch.pop_finished, inlined
+            while finishes and finishes[0][0] <= step:
+                _, rid, base = heappop(finishes)
+                batch.context_base -= base
+                batch.size -= 1
+                finished.append(rid)
+            for rid in finished:
+                done_ms[rid] = now
+                self.seated -= 1
+                self.kv_used -= kv_need[rid]
+            self.plan(now)
             sim.seats_freed(now)
+        else:
+            self.plan(now)
 
     def plan(self, now: float) -> None:
         sim, batch = self.sim, self.batch
         new = self.joining
-        for rid in new:
-            batch.join(rid, float(sim.prompt[rid]), sim.output[rid])
-        self.joining = []
-        if batch.size == 0:
+        if new:
+            prompt, output = sim.prompt, sim.output
+            for rid in new:
+                batch.join(rid, float(prompt[rid]), output[rid])
+            self.joining = []
+        size = batch.size
+        if size == 0:
             self.running = False
             return
-        k = batch.steps_to_next_finish()
-        first = sim.table.ms(batch.size, batch.mean_context())
-        last = sim.table.ms(batch.size, batch.mean_context(k - 1)) if k > 1 else first
-        for rid in new:
-            sim.first_ms[rid] = now + first
+        step = batch.step
+        k = batch.finishes[0][0] - step
+        mean = batch.context_base / size + step
+        ms = sim.table.ms
+        first = ms(size, mean)
+        if new:
+            first_ms = sim.first_ms
+            for rid in new:
+                first_ms[rid] = now + first
         self.running = True
         self.t0, self.first = now, first
-        self.slope = (last - first) / (k - 1) if k > 1 else 0.0
-        self._schedule(k)
+        if k > 1:
+            slope = self.slope = (ms(size, mean + (k - 1)) - first) / (k - 1)
+        else:
+            slope = self.slope = 0.0
+        # self._schedule(k), inlined
+        self.k = k
+        self.version = version = self.version + 1
+        sim.seq = seq = sim.seq + 1
+        end = now + (k * first + slope * k * (k - 1) / 2.0)
+        heappush(sim.heap, (end, seq, RUN_END, self.index, version))
 
     def _schedule(self, k: int) -> None:
         self.k = k
@@ -287,18 +320,31 @@ def simulate(
     sim = _Sim(p_engine, d_engine, requests, cfg)
     decoders, link = sim.decoders, sim.link
 
-    def handle(event: tuple) -> None:
-        now, _, kind, a, b = event
+    heap, arrive = sim.heap, sim.arrive
+
+    def handle(now: float, kind: int, a: int, b: int) -> None:
         if kind == RUN_END:
-            if b == decoders[a].version:
-                decoders[a].run_ended(now)
+            decoder = decoders[a]
+            if b == decoder.version:
+                decoder.run_ended(now)
         elif kind == PREFILL_DONE:
             sim.prefill_done(a, now)
         else:
             for rid in link.finished(a, b, now):
                 decoders[a // sim.ranks].join(rid, now)
 
-    run_events(requests.arrival_ms.tolist(), sim.heap, handle, sim.arrive, progress)
+    # The event loop of `events.run_events`, written out: events are unpacked in place.
+    with paused_collector():
+        for i, arrival in enumerate(requests.arrival_ms.tolist()):
+            while heap and heap[0][0] <= arrival:
+                now, _, kind, a, b = heappop(heap)
+                handle(now, kind, a, b)
+            arrive(i, arrival)
+            if progress is not None and not (i + 1) & 0xFFF:
+                progress(i + 1)
+        while heap:
+            now, _, kind, a, b = heappop(heap)
+            handle(now, kind, a, b)
     return Outcome(
         mode="disaggregated",
         gpus=cfg.gpus,

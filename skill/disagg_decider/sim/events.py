@@ -2,10 +2,29 @@
 
 from __future__ import annotations
 
+import gc
 import heapq
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 
 Progress = Callable[[int], None] | None
+
+
+@contextmanager
+def paused_collector() -> Iterator[None]:
+    """The cycle collector off while an event loop runs, back as it was afterwards.
+
+    A loop allocates a few objects per event (heap tuples, queue entries) and frees them soon;
+    none forms a cycle, so the collector's passes over the growing set of survivors are pure
+    cost (a few percent of a run). Results do not depend on it.
+    """
+    was_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was_enabled:
+            gc.enable()
 
 
 def run_events(
@@ -21,17 +40,13 @@ def run_events(
     An event due at the same instant as an arrival goes first, so a replica frees its seats
     before the router picks one. `progress(done)` hears the arrivals handed out, every 4096.
     """
-    n = len(arrivals_ms)
-    i = 0
-    pop, inf = heapq.heappop, float("inf")
-    while True:
-        next_arrival = arrivals_ms[i] if i < n else inf
-        if heap and heap[0][0] <= next_arrival:
+    pop = heapq.heappop
+    with paused_collector():
+        for i, arrival in enumerate(arrivals_ms):
+            while heap and heap[0][0] <= arrival:
+                on_event(pop(heap))
+            on_arrival(i, arrival)
+            if progress is not None and not (i + 1) & 0xFFF:
+                progress(i + 1)
+        while heap:
             on_event(pop(heap))
-        elif i < n:
-            on_arrival(i, next_arrival)
-            i += 1
-            if progress is not None and not i & 0xFFF:
-                progress(i)
-        else:
-            return

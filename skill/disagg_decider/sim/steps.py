@@ -15,7 +15,7 @@ prompt context.
 
 from __future__ import annotations
 
-import math
+from math import sqrt
 
 import numpy as np
 
@@ -110,40 +110,37 @@ class MixedTable:
             else:
                 lo, hi = self.b_nodes[j], self.b_nodes[j + 1]
                 self.b_index.append((j, (batch - lo) / (hi - lo)))
+        # The same as offsets into `flat`: (lower node * row_b, fraction).
+        self.b_offset = [(j * self.row_b, fb) for j, fb in self.b_index]
+        self.t_offset: dict[float, tuple[int, float]] = {}  # tokens -> (cell * ns, fraction)
 
     def ms(self, batch: int, decode_context: float, tokens: float, prompt_context: float) -> float:
-        """Multilinear interpolation; written out flat because it runs once per event."""
-        ib, fb = self.b_index[batch]
-        ic = it = i_s = 0
-        fc = ft = fs = 0.0
+        """Multilinear interpolation; written out flat (both batch rows inline) because it
+        runs once per event. The token axis's cell and fraction depend on `tokens` alone, and
+        a run carries a few distinct counts, so they are kept per count."""
+        p, fb = self.b_offset[batch]
+        fc = fs = 0.0
         x = decode_context * self.inv_c
         if x > 0.0:
             ic = int(x)
             if ic > self.c_last:
                 ic = self.c_last
             fc = x - ic
-        u = tokens - 1.0
-        if u > 0.0:
-            it = int(math.sqrt(u * self.inv_t_span) * self.t_cells)
-            if it > self.t_last:
-                it = self.t_last
-            lo = self.t_nodes[it]
-            ft = (u - lo) / (self.t_nodes[it + 1] - lo)  # linear in tokens inside the cell
+            p += ic * self.row_c
+        cell = self.t_offset.get(tokens)
+        if cell is None:
+            cell = self.t_offset[tokens] = self._token_cell(tokens)
+        p += cell[0]
+        ft = cell[1]
         y = prompt_context * self.inv_s
         if y > 0.0:
             i_s = int(y)
             if i_s > self.s_last:
                 i_s = self.s_last
             fs = y - i_s
-        p = ((ib * self.shape[1] + ic) * self.shape[2] + it) * self.shape[3] + i_s
-        value = self._cell(p, fc, ft, fs)
-        if fb > 0.0:
-            upper = self._cell(p + self.row_b, fc, ft, fs)
-            value += (upper - value) * fb
-        return value
-
-    def _cell(self, p: int, fc: float, ft: float, fs: float) -> float:
-        f, ns = self.flat, self.shape[3]
+            p += i_s
+        ns = self.shape[3]
+        f = self.flat
         a0, a1, b0, b1 = f[p], f[p + 1], f[p + ns], f[p + ns + 1]
         lo = a0 + (a1 - a0) * fs
         value = lo + (b0 + (b1 - b0) * fs - lo) * ft
@@ -152,4 +149,27 @@ class MixedTable:
             a0, a1, b0, b1 = f[q], f[q + 1], f[q + ns], f[q + ns + 1]
             lo = a0 + (a1 - a0) * fs
             value += (lo + (b0 + (b1 - b0) * fs - lo) * ft - value) * fc
+        if fb > 0.0:
+            p += self.row_b
+            a0, a1, b0, b1 = f[p], f[p + 1], f[p + ns], f[p + ns + 1]
+            lo = a0 + (a1 - a0) * fs
+            upper = lo + (b0 + (b1 - b0) * fs - lo) * ft
+            if fc > 0.0:
+                q = p + self.row_c
+                a0, a1, b0, b1 = f[q], f[q + 1], f[q + ns], f[q + ns + 1]
+                lo = a0 + (a1 - a0) * fs
+                upper += (lo + (b0 + (b1 - b0) * fs - lo) * ft - upper) * fc
+            value += (upper - value) * fb
         return value
+
+    def _token_cell(self, tokens: float) -> tuple[int, float]:
+        """(offset of the token cell in `flat`, fraction inside it): the square-root grid."""
+        it, ft = 0, 0.0
+        u = tokens - 1.0
+        if u > 0.0:
+            it = int(sqrt(u * self.inv_t_span) * self.t_cells)
+            if it > self.t_last:
+                it = self.t_last
+            lo = self.t_nodes[it]
+            ft = (u - lo) / (self.t_nodes[it + 1] - lo)  # linear in tokens inside the cell
+        return it * self.shape[3], ft
