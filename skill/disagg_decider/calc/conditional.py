@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, replace
+from functools import lru_cache
 
 import numpy as np
 
@@ -79,7 +80,16 @@ class Parts:
 
 
 def split_at(comps: list[Component], threshold: float) -> Parts:
-    """Split the mix of classes at T uncached tokens (moment-matched parts)."""
+    """Split the mix of classes at T uncached tokens (moment-matched parts).
+
+    Cached: the search, the settling of its candidates and the report each split the same
+    workload at the same thresholds. The parts are shared, so callers never modify them.
+    """
+    return _split_at(tuple(comps), float(threshold))
+
+
+@lru_cache(maxsize=1024)
+def _split_at(comps: tuple[Component, ...], threshold: float) -> Parts:
     long_w = long_m1 = long_m2 = long_c1 = out_long1 = out_long2 = 0.0
     short_w = short_m1 = short_m2 = 0.0
     for c in comps:
@@ -183,39 +193,111 @@ def candidates(r: Resolved, pairs: list[tuple[int, int]]) -> list[Candidate]:
             parts.append((float(threshold), split))  # else colocated or always-disaggregated
     if not parts:
         return []
+    stacked = _Stacked.of(parts)
+    budget = float(w.cluster.gpus)
+    # A decode worker's capacity depends on its TP and pool size, not on the prefill pool's TP:
+    # each (decode TP, pool size) is searched once for every pair that uses it.
+    sizes: dict[int, set[float]] = {}
+    for p_tp, d_tp in pairs:
+        sizes.setdefault(d_tp, set()).update(_split_grid(budget, p_tp, d_tp)[1].tolist())
+    workers = {
+        d_tp: _decode_workers(r, stacked, d_tp, np.array(sorted(ys)))
+        for d_tp, ys in sizes.items()
+        if ys
+    }
     out = []
     for p_tp, d_tp in pairs:
-        out.extend(_best_splits(r, parts, p_tp, d_tp))
+        out.extend(_best_splits(r, parts, stacked, workers.get(d_tp), p_tp, d_tp))
     return out
+
+
+def _split_grid(budget: float, p_tp: int, d_tp: int) -> tuple[np.ndarray, np.ndarray]:
+    """Every whole split of the budget: x prefill replicas, the most decode replicas y left."""
+    x = np.arange(1, max(int((budget - d_tp) // p_tp), 0) + 1, dtype=float)
+    y = np.floor((budget - x * p_tp) / d_tp)
+    return x[y >= 1], y[y >= 1]
+
+
+@dataclass(frozen=True)
+class _Workers:
+    """Decode workers with local prefill at one TP: per-replica capacity and chunk index per
+    (threshold, pool size), pool sizes ascending."""
+
+    sizes: np.ndarray  # (Y,) replicas behind the router
+    rate_per_s: np.ndarray  # (n, Y)
+    chunk_index: np.ndarray  # (n, Y)
+
+    def at(self, y: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        k = np.searchsorted(self.sizes, y)
+        return self.rate_per_s[:, k], self.chunk_index[:, k]
+
+
+def _decode_workers(r: Resolved, stacked: _Stacked, d_tp: int, ys: np.ndarray) -> _Workers:
+    """Per-replica capacity of decode workers with `ys` replicas behind the router."""
+    w = r.workload
+    n = stacked.shares.size
+    rows = Lengths(
+        **{k: np.repeat(v, ys.size).reshape(-1, 1, 1) for k, v in vars(stacked.locals_flat).items()}
+    )
+    colo = colocated.best_points(
+        engine_for(r, float(d_tp)),
+        rows,
+        float(w.slo.ttft_ms),
+        float(w.slo.tpot_ms),
+        np.asarray(w.efficiency.chunk_tokens, dtype=float),
+        servers=np.tile(ys, n).reshape(-1, 1, 1),
+    )
+    return _Workers(
+        sizes=ys,
+        rate_per_s=np.reshape(colo.rate_per_s, (n, -1)),
+        chunk_index=np.reshape(colo.chunk_index, (n, -1)),
+    )
 
 
 def _stack(many: list[Lengths], shape) -> Lengths:
     """Scalar lengths, one per row, as rows of the calculator's axes."""
     return Lengths(
         **{
-            k: np.reshape(np.array([float(np.ravel(getattr(x, k))[0]) for x in many]), shape)
+            k: np.reshape(np.array([getattr(x, k).item(0) for x in many], dtype=float), shape)
             for k in vars(many[0])
         }
     )
 
 
-def _best_splits(r: Resolved, parts, p_tp: int, d_tp: int) -> list[Candidate]:
+@dataclass(frozen=True)
+class _Stacked:
+    """The thresholds' parts as rows, built once per workload for every TP pair tried."""
+
+    shares: np.ndarray  # (n,) long share per threshold
+    longs: Lengths  # (n, 1)
+    locals_column: Lengths  # (n, 1)
+    locals_flat: Lengths  # (n,)
+
+    @classmethod
+    def of(cls, parts: list[tuple[float, Parts]]) -> _Stacked:
+        locals_flat = _stack([split.local for _, split in parts], (-1,))
+        return cls(
+            shares=np.array([split.long_share for _, split in parts]),
+            longs=_stack([split.long for _, split in parts], (-1, 1)),
+            locals_column=Lengths(**{k: v.reshape(-1, 1) for k, v in vars(locals_flat).items()}),
+            locals_flat=locals_flat,
+        )
+
+
+def _best_splits(
+    r: Resolved, parts, stacked: _Stacked, workers: _Workers | None, p_tp: int, d_tp: int
+) -> list[Candidate]:
     """The best split of the cluster for each threshold, one TP pair, all thresholds at once."""
     w = r.workload
-    budget = float(w.cluster.gpus)
-    ttft, tpot = float(w.slo.ttft_ms), float(w.slo.tpot_ms)
+    ttft = float(w.slo.ttft_ms)
     chunks = np.asarray(w.efficiency.chunk_tokens, dtype=float)
-    x = np.arange(1, max(int((budget - d_tp) // p_tp), 0) + 1, dtype=float)
-    y = np.floor((budget - x * p_tp) / d_tp)
-    x, y = x[y >= 1], y[y >= 1]
-    if x.size == 0:
+    x, y = _split_grid(float(w.cluster.gpus), p_tp, d_tp)
+    if x.size == 0 or workers is None:
         return []
     n = len(parts)
-    shares = np.array([split.long_share for _, split in parts])
-    longs = _stack([split.long for _, split in parts], (-1, 1))
-    locals_ = [split.local for _, split in parts]
+    shares, longs = stacked.shares, stacked.longs
     d_col = engine_for(r, np.full((n, 1), float(d_tp)))
-    join = decode.join_step_ms(d_col, _stack(locals_, (-1, 1)))
+    join = decode.join_step_ms(d_col, stacked.locals_column)
     pool = prefill_pool(
         r,
         engine_for(r, np.full((n, 1), float(p_tp))),
@@ -234,18 +316,7 @@ def _best_splits(r: Resolved, parts, p_tp: int, d_tp: int) -> list[Candidate]:
     )
     pool_rate = wide.max_rate_per_s(x[None, :]) / shares[:, None]  # (n, X) total requests
     # Decode workers with local prefill: per-replica capacity with y replicas behind the router.
-    stacked = _stack(locals_, (-1,))
-    rows = Lengths(**{k: np.repeat(v, y.size).reshape(-1, 1, 1) for k, v in vars(stacked).items()})
-    colo = colocated.best_points(
-        engine_for(r, float(d_tp)),
-        rows,
-        ttft,
-        tpot,
-        chunks,
-        servers=np.tile(y, n).reshape(-1, 1, 1),
-    )
-    per_replica = np.reshape(colo.rate_per_s, (n, -1))
-    chunk_i = np.reshape(colo.chunk_index, (n, -1))
+    per_replica, chunk_i = workers.at(y)
     # Each decode worker receives its share of the long requests' KV over its NICs.
     ingress = np.ravel(
         ingress_rate_per_s(
