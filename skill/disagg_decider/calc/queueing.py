@@ -287,11 +287,7 @@ def max_rate_per_ms(servers, mean_service_ms, scv, nodes_ms, target_ms, rho_max=
     over = np.broadcast_to(exceed_probability(nodes_ms, target_ms), shape)
     lo, hi = np.zeros(shape), np.full(shape, float(rho_max))
     capacity = c / mean  # per ms
-
-    def misses(rho):
-        c_wait, theta = wait_tail(rho * capacity, c, mean, scv)
-        return sum_exceed_probability(c_wait, theta, nodes_ms, target_ms, over) > P99_TAIL
-
+    misses = _LoadTest(c, mean, scv, nodes_ms, target_ms, over, shape).misses
     top_ok = ~misses(hi)
     for _ in range(BISECTIONS):
         mid = (lo + hi) / 2.0
@@ -299,3 +295,44 @@ def max_rate_per_ms(servers, mean_service_ms, scv, nodes_ms, target_ms, rho_max=
         lo, hi = np.where(bad, lo, mid), np.where(bad, mid, hi)
     rho = np.where(top_ok, rho_max, lo)
     return np.where(over > P99_TAIL, 0.0, rho * capacity)
+
+
+class _LoadTest:
+    """`P(W + S' > T) > 1%` at a load, for `max_rate_per_ms`'s bisection.
+
+    The same arithmetic as `wait_tail`, `erlang_c`, `variability` and `sum_exceed_probability`
+    (so the same bits), with what does not depend on the load computed once: the bisection runs
+    it 17 times per call, on arrays small enough that numpy's fixed cost per call dominated.
+    """
+
+    def __init__(self, c, mean, scv, nodes_ms, target_ms, over, shape) -> None:
+        self.c, self.mean, self.over = c, mean, over
+        self.capacity = c / mean
+        scv = np.asarray(scv, dtype=float)
+        self.scv_half = (1.0 + scv) / 2.0  # variability's two terms without the load
+        self.scv_pull = np.maximum(1.0 - scv, 0.0) / 2.0
+        c_full = np.broadcast_to(c, shape)
+        top = int(np.max(c_full)) if c_full.size else 0
+        self.table = _erlang_table(max(top, 1))
+        self.row_base = c_full.astype(np.int64) * (_RHO_STEPS + 1)
+        t = np.asarray(target_ms, dtype=float)[..., None]
+        self.gap_ms = np.maximum(t - nodes_ms, 0.0)  # (T - S')+ at each node
+
+    def misses(self, rho: np.ndarray) -> np.ndarray:
+        c, mean = self.c, self.mean
+        a = np.asarray(rho * self.capacity * mean, dtype=float)
+        load = a / c
+        with np.errstate(divide="ignore", invalid="ignore"):
+            x = np.minimum(np.maximum(a / c, 0.0), 1.0) * _RHO_STEPS
+        lo = np.minimum(x.astype(np.int64), _RHO_STEPS - 1)
+        frac = x - lo
+        base = self.row_base + lo
+        table = self.table
+        wait = np.where(a < c, table[base] + frac * (table[base + 1] - table[base]), 1.0)
+        light = 1.0 - np.sqrt(np.minimum(np.maximum(wait / 0.1, 0.0), 1.0))
+        with np.errstate(divide="ignore", invalid="ignore"):
+            theta = c * (1.0 - load) / (mean * (self.scv_half + self.scv_pull * light))
+        theta = np.where(load < 1.0, theta, 0.0)
+        expo = np.exp(-theta[..., None] * self.gap_ms)
+        tail_wait = (expo * Z_WEIGHTS).sum(axis=-1)
+        return (1.0 - wait) * self.over + wait * tail_wait > P99_TAIL
