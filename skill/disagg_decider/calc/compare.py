@@ -121,10 +121,12 @@ def _analyze_block(resolved: list[Resolved], modes_only: bool = False) -> list[A
     disagg, disagg_columns = _disaggregated_results(own, found)
     request = _per_request(own, disagg_columns)
     limits = limits_for_block(members, colo, disagg)
+    conds = (
+        [None] * len(resolved) if modes_only else conditional.evaluate_many(resolved, colo, disagg)
+    )
     out = []
     for k in range(len(resolved)):
-        c, d = colo[k], disagg[k]
-        cond = None if modes_only else conditional.evaluate(resolved[k], c, d)
+        c, d, cond = colo[k], disagg[k], conds[k]
         out.append(
             Analysis(
                 **{name: values[k] for name, values in request.items()},

@@ -25,16 +25,14 @@ the modes already sized, so the layout's goodput is never below either. Among th
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, replace
-from functools import lru_cache
+from dataclasses import replace
 
 import numpy as np
 
-from disagg_decider.calc import colocated, decode, prefill
-from disagg_decider.calc.arrays import sorted_unique
+from disagg_decider.calc import colocated, decode
 from disagg_decider.calc.kvpath import transfer_path
 from disagg_decider.calc.lengths import Lengths
-from disagg_decider.calc.pools import ingress_rate_per_s, prefill_pool
+from disagg_decider.calc.pools import prefill_pool
 from disagg_decider.calc.result import (
     ColocatedResult,
     ConditionalResult,
@@ -42,311 +40,22 @@ from disagg_decider.calc.result import (
     ThresholdPoint,
 )
 from disagg_decider.calc.search import engine_for, pairs_allowed
-from disagg_decider.classes import Component, components, fit_moments, partial_moments
+from disagg_decider.calc.thresholds import (  # noqa: F401  (split_at, thresholds: public here too)
+    MIN_SHARE,
+    THRESHOLD_POINTS,
+    Candidate,
+    Parts,
+    candidates,
+    candidates_many,
+    split_at,
+    stack_rows,
+    thresholds,
+)
+from disagg_decider.classes import components
 from disagg_decider.workload import Resolved
 
-THRESHOLD_POINTS = 16  # candidate thresholds between the shortest and longest prompts
 _NOT_SEARCHED = "heterogeneous pools: routing thresholds are not searched (one GPU type per role); "
 NEAR_BEST = 0.99  # thresholds within 1% of the best goodput count as equally good
-MIN_SHARE = 1e-3  # a part holding fewer requests than this is not a pool of its own
-
-
-@dataclass(frozen=True)
-class Candidate:
-    """One conditional layout on the cluster: threshold, TP pair, chunk and whole pools."""
-
-    threshold_tokens: float
-    long_share: float  # requests sent to the prefill pool
-    goodput_rate_per_s: float  # within both p99 targets on the whole cluster
-    prefill_tp: int
-    decode_tp: int
-    prefill_replicas: int
-    decode_replicas: int
-    chunk_tokens: int
-    ttft_p99_ms: float | None  # the worse of the two request kinds, at the workload's rate
-    tpot_p99_ms: float | None
-    pool_rate_per_s: float = 0.0  # total requests the prefill pool admits (its share of them)
-    per_replica_rate_per_s: float = 0.0  # a decode worker's capacity read off the grid
-    settled: bool = False  # goodput checked against the reported p99s (`settle`)
-
-
-@dataclass(frozen=True)
-class Parts:
-    """The length distribution split at T: the prefill pool's part and the decode workers'."""
-
-    long_share: float
-    long: Lengths  # requests above T, as one log-normal (scalars)
-    local: Lengths  # every request's decode, with the short prompts' local prefill work
-
-
-def split_at(comps: list[Component], threshold: float) -> Parts:
-    """Split the mix of classes at T uncached tokens (moment-matched parts).
-
-    Cached: the search, the settling of its candidates and the report each split the same
-    workload at the same thresholds. The parts are shared, so callers never modify them.
-    """
-    return _split_at(tuple(comps), float(threshold))
-
-
-@lru_cache(maxsize=1024)
-def _split_at(comps: tuple[Component, ...], threshold: float) -> Parts:
-    long_w = long_m1 = long_m2 = long_c1 = out_long1 = out_long2 = 0.0
-    short_w = short_m1 = short_m2 = 0.0
-    for c in comps:
-        share = 1.0 - c.hit_rate
-        # The class's uncached tokens are log-normal with median p50 * share, same sigma.
-        u_p50 = c.prompt_p50 * share
-        below0, below1, below2 = partial_moments(u_p50, c.prompt_sigma, threshold)
-        total1 = u_p50 * math.exp(c.prompt_sigma**2 / 2)
-        total2 = u_p50**2 * math.exp(2 * c.prompt_sigma**2)
-        frac_long = 1.0 - below0
-        long_w += c.weight * frac_long
-        long_m1 += c.weight * (total1 - below1)
-        long_m2 += c.weight * (total2 - below2)
-        long_c1 += c.weight * (total1 - below1) / share * (1.0 - share)  # cached tokens
-        o1 = c.output_p50 * math.exp(c.output_sigma**2 / 2)
-        o2 = c.output_p50**2 * math.exp(2 * c.output_sigma**2)
-        out_long1 += c.weight * frac_long * o1
-        out_long2 += c.weight * frac_long * o2
-        short_w += c.weight * below0
-        short_m1 += c.weight * below1
-        short_m2 += c.weight * below2
-    whole = batch_weighted(mixture_lengths(comps), comps)
-    long = whole
-    if long_w > 0:
-        u_p50, u_sigma = fit_moments(long_m1 / long_w, long_m2 / long_w)
-        hit = long_c1 / (long_m1 + long_c1) if long_m1 + long_c1 > 0 else 0.0
-        o_p50, o_sigma = fit_moments(out_long1 / long_w, out_long2 / long_w)
-        long = Lengths.build(u_p50 / (1.0 - hit), u_sigma, hit, o_p50, o_sigma)
-    local = whole
-    if short_w > 0:
-        # The tagged short request's own prompt: the short part's log-normal (uncached share 1
-        # so the colocated model's prompt quantiles are uncached tokens). The work per arriving
-        # request, short or not, is the zero-inflated E[u 1{u <= T}] and its second moment.
-        s_p50, s_sigma = fit_moments(short_m1 / short_w, short_m2 / short_w)
-        local = replace(
-            whole,
-            prompt_p50=np.asarray(s_p50),
-            prompt_sigma=np.asarray(s_sigma),
-            uncached_share=np.asarray(1.0),
-            uncached_mean=np.asarray(short_m1),
-            uncached_second_moment=np.asarray(short_m2),
-        )
-    return Parts(long_share=long_w, long=long, local=local)
-
-
-def mixture_lengths(comps: list[Component]) -> Lengths:
-    """The whole mix as one log-normal prompt and output (mean and second moment kept)."""
-    p1 = sum(c.weight * c.prompt_p50 * math.exp(c.prompt_sigma**2 / 2) for c in comps)
-    p2 = sum(c.weight * c.prompt_p50**2 * math.exp(2 * c.prompt_sigma**2) for c in comps)
-    u1 = sum(
-        c.weight * (1 - c.hit_rate) * c.prompt_p50 * math.exp(c.prompt_sigma**2 / 2) for c in comps
-    )
-    o1 = sum(c.weight * c.output_p50 * math.exp(c.output_sigma**2 / 2) for c in comps)
-    o2 = sum(c.weight * c.output_p50**2 * math.exp(2 * c.output_sigma**2) for c in comps)
-    p50, sigma = fit_moments(p1, p2)
-    o50, osigma = fit_moments(o1, o2)
-    return Lengths.build(p50, sigma, 1.0 - u1 / p1, o50, osigma)
-
-
-def batch_weighted(lengths: Lengths, comps: list[Component]) -> Lengths:
-    """The mix as a decode batch sees it: a request stays in the batch for its output, so
-    classes with long outputs fill more of it (Little's law per class). The batch's mean
-    context and KV held per sequence are weighted by output length; with one class this is
-    the calculator's convention, prompt + output / 2."""
-    if len(comps) == 1:
-        return lengths
-    p = [c.prompt_p50 * math.exp(c.prompt_sigma**2 / 2) for c in comps]
-    o = [c.output_p50 * math.exp(c.output_sigma**2 / 2) for c in comps]
-    seats = [c.weight * oi for c, oi in zip(comps, o, strict=True)]
-    total = sum(seats)
-    ctx = sum(s * (pi + oi / 2) for s, pi, oi in zip(seats, p, o, strict=True)) / total
-    held = sum(s * (pi + oi) for s, pi, oi in zip(seats, p, o, strict=True)) / total
-    return replace(
-        lengths,
-        decode_context_mean=np.asarray(ctx),
-        prompt_mean=np.asarray(held - float(lengths.output_mean)),
-    )
-
-
-def thresholds(comps: list[Component]) -> np.ndarray:
-    """Candidate thresholds: log-spaced over the uncached prompts the classes span."""
-    lo = min(c.prompt_p50 * (1 - c.hit_rate) * math.exp(-2.5 * c.prompt_sigma) for c in comps)
-    hi = max(c.prompt_p50 * (1 - c.hit_rate) * math.exp(2.5 * c.prompt_sigma) for c in comps)
-    lo, hi = max(lo, 16.0), max(hi, 32.0)
-    grid = np.geomspace(lo, max(hi, lo * 1.01), THRESHOLD_POINTS)
-    return sorted_unique(np.maximum(np.round(grid / 16) * 16, 16))
-
-
-def candidates(r: Resolved, pairs: list[tuple[int, int]]) -> list[Candidate]:
-    """Every (threshold, TP pair) with its best whole split of the cluster.
-
-    Goodputs here are read off the colocated capacity grid (an upper bound); `settle` checks
-    the ones the choice depends on against the reported p99s.
-    """
-    w = r.workload
-    comps = components(w)
-    parts = []
-    for threshold in thresholds(comps):
-        split = split_at(comps, float(threshold))
-        if MIN_SHARE <= split.long_share <= 1.0 - MIN_SHARE:
-            parts.append((float(threshold), split))  # else colocated or always-disaggregated
-    if not parts:
-        return []
-    stacked = _Stacked.of(parts)
-    budget = float(w.cluster.gpus)
-    # A decode worker's capacity depends on its TP and pool size, not on the prefill pool's TP:
-    # each (decode TP, pool size) is searched once for every pair that uses it.
-    sizes: dict[int, set[float]] = {}
-    for p_tp, d_tp in pairs:
-        sizes.setdefault(d_tp, set()).update(_split_grid(budget, p_tp, d_tp)[1].tolist())
-    workers = {
-        d_tp: _decode_workers(r, stacked, d_tp, np.array(sorted(ys)))
-        for d_tp, ys in sizes.items()
-        if ys
-    }
-    out = []
-    for p_tp, d_tp in pairs:
-        out.extend(_best_splits(r, parts, stacked, workers.get(d_tp), p_tp, d_tp))
-    return out
-
-
-def _split_grid(budget: float, p_tp: int, d_tp: int) -> tuple[np.ndarray, np.ndarray]:
-    """Every whole split of the budget: x prefill replicas, the most decode replicas y left."""
-    x = np.arange(1, max(int((budget - d_tp) // p_tp), 0) + 1, dtype=float)
-    y = np.floor((budget - x * p_tp) / d_tp)
-    return x[y >= 1], y[y >= 1]
-
-
-@dataclass(frozen=True)
-class _Workers:
-    """Decode workers with local prefill at one TP: per-replica capacity and chunk index per
-    (threshold, pool size), pool sizes ascending."""
-
-    sizes: np.ndarray  # (Y,) replicas behind the router
-    rate_per_s: np.ndarray  # (n, Y)
-    chunk_index: np.ndarray  # (n, Y)
-
-    def at(self, y: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        k = np.searchsorted(self.sizes, y)
-        return self.rate_per_s[:, k], self.chunk_index[:, k]
-
-
-def _decode_workers(r: Resolved, stacked: _Stacked, d_tp: int, ys: np.ndarray) -> _Workers:
-    """Per-replica capacity of decode workers with `ys` replicas behind the router."""
-    w = r.workload
-    n = stacked.shares.size
-    rows = Lengths(
-        **{k: np.repeat(v, ys.size).reshape(-1, 1, 1) for k, v in vars(stacked.locals_flat).items()}
-    )
-    colo = colocated.best_points(
-        engine_for(r, float(d_tp)),
-        rows,
-        float(w.slo.ttft_ms),
-        float(w.slo.tpot_ms),
-        np.asarray(w.efficiency.chunk_tokens, dtype=float),
-        servers=np.tile(ys, n).reshape(-1, 1, 1),
-    )
-    return _Workers(
-        sizes=ys,
-        rate_per_s=np.reshape(colo.rate_per_s, (n, -1)),
-        chunk_index=np.reshape(colo.chunk_index, (n, -1)),
-    )
-
-
-def _stack(many: list[Lengths], shape) -> Lengths:
-    """Scalar lengths, one per row, as rows of the calculator's axes."""
-    return Lengths(
-        **{
-            k: np.reshape(np.array([getattr(x, k).item(0) for x in many], dtype=float), shape)
-            for k in vars(many[0])
-        }
-    )
-
-
-@dataclass(frozen=True)
-class _Stacked:
-    """The thresholds' parts as rows, built once per workload for every TP pair tried."""
-
-    shares: np.ndarray  # (n,) long share per threshold
-    longs: Lengths  # (n, 1)
-    locals_column: Lengths  # (n, 1)
-    locals_flat: Lengths  # (n,)
-
-    @classmethod
-    def of(cls, parts: list[tuple[float, Parts]]) -> _Stacked:
-        locals_flat = _stack([split.local for _, split in parts], (-1,))
-        return cls(
-            shares=np.array([split.long_share for _, split in parts]),
-            longs=_stack([split.long for _, split in parts], (-1, 1)),
-            locals_column=Lengths(**{k: v.reshape(-1, 1) for k, v in vars(locals_flat).items()}),
-            locals_flat=locals_flat,
-        )
-
-
-def _best_splits(
-    r: Resolved, parts, stacked: _Stacked, workers: _Workers | None, p_tp: int, d_tp: int
-) -> list[Candidate]:
-    """The best split of the cluster for each threshold, one TP pair, all thresholds at once."""
-    w = r.workload
-    ttft = float(w.slo.ttft_ms)
-    chunks = np.asarray(w.efficiency.chunk_tokens, dtype=float)
-    x, y = _split_grid(float(w.cluster.gpus), p_tp, d_tp)
-    if x.size == 0 or workers is None:
-        return []
-    n = len(parts)
-    shares, longs = stacked.shares, stacked.longs
-    d_col = engine_for(r, np.full((n, 1), float(d_tp)))
-    join = decode.join_step_ms(d_col, stacked.locals_column)
-    pool = prefill_pool(
-        r,
-        engine_for(r, np.full((n, 1), float(p_tp))),
-        longs,
-        transfer_path(r),
-        np.full(n, ttft),
-        np.full((n, 1), float(p_tp)),
-        np.full((n, 1), float(d_tp)),
-        join_ms=join,
-    )
-    wide = prefill.Pool(
-        np.asarray(pool.mean_ms)[:, None],
-        np.asarray(pool.scv)[:, None],
-        np.asarray(pool.nodes_ms)[:, None, :],
-        np.asarray(pool.target_ms)[:, None],
-    )
-    pool_rate = wide.max_rate_per_s(x[None, :]) / shares[:, None]  # (n, X) total requests
-    # Decode workers with local prefill: per-replica capacity with y replicas behind the router.
-    per_replica, chunk_i = workers.at(y)
-    # Each decode worker receives its share of the long requests' KV over its NICs.
-    ingress = np.ravel(
-        ingress_rate_per_s(
-            r, transfer_path(r), longs, np.full((n, 1), float(p_tp)), np.full((n, 1), float(d_tp))
-        )
-    )
-    per_replica = np.minimum(per_replica, (ingress / shares)[:, None])
-    total = np.minimum(pool_rate, y[None, :] * per_replica)
-    out = []
-    for t, (threshold, split) in enumerate(parts):
-        k = int(total[t].argmax())
-        if total[t, k] <= 0:
-            continue
-        out.append(
-            Candidate(
-                threshold_tokens=threshold,
-                long_share=split.long_share,
-                goodput_rate_per_s=float(total[t, k]),
-                prefill_tp=p_tp,
-                decode_tp=d_tp,
-                prefill_replicas=int(x[k]),
-                decode_replicas=int(y[k]),
-                chunk_tokens=int(chunks[chunk_i[t, k]]),
-                ttft_p99_ms=None,
-                tpot_p99_ms=None,
-                pool_rate_per_s=float(pool_rate[t, k]),
-                per_replica_rate_per_s=float(per_replica[t, k]),
-            )
-        )
-    return out
 
 
 def settle(r: Resolved, c: Candidate) -> Candidate:
@@ -372,7 +81,7 @@ def settle_many(r: Resolved, cands: list[Candidate]) -> list[Candidate]:
     w = r.workload
     comps = components(w)
     n = len(cands)
-    local = _stack([split_at(comps, c.threshold_tokens).local for c in cands], (-1, 1))
+    local = stack_rows([split_at(comps, c.threshold_tokens).local for c in cands], (-1, 1))
     column = lambda values: np.array(values, dtype=float).reshape(-1, 1)  # noqa: E731
     ys = np.array([float(c.decode_replicas) for c in cands])
     within = colocated.rate_within_targets(
@@ -532,11 +241,33 @@ def evaluate(
     Without `search` (heterogeneous inventories, where a decode worker's GPU is not the prefill
     pool's) only the two modes are compared, and the reasons say so.
     """
-    budget = float(r.workload.cluster.gpus)
     found: list[Candidate] = []
     if search and (colo.feasible or disagg.feasible):
         pairs = tp_pairs(r, colo, disagg)
         found = candidates(r, pairs)
+    return _layout(r, colo, disagg, found, search)
+
+
+def evaluate_many(
+    resolved: list[Resolved], colos: list[ColocatedResult], disaggs: list[DisaggregatedResult]
+) -> list[ConditionalResult]:
+    """`evaluate` with its search for workloads sharing an engine (`search.group_key`), in
+    order: the thresholds and TP pairs of all of them are searched together."""
+    modes = list(zip(resolved, colos, disaggs, strict=True))
+    pairs = [tp_pairs(r, c, d) if c.feasible or d.feasible else [] for r, c, d in modes]
+    found = candidates_many(resolved, pairs)
+    return [_layout(r, c, d, f, True) for (r, c, d), f in zip(modes, found, strict=True)]
+
+
+def _layout(
+    r: Resolved,
+    colo: ColocatedResult,
+    disagg: DisaggregatedResult,
+    found: list[Candidate],
+    search: bool,
+) -> ConditionalResult:
+    """The chosen layout among the searched candidates and the two modes."""
+    budget = float(r.workload.cluster.gpus)
     by_t = best_per_threshold(r, found)
     options: list[tuple[float | None, float]] = [
         (0.0, disagg.max_rate_per_s if disagg.feasible else 0.0),
