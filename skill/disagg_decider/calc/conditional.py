@@ -78,26 +78,30 @@ def settle_many(r: Resolved, cands: list[Candidate]) -> list[Candidate]:
     """`settle` for many candidates in one vectorised bisection (one row each)."""
     if len(cands) <= 1:
         return [settle(r, c) for c in cands]
-    w = r.workload
-    comps = components(w)
-    n = len(cands)
-    local = stack_rows([split_at(comps, c.threshold_tokens).local for c in cands], (-1, 1))
-    column = lambda values: np.array(values, dtype=float).reshape(-1, 1)  # noqa: E731
-    ys = np.array([float(c.decode_replicas) for c in cands])
-    within = colocated.rate_within_targets(
-        engine_for(r, column([c.decode_tp for c in cands])),
-        local,
-        np.full((n, 1), float(w.slo.ttft_ms)),
-        np.full((n, 1), float(w.slo.tpot_ms)),
-        column([c.chunk_tokens for c in cands]),
-        ys.reshape(-1, 1),
-        np.array([c.per_replica_rate_per_s for c in cands]),
+    return _settle_rows(r, [(r, c) for c in cands])
+
+
+def _settle_rows(first: Resolved, rows: list[tuple[Resolved, Candidate]]) -> list[Candidate]:
+    """`settle_many`'s bisection on candidates of workloads sharing `first`'s engine."""
+    local = stack_rows(
+        [split_at(components(r.workload), c.threshold_tokens).local for r, c in rows], (-1, 1)
     )
-    pool = np.array([c.pool_rate_per_s for c in cands])
+    column = lambda values: np.array(values, dtype=float).reshape(-1, 1)  # noqa: E731
+    ys = np.array([float(c.decode_replicas) for _, c in rows])
+    within = colocated.rate_within_targets(
+        engine_for(first, column([c.decode_tp for _, c in rows])),
+        local,
+        column([r.workload.slo.ttft_ms for r, _ in rows]),
+        column([r.workload.slo.tpot_ms for r, _ in rows]),
+        column([c.chunk_tokens for _, c in rows]),
+        ys.reshape(-1, 1),
+        np.array([c.per_replica_rate_per_s for _, c in rows]),
+    )
+    pool = np.array([c.pool_rate_per_s for _, c in rows])
     goodput = np.maximum(np.minimum(pool, ys * np.ravel(within)), 0.0)
     return [
         replace(c, goodput_rate_per_s=float(g), settled=True)
-        for c, g in zip(cands, goodput.tolist(), strict=True)
+        for (_, c), g in zip(rows, goodput.tolist(), strict=True)
     ]
 
 
@@ -212,14 +216,25 @@ def tp_pairs(
 def best_per_threshold(r: Resolved, found: list[Candidate]) -> dict[float, Candidate]:
     """Per threshold, the best TP pair, settled: candidates are checked in the order of their
     grid goodput (an upper bound) until the best checked one is at least the next bound."""
+    groups = _by_threshold(found)
+    # Each threshold's top candidate, all checked at once; the rest only where a lower bound
+    # could still beat the checked one (rare).
+    return _best_of_groups(r, groups, settle_many(r, [group[0] for group in groups.values()]))
+
+
+def _by_threshold(found: list[Candidate]) -> dict[float, list[Candidate]]:
+    """Candidates per threshold, best grid goodput first."""
     groups: dict[float, list[Candidate]] = {}
     for c in found:
         groups.setdefault(c.threshold_tokens, []).append(c)
     for group in groups.values():
         group.sort(key=lambda c: -c.goodput_rate_per_s)
-    # Each threshold's top candidate, all checked at once; the rest only where a lower bound
-    # could still beat the checked one (rare).
-    firsts = settle_many(r, [group[0] for group in groups.values()])
+    return groups
+
+
+def _best_of_groups(
+    r: Resolved, groups: dict[float, list[Candidate]], firsts: list[Candidate]
+) -> dict[float, Candidate]:
     out = {}
     for (t, group), best in zip(groups.items(), firsts, strict=True):
         for c in group[1:]:
@@ -245,7 +260,7 @@ def evaluate(
     if search and (colo.feasible or disagg.feasible):
         pairs = tp_pairs(r, colo, disagg)
         found = candidates(r, pairs)
-    return _layout(r, colo, disagg, found, search)
+    return _layout(r, colo, disagg, best_per_threshold(r, found), search)
 
 
 def evaluate_many(
@@ -255,20 +270,33 @@ def evaluate_many(
     order: the thresholds and TP pairs of all of them are searched together."""
     modes = list(zip(resolved, colos, disaggs, strict=True))
     pairs = [tp_pairs(r, c, d) if c.feasible or d.feasible else [] for r, c, d in modes]
-    found = candidates_many(resolved, pairs)
-    return [_layout(r, c, d, f, True) for (r, c, d), f in zip(modes, found, strict=True)]
+    groups = [_by_threshold(f) for f in candidates_many(resolved, pairs)]
+    # Every workload's top candidate per threshold in one bisection, as `best_per_threshold`
+    # checks them (a workload with one threshold through `settle`, as there).
+    pooled = [
+        (r, g[0])
+        for r, gs in zip(resolved, groups, strict=True)
+        if len(gs) > 1
+        for g in gs.values()
+    ]
+    settled = iter(_settle_rows(resolved[0], pooled) if pooled else [])
+    out = []
+    for (r, c, d), gs in zip(modes, groups, strict=True):
+        tops = [g[0] for g in gs.values()]
+        firsts = [next(settled) for _ in tops] if len(tops) > 1 else settle_many(r, tops)
+        out.append(_layout(r, c, d, _best_of_groups(r, gs, firsts), True))
+    return out
 
 
 def _layout(
     r: Resolved,
     colo: ColocatedResult,
     disagg: DisaggregatedResult,
-    found: list[Candidate],
+    by_t: dict[float, Candidate],
     search: bool,
 ) -> ConditionalResult:
-    """The chosen layout among the searched candidates and the two modes."""
+    """The chosen layout among the settled best candidate per threshold and the two modes."""
     budget = float(r.workload.cluster.gpus)
-    by_t = best_per_threshold(r, found)
     options: list[tuple[float | None, float]] = [
         (0.0, disagg.max_rate_per_s if disagg.feasible else 0.0),
         *((t, c.goodput_rate_per_s) for t, c in sorted(by_t.items())),
