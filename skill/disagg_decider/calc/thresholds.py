@@ -91,7 +91,7 @@ def _split_at(comps: tuple[Component, ...], threshold: float) -> Parts:
         short_w += c.weight * below0
         short_m1 += c.weight * below1
         short_m2 += c.weight * below2
-    whole = batch_weighted(mixture_lengths(comps), comps)
+    whole = _whole_mix(comps)
     long = whole
     if long_w > 0:
         u_p50, u_sigma = fit_moments(long_m1 / long_w, long_m2 / long_w)
@@ -113,6 +113,12 @@ def _split_at(comps: tuple[Component, ...], threshold: float) -> Parts:
             uncached_second_moment=np.asarray(short_m2),
         )
     return Parts(long_share=long_w, long=long, local=local)
+
+
+@lru_cache(maxsize=256)
+def _whole_mix(comps: tuple[Component, ...]) -> Lengths:
+    """The whole mix as the decode batch sees it: the same at every threshold."""
+    return batch_weighted(mixture_lengths(list(comps)), list(comps))
 
 
 def mixture_lengths(comps: list[Component]) -> Lengths:
