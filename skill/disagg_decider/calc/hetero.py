@@ -293,10 +293,21 @@ def gain_curve(r: Resolved, prompts: np.ndarray, analyze_many) -> np.ndarray:
     out = []
     for k, x in enumerate(points):
         rp, rd = pools[2 * k], pools[2 * k + 1]
-        colo, disagg, _, _ = _both_modes(x, rp, rd, analyses[2 * k], analyses[2 * k + 1])
-        d, c = disagg.goodput_per_gpu, colo.goodput_per_gpu
+        c, d = _goodputs_per_gpu(x, rp, rd, analyses[2 * k], analyses[2 * k + 1])
         out.append(d / c if c > 0 else (np.inf if d > 0 else np.nan))
     return np.array(out)
+
+
+def _goodputs_per_gpu(r, rp, rd, a_p: Analysis, a_d: Analysis) -> tuple[float, float]:
+    """The colocated and disaggregated goodput per GPU `_both_modes` gives, without sizing the
+    records for the workload's rate (the curve needs only these two numbers)."""
+    total = r.workload.cluster.gpus
+    colocated = sum(c.max_rate_per_s for c in (a_p.colocated, a_d.colocated)) / total
+    cross = cross_split(rp, rd)
+    homogeneous = a_p.disaggregated.max_rate_per_s + a_d.disaggregated.max_rate_per_s
+    if cross is not None and cross.served_per_s >= homogeneous:
+        return colocated, cross.served_per_s / total
+    return colocated, homogeneous / total
 
 
 def _price(r: Resolved) -> float:
