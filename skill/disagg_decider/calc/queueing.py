@@ -278,10 +278,19 @@ def p99_of_sum_ms(rate_per_ms, servers, mean_service_ms, scv, nodes_ms):
 
 def node_quantile(nodes_ms, tail):
     """The value of S' exceeded with probability `tail` (interpolated on the z grid)."""
+    i, frac = _node_of_tail(tail)
+    return nodes_ms[..., i] + frac * (nodes_ms[..., i + 1] - nodes_ms[..., i])
+
+
+@cache
+def _node_of_tail(tail: float) -> tuple[int, np.float64]:
+    """Where the tail's z falls on `Z_NODES`: the node below it and the fraction past it.
+
+    Cached: only a couple of tails are ever asked for, each thousands of times a decision.
+    """
     z = _z_of_tail(tail)
     i = int(np.searchsorted(Z_NODES, z)) - 1
-    frac = (z - Z_NODES[i]) / (Z_NODES[i + 1] - Z_NODES[i])
-    return nodes_ms[..., i] + frac * (nodes_ms[..., i + 1] - nodes_ms[..., i])
+    return i, (z - Z_NODES[i]) / (Z_NODES[i + 1] - Z_NODES[i])
 
 
 def _z_of_tail(tail: float) -> float:
