@@ -232,6 +232,7 @@ class _Search:
     shares: np.ndarray  # (n,) long share per threshold
     longs: Lengths  # (n,)
     locals_: Lengths  # (n,)
+    path: TransferPath  # the KV's path from the prefill pool to a decode worker
 
     @classmethod
     def of(cls, r: Resolved, pairs: list[tuple[int, int]]) -> _Search | None:
@@ -250,6 +251,7 @@ class _Search:
             shares=np.array([split.long_share for _, split in parts]),
             longs=_stack([split.long for _, split in parts], (-1,)),
             locals_=_stack([split.local for _, split in parts], (-1,)),
+            path=transfer_path(r),
         )
 
     @property
@@ -350,7 +352,7 @@ def _prefill_pools(first: Resolved, live: list[_Search]) -> dict[tuple[int, tupl
         p_col.append(np.full(s.n, float(p_tp)))
         d_col.append(np.full(s.n, float(d_tp)))
         ttft.append(np.full(s.n, float(s.r.workload.slo.ttft_ms)))
-        paths.extend([transfer_path(s.r)] * s.n)
+        paths.extend([s.path] * s.n)
         # Sizes past this pair's grid pad the row (one replica) and are never read.
         x_rows.append(
             np.broadcast_to(np.pad(x, (0, widest - x.size), constant_values=1.0), (s.n, widest))
