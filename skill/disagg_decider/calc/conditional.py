@@ -30,7 +30,7 @@ from dataclasses import replace
 import numpy as np
 
 from disagg_decider.calc import colocated, decode
-from disagg_decider.calc.kvpath import transfer_path
+from disagg_decider.calc.kvpath import TransferPath, transfer_path
 from disagg_decider.calc.lengths import Lengths
 from disagg_decider.calc.pools import prefill_pool
 from disagg_decider.calc.result import (
@@ -128,6 +128,47 @@ def report(r: Resolved, c: Candidate) -> Candidate:
     return replace(
         c, ttft_p99_ms=max(long_ttft, float(short_ttft[0])), tpot_p99_ms=float(tpot99[0])
     )
+
+
+def _report_rows(first: Resolved, rows: list[tuple[Resolved, Candidate]]) -> list[Candidate]:
+    """`report` for chosen candidates of workloads sharing `first`'s engine, one row each:
+    one prefill-pool time bisection and one decode-worker evaluation for all of them."""
+    column = lambda values: np.array(values, dtype=float).reshape(-1, 1)  # noqa: E731
+    splits = [split_at(components(r.workload), c.threshold_tokens) for r, c in rows]
+    p_tp, d_tp = column([c.prefill_tp for _, c in rows]), column([c.decode_tp for _, c in rows])
+    ys = np.array([float(c.decode_replicas) for _, c in rows])
+    rate = np.array(
+        [min(float(r.workload.traffic.requests_per_second), c.goodput_rate_per_s) for r, c in rows]
+    )
+    paths = TransferPath.stack([transfer_path(r) for r, _ in rows])
+    local = stack_rows([split.local for split in splits], (-1, 1))
+    pool = prefill_pool(
+        first,
+        engine_for(first, p_tp),
+        stack_rows([split.long for split in splits], (-1, 1)),
+        paths.take(np.arange(len(rows)), (-1, 1)),
+        np.array([r.workload.slo.ttft_ms for r, _ in rows], dtype=float),
+        p_tp,
+        d_tp,
+        join_ms=decode.join_step_ms(engine_for(first, d_tp), local),
+    )
+    servers = np.array([float(c.prefill_replicas) for _, c in rows])
+    long_ttft = np.ravel(
+        pool.ttft_p99_ms(servers, rate * np.array([c.long_share for _, c in rows]))
+    )
+    short_ttft, tpot99 = colocated.latencies_at_rate(
+        engine_for(first, d_tp),
+        local,
+        column([r.workload.slo.ttft_ms for r, _ in rows]),
+        column([r.workload.slo.tpot_ms for r, _ in rows]),
+        column([c.chunk_tokens for _, c in rows]),
+        rate / ys,
+        ys.reshape(-1, 1),
+    )
+    return [
+        replace(c, ttft_p99_ms=max(float(lt), float(st)), tpot_p99_ms=float(tp))
+        for (_, c), lt, st, tp in zip(rows, long_ttft, short_ttft, tpot99, strict=True)
+    ]
 
 
 def _col(v) -> np.ndarray:
@@ -284,8 +325,34 @@ def evaluate_many(
     for (r, c, d), gs in zip(modes, groups, strict=True):
         tops = [g[0] for g in gs.values()]
         firsts = [next(settled) for _ in tops] if len(tops) > 1 else settle_many(r, tops)
-        out.append(_layout(r, c, d, _best_of_groups(r, gs, firsts), True))
-    return out
+        out.append((r, c, d, _best_of_groups(r, gs, firsts)))
+    # The chosen conditional layouts' p99s at each workload's rate, all in one pass.
+    chosen = [(r, by_t[t]) for r, c, d, by_t in out if (t := _chosen(c, d, by_t)) is not None]
+    reported = iter(_report_rows(resolved[0], chosen) if chosen else [])
+    return [
+        _layout(r, c, d, by_t, True, next(reported) if _chosen(c, d, by_t) is not None else None)
+        for r, c, d, by_t in out
+    ]
+
+
+def _options(
+    colo: ColocatedResult, disagg: DisaggregatedResult, by_t: dict[float, Candidate]
+) -> list[tuple[float | None, float]]:
+    """(threshold, goodput) of always-disaggregated, every threshold and no prefill pool."""
+    return [
+        (0.0, disagg.max_rate_per_s if disagg.feasible else 0.0),
+        *((t, c.goodput_rate_per_s) for t, c in sorted(by_t.items())),
+        (None, colo.max_rate_per_s if colo.feasible else 0.0),
+    ]
+
+
+def _chosen(
+    colo: ColocatedResult, disagg: DisaggregatedResult, by_t: dict[float, Candidate]
+) -> float | None:
+    """The chosen threshold when it is a conditional layout (neither 0 nor no pool), else None."""
+    options = _options(colo, disagg, by_t)
+    t = options[choose(options)][0]
+    return t if t is not None and t != 0.0 else None
 
 
 def _layout(
@@ -294,14 +361,15 @@ def _layout(
     disagg: DisaggregatedResult,
     by_t: dict[float, Candidate],
     search: bool,
+    reported: Candidate | None = None,
 ) -> ConditionalResult:
-    """The chosen layout among the settled best candidate per threshold and the two modes."""
+    """The chosen layout among the settled best candidate per threshold and the two modes.
+
+    `reported`, the chosen conditional candidate with its p99s (`report`), may be passed in by
+    a caller that priced it already.
+    """
     budget = float(r.workload.cluster.gpus)
-    options: list[tuple[float | None, float]] = [
-        (0.0, disagg.max_rate_per_s if disagg.feasible else 0.0),
-        *((t, c.goodput_rate_per_s) for t, c in sorted(by_t.items())),
-        (None, colo.max_rate_per_s if colo.feasible else 0.0),
-    ]
+    options = _options(colo, disagg, by_t)
     curve = [
         ThresholdPoint(
             threshold_tokens=None if t is None else int(t),
@@ -365,7 +433,7 @@ def _layout(
             tpot_p99_ms=disagg.tpot_p99_ms,
             **common,
         )
-    c = report(r, by_t[t])
+    c = report(r, by_t[t]) if reported is None else reported
     return ConditionalResult(
         layout="conditional",
         feasible=True,
