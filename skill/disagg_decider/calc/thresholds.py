@@ -182,20 +182,19 @@ def candidates_many(
     if not live:
         return [[] for _ in searches]
     first = live[0].r
-    workers = _decode_workers(first, live)
-    pools = _prefill_pools(first, live)
-    out = []
-    for s in searches:
-        found: list[Candidate] = []
-        if s is not None:
-            for pair in s.pairs:
-                if (id(s), pair) in pools:
-                    found.extend(_best_splits(s, pools[id(s), pair], workers[id(s), pair[1]], pair))
-        out.append(found)
-    return out
+    workers = _decode_workers(first, live)  # keyed (index in live, decode TP)
+    pools = _prefill_pools(first, live)  # keyed (index in live, pair)
+    found: list[list[Candidate]] = []
+    for k, s in enumerate(live):
+        found.append([])
+        for pair in s.pairs:
+            if (k, pair) in pools:
+                found[-1].extend(_best_splits(s, pools[k, pair], workers[k, pair[1]], pair))
+    each = iter(found)
+    return [[] if s is None else next(each) for s in searches]
 
 
-def _stack(many: list[Lengths], shape) -> Lengths:
+def stack_rows(many: list[Lengths], shape) -> Lengths:
     """Scalar lengths, one per row, as rows of the calculator's axes."""
     return Lengths(
         **{
@@ -203,9 +202,6 @@ def _stack(many: list[Lengths], shape) -> Lengths:
             for k in vars(many[0])
         }
     )
-
-
-stack_rows = _stack
 
 
 def _concat(many: list[Lengths], shape) -> Lengths:
@@ -249,8 +245,8 @@ class _Search:
             parts=parts,
             pairs=list(pairs),
             shares=np.array([split.long_share for _, split in parts]),
-            longs=_stack([split.long for _, split in parts], (-1,)),
-            locals_=_stack([split.local for _, split in parts], (-1,)),
+            longs=stack_rows([split.long for _, split in parts], (-1,)),
+            locals_=stack_rows([split.local for _, split in parts], (-1,)),
             path=transfer_path(r),
         )
 
@@ -282,19 +278,20 @@ def _decode_workers(first: Resolved, live: list[_Search]) -> dict[tuple[int, int
     pair uses, in one batch search. It does not depend on the prefill pool's TP, so each size
     is searched once for every pair sharing the decode TP."""
     keys, sizes, blocks = [], [], []
-    for s in live:
+    for k, s in enumerate(live):
         by_tp: dict[int, set[float]] = {}
         for p_tp, d_tp in s.pairs:
             by_tp.setdefault(d_tp, set()).update(_split_grid(s.budget, p_tp, d_tp)[1].tolist())
         for d_tp, ys in by_tp.items():
             if ys:
-                keys.append((s, d_tp))
+                keys.append((k, d_tp))
                 sizes.append(np.array(sorted(ys)))
     if not keys:
         return {}
     w = first.workload
     column: dict[str, list[np.ndarray]] = {"tp": [], "ttft": [], "tpot": [], "servers": []}
-    for (s, d_tp), ys in zip(keys, sizes, strict=True):
+    for (k, d_tp), ys in zip(keys, sizes, strict=True):
+        s = live[k]
         rows = s.n * ys.size
         blocks.append(Lengths(**{k: np.repeat(v, ys.size) for k, v in vars(s.locals_).items()}))
         column["tp"].append(np.full(rows, float(d_tp)))
@@ -311,12 +308,12 @@ def _decode_workers(first: Resolved, live: list[_Search]) -> dict[tuple[int, int
         servers=col["servers"],
     )
     out, start = {}, 0
-    for (s, d_tp), ys in zip(keys, sizes, strict=True):
-        stop = start + s.n * ys.size
-        out[id(s), d_tp] = _Workers(
+    for (k, d_tp), ys in zip(keys, sizes, strict=True):
+        stop = start + live[k].n * ys.size
+        out[k, d_tp] = _Workers(
             sizes=ys,
-            rate_per_s=np.reshape(found.rate_per_s[start:stop], (s.n, -1)),
-            chunk_index=np.reshape(found.chunk_index[start:stop], (s.n, -1)),
+            rate_per_s=np.reshape(found.rate_per_s[start:stop], (live[k].n, -1)),
+            chunk_index=np.reshape(found.chunk_index[start:stop], (live[k].n, -1)),
         )
         start = stop
     return out
@@ -336,17 +333,18 @@ class _PoolRates:
 def _prefill_pools(first: Resolved, live: list[_Search]) -> dict[tuple[int, tuple], _PoolRates]:
     """Every (workload, pair, threshold)'s prefill pool at each whole split, in one bisection."""
     keys, grids = [], []
-    for s in live:
+    for k, s in enumerate(live):
         for pair in s.pairs:
             x, y = _split_grid(s.budget, *pair)
             if x.size:
-                keys.append((s, pair))
+                keys.append((k, pair))
                 grids.append((x, y))
     if not keys:
         return {}
     widest = max(x.size for x, _ in grids)
     longs, locals_, p_col, d_col, ttft, paths, x_rows, shares = [], [], [], [], [], [], [], []
-    for (s, (p_tp, d_tp)), (x, _) in zip(keys, grids, strict=True):
+    for (k, (p_tp, d_tp)), (x, _) in zip(keys, grids, strict=True):
+        s = live[k]
         longs.append(s.longs)
         locals_.append(s.locals_)
         p_col.append(np.full(s.n, float(p_tp)))
@@ -376,9 +374,9 @@ def _prefill_pools(first: Resolved, live: list[_Search]) -> dict[tuple[int, tupl
     # Each decode worker receives its share of the long requests' KV over its NICs.
     ingress = np.ravel(ingress_rate_per_s(first, path, long_rows, p, d)) / share
     out, start = {}, 0
-    for (s, pair), (x, y) in zip(keys, grids, strict=True):
-        stop = start + s.n
-        out[id(s), pair] = _PoolRates(x, y, total[start:stop, : x.size], ingress[start:stop])
+    for (k, pair), (x, y) in zip(keys, grids, strict=True):
+        stop = start + live[k].n
+        out[k, pair] = _PoolRates(x, y, total[start:stop, : x.size], ingress[start:stop])
         start = stop
     return out
 
