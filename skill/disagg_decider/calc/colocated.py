@@ -227,7 +227,7 @@ def best_points(
 
 
 def latencies_at_rate(
-    engine: Engine, lengths: Lengths, ttft_ms, tpot_ms, chunk, rate_per_s, servers=1.0
+    engine: Engine, lengths: Lengths, ttft_ms, tpot_ms, chunk, rate_per_s, servers=1.0, grid=None
 ):
     """p99 TTFT and TPOT of replicas at given loads (N,), one configuration per load.
 
@@ -239,10 +239,13 @@ def latencies_at_rate(
     infinite past the queue's stability, is solved at the (fractional) batch itself. Below batch
     1, whose rate already carries some queueing, they fall linearly to their idle values (no
     queue, no prefill riding along) at rate 0.
+
+    `grid`, these rows' `evaluate` on the batch grid, may be passed in by a caller that has it
+    (`rate_within_targets` tries many loads on the same rows).
     """
     batches = batch_grid(engine.eff.max_decode_batch)
     at = lines(engine, lengths, ttft_ms, tpot_ms, chunk, servers)
-    g = evaluate(at, batches)
+    g = evaluate(at, batches) if grid is None else grid
     shape = (len(rate_per_s), batches.size)
     rates = np.broadcast_to(g.rate_per_s, shape)
     # Only the rising run of the grid is a load curve: past it (a batch as large as the chunk
@@ -292,14 +295,18 @@ def rate_within_targets(
     """
     rate_hi = np.asarray(rate_hi, dtype=float)
     n = len(rate_hi)
+    # Every row's batch grid, evaluated once: the rounds below try 16 loads per row on it.
+    batches = batch_grid(engine.eff.max_decode_batch)
+    on_grid = evaluate(lines(engine, lengths, ttft_ms, tpot_ms, chunk, servers), batches)
 
     def meets(rows: np.ndarray, rate: np.ndarray) -> np.ndarray:
         take = functools.partial(_row_subset, rows=rows, n=n)
         at_rows = replace(engine, **{k: take(getattr(engine, k)) for k in ("tp", "dp", "ep")})
         lengths_rows = Lengths(**{k: take(v) for k, v in vars(lengths).items()})
         ttft_t, tpot_t = take(ttft_ms), take(tpot_ms)
+        grid_rows = ColocatedGrid(**{k: take(v) for k, v in vars(on_grid).items()})
         ttft, tpot = latencies_at_rate(
-            at_rows, lengths_rows, ttft_t, tpot_t, take(chunk), rate, take(servers)
+            at_rows, lengths_rows, ttft_t, tpot_t, take(chunk), rate, take(servers), grid_rows
         )
         return (ttft <= np.ravel(ttft_t) * (1 + 1e-9)) & (tpot <= np.ravel(tpot_t) * (1 + 1e-9))
 

@@ -50,11 +50,13 @@ def analyze(r: Resolved) -> Analysis:
     return analyze_many([r])[0]
 
 
-def analyze_many(resolved: Sequence[Resolved]) -> list[Analysis]:
+def analyze_many(resolved: Sequence[Resolved], *, modes_only: bool = False) -> list[Analysis]:
     """One `Analysis` per workload, in order, each equal to what `analyze` gives alone.
 
     Workloads that share an engine (`group_key`) are searched together, in blocks: a sweep
     over rates, lengths, SLOs or clusters costs a fraction of one search per workload.
+    `modes_only` leaves out the crossover and the conditional layout (both None): the
+    heterogeneous path needs only each pool's two modes, and prices the rest itself.
     """
     for r in resolved:
         pins.check(r)  # a pin that cannot run is a user error, before anything is priced
@@ -78,7 +80,7 @@ def analyze_many(resolved: Sequence[Resolved]) -> list[Analysis]:
         members.sort(key=lambda i: _tp_limits(resolved[i]))
         for start in range(0, len(members), BLOCK_WORKLOADS):
             block = members[start : start + BLOCK_WORKLOADS]
-            analyses = _analyze_block([resolved[i] for i in block])
+            analyses = _analyze_block([resolved[i] for i in block], modes_only)
             for i, analysis in zip(block, analyses, strict=True):
                 out[i] = analysis
     return out  # type: ignore[return-value]
@@ -90,12 +92,17 @@ def _tp_limits(r: Resolved) -> tuple:
     return (min(w.cluster.gpus, w.cluster.gpus_per_node), *(p or 0 for p in pins))
 
 
-def _analyze_block(resolved: list[Resolved]) -> list[Analysis]:
+def _analyze_block(resolved: list[Resolved], modes_only: bool = False) -> list[Analysis]:
     """Search every member's own prompt, then the side of its crossover grid it needs."""
     members = members_of(resolved)
     own_prompts = [np.array([p]) for p in members.prompt_p50.tolist()]
     grid = crossover_grid(members.first)
-    if len(resolved) <= ONE_PASS_WORKLOADS:
+    if modes_only:
+        # Rows are searched independently, so the own prompts alone give the same modes.
+        found = search(members.first, members.rows(own_prompts), members.layouts)
+        rows = np.arange(len(resolved))
+        crossovers: list[int | None] = [None] * len(resolved)
+    elif len(resolved) <= ONE_PASS_WORKLOADS:
         # Few workloads: numpy's fixed cost per call dominates, so one search takes the whole
         # grid along with the workloads' own prompts.
         prompts = [np.concatenate([p, grid]) for p in own_prompts]
@@ -114,10 +121,12 @@ def _analyze_block(resolved: list[Resolved]) -> list[Analysis]:
     disagg, disagg_columns = _disaggregated_results(own, found)
     request = _per_request(own, disagg_columns)
     limits = limits_for_block(members, colo, disagg)
+    conds = (
+        [None] * len(resolved) if modes_only else conditional.evaluate_many(resolved, colo, disagg)
+    )
     out = []
     for k in range(len(resolved)):
-        c, d = colo[k], disagg[k]
-        cond = conditional.evaluate(resolved[k], c, d)
+        c, d, cond = colo[k], disagg[k], conds[k]
         out.append(
             Analysis(
                 **{name: values[k] for name, values in request.items()},
@@ -126,7 +135,7 @@ def _analyze_block(resolved: list[Resolved]) -> list[Analysis]:
                 gain=_gain(d.goodput_per_gpu, c.goodput_per_gpu),
                 crossover_prompt_tokens=crossovers[k],
                 conditional=cond,
-                conditional_disagg_threshold_tokens=cond.threshold_tokens,
+                conditional_disagg_threshold_tokens=cond.threshold_tokens if cond else None,
                 limits=limits[k],
                 warnings=members.warnings[k],
             )

@@ -25,15 +25,14 @@ the modes already sized, so the layout's goodput is never below either. Among th
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, replace
+from dataclasses import replace
 
 import numpy as np
 
-from disagg_decider.calc import colocated, decode, prefill
-from disagg_decider.calc.arrays import sorted_unique
-from disagg_decider.calc.kvpath import transfer_path
+from disagg_decider.calc import colocated, decode
+from disagg_decider.calc.kvpath import TransferPath, transfer_path
 from disagg_decider.calc.lengths import Lengths
-from disagg_decider.calc.pools import ingress_rate_per_s, prefill_pool
+from disagg_decider.calc.pools import prefill_pool
 from disagg_decider.calc.result import (
     ColocatedResult,
     ConditionalResult,
@@ -41,241 +40,22 @@ from disagg_decider.calc.result import (
     ThresholdPoint,
 )
 from disagg_decider.calc.search import engine_for, pairs_allowed
-from disagg_decider.classes import Component, components, fit_moments, partial_moments
+from disagg_decider.calc.thresholds import (  # noqa: F401  (split_at, thresholds: public here too)
+    MIN_SHARE,
+    THRESHOLD_POINTS,
+    Candidate,
+    Parts,
+    candidates,
+    candidates_many,
+    split_at,
+    stack_rows,
+    thresholds,
+)
+from disagg_decider.classes import components
 from disagg_decider.workload import Resolved
 
-THRESHOLD_POINTS = 16  # candidate thresholds between the shortest and longest prompts
 _NOT_SEARCHED = "heterogeneous pools: routing thresholds are not searched (one GPU type per role); "
 NEAR_BEST = 0.99  # thresholds within 1% of the best goodput count as equally good
-MIN_SHARE = 1e-3  # a part holding fewer requests than this is not a pool of its own
-
-
-@dataclass(frozen=True)
-class Candidate:
-    """One conditional layout on the cluster: threshold, TP pair, chunk and whole pools."""
-
-    threshold_tokens: float
-    long_share: float  # requests sent to the prefill pool
-    goodput_rate_per_s: float  # within both p99 targets on the whole cluster
-    prefill_tp: int
-    decode_tp: int
-    prefill_replicas: int
-    decode_replicas: int
-    chunk_tokens: int
-    ttft_p99_ms: float | None  # the worse of the two request kinds, at the workload's rate
-    tpot_p99_ms: float | None
-    pool_rate_per_s: float = 0.0  # total requests the prefill pool admits (its share of them)
-    per_replica_rate_per_s: float = 0.0  # a decode worker's capacity read off the grid
-    settled: bool = False  # goodput checked against the reported p99s (`settle`)
-
-
-@dataclass(frozen=True)
-class Parts:
-    """The length distribution split at T: the prefill pool's part and the decode workers'."""
-
-    long_share: float
-    long: Lengths  # requests above T, as one log-normal (scalars)
-    local: Lengths  # every request's decode, with the short prompts' local prefill work
-
-
-def split_at(comps: list[Component], threshold: float) -> Parts:
-    """Split the mix of classes at T uncached tokens (moment-matched parts)."""
-    long_w = long_m1 = long_m2 = long_c1 = out_long1 = out_long2 = 0.0
-    short_w = short_m1 = short_m2 = 0.0
-    for c in comps:
-        share = 1.0 - c.hit_rate
-        # The class's uncached tokens are log-normal with median p50 * share, same sigma.
-        u_p50 = c.prompt_p50 * share
-        below0, below1, below2 = partial_moments(u_p50, c.prompt_sigma, threshold)
-        total1 = u_p50 * math.exp(c.prompt_sigma**2 / 2)
-        total2 = u_p50**2 * math.exp(2 * c.prompt_sigma**2)
-        frac_long = 1.0 - below0
-        long_w += c.weight * frac_long
-        long_m1 += c.weight * (total1 - below1)
-        long_m2 += c.weight * (total2 - below2)
-        long_c1 += c.weight * (total1 - below1) / share * (1.0 - share)  # cached tokens
-        o1 = c.output_p50 * math.exp(c.output_sigma**2 / 2)
-        o2 = c.output_p50**2 * math.exp(2 * c.output_sigma**2)
-        out_long1 += c.weight * frac_long * o1
-        out_long2 += c.weight * frac_long * o2
-        short_w += c.weight * below0
-        short_m1 += c.weight * below1
-        short_m2 += c.weight * below2
-    whole = batch_weighted(mixture_lengths(comps), comps)
-    long = whole
-    if long_w > 0:
-        u_p50, u_sigma = fit_moments(long_m1 / long_w, long_m2 / long_w)
-        hit = long_c1 / (long_m1 + long_c1) if long_m1 + long_c1 > 0 else 0.0
-        o_p50, o_sigma = fit_moments(out_long1 / long_w, out_long2 / long_w)
-        long = Lengths.build(u_p50 / (1.0 - hit), u_sigma, hit, o_p50, o_sigma)
-    local = whole
-    if short_w > 0:
-        # The tagged short request's own prompt: the short part's log-normal (uncached share 1
-        # so the colocated model's prompt quantiles are uncached tokens). The work per arriving
-        # request, short or not, is the zero-inflated E[u 1{u <= T}] and its second moment.
-        s_p50, s_sigma = fit_moments(short_m1 / short_w, short_m2 / short_w)
-        local = replace(
-            whole,
-            prompt_p50=np.asarray(s_p50),
-            prompt_sigma=np.asarray(s_sigma),
-            uncached_share=np.asarray(1.0),
-            uncached_mean=np.asarray(short_m1),
-            uncached_second_moment=np.asarray(short_m2),
-        )
-    return Parts(long_share=long_w, long=long, local=local)
-
-
-def mixture_lengths(comps: list[Component]) -> Lengths:
-    """The whole mix as one log-normal prompt and output (mean and second moment kept)."""
-    p1 = sum(c.weight * c.prompt_p50 * math.exp(c.prompt_sigma**2 / 2) for c in comps)
-    p2 = sum(c.weight * c.prompt_p50**2 * math.exp(2 * c.prompt_sigma**2) for c in comps)
-    u1 = sum(
-        c.weight * (1 - c.hit_rate) * c.prompt_p50 * math.exp(c.prompt_sigma**2 / 2) for c in comps
-    )
-    o1 = sum(c.weight * c.output_p50 * math.exp(c.output_sigma**2 / 2) for c in comps)
-    o2 = sum(c.weight * c.output_p50**2 * math.exp(2 * c.output_sigma**2) for c in comps)
-    p50, sigma = fit_moments(p1, p2)
-    o50, osigma = fit_moments(o1, o2)
-    return Lengths.build(p50, sigma, 1.0 - u1 / p1, o50, osigma)
-
-
-def batch_weighted(lengths: Lengths, comps: list[Component]) -> Lengths:
-    """The mix as a decode batch sees it: a request stays in the batch for its output, so
-    classes with long outputs fill more of it (Little's law per class). The batch's mean
-    context and KV held per sequence are weighted by output length; with one class this is
-    the calculator's convention, prompt + output / 2."""
-    if len(comps) == 1:
-        return lengths
-    p = [c.prompt_p50 * math.exp(c.prompt_sigma**2 / 2) for c in comps]
-    o = [c.output_p50 * math.exp(c.output_sigma**2 / 2) for c in comps]
-    seats = [c.weight * oi for c, oi in zip(comps, o, strict=True)]
-    total = sum(seats)
-    ctx = sum(s * (pi + oi / 2) for s, pi, oi in zip(seats, p, o, strict=True)) / total
-    held = sum(s * (pi + oi) for s, pi, oi in zip(seats, p, o, strict=True)) / total
-    return replace(
-        lengths,
-        decode_context_mean=np.asarray(ctx),
-        prompt_mean=np.asarray(held - float(lengths.output_mean)),
-    )
-
-
-def thresholds(comps: list[Component]) -> np.ndarray:
-    """Candidate thresholds: log-spaced over the uncached prompts the classes span."""
-    lo = min(c.prompt_p50 * (1 - c.hit_rate) * math.exp(-2.5 * c.prompt_sigma) for c in comps)
-    hi = max(c.prompt_p50 * (1 - c.hit_rate) * math.exp(2.5 * c.prompt_sigma) for c in comps)
-    lo, hi = max(lo, 16.0), max(hi, 32.0)
-    grid = np.geomspace(lo, max(hi, lo * 1.01), THRESHOLD_POINTS)
-    return sorted_unique(np.maximum(np.round(grid / 16) * 16, 16))
-
-
-def candidates(r: Resolved, pairs: list[tuple[int, int]]) -> list[Candidate]:
-    """Every (threshold, TP pair) with its best whole split of the cluster.
-
-    Goodputs here are read off the colocated capacity grid (an upper bound); `settle` checks
-    the ones the choice depends on against the reported p99s.
-    """
-    w = r.workload
-    comps = components(w)
-    parts = []
-    for threshold in thresholds(comps):
-        split = split_at(comps, float(threshold))
-        if MIN_SHARE <= split.long_share <= 1.0 - MIN_SHARE:
-            parts.append((float(threshold), split))  # else colocated or always-disaggregated
-    if not parts:
-        return []
-    out = []
-    for p_tp, d_tp in pairs:
-        out.extend(_best_splits(r, parts, p_tp, d_tp))
-    return out
-
-
-def _stack(many: list[Lengths], shape) -> Lengths:
-    """Scalar lengths, one per row, as rows of the calculator's axes."""
-    return Lengths(
-        **{
-            k: np.reshape(np.array([float(np.ravel(getattr(x, k))[0]) for x in many]), shape)
-            for k in vars(many[0])
-        }
-    )
-
-
-def _best_splits(r: Resolved, parts, p_tp: int, d_tp: int) -> list[Candidate]:
-    """The best split of the cluster for each threshold, one TP pair, all thresholds at once."""
-    w = r.workload
-    budget = float(w.cluster.gpus)
-    ttft, tpot = float(w.slo.ttft_ms), float(w.slo.tpot_ms)
-    chunks = np.asarray(w.efficiency.chunk_tokens, dtype=float)
-    x = np.arange(1, max(int((budget - d_tp) // p_tp), 0) + 1, dtype=float)
-    y = np.floor((budget - x * p_tp) / d_tp)
-    x, y = x[y >= 1], y[y >= 1]
-    if x.size == 0:
-        return []
-    n = len(parts)
-    shares = np.array([split.long_share for _, split in parts])
-    longs = _stack([split.long for _, split in parts], (-1, 1))
-    locals_ = [split.local for _, split in parts]
-    d_col = engine_for(r, np.full((n, 1), float(d_tp)))
-    join = decode.join_step_ms(d_col, _stack(locals_, (-1, 1)))
-    pool = prefill_pool(
-        r,
-        engine_for(r, np.full((n, 1), float(p_tp))),
-        longs,
-        transfer_path(r),
-        np.full(n, ttft),
-        np.full((n, 1), float(p_tp)),
-        np.full((n, 1), float(d_tp)),
-        join_ms=join,
-    )
-    wide = prefill.Pool(
-        np.asarray(pool.mean_ms)[:, None],
-        np.asarray(pool.scv)[:, None],
-        np.asarray(pool.nodes_ms)[:, None, :],
-        np.asarray(pool.target_ms)[:, None],
-    )
-    pool_rate = wide.max_rate_per_s(x[None, :]) / shares[:, None]  # (n, X) total requests
-    # Decode workers with local prefill: per-replica capacity with y replicas behind the router.
-    stacked = _stack(locals_, (-1,))
-    rows = Lengths(**{k: np.repeat(v, y.size).reshape(-1, 1, 1) for k, v in vars(stacked).items()})
-    colo = colocated.best_points(
-        engine_for(r, float(d_tp)),
-        rows,
-        ttft,
-        tpot,
-        chunks,
-        servers=np.tile(y, n).reshape(-1, 1, 1),
-    )
-    per_replica = np.reshape(colo.rate_per_s, (n, -1))
-    chunk_i = np.reshape(colo.chunk_index, (n, -1))
-    # Each decode worker receives its share of the long requests' KV over its NICs.
-    ingress = np.ravel(
-        ingress_rate_per_s(
-            r, transfer_path(r), longs, np.full((n, 1), float(p_tp)), np.full((n, 1), float(d_tp))
-        )
-    )
-    per_replica = np.minimum(per_replica, (ingress / shares)[:, None])
-    total = np.minimum(pool_rate, y[None, :] * per_replica)
-    out = []
-    for t, (threshold, split) in enumerate(parts):
-        k = int(total[t].argmax())
-        if total[t, k] <= 0:
-            continue
-        out.append(
-            Candidate(
-                threshold_tokens=threshold,
-                long_share=split.long_share,
-                goodput_rate_per_s=float(total[t, k]),
-                prefill_tp=p_tp,
-                decode_tp=d_tp,
-                prefill_replicas=int(x[k]),
-                decode_replicas=int(y[k]),
-                chunk_tokens=int(chunks[chunk_i[t, k]]),
-                ttft_p99_ms=None,
-                tpot_p99_ms=None,
-                pool_rate_per_s=float(pool_rate[t, k]),
-                per_replica_rate_per_s=float(per_replica[t, k]),
-            )
-        )
-    return out
 
 
 def settle(r: Resolved, c: Candidate) -> Candidate:
@@ -298,26 +78,30 @@ def settle_many(r: Resolved, cands: list[Candidate]) -> list[Candidate]:
     """`settle` for many candidates in one vectorised bisection (one row each)."""
     if len(cands) <= 1:
         return [settle(r, c) for c in cands]
-    w = r.workload
-    comps = components(w)
-    n = len(cands)
-    local = _stack([split_at(comps, c.threshold_tokens).local for c in cands], (-1, 1))
-    column = lambda values: np.array(values, dtype=float).reshape(-1, 1)  # noqa: E731
-    ys = np.array([float(c.decode_replicas) for c in cands])
-    within = colocated.rate_within_targets(
-        engine_for(r, column([c.decode_tp for c in cands])),
-        local,
-        np.full((n, 1), float(w.slo.ttft_ms)),
-        np.full((n, 1), float(w.slo.tpot_ms)),
-        column([c.chunk_tokens for c in cands]),
-        ys.reshape(-1, 1),
-        np.array([c.per_replica_rate_per_s for c in cands]),
+    return _settle_rows(r, [(r, c) for c in cands])
+
+
+def _settle_rows(first: Resolved, rows: list[tuple[Resolved, Candidate]]) -> list[Candidate]:
+    """`settle_many`'s bisection on candidates of workloads sharing `first`'s engine."""
+    local = stack_rows(
+        [split_at(components(r.workload), c.threshold_tokens).local for r, c in rows], (-1, 1)
     )
-    pool = np.array([c.pool_rate_per_s for c in cands])
+    column = lambda values: np.array(values, dtype=float).reshape(-1, 1)  # noqa: E731
+    ys = np.array([float(c.decode_replicas) for _, c in rows])
+    within = colocated.rate_within_targets(
+        engine_for(first, column([c.decode_tp for _, c in rows])),
+        local,
+        column([r.workload.slo.ttft_ms for r, _ in rows]),
+        column([r.workload.slo.tpot_ms for r, _ in rows]),
+        column([c.chunk_tokens for _, c in rows]),
+        ys.reshape(-1, 1),
+        np.array([c.per_replica_rate_per_s for _, c in rows]),
+    )
+    pool = np.array([c.pool_rate_per_s for _, c in rows])
     goodput = np.maximum(np.minimum(pool, ys * np.ravel(within)), 0.0)
     return [
         replace(c, goodput_rate_per_s=float(g), settled=True)
-        for c, g in zip(cands, goodput.tolist(), strict=True)
+        for (_, c), g in zip(rows, goodput.tolist(), strict=True)
     ]
 
 
@@ -344,6 +128,47 @@ def report(r: Resolved, c: Candidate) -> Candidate:
     return replace(
         c, ttft_p99_ms=max(long_ttft, float(short_ttft[0])), tpot_p99_ms=float(tpot99[0])
     )
+
+
+def _report_rows(first: Resolved, rows: list[tuple[Resolved, Candidate]]) -> list[Candidate]:
+    """`report` for chosen candidates of workloads sharing `first`'s engine, one row each:
+    one prefill-pool time bisection and one decode-worker evaluation for all of them."""
+    column = lambda values: np.array(values, dtype=float).reshape(-1, 1)  # noqa: E731
+    splits = [split_at(components(r.workload), c.threshold_tokens) for r, c in rows]
+    p_tp, d_tp = column([c.prefill_tp for _, c in rows]), column([c.decode_tp for _, c in rows])
+    ys = np.array([float(c.decode_replicas) for _, c in rows])
+    rate = np.array(
+        [min(float(r.workload.traffic.requests_per_second), c.goodput_rate_per_s) for r, c in rows]
+    )
+    paths = TransferPath.stack([transfer_path(r) for r, _ in rows])
+    local = stack_rows([split.local for split in splits], (-1, 1))
+    pool = prefill_pool(
+        first,
+        engine_for(first, p_tp),
+        stack_rows([split.long for split in splits], (-1, 1)),
+        paths.take(np.arange(len(rows)), (-1, 1)),
+        np.array([r.workload.slo.ttft_ms for r, _ in rows], dtype=float),
+        p_tp,
+        d_tp,
+        join_ms=decode.join_step_ms(engine_for(first, d_tp), local),
+    )
+    servers = np.array([float(c.prefill_replicas) for _, c in rows])
+    long_ttft = np.ravel(
+        pool.ttft_p99_ms(servers, rate * np.array([c.long_share for _, c in rows]))
+    )
+    short_ttft, tpot99 = colocated.latencies_at_rate(
+        engine_for(first, d_tp),
+        local,
+        column([r.workload.slo.ttft_ms for r, _ in rows]),
+        column([r.workload.slo.tpot_ms for r, _ in rows]),
+        column([c.chunk_tokens for _, c in rows]),
+        rate / ys,
+        ys.reshape(-1, 1),
+    )
+    return [
+        replace(c, ttft_p99_ms=max(float(lt), float(st)), tpot_p99_ms=float(tp))
+        for (_, c), lt, st, tp in zip(rows, long_ttft, short_ttft, tpot99, strict=True)
+    ]
 
 
 def _col(v) -> np.ndarray:
@@ -432,14 +257,25 @@ def tp_pairs(
 def best_per_threshold(r: Resolved, found: list[Candidate]) -> dict[float, Candidate]:
     """Per threshold, the best TP pair, settled: candidates are checked in the order of their
     grid goodput (an upper bound) until the best checked one is at least the next bound."""
+    groups = _by_threshold(found)
+    # Each threshold's top candidate, all checked at once; the rest only where a lower bound
+    # could still beat the checked one (rare).
+    return _best_of_groups(r, groups, settle_many(r, [group[0] for group in groups.values()]))
+
+
+def _by_threshold(found: list[Candidate]) -> dict[float, list[Candidate]]:
+    """Candidates per threshold, best grid goodput first."""
     groups: dict[float, list[Candidate]] = {}
     for c in found:
         groups.setdefault(c.threshold_tokens, []).append(c)
     for group in groups.values():
         group.sort(key=lambda c: -c.goodput_rate_per_s)
-    # Each threshold's top candidate, all checked at once; the rest only where a lower bound
-    # could still beat the checked one (rare).
-    firsts = settle_many(r, [group[0] for group in groups.values()])
+    return groups
+
+
+def _best_of_groups(
+    r: Resolved, groups: dict[float, list[Candidate]], firsts: list[Candidate]
+) -> dict[float, Candidate]:
     out = {}
     for (t, group), best in zip(groups.items(), firsts, strict=True):
         for c in group[1:]:
@@ -461,17 +297,79 @@ def evaluate(
     Without `search` (heterogeneous inventories, where a decode worker's GPU is not the prefill
     pool's) only the two modes are compared, and the reasons say so.
     """
-    budget = float(r.workload.cluster.gpus)
     found: list[Candidate] = []
     if search and (colo.feasible or disagg.feasible):
         pairs = tp_pairs(r, colo, disagg)
         found = candidates(r, pairs)
-    by_t = best_per_threshold(r, found)
-    options: list[tuple[float | None, float]] = [
+    return _layout(r, colo, disagg, best_per_threshold(r, found), search)
+
+
+def evaluate_many(
+    resolved: list[Resolved], colos: list[ColocatedResult], disaggs: list[DisaggregatedResult]
+) -> list[ConditionalResult]:
+    """`evaluate` with its search for workloads sharing an engine (`search.group_key`), in
+    order: the thresholds and TP pairs of all of them are searched together."""
+    modes = list(zip(resolved, colos, disaggs, strict=True))
+    pairs = [tp_pairs(r, c, d) if c.feasible or d.feasible else [] for r, c, d in modes]
+    groups = [_by_threshold(f) for f in candidates_many(resolved, pairs)]
+    # Every workload's top candidate per threshold in one bisection, as `best_per_threshold`
+    # checks them (a workload with one threshold through `settle`, as there).
+    pooled = [
+        (r, g[0])
+        for r, gs in zip(resolved, groups, strict=True)
+        if len(gs) > 1
+        for g in gs.values()
+    ]
+    settled = iter(_settle_rows(resolved[0], pooled) if pooled else [])
+    out = []
+    for (r, c, d), gs in zip(modes, groups, strict=True):
+        tops = [g[0] for g in gs.values()]
+        firsts = [next(settled) for _ in tops] if len(tops) > 1 else settle_many(r, tops)
+        out.append((r, c, d, _best_of_groups(r, gs, firsts)))
+    # The chosen conditional layouts' p99s at each workload's rate, all in one pass.
+    chosen = [(r, by_t[t]) for r, c, d, by_t in out if (t := _chosen(c, d, by_t)) is not None]
+    reported = iter(_report_rows(resolved[0], chosen) if chosen else [])
+    return [
+        _layout(r, c, d, by_t, True, next(reported) if _chosen(c, d, by_t) is not None else None)
+        for r, c, d, by_t in out
+    ]
+
+
+def _options(
+    colo: ColocatedResult, disagg: DisaggregatedResult, by_t: dict[float, Candidate]
+) -> list[tuple[float | None, float]]:
+    """(threshold, goodput) of always-disaggregated, every threshold and no prefill pool."""
+    return [
         (0.0, disagg.max_rate_per_s if disagg.feasible else 0.0),
         *((t, c.goodput_rate_per_s) for t, c in sorted(by_t.items())),
         (None, colo.max_rate_per_s if colo.feasible else 0.0),
     ]
+
+
+def _chosen(
+    colo: ColocatedResult, disagg: DisaggregatedResult, by_t: dict[float, Candidate]
+) -> float | None:
+    """The chosen threshold when it is a conditional layout (neither 0 nor no pool), else None."""
+    options = _options(colo, disagg, by_t)
+    t = options[choose(options)][0]
+    return t if t is not None and t != 0.0 else None
+
+
+def _layout(
+    r: Resolved,
+    colo: ColocatedResult,
+    disagg: DisaggregatedResult,
+    by_t: dict[float, Candidate],
+    search: bool,
+    reported: Candidate | None = None,
+) -> ConditionalResult:
+    """The chosen layout among the settled best candidate per threshold and the two modes.
+
+    `reported`, the chosen conditional candidate with its p99s (`report`), may be passed in by
+    a caller that priced it already.
+    """
+    budget = float(r.workload.cluster.gpus)
+    options = _options(colo, disagg, by_t)
     curve = [
         ThresholdPoint(
             threshold_tokens=None if t is None else int(t),
@@ -535,7 +433,7 @@ def evaluate(
             tpot_p99_ms=disagg.tpot_p99_ms,
             **common,
         )
-    c = report(r, by_t[t])
+    c = report(r, by_t[t]) if reported is None else reported
     return ConditionalResult(
         layout="conditional",
         feasible=True,

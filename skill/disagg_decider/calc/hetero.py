@@ -13,8 +13,8 @@ otherwise:
 
 Each pool is searched as a homogeneous cluster of its own (`compare.analyze_many`); the cross
 split reuses the search's pieces with the prefill engine on one GPU and the decode engine on the
-other. Costs use each pool's price. The crossover re-decides the whole inventory at each prompt
-length of the usual grid (`gain_curve`), one workload at a time.
+other. Costs use each pool's price. The crossover re-prices both modes of the inventory at each
+prompt length of the usual grid (`gain_curve`), every length's pools searched in one call.
 """
 
 from __future__ import annotations
@@ -208,25 +208,8 @@ def cross_split(rp: Resolved, rd: Resolved) -> CrossSplit | None:
 def analyze_heterogeneous(r: Resolved, analyze_many) -> Analysis:
     """Both modes on the two pools; `analyze_many` searches each pool as its own cluster."""
     rp, rd = pool_resolved(r, "prefill"), pool_resolved(r, "decode")
-    a_p, a_d = analyze_many([rp, rd])
-    total = r.workload.cluster.gpus
-    rate = r.workload.traffic.requests_per_second
-    colo = _colocated(a_p, a_d, rp, rd, total, rate)
-    cross = cross_split(rp, rd)
-    homogeneous = a_p.disaggregated.max_rate_per_s + a_d.disaggregated.max_rate_per_s
-    notes = []
-    if cross is not None and cross.served_per_s >= homogeneous:
-        disagg = _cross_record(cross, rp, rd, total, rate)
-        per_request = _cross_per_request(cross, rp, a_p, a_d)
-    else:
-        disagg = _combined(a_d.disaggregated, homogeneous, total, rate)
-        per_request = {}
-        notes.append(
-            f"heterogeneous pools: each pool runs its own prefill/decode split "
-            f"({rp.gpu.id}: {a_p.disaggregated.max_rate_per_s:.2f} req/s, {rd.gpu.id}: "
-            f"{a_d.disaggregated.max_rate_per_s:.2f} req/s) beats prefill on {rp.gpu.id} and "
-            f"decode on {rd.gpu.id}; the layout shown is the {rd.gpu.id} pool's"
-        )
+    a_p, a_d = analyze_many([rp, rd], modes_only=True)
+    colo, disagg, per_request, notes = _both_modes(r, rp, rd, a_p, a_d)
     base = a_d.model_dump()
     base.update(per_request)
     feasible = colo.feasible and disagg.feasible
@@ -254,6 +237,30 @@ def analyze_heterogeneous(r: Resolved, analyze_many) -> Analysis:
     return Analysis.model_validate(base)
 
 
+def _both_modes(r: Resolved, rp: Resolved, rd: Resolved, a_p: Analysis, a_d: Analysis):
+    """The inventory's colocated and disaggregated records from its pools' own analyses, with
+    the per-request figures of the cross split (when it wins) and a note (when it does not)."""
+    total = r.workload.cluster.gpus
+    rate = r.workload.traffic.requests_per_second
+    colo = _colocated(a_p, a_d, rp, rd, total, rate)
+    cross = cross_split(rp, rd)
+    homogeneous = a_p.disaggregated.max_rate_per_s + a_d.disaggregated.max_rate_per_s
+    notes = []
+    if cross is not None and cross.served_per_s >= homogeneous:
+        disagg = _cross_record(cross, rp, rd, total, rate)
+        per_request = _cross_per_request(cross, rp, a_p, a_d)
+    else:
+        disagg = _combined(a_d.disaggregated, homogeneous, total, rate)
+        per_request = {}
+        notes.append(
+            f"heterogeneous pools: each pool runs its own prefill/decode split "
+            f"({rp.gpu.id}: {a_p.disaggregated.max_rate_per_s:.2f} req/s, {rd.gpu.id}: "
+            f"{a_d.disaggregated.max_rate_per_s:.2f} req/s) beats prefill on {rp.gpu.id} and "
+            f"decode on {rd.gpu.id}; the layout shown is the {rd.gpu.id} pool's"
+        )
+    return colo, disagg, per_request, notes
+
+
 def _limits(r, colo, disagg, rp, a_p, rd, a_d) -> list[Limit]:
     """What limits the inventory: for a mode neither pool can serve, each pool's own reason
     (named by pool); for a feasible mode short of GPUs, the rate it needs."""
@@ -275,15 +282,32 @@ def gain_curve(r: Resolved, prompts: np.ndarray, analyze_many) -> np.ndarray:
     re-optimised; inf where only disaggregation meets the SLOs, nan where neither does."""
     t = r.workload.traffic
     ratio = t.prompt_tokens.p99 / t.prompt_tokens.p50
-    out = []
+    points = []
     for p50 in np.asarray(prompts, dtype=float).tolist():
         prompt = t.prompt_tokens.model_copy(update={"p50": p50, "p99": p50 * ratio})
         traffic = t.model_copy(update={"prompt_tokens": prompt})
-        w = r.workload.model_copy(update={"traffic": traffic})
-        a = analyze_heterogeneous(replace(r, workload=w), analyze_many)
-        d, c = a.disaggregated.goodput_per_gpu, a.colocated.goodput_per_gpu
+        points.append(replace(r, workload=r.workload.model_copy(update={"traffic": traffic})))
+    # Every point's two pools in one call: each pool's prompts are searched together.
+    pools = [pool_resolved(x, role) for x in points for role in ROLES]
+    analyses = analyze_many(pools, modes_only=True)
+    out = []
+    for k, x in enumerate(points):
+        rp, rd = pools[2 * k], pools[2 * k + 1]
+        c, d = _goodputs_per_gpu(x, rp, rd, analyses[2 * k], analyses[2 * k + 1])
         out.append(d / c if c > 0 else (np.inf if d > 0 else np.nan))
     return np.array(out)
+
+
+def _goodputs_per_gpu(r, rp, rd, a_p: Analysis, a_d: Analysis) -> tuple[float, float]:
+    """The colocated and disaggregated goodput per GPU `_both_modes` gives, without sizing the
+    records for the workload's rate (the curve needs only these two numbers)."""
+    total = r.workload.cluster.gpus
+    colocated = sum(c.max_rate_per_s for c in (a_p.colocated, a_d.colocated)) / total
+    cross = cross_split(rp, rd)
+    homogeneous = a_p.disaggregated.max_rate_per_s + a_d.disaggregated.max_rate_per_s
+    if cross is not None and cross.served_per_s >= homogeneous:
+        return colocated, cross.served_per_s / total
+    return colocated, homogeneous / total
 
 
 def _price(r: Resolved) -> float:

@@ -1,0 +1,415 @@
+"""Routing thresholds: the length mix split at T uncached tokens, and the best split of the
+cluster for every (threshold, TP pair) of many workloads at once.
+
+`calc/conditional.py` prices the layout this feeds (see its docstring). Here the search:
+each workload tries 16 thresholds and a handful of TP pairs, and every (threshold, pair) needs
+the prefill pool's rate at each pool size (a load bisection) and the decode workers' capacity at
+each pool size (a batch search). Rows are independent in both, so the thresholds, pairs and
+workloads of a block (`compare.analyze_many`, one engine) go through one bisection and one batch
+search: a decision pays numpy's fixed cost per call a few times instead of per pair.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
+from functools import lru_cache
+
+import numpy as np
+
+from disagg_decider.calc import colocated, decode, prefill
+from disagg_decider.calc.arrays import sorted_unique
+from disagg_decider.calc.kvpath import TransferPath, transfer_path
+from disagg_decider.calc.lengths import Lengths
+from disagg_decider.calc.pools import ingress_rate_per_s, prefill_pool
+from disagg_decider.calc.search import engine_for
+from disagg_decider.classes import Component, components, fit_moments, partial_moments
+from disagg_decider.workload import Resolved
+
+THRESHOLD_POINTS = 16  # candidate thresholds between the shortest and longest prompts
+MIN_SHARE = 1e-3  # a part holding fewer requests than this is not a pool of its own
+
+
+@dataclass(frozen=True)
+class Candidate:
+    """One conditional layout on the cluster: threshold, TP pair, chunk and whole pools."""
+
+    threshold_tokens: float
+    long_share: float  # requests sent to the prefill pool
+    goodput_rate_per_s: float  # within both p99 targets on the whole cluster
+    prefill_tp: int
+    decode_tp: int
+    prefill_replicas: int
+    decode_replicas: int
+    chunk_tokens: int
+    ttft_p99_ms: float | None  # the worse of the two request kinds, at the workload's rate
+    tpot_p99_ms: float | None
+    pool_rate_per_s: float = 0.0  # total requests the prefill pool admits (its share of them)
+    per_replica_rate_per_s: float = 0.0  # a decode worker's capacity read off the grid
+    settled: bool = False  # goodput checked against the reported p99s (`settle`)
+
+
+@dataclass(frozen=True)
+class Parts:
+    """The length distribution split at T: the prefill pool's part and the decode workers'."""
+
+    long_share: float
+    long: Lengths  # requests above T, as one log-normal (scalars)
+    local: Lengths  # every request's decode, with the short prompts' local prefill work
+
+
+def split_at(comps: list[Component], threshold: float) -> Parts:
+    """Split the mix of classes at T uncached tokens (moment-matched parts).
+
+    Cached: the search, the settling of its candidates and the report each split the same
+    workload at the same thresholds. The parts are shared, so callers never modify them.
+    """
+    return _split_at(tuple(comps), float(threshold))
+
+
+@lru_cache(maxsize=1024)
+def _split_at(comps: tuple[Component, ...], threshold: float) -> Parts:
+    long_w = long_m1 = long_m2 = long_c1 = out_long1 = out_long2 = 0.0
+    short_w = short_m1 = short_m2 = 0.0
+    for c in comps:
+        share = 1.0 - c.hit_rate
+        # The class's uncached tokens are log-normal with median p50 * share, same sigma.
+        u_p50 = c.prompt_p50 * share
+        below0, below1, below2 = partial_moments(u_p50, c.prompt_sigma, threshold)
+        total1 = u_p50 * math.exp(c.prompt_sigma**2 / 2)
+        total2 = u_p50**2 * math.exp(2 * c.prompt_sigma**2)
+        frac_long = 1.0 - below0
+        long_w += c.weight * frac_long
+        long_m1 += c.weight * (total1 - below1)
+        long_m2 += c.weight * (total2 - below2)
+        long_c1 += c.weight * (total1 - below1) / share * (1.0 - share)  # cached tokens
+        o1 = c.output_p50 * math.exp(c.output_sigma**2 / 2)
+        o2 = c.output_p50**2 * math.exp(2 * c.output_sigma**2)
+        out_long1 += c.weight * frac_long * o1
+        out_long2 += c.weight * frac_long * o2
+        short_w += c.weight * below0
+        short_m1 += c.weight * below1
+        short_m2 += c.weight * below2
+    whole = _whole_mix(comps)
+    long = whole
+    if long_w > 0:
+        u_p50, u_sigma = fit_moments(long_m1 / long_w, long_m2 / long_w)
+        hit = long_c1 / (long_m1 + long_c1) if long_m1 + long_c1 > 0 else 0.0
+        o_p50, o_sigma = fit_moments(out_long1 / long_w, out_long2 / long_w)
+        long = Lengths.build(u_p50 / (1.0 - hit), u_sigma, hit, o_p50, o_sigma)
+    local = whole
+    if short_w > 0:
+        # The tagged short request's own prompt: the short part's log-normal (uncached share 1
+        # so the colocated model's prompt quantiles are uncached tokens). The work per arriving
+        # request, short or not, is the zero-inflated E[u 1{u <= T}] and its second moment.
+        s_p50, s_sigma = fit_moments(short_m1 / short_w, short_m2 / short_w)
+        local = replace(
+            whole,
+            prompt_p50=np.asarray(s_p50),
+            prompt_sigma=np.asarray(s_sigma),
+            uncached_share=np.asarray(1.0),
+            uncached_mean=np.asarray(short_m1),
+            uncached_second_moment=np.asarray(short_m2),
+        )
+    return Parts(long_share=long_w, long=long, local=local)
+
+
+@lru_cache(maxsize=256)
+def _whole_mix(comps: tuple[Component, ...]) -> Lengths:
+    """The whole mix as the decode batch sees it: the same at every threshold."""
+    return batch_weighted(mixture_lengths(list(comps)), list(comps))
+
+
+def mixture_lengths(comps: list[Component]) -> Lengths:
+    """The whole mix as one log-normal prompt and output (mean and second moment kept)."""
+    p1 = sum(c.weight * c.prompt_p50 * math.exp(c.prompt_sigma**2 / 2) for c in comps)
+    p2 = sum(c.weight * c.prompt_p50**2 * math.exp(2 * c.prompt_sigma**2) for c in comps)
+    u1 = sum(
+        c.weight * (1 - c.hit_rate) * c.prompt_p50 * math.exp(c.prompt_sigma**2 / 2) for c in comps
+    )
+    o1 = sum(c.weight * c.output_p50 * math.exp(c.output_sigma**2 / 2) for c in comps)
+    o2 = sum(c.weight * c.output_p50**2 * math.exp(2 * c.output_sigma**2) for c in comps)
+    p50, sigma = fit_moments(p1, p2)
+    o50, osigma = fit_moments(o1, o2)
+    return Lengths.build(p50, sigma, 1.0 - u1 / p1, o50, osigma)
+
+
+def batch_weighted(lengths: Lengths, comps: list[Component]) -> Lengths:
+    """The mix as a decode batch sees it: a request stays in the batch for its output, so
+    classes with long outputs fill more of it (Little's law per class). The batch's mean
+    context and KV held per sequence are weighted by output length; with one class this is
+    the calculator's convention, prompt + output / 2."""
+    if len(comps) == 1:
+        return lengths
+    p = [c.prompt_p50 * math.exp(c.prompt_sigma**2 / 2) for c in comps]
+    o = [c.output_p50 * math.exp(c.output_sigma**2 / 2) for c in comps]
+    seats = [c.weight * oi for c, oi in zip(comps, o, strict=True)]
+    total = sum(seats)
+    ctx = sum(s * (pi + oi / 2) for s, pi, oi in zip(seats, p, o, strict=True)) / total
+    held = sum(s * (pi + oi) for s, pi, oi in zip(seats, p, o, strict=True)) / total
+    return replace(
+        lengths,
+        decode_context_mean=np.asarray(ctx),
+        prompt_mean=np.asarray(held - float(lengths.output_mean)),
+    )
+
+
+def thresholds(comps: list[Component]) -> np.ndarray:
+    """Candidate thresholds: log-spaced over the uncached prompts the classes span."""
+    lo = min(c.prompt_p50 * (1 - c.hit_rate) * math.exp(-2.5 * c.prompt_sigma) for c in comps)
+    hi = max(c.prompt_p50 * (1 - c.hit_rate) * math.exp(2.5 * c.prompt_sigma) for c in comps)
+    lo, hi = max(lo, 16.0), max(hi, 32.0)
+    grid = np.geomspace(lo, max(hi, lo * 1.01), THRESHOLD_POINTS)
+    return sorted_unique(np.maximum(np.round(grid / 16) * 16, 16))
+
+
+def candidates(r: Resolved, pairs: list[tuple[int, int]]) -> list[Candidate]:
+    """Every (threshold, TP pair) with its best whole split of the cluster.
+
+    Goodputs here are read off the colocated capacity grid (an upper bound); `settle` checks
+    the ones the choice depends on against the reported p99s.
+    """
+    return candidates_many([r], [pairs])[0]
+
+
+def candidates_many(
+    resolved: Sequence[Resolved], pairs: Sequence[list[tuple[int, int]]]
+) -> list[list[Candidate]]:
+    """`candidates` of each workload (all sharing one engine, `search.group_key`), in order."""
+    searches = [_Search.of(r, p) for r, p in zip(resolved, pairs, strict=True)]
+    live = [s for s in searches if s is not None]
+    if not live:
+        return [[] for _ in searches]
+    first = live[0].r
+    workers = _decode_workers(first, live)  # keyed (index in live, decode TP)
+    pools = _prefill_pools(first, live)  # keyed (index in live, pair)
+    found: list[list[Candidate]] = []
+    for k, s in enumerate(live):
+        found.append([])
+        for pair in s.pairs:
+            if (k, pair) in pools:
+                found[-1].extend(_best_splits(s, pools[k, pair], workers[k, pair[1]], pair))
+    each = iter(found)
+    return [[] if s is None else next(each) for s in searches]
+
+
+def stack_rows(many: list[Lengths], shape) -> Lengths:
+    """Scalar lengths, one per row, as rows of the calculator's axes."""
+    return Lengths(
+        **{
+            k: np.reshape(np.array([getattr(x, k).item(0) for x in many], dtype=float), shape)
+            for k in vars(many[0])
+        }
+    )
+
+
+def _concat(many: list[Lengths], shape) -> Lengths:
+    """Lengths of several row blocks, one after the other, reshaped."""
+    return Lengths(
+        **{k: np.concatenate([getattr(x, k) for x in many]).reshape(shape) for k in vars(many[0])}
+    )
+
+
+def _split_grid(budget: float, p_tp: int, d_tp: int) -> tuple[np.ndarray, np.ndarray]:
+    """Every whole split of the budget: x prefill replicas, the most decode replicas y left."""
+    x = np.arange(1, max(int((budget - d_tp) // p_tp), 0) + 1, dtype=float)
+    y = np.floor((budget - x * p_tp) / d_tp)
+    return x[y >= 1], y[y >= 1]
+
+
+@dataclass(frozen=True)
+class _Search:
+    """One workload's thresholds (the parts at each, as rows) and the TP pairs it tries."""
+
+    r: Resolved
+    parts: list[tuple[float, Parts]]
+    pairs: list[tuple[int, int]]
+    shares: np.ndarray  # (n,) long share per threshold
+    longs: Lengths  # (n,)
+    locals_: Lengths  # (n,)
+    path: TransferPath  # the KV's path from the prefill pool to a decode worker
+
+    @classmethod
+    def of(cls, r: Resolved, pairs: list[tuple[int, int]]) -> _Search | None:
+        comps = components(r.workload)
+        parts = []
+        for threshold in thresholds(comps):
+            split = split_at(comps, float(threshold))
+            if MIN_SHARE <= split.long_share <= 1.0 - MIN_SHARE:
+                parts.append((float(threshold), split))  # else colocated or always-disaggregated
+        if not parts or not pairs:
+            return None
+        return cls(
+            r=r,
+            parts=parts,
+            pairs=list(pairs),
+            shares=np.array([split.long_share for _, split in parts]),
+            longs=stack_rows([split.long for _, split in parts], (-1,)),
+            locals_=stack_rows([split.local for _, split in parts], (-1,)),
+            path=transfer_path(r),
+        )
+
+    @property
+    def budget(self) -> float:
+        return float(self.r.workload.cluster.gpus)
+
+    @property
+    def n(self) -> int:
+        return len(self.parts)
+
+
+@dataclass(frozen=True)
+class _Workers:
+    """Decode workers with local prefill at one TP: per-replica capacity and chunk index per
+    (threshold, pool size), pool sizes ascending."""
+
+    sizes: np.ndarray  # (Y,) replicas behind the router
+    rate_per_s: np.ndarray  # (n, Y)
+    chunk_index: np.ndarray  # (n, Y)
+
+    def at(self, y: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        k = np.searchsorted(self.sizes, y)
+        return self.rate_per_s[:, k], self.chunk_index[:, k]
+
+
+def _decode_workers(first: Resolved, live: list[_Search]) -> dict[tuple[int, int], _Workers]:
+    """Per-replica capacity of decode workers at every (workload, decode TP, pool size) any
+    pair uses, in one batch search. It does not depend on the prefill pool's TP, so each size
+    is searched once for every pair sharing the decode TP."""
+    keys, sizes, blocks = [], [], []
+    for k, s in enumerate(live):
+        by_tp: dict[int, set[float]] = {}
+        for p_tp, d_tp in s.pairs:
+            by_tp.setdefault(d_tp, set()).update(_split_grid(s.budget, p_tp, d_tp)[1].tolist())
+        for d_tp, ys in by_tp.items():
+            if ys:
+                keys.append((k, d_tp))
+                sizes.append(np.array(sorted(ys)))
+    if not keys:
+        return {}
+    w = first.workload
+    column: dict[str, list[np.ndarray]] = {"tp": [], "ttft": [], "tpot": [], "servers": []}
+    for (k, d_tp), ys in zip(keys, sizes, strict=True):
+        s = live[k]
+        rows = s.n * ys.size
+        blocks.append(Lengths(**{k: np.repeat(v, ys.size) for k, v in vars(s.locals_).items()}))
+        column["tp"].append(np.full(rows, float(d_tp)))
+        column["ttft"].append(np.full(rows, float(s.r.workload.slo.ttft_ms)))
+        column["tpot"].append(np.full(rows, float(s.r.workload.slo.tpot_ms)))
+        column["servers"].append(np.tile(ys, s.n))
+    col = {k: np.concatenate(v).reshape(-1, 1, 1) for k, v in column.items()}
+    found = colocated.best_points(
+        engine_for(first, col["tp"]),
+        _concat(blocks, (-1, 1, 1)),
+        col["ttft"],
+        col["tpot"],
+        np.asarray(w.efficiency.chunk_tokens, dtype=float),
+        servers=col["servers"],
+    )
+    out, start = {}, 0
+    for (k, d_tp), ys in zip(keys, sizes, strict=True):
+        stop = start + live[k].n * ys.size
+        out[k, d_tp] = _Workers(
+            sizes=ys,
+            rate_per_s=np.reshape(found.rate_per_s[start:stop], (live[k].n, -1)),
+            chunk_index=np.reshape(found.chunk_index[start:stop], (live[k].n, -1)),
+        )
+        start = stop
+    return out
+
+
+@dataclass(frozen=True)
+class _PoolRates:
+    """A (workload, TP pair)'s prefill pool at each threshold and size, and the KV ingress
+    bound on a decode worker."""
+
+    x: np.ndarray  # (X,) prefill replicas
+    y: np.ndarray  # (X,) the decode replicas left
+    total_per_s: np.ndarray  # (n, X) all requests the pool admits (its share of them)
+    ingress_per_s: np.ndarray  # (n,) all requests a decode worker's NICs admit
+
+
+def _prefill_pools(first: Resolved, live: list[_Search]) -> dict[tuple[int, tuple], _PoolRates]:
+    """Every (workload, pair, threshold)'s prefill pool at each whole split, in one bisection."""
+    keys, grids = [], []
+    for k, s in enumerate(live):
+        for pair in s.pairs:
+            x, y = _split_grid(s.budget, *pair)
+            if x.size:
+                keys.append((k, pair))
+                grids.append((x, y))
+    if not keys:
+        return {}
+    widest = max(x.size for x, _ in grids)
+    longs, locals_, p_col, d_col, ttft, paths, x_rows, shares = [], [], [], [], [], [], [], []
+    for (k, (p_tp, d_tp)), (x, _) in zip(keys, grids, strict=True):
+        s = live[k]
+        longs.append(s.longs)
+        locals_.append(s.locals_)
+        p_col.append(np.full(s.n, float(p_tp)))
+        d_col.append(np.full(s.n, float(d_tp)))
+        ttft.append(np.full(s.n, float(s.r.workload.slo.ttft_ms)))
+        paths.extend([s.path] * s.n)
+        # Sizes past this pair's grid pad the row (one replica) and are never read.
+        x_rows.append(
+            np.broadcast_to(np.pad(x, (0, widest - x.size), constant_values=1.0), (s.n, widest))
+        )
+        shares.append(s.shares)
+    p, d = np.concatenate(p_col).reshape(-1, 1), np.concatenate(d_col).reshape(-1, 1)
+    long_rows = _concat(longs, (-1, 1))
+    path = TransferPath.stack(paths).take(np.arange(len(paths)), (-1, 1))
+    join = decode.join_step_ms(engine_for(first, d), _concat(locals_, (-1, 1)))
+    pool = prefill_pool(
+        first, engine_for(first, p), long_rows, path, np.concatenate(ttft), p, d, join_ms=join
+    )
+    wide = prefill.Pool(
+        np.asarray(pool.mean_ms)[:, None],
+        np.asarray(pool.scv)[:, None],
+        np.asarray(pool.nodes_ms)[:, None, :],
+        np.asarray(pool.target_ms)[:, None],
+    )
+    share = np.concatenate(shares)
+    total = wide.max_rate_per_s(np.concatenate(x_rows)) / share[:, None]
+    # Each decode worker receives its share of the long requests' KV over its NICs.
+    ingress = np.ravel(ingress_rate_per_s(first, path, long_rows, p, d)) / share
+    out, start = {}, 0
+    for (k, pair), (x, y) in zip(keys, grids, strict=True):
+        stop = start + live[k].n
+        out[k, pair] = _PoolRates(x, y, total[start:stop, : x.size], ingress[start:stop])
+        start = stop
+    return out
+
+
+def _best_splits(
+    s: _Search, pools: _PoolRates, workers: _Workers, pair: tuple[int, int]
+) -> list[Candidate]:
+    """The best split of the cluster for each threshold, one TP pair."""
+    chunks = np.asarray(s.r.workload.efficiency.chunk_tokens, dtype=float)
+    x, y = pools.x, pools.y
+    # Decode workers with local prefill: per-replica capacity with y replicas behind the router.
+    per_replica, chunk_i = workers.at(y)
+    per_replica = np.minimum(per_replica, pools.ingress_per_s[:, None])
+    total = np.minimum(pools.total_per_s, y[None, :] * per_replica)
+    out = []
+    for t, (threshold, split) in enumerate(s.parts):
+        k = int(total[t].argmax())
+        if total[t, k] <= 0:
+            continue
+        out.append(
+            Candidate(
+                threshold_tokens=threshold,
+                long_share=split.long_share,
+                goodput_rate_per_s=float(total[t, k]),
+                prefill_tp=pair[0],
+                decode_tp=pair[1],
+                prefill_replicas=int(x[k]),
+                decode_replicas=int(y[k]),
+                chunk_tokens=int(chunks[chunk_i[t, k]]),
+                ttft_p99_ms=None,
+                tpot_p99_ms=None,
+                pool_rate_per_s=float(pools.total_per_s[t, k]),
+                per_replica_rate_per_s=float(per_replica[t, k]),
+            )
+        )
+    return out
