@@ -476,8 +476,23 @@ def trace_summarize(
             "--tpot-ms", help="p99 TPOT target (default: MLPerf Llama-2-70B server, 200)."
         ),
     ] = 200.0,
+    classes: Annotated[
+        str | None,
+        typer.Option(
+            "--classes",
+            help="Cluster the prompts into request classes: 'auto' (natural breaks in log "
+            "prompt length; k in 1..4, split only where adjacent classes are separated by "
+            "Ashman's D >= 4 and hold >= 1% of requests) or a number 1..8. Prints the "
+            "workload's `traffic` block with `classes` as YAML (or writes it to --out); "
+            "--write-workload then writes the classes too.",
+        ),
+    ] = None,
+    out: Annotated[
+        Path | None,
+        typer.Option("--out", "-o", help="Write the --classes traffic fragment (YAML) here."),
+    ] = None,
     force: Annotated[
-        bool, typer.Option("--force", help="Overwrite --write-workload if it exists.")
+        bool, typer.Option("--force", help="Overwrite --write-workload or --out if it exists.")
     ] = False,
     fmt: Annotated[
         OutFormat, typer.Option("--format", "-f", help="text or json.")
@@ -491,20 +506,41 @@ def trace_summarize(
         ),
     ] = TRACE_MAX_MB,
 ) -> None:
-    """Percentiles, mean rate and burstiness of a trace; optionally a workload file from them.
+    """Percentiles, mean rate and burstiness of a trace; optionally request classes and a
+    workload file from them.
 
     Example: decide trace summarize AzureLLMInferenceTrace_conv.csv --write-workload conv.yaml
     --model llama-3.3-70b --gpu h100
+
+    Example: decide trace summarize mooncake.jsonl --classes auto --out traffic.yaml
     """
     from disagg_decider.sim import trace as traces
 
+    k = _classes_option(classes)
+    if out is not None and classes is None:
+        raise UserError("--out writes the request classes; add --classes auto (or a number)")
     if write_workload is not None:
         if model is None or gpu is None:
             raise UserError(
                 "--write-workload needs --model and --gpu, e.g. --model llama-3.3-70b --gpu h100"
             )
         _refuse_overwrite(write_workload, force, "--write-workload")
-    summary = traces.summarize(traces.load(file, max_bytes=max_trace_mb * 1_000_000))
+    if out is not None:
+        _refuse_overwrite(out, force, "--out")
+    trace = traces.load(file, max_bytes=max_trace_mb * 1_000_000)
+    summary = traces.summarize(trace)
+    clustering = fragment = None
+    if classes is not None:
+        from disagg_decider.sim import trace_classes
+
+        clustering = trace_classes.cluster(trace, k)
+        fragment = {"traffic": trace_classes.traffic_fragment(clustering, summary.mean_rate_per_s)}
+        _check_fragment(fragment, out or Path("<stdout>"))
+    if out is not None:
+        from disagg_decider.outfiles import write_text
+
+        write_text(out, _fragment_yaml(summary, clustering, fragment), force, "--out")
+        print(f"wrote {out}", file=sys.stderr)
     if write_workload is not None:
         import yaml
 
@@ -513,6 +549,8 @@ def trace_summarize(
         data = traces.workload_from_summary(
             summary, write_workload.stem, model, gpu, gpus, ttft_ms, tpot_ms
         )
+        if fragment is not None:
+            data["traffic"] = fragment["traffic"]
         resolve(parse_workload(data, str(write_workload)))  # unknown model or GPU: exit 2 here
         from disagg_decider.outfiles import write_text
 
@@ -520,12 +558,71 @@ def trace_summarize(
         write_text(write_workload, text, force, "--write-workload")
         print(f"wrote {write_workload}", file=sys.stderr)
     if fmt is OutFormat.json:
-        _dump(summary.as_dict())
+        payload = summary.as_dict()
+        if clustering is not None:
+            payload["clustering"] = clustering.as_dict()
+            payload["traffic"] = fragment["traffic"]
+        _dump(payload)
         return
-    _print_summary(summary)
+    if clustering is not None and out is None:  # stdout carries the fragment, pipeable
+        sys.stdout.write(_fragment_yaml(summary, clustering, fragment))
+        return
+    _print_summary(summary, clustering)
 
 
-def _print_summary(s) -> None:
+def _classes_option(value: str | None) -> int | None:
+    """`--classes`: None or 'auto' choose k; a number fixes it."""
+    from disagg_decider.sim.trace_classes import MAX_CLASSES
+
+    if value is None or value.strip().lower() == "auto":
+        return None
+    try:
+        k = int(value)
+    except ValueError:
+        k = 0
+    if not 1 <= k <= MAX_CLASSES:
+        raise UserError(
+            f"--classes {value!r}: expected 'auto' or a whole number from 1 to {MAX_CLASSES}"
+        )
+    return k
+
+
+def _check_fragment(fragment: dict, where: Path) -> None:
+    """The fragment must load as a workload's traffic block (shares sum to 1, p99 >= p50)."""
+    from pydantic import ValidationError
+
+    from disagg_decider.workload import Traffic
+
+    try:
+        Traffic.model_validate(fragment["traffic"])
+    except ValidationError as exc:  # a bug here, not the user's: say what failed
+        raise UserError(f"{where}: the classes do not form a valid traffic block ({exc})") from None
+
+
+def _fragment_yaml(summary, clustering, fragment: dict) -> str:
+    import yaml
+
+    from disagg_decider.render.text import terminal_text
+
+    head = [
+        f"# Request classes from {terminal_text(Path(summary.source).name)} ({summary.kind}): "
+        f"{summary.requests} requests over {summary.duration_s:.0f} s.",
+        f"# {clustering.criterion}.",
+    ]
+    if clustering.ashman_d:
+        head.append(
+            "# Ashman's D between adjacent classes: "
+            + ", ".join(f"{d:.1f}" for d in clustering.ashman_d)
+            + "."
+        )
+    if all(c.prefix_cache_hit_rate is None for c in clustering.classes):
+        head.append("# The trace has no block hashes: prefix_cache_hit_rate is left at 0.")
+    head.append("# Paste under a workload's top level (replaces its traffic block).")
+    body = yaml.safe_dump(fragment, sort_keys=False, allow_unicode=False)
+    return "\n".join(head) + "\n" + body
+
+
+def _print_summary(s, clustering=None) -> None:
     from rich.console import Console
     from rich.table import Table
 
@@ -545,3 +642,18 @@ def _print_summary(s) -> None:
     for name, d in (("prompt", s.prompt), ("output", s.output)):
         table.add_row(name, *(f"{d[k]:,.0f}" for k in ("p50", "p90", "p99", "mean", "max")))
     console.print(table)
+    if clustering is not None:
+        console.print(f"Request classes: {clustering.criterion}.", highlight=False)
+        classes = Table(title_justify="left")
+        for col in ("class", "share", "prompt p50", "prompt p99", "output p50", "output p99"):
+            classes.add_column(col, justify="right")
+        classes.add_column("prefix hits", justify="right")
+        for i, c in enumerate(clustering.classes, start=1):
+            hit = "-" if c.prefix_cache_hit_rate is None else f"{c.prefix_cache_hit_rate:.1%}"
+            classes.add_row(
+                str(i),
+                f"{c.share:.1%}",
+                *(f"{x:,.0f}" for x in (c.prompt_p50, c.prompt_p99, c.output_p50, c.output_p99)),
+                hit,
+            )
+        console.print(classes)
