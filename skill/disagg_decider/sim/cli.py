@@ -47,6 +47,23 @@ class ColocatedPolicy(StrEnum):
     prefill_first = "prefill-first"
 
 
+class LayoutChoice(StrEnum):
+    both = "both"
+    conditional = "conditional"
+    all = "all"
+
+
+class SweepLayout(StrEnum):
+    both = "both"
+    all = "all"
+
+
+class RouterPolicy(StrEnum):
+    isl_bounding = "isl_bounding"
+    prefill_load = "prefill_load"
+    isl_or_load = "isl_or_load"
+
+
 WorkloadOpt = Annotated[
     Path,
     typer.Option(
@@ -65,6 +82,43 @@ JobsOpt = Annotated[
         min=1,
         help="Worker processes for the simulations (default: 2, or 1 on a one-CPU machine). "
         "1 runs them one after the other in this process; every N gives the same results.",
+    ),
+]
+LayoutOpt = Annotated[
+    LayoutChoice,
+    typer.Option(
+        "--layout",
+        help="both (default): colocated and always-disaggregated, each on the verdict's pools. "
+        "conditional: the verdict's conditional layout (prefill pool plus decode workers that "
+        "prefill prompts up to --pd-threshold locally). all: the three.",
+    ),
+]
+PdThresholdOpt = Annotated[
+    int | None,
+    typer.Option(
+        "--pd-threshold",
+        min=0,
+        help="Conditional layout: uncached prompt tokens above which the router sends a prompt "
+        "to the prefill pool (default: the verdict's chosen threshold; 0 sends all).",
+    ),
+]
+RouterPolicyOpt = Annotated[
+    RouterPolicy,
+    typer.Option(
+        "--policy",
+        help="Conditional layout: Dynamo's router policy. isl_bounding (default): prefill "
+        "locally iff the uncached prompt is at most --pd-threshold. prefill_load: locally iff "
+        "the chosen prefill worker is busy. isl_or_load: locally iff either.",
+    ),
+]
+BusyOpt = Annotated[
+    float,
+    typer.Option(
+        "--prefill-busy-threshold",
+        min=0.0,
+        help="prefill_load / isl_or_load: a prefill worker is busy when its queued and running "
+        "prompt tokens exceed this fraction of its max_num_batched_tokens (as decide deploy "
+        "sets it; Dynamo's prefill_busy_threshold). Default 1.0.",
     ),
 ]
 PolicyOpt = Annotated[
@@ -205,31 +259,46 @@ def simulate(
             "calculator assumes: one M/G/c queue per pool). round-robin, random: blind to load.",
         ),
     ] = RouterChoice.least_work,
+    layout: LayoutOpt = LayoutChoice.both,
+    pd_threshold: PdThresholdOpt = None,
+    router_policy: RouterPolicyOpt = RouterPolicy.isl_bounding,
+    prefill_busy_threshold: BusyOpt = 1.0,
     fmt: Annotated[
         OutFormat, typer.Option("--format", "-f", help="text or json.")
     ] = OutFormat.text,
     quiet: QuietOpt = False,
     jobs: JobsOpt = None,
 ) -> None:
-    """Simulate both serving modes with the verdict's pools and report latency, goodput, cost.
+    """Simulate the serving modes with the verdict's pools and report latency, goodput, cost.
 
     Example: decide simulate --workload examples/rag-8k-h200-rdma-dynamo.yaml --requests 50000
+
+    Example: decide simulate -w mix.yaml --layout all --policy isl_or_load
     """
     from disagg_decider.sim import requests as reqs
     from disagg_decider.sim import run
     from disagg_decider.sim import trace as traces
 
     w, r, verdict = _load(workload)
-    s = run.setup(
-        r,
-        verdict,
-        colocated_gpus=colocated_gpus,
-        prefill_gpus=prefill_gpus,
-        decode_gpus=decode_gpus,
-        policy=policy.value,
-        batch_cap=batch_cap.value,
-        router=router.value,
-    )
+    cond_cfg = None
+    if layout is not LayoutChoice.both:
+        cond_cfg = _conditional_config(
+            r, verdict, router_policy.value, pd_threshold, prefill_busy_threshold
+        )
+    elif pd_threshold is not None:
+        raise UserError("--pd-threshold sets the conditional layout's threshold; add --layout all")
+    s = None
+    if layout is not LayoutChoice.conditional:
+        s = run.setup(
+            r,
+            verdict,
+            colocated_gpus=colocated_gpus,
+            prefill_gpus=prefill_gpus,
+            decode_gpus=decode_gpus,
+            policy=policy.value,
+            batch_cap=batch_cap.value,
+            router=router.value,
+        )
     if trace is not None:
         batch = reqs.from_trace(traces.load(trace), r.model.max_context_tokens, requests)
         if rate is not None:
@@ -239,93 +308,147 @@ def simulate(
     n = len(batch)
     from disagg_decider.sim.parallel import default_jobs
 
-    done = {"colocated": 0, "disaggregated": 0}  # the bar runs through both modes
+    modes = ([] if s is None else list(run.MODES)) + ([] if cond_cfg is None else ["conditional"])
+    done = dict.fromkeys(modes, 0)  # the bar runs through every mode
 
     def progress(mode: str, routed: int) -> None:
         done[mode] = routed
         bar.set(sum(done.values()), mode)
 
-    with _Progress(2 * n, "simulating", quiet) as bar:
-        results = run.simulate_both(s, batch, progress, jobs or default_jobs())
+    results, share = {}, None
+    with _Progress(len(modes) * n, "simulating", quiet) as bar:
+        if s is not None:
+            results = run.simulate_both(s, batch, progress, jobs or default_jobs())
+        if cond_cfg is not None:
+            from disagg_decider.sim import conditional as sim_conditional
+
+            results["conditional"], share = sim_conditional.simulate_and_score(
+                r, cond_cfg, batch, lambda k: progress("conditional", k)
+            )
     source = str(trace) if trace is not None else f"synthetic, seed {seed}, cv {cv:g}"
     offered = (
         (n - 1) / (float(batch.arrival_ms[-1]) / 1e3) if n > 1 and batch.arrival_ms[-1] > 0 else 0
     )
+    calc = _calculator_p99s(verdict, results, cond_cfg)
     if fmt is OutFormat.json:
-        _dump(
-            {
-                "workload": w.name,
-                "requests": n,
-                "source": source,
-                "offered_rate_per_s": offered,
-                "slo": {"ttft_ms": w.slo.ttft_ms, "tpot_ms": w.slo.tpot_ms},
-                "calculator": {
-                    "colocated": {
-                        "ttft_p99_ms": verdict.colocated.ttft_p99_ms,
-                        "tpot_p99_ms": verdict.colocated.tpot_p99_ms,
-                    },
-                    "disaggregated": {
-                        "ttft_p99_ms": verdict.disaggregated.ttft_p99_ms,
-                        "tpot_p99_ms": verdict.disaggregated.tpot_p99_ms,
-                    },
-                },
-                **{mode: m.as_dict() for mode, m in results.items()},
+        payload = {
+            "workload": w.name,
+            "requests": n,
+            "source": source,
+            "offered_rate_per_s": offered,
+            "slo": {"ttft_ms": w.slo.ttft_ms, "tpot_ms": w.slo.tpot_ms},
+            "calculator": calc,
+            **{mode: m.as_dict() for mode, m in results.items()},
+        }
+        if cond_cfg is not None:
+            payload["conditional"] |= {
+                "threshold_tokens": cond_cfg.threshold_tokens,
+                "policy": cond_cfg.policy,
+                "prefill_busy_tokens": cond_cfg.prefill_busy_tokens,
+                "share_to_prefill": share,
             }
-        )
+        _dump(payload)
         return
-    _print_simulation(w, verdict, results, n, source, offered)
+    _print_simulation(w, results, calc, n, source, offered, share)
 
 
-def _print_simulation(w, verdict, results, n: int, source: str, offered: float) -> None:
+def _conditional_config(r, verdict, policy: str, threshold: int | None, busy: float):
+    """The verdict's conditional pools as a simulated cluster, or a user error saying why
+    there are none."""
+    from disagg_decider.sim import conditional as sim_conditional
+
+    if r.workload.cluster.heterogeneous:
+        raise UserError(
+            "--layout: the simulator runs one GPU type; heterogeneous pools are priced by the "
+            "calculator only"
+        )
+    cfg = sim_conditional.config_of(r, verdict, policy, threshold, busy)
+    if cfg is None:
+        raise UserError(
+            f"--layout conditional: {sim_conditional.no_pools_reason(verdict)}; simulate the "
+            "chosen layout with --layout both"
+        )
+    return cfg
+
+
+def _calculator_p99s(verdict, results: dict, cond_cfg) -> dict:
+    """The calculator's p99s for each simulated mode; the conditional layout's only at the
+    verdict's own threshold and policy (another T or policy is not what it priced)."""
+    out = {}
+    for mode in results:
+        if mode == "conditional":
+            k = verdict.conditional
+            priced = (
+                cond_cfg.threshold_tokens == k.threshold_tokens
+                and cond_cfg.policy == "isl_bounding"
+            )
+            out[mode] = {
+                "ttft_p99_ms": k.ttft_p99_ms if priced else None,
+                "tpot_p99_ms": k.tpot_p99_ms if priced else None,
+                "share_to_prefill": k.share_to_prefill if priced else None,
+                "threshold_tokens": k.threshold_tokens,
+            }
+        else:
+            m = getattr(verdict, mode)
+            out[mode] = {"ttft_p99_ms": m.ttft_p99_ms, "tpot_p99_ms": m.tpot_p99_ms}
+    return out
+
+
+def _print_simulation(w, results, calc, n: int, source: str, offered: float, share) -> None:
     from rich.console import Console
     from rich.table import Table
 
     console = Console()
-    c, d = results["colocated"], results["disaggregated"]
     console.print(
         f"[bold]{w.name}[/]: {n:,} requests ({source}), offered {offered:.3g} req/s; "
         f"SLO TTFT {w.slo.ttft_ms:g} ms, TPOT {w.slo.tpot_ms:g} ms",
         highlight=False,
     )
     table = Table(title="Simulated (calculator's p99 in brackets)", title_justify="left")
-    for col in ("", "colocated", "disaggregated"):
+    modes = list(results)
+    for col in ("", *modes):
         table.add_column(col, justify="right" if col else "left")
 
     def pct(p) -> str:
         return f"{p.p50:,.1f} / {p.p90:,.1f} / {p.p99:,.1f}"
 
-    def calc(x) -> str:
+    def bracket(x) -> str:
         return f" [{x:,.1f}]" if x is not None else " [-]"
 
+    def row(label: str, cell) -> tuple[str, ...]:
+        return (label, *(cell(mode, results[mode]) for mode in modes))
+
     rows = [
-        ("layout", c.layout, d.layout),
-        ("GPUs", str(c.gpus), str(d.gpus)),
-        (
+        row("layout", lambda _, m: m.layout),
+        row("GPUs", lambda _, m: str(m.gpus)),
+        row(
             "TTFT ms p50 / p90 / p99",
-            pct(c.ttft_ms) + calc(verdict.colocated.ttft_p99_ms),
-            pct(d.ttft_ms) + calc(verdict.disaggregated.ttft_p99_ms),
+            lambda mode, m: pct(m.ttft_ms) + bracket(calc[mode]["ttft_p99_ms"]),
         ),
-        (
+        row(
             "TPOT ms p50 / p90 / p99",
-            pct(c.tpot_ms) + calc(verdict.colocated.tpot_p99_ms),
-            pct(d.tpot_ms) + calc(verdict.disaggregated.tpot_p99_ms),
+            lambda mode, m: pct(m.tpot_ms) + bracket(calc[mode]["tpot_p99_ms"]),
         ),
-        ("SLO attainment", f"{c.slo_attainment:.1%}", f"{d.slo_attainment:.1%}"),
-        (
-            "throughput tokens/s",
-            f"{c.throughput_tokens_per_s:,.0f}",
-            f"{d.throughput_tokens_per_s:,.0f}",
-        ),
-        ("goodput req/s per GPU", f"{c.goodput_per_gpu:.3f}", f"{d.goodput_per_gpu:.3f}"),
-        ("$ per request", f"{c.cost_per_request_usd:.5f}", f"{d.cost_per_request_usd:.5f}"),
-        (
-            "$ per 1M tokens",
-            f"{c.cost_per_million_tokens_usd:.3f}",
-            f"{d.cost_per_million_tokens_usd:.3f}",
-        ),
+        row("SLO attainment", lambda _, m: f"{m.slo_attainment:.1%}"),
+        row("throughput tokens/s", lambda _, m: f"{m.throughput_tokens_per_s:,.0f}"),
+        row("goodput req/s per GPU", lambda _, m: f"{m.goodput_per_gpu:.3f}"),
+        row("$ per request", lambda _, m: f"{m.cost_per_request_usd:.5f}"),
+        row("$ per 1M tokens", lambda _, m: f"{m.cost_per_million_tokens_usd:.3f}"),
     ]
-    for row in rows:
-        table.add_row(*row)
+    if share is not None:
+        priced = calc["conditional"]["share_to_prefill"]
+        rows.append(
+            row(
+                "share sent to prefill",
+                lambda mode, _: (
+                    f"{share:.1%}" + (" [-]" if priced is None else f" [{priced:.1%}]")
+                    if mode == "conditional"
+                    else ""
+                ),
+            )
+        )
+    for cells in rows:
+        table.add_row(*cells)
     console.print(table)
 
 
@@ -385,6 +508,18 @@ def sweep(
         ),
     ] = None,
     force: Annotated[bool, typer.Option("--force", help="Overwrite --plot if it exists.")] = False,
+    layout: Annotated[
+        SweepLayout,
+        typer.Option(
+            "--layout",
+            help="both (default): the gain of always-disaggregated over colocated. all: also the "
+            "conditional layout at each length (the calculator's threshold, share to prefill "
+            "and gain; with --simulate the verdict's conditional pools behind the router).",
+        ),
+    ] = SweepLayout.both,
+    pd_threshold: PdThresholdOpt = None,
+    router_policy: RouterPolicyOpt = RouterPolicy.isl_bounding,
+    prefill_busy_threshold: BusyOpt = 1.0,
     fmt: Annotated[
         SweepFormat,
         typer.Option("--format", "-f", help="text, json or markdown (table + mermaid chart)."),
@@ -401,6 +536,8 @@ def sweep(
     from disagg_decider.sim.parallel import default_jobs
 
     lo, hi = _prompt_range(prompt_tokens)
+    if pd_threshold is not None and layout is SweepLayout.both:
+        raise UserError("--pd-threshold sets the conditional layout's threshold; add --layout all")
     if plot is not None:
         if plot.suffix.lower() != ".png":  # matplotlib would quietly write plot + ".png"
             raise UserError(f"--plot {plot}: expected a .png file name, e.g. --plot gain.png")
@@ -424,6 +561,10 @@ def sweep(
             policy=policy.value,
             on_point=lambda p: bar.advance(f"prompt {p:,.0f}"),
             jobs=jobs or default_jobs(),
+            conditional=layout is SweepLayout.all,
+            pd_threshold=pd_threshold,
+            router_policy=router_policy.value,
+            prefill_busy_threshold=prefill_busy_threshold,
         )
     if plot is not None:
         from disagg_decider.outfiles import write_with

@@ -273,3 +273,29 @@ def goodput(r, cfg: ConditionalConfig, base: Requests, target: float, start_rate
         return metrics.attainment(outcome, replayed, w.slo.ttft_ms, w.slo.tpot_ms, steady=True)[0]
 
     return max_rate(attainment_at, target, start_rate)
+
+
+def simulate_and_score(r, cfg: ConditionalConfig, requests: Requests, progress=None):
+    """The layout simulated on `requests` and scored against the workload's SLOs and GPU
+    price (as `sim.run.simulate_and_score` scores the other modes); with the share of
+    requests the router sent to the prefill pool."""
+    from disagg_decider.sim import metrics
+    from disagg_decider.sim.run import engine
+
+    w = r.workload
+    outcome = simulate(engine(r, cfg.prefill_tp), engine(r, cfg.decode_tp), requests, cfg, progress)
+    scored = metrics.summarize(
+        outcome, requests, w.slo.ttft_ms, w.slo.tpot_ms, w.cost.usd_per_gpu_hour
+    )
+    return scored, float(outcome.share_to_prefill or 0.0)
+
+
+def no_pools_reason(verdict) -> str:
+    """Why the verdict has no conditional pools to simulate, in words a user acts on."""
+    k = verdict.conditional
+    if k is None:
+        return "the verdict has no conditional layout (heterogeneous or infeasible cluster)"
+    return (
+        f"the threshold search chose the {k.layout} layout ({k.threshold_reason}), so there are "
+        "no conditional pools to simulate"
+    )
