@@ -253,8 +253,15 @@ def summarize(r: Resolved, a: Analysis, outcome: engine.Outcome) -> str:
         )
     else:
         name = "NVIDIA Dynamo" if outcome.decision == "dynamo" else "llm-d"
-        text = f"Disaggregate with {name}: {_split_layout(d)}; {numbers}."
-    text += " " + layout_sentence(a.conditional, a.crossover_prompt_tokens)
+        if a.conditional is not None and a.conditional.layout == "conditional":
+            # the pools to deploy are the conditional layout's; the always-split sizing compares
+            text = (
+                f"Disaggregate with {name}, routing by prompt length (the conditional layout "
+                f"below); always-disaggregated would be {_split_layout(d)}; {numbers}."
+            )
+        else:
+            text = f"Disaggregate with {name}: {_split_layout(d)}; {numbers}."
+    text += " " + layout_sentence(a.conditional, a.crossover_prompt_tokens, split=not colocate)
     if not chosen.fits_cluster:
         text += f" Short of GPUs: {_limits_text(a, chosen.mode)}."
     return text

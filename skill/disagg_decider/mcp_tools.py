@@ -505,7 +505,10 @@ class RuleParameterInfo(_Out):
 
 
 class RuleExplanation(RuleIdentity):
-    weight: float | None = Field(description="effect weight; null for a veto, which always wins")
+    weight: float | None = Field(
+        description="effect weight; null for a veto (which always wins) or advice (which weighs "
+        "nothing)"
+    )
     when: dict[str, Any] = Field(description="the condition tree: all/any/not over comparisons")
     parameters: list[RuleParameterInfo] = Field(
         description="the named thresholds the rule compares against (override them by name)"
@@ -544,7 +547,7 @@ def explain_rule(
         name=rule.name,
         title=rule.title,
         category=rule.category,
-        kind="veto" if rule.veto is not None else "effect",
+        kind=rule.kind,
         pushes=rule.pushes,
         weight=rule.effect.weight if rule.effect is not None else None,
         when=rule.model_dump(mode="json", by_alias=True, exclude_none=True)["when"],

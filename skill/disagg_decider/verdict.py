@@ -47,8 +47,8 @@ class RuleIdentity(_Out):
     name: str
     title: str
     category: str
-    kind: Literal["veto", "effect"]
-    pushes: Literal["colocate", "disaggregate", "dynamo", "llm-d"]
+    kind: Literal["veto", "effect", "advice"]  # advice: reported, weighs nothing
+    pushes: Literal["colocate", "disaggregate", "dynamo", "llm-d", "advice"]
 
 
 class FiredRule(RuleIdentity):
