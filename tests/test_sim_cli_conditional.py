@@ -106,3 +106,8 @@ def test_sweep_simulated_conditional_column(capsys) -> None:
     assert c["policy"] == "isl_bounding"
     assert len(c["simulated_gain"]) == 2
     assert all(g is not None and math.isfinite(g) and g > 0 for g in c["simulated_gain"])
+
+
+def test_sweep_refuses_mixed_traffic_with_a_reason(mix, capsys) -> None:
+    result = run_decide(capsys, "sweep", "-w", str(mix), "--steps", "2", "--simulate", "-q")
+    assert_user_error(result, "traffic.classes", "--layout all")

@@ -15,6 +15,24 @@ from typing import Annotated
 import typer
 
 from disagg_decider.errors import UserError
+from disagg_decider.sim.cli_conditional import (
+    BusyOpt,
+    LayoutChoice,
+    LayoutOpt,
+    PdThresholdOpt,
+    RouterPolicy,
+    RouterPolicyOpt,
+    SweepLayout,
+    calculator_p99s,
+    conditional_config,
+    print_simulation,
+)
+from disagg_decider.sim.cli_trace import (
+    check_fragment,
+    classes_option,
+    fragment_yaml,
+    print_classes,
+)
 from disagg_decider.userfiles import TRACE_MAX_BYTES
 
 TRACE_MAX_MB = TRACE_MAX_BYTES // 1_000_000
@@ -47,23 +65,6 @@ class ColocatedPolicy(StrEnum):
     prefill_first = "prefill-first"
 
 
-class LayoutChoice(StrEnum):
-    both = "both"
-    conditional = "conditional"
-    all = "all"
-
-
-class SweepLayout(StrEnum):
-    both = "both"
-    all = "all"
-
-
-class RouterPolicy(StrEnum):
-    isl_bounding = "isl_bounding"
-    prefill_load = "prefill_load"
-    isl_or_load = "isl_or_load"
-
-
 WorkloadOpt = Annotated[
     Path,
     typer.Option(
@@ -82,43 +83,6 @@ JobsOpt = Annotated[
         min=1,
         help="Worker processes for the simulations (default: 2, or 1 on a one-CPU machine). "
         "1 runs them one after the other in this process; every N gives the same results.",
-    ),
-]
-LayoutOpt = Annotated[
-    LayoutChoice,
-    typer.Option(
-        "--layout",
-        help="both (default): colocated and always-disaggregated, each on the verdict's pools. "
-        "conditional: the verdict's conditional layout (prefill pool plus decode workers that "
-        "prefill prompts up to --pd-threshold locally). all: the three.",
-    ),
-]
-PdThresholdOpt = Annotated[
-    int | None,
-    typer.Option(
-        "--pd-threshold",
-        min=0,
-        help="Conditional layout: uncached prompt tokens above which the router sends a prompt "
-        "to the prefill pool (default: the verdict's chosen threshold; 0 sends all).",
-    ),
-]
-RouterPolicyOpt = Annotated[
-    RouterPolicy,
-    typer.Option(
-        "--policy",
-        help="Conditional layout: Dynamo's router policy. isl_bounding (default): prefill "
-        "locally iff the uncached prompt is at most --pd-threshold. prefill_load: locally iff "
-        "the chosen prefill worker is busy. isl_or_load: locally iff either.",
-    ),
-]
-BusyOpt = Annotated[
-    float,
-    typer.Option(
-        "--prefill-busy-threshold",
-        min=0.0,
-        help="prefill_load / isl_or_load: a prefill worker is busy when its queued and running "
-        "prompt tokens exceed this fraction of its max_num_batched_tokens (as decide deploy "
-        "sets it; Dynamo's prefill_busy_threshold). Default 1.0.",
     ),
 ]
 PolicyOpt = Annotated[
@@ -282,7 +246,7 @@ def simulate(
     w, r, verdict = _load(workload)
     cond_cfg = None
     if layout is not LayoutChoice.both:
-        cond_cfg = _conditional_config(
+        cond_cfg = conditional_config(
             r, verdict, router_policy.value, pd_threshold, prefill_busy_threshold
         )
     elif pd_threshold is not None:
@@ -329,7 +293,7 @@ def simulate(
     offered = (
         (n - 1) / (float(batch.arrival_ms[-1]) / 1e3) if n > 1 and batch.arrival_ms[-1] > 0 else 0
     )
-    calc = _calculator_p99s(verdict, results, cond_cfg)
+    calc = calculator_p99s(verdict, results, cond_cfg)
     if fmt is OutFormat.json:
         payload = {
             "workload": w.name,
@@ -349,107 +313,7 @@ def simulate(
             }
         _dump(payload)
         return
-    _print_simulation(w, results, calc, n, source, offered, share)
-
-
-def _conditional_config(r, verdict, policy: str, threshold: int | None, busy: float):
-    """The verdict's conditional pools as a simulated cluster, or a user error saying why
-    there are none."""
-    from disagg_decider.sim import conditional as sim_conditional
-
-    if r.workload.cluster.heterogeneous:
-        raise UserError(
-            "--layout: the simulator runs one GPU type; heterogeneous pools are priced by the "
-            "calculator only"
-        )
-    cfg = sim_conditional.config_of(r, verdict, policy, threshold, busy)
-    if cfg is None:
-        raise UserError(
-            f"--layout conditional: {sim_conditional.no_pools_reason(verdict)}; simulate the "
-            "chosen layout with --layout both"
-        )
-    return cfg
-
-
-def _calculator_p99s(verdict, results: dict, cond_cfg) -> dict:
-    """The calculator's p99s for each simulated mode; the conditional layout's only at the
-    verdict's own threshold and policy (another T or policy is not what it priced)."""
-    out = {}
-    for mode in results:
-        if mode == "conditional":
-            k = verdict.conditional
-            priced = (
-                cond_cfg.threshold_tokens == k.threshold_tokens
-                and cond_cfg.policy == "isl_bounding"
-            )
-            out[mode] = {
-                "ttft_p99_ms": k.ttft_p99_ms if priced else None,
-                "tpot_p99_ms": k.tpot_p99_ms if priced else None,
-                "share_to_prefill": k.share_to_prefill if priced else None,
-                "threshold_tokens": k.threshold_tokens,
-            }
-        else:
-            m = getattr(verdict, mode)
-            out[mode] = {"ttft_p99_ms": m.ttft_p99_ms, "tpot_p99_ms": m.tpot_p99_ms}
-    return out
-
-
-def _print_simulation(w, results, calc, n: int, source: str, offered: float, share) -> None:
-    from rich.console import Console
-    from rich.table import Table
-
-    console = Console()
-    console.print(
-        f"[bold]{w.name}[/]: {n:,} requests ({source}), offered {offered:.3g} req/s; "
-        f"SLO TTFT {w.slo.ttft_ms:g} ms, TPOT {w.slo.tpot_ms:g} ms",
-        highlight=False,
-    )
-    table = Table(title="Simulated (calculator's p99 in brackets)", title_justify="left")
-    modes = list(results)
-    for col in ("", *modes):
-        table.add_column(col, justify="right" if col else "left")
-
-    def pct(p) -> str:
-        return f"{p.p50:,.1f} / {p.p90:,.1f} / {p.p99:,.1f}"
-
-    def bracket(x) -> str:
-        return f" [{x:,.1f}]" if x is not None else " [-]"
-
-    def row(label: str, cell) -> tuple[str, ...]:
-        return (label, *(cell(mode, results[mode]) for mode in modes))
-
-    rows = [
-        row("layout", lambda _, m: m.layout),
-        row("GPUs", lambda _, m: str(m.gpus)),
-        row(
-            "TTFT ms p50 / p90 / p99",
-            lambda mode, m: pct(m.ttft_ms) + bracket(calc[mode]["ttft_p99_ms"]),
-        ),
-        row(
-            "TPOT ms p50 / p90 / p99",
-            lambda mode, m: pct(m.tpot_ms) + bracket(calc[mode]["tpot_p99_ms"]),
-        ),
-        row("SLO attainment", lambda _, m: f"{m.slo_attainment:.1%}"),
-        row("throughput tokens/s", lambda _, m: f"{m.throughput_tokens_per_s:,.0f}"),
-        row("goodput req/s per GPU", lambda _, m: f"{m.goodput_per_gpu:.3f}"),
-        row("$ per request", lambda _, m: f"{m.cost_per_request_usd:.5f}"),
-        row("$ per 1M tokens", lambda _, m: f"{m.cost_per_million_tokens_usd:.3f}"),
-    ]
-    if share is not None:
-        priced = calc["conditional"]["share_to_prefill"]
-        rows.append(
-            row(
-                "share sent to prefill",
-                lambda mode, _: (
-                    f"{share:.1%}" + (" [-]" if priced is None else f" [{priced:.1%}]")
-                    if mode == "conditional"
-                    else ""
-                ),
-            )
-        )
-    for cells in rows:
-        table.add_row(*cells)
-    console.print(table)
+    print_simulation(w, results, calc, n, source, offered, share)
 
 
 # --- decide sweep -------------------------------------------------------------------------------
@@ -657,7 +521,7 @@ def trace_summarize(
     """
     from disagg_decider.sim import trace as traces
 
-    k = _classes_option(classes)
+    k = classes_option(classes)
     if out is not None and classes is None:
         raise UserError("--out writes the request classes; add --classes auto (or a number)")
     if write_workload is not None:
@@ -676,11 +540,11 @@ def trace_summarize(
 
         clustering = trace_classes.cluster(trace, k)
         fragment = {"traffic": trace_classes.traffic_fragment(clustering, summary.mean_rate_per_s)}
-        _check_fragment(fragment, out or Path("<stdout>"))
+        check_fragment(fragment, out or Path("<stdout>"))
     if out is not None:
         from disagg_decider.outfiles import write_text
 
-        write_text(out, _fragment_yaml(summary, clustering, fragment), force, "--out")
+        write_text(out, fragment_yaml(summary, clustering, fragment), force, "--out")
         print(f"wrote {out}", file=sys.stderr)
     if write_workload is not None:
         import yaml
@@ -706,61 +570,9 @@ def trace_summarize(
         _dump(payload)
         return
     if clustering is not None and out is None:  # stdout carries the fragment, pipeable
-        sys.stdout.write(_fragment_yaml(summary, clustering, fragment))
+        sys.stdout.write(fragment_yaml(summary, clustering, fragment))
         return
     _print_summary(summary, clustering)
-
-
-def _classes_option(value: str | None) -> int | None:
-    """`--classes`: None or 'auto' choose k; a number fixes it."""
-    from disagg_decider.sim.trace_classes import MAX_CLASSES
-
-    if value is None or value.strip().lower() == "auto":
-        return None
-    try:
-        k = int(value)
-    except ValueError:
-        k = 0
-    if not 1 <= k <= MAX_CLASSES:
-        raise UserError(
-            f"--classes {value!r}: expected 'auto' or a whole number from 1 to {MAX_CLASSES}"
-        )
-    return k
-
-
-def _check_fragment(fragment: dict, where: Path) -> None:
-    """The fragment must load as a workload's traffic block (shares sum to 1, p99 >= p50)."""
-    from pydantic import ValidationError
-
-    from disagg_decider.workload import Traffic
-
-    try:
-        Traffic.model_validate(fragment["traffic"])
-    except ValidationError as exc:  # a bug here, not the user's: say what failed
-        raise UserError(f"{where}: the classes do not form a valid traffic block ({exc})") from None
-
-
-def _fragment_yaml(summary, clustering, fragment: dict) -> str:
-    import yaml
-
-    from disagg_decider.render.text import terminal_text
-
-    head = [
-        f"# Request classes from {terminal_text(Path(summary.source).name)} ({summary.kind}): "
-        f"{summary.requests} requests over {summary.duration_s:.0f} s.",
-        f"# {clustering.criterion}.",
-    ]
-    if clustering.ashman_d:
-        head.append(
-            "# Ashman's D between adjacent classes: "
-            + ", ".join(f"{d:.1f}" for d in clustering.ashman_d)
-            + "."
-        )
-    if all(c.prefix_cache_hit_rate is None for c in clustering.classes):
-        head.append("# The trace has no block hashes: prefix_cache_hit_rate is left at 0.")
-    head.append("# Paste under a workload's top level (replaces its traffic block).")
-    body = yaml.safe_dump(fragment, sort_keys=False, allow_unicode=False)
-    return "\n".join(head) + "\n" + body
 
 
 def _print_summary(s, clustering=None) -> None:
@@ -784,17 +596,4 @@ def _print_summary(s, clustering=None) -> None:
         table.add_row(name, *(f"{d[k]:,.0f}" for k in ("p50", "p90", "p99", "mean", "max")))
     console.print(table)
     if clustering is not None:
-        console.print(f"Request classes: {clustering.criterion}.", highlight=False)
-        classes = Table(title_justify="left")
-        for col in ("class", "share", "prompt p50", "prompt p99", "output p50", "output p99"):
-            classes.add_column(col, justify="right")
-        classes.add_column("prefix hits", justify="right")
-        for i, c in enumerate(clustering.classes, start=1):
-            hit = "-" if c.prefix_cache_hit_rate is None else f"{c.prefix_cache_hit_rate:.1%}"
-            classes.add_row(
-                str(i),
-                f"{c.share:.1%}",
-                *(f"{x:,.0f}" for x in (c.prompt_p50, c.prompt_p99, c.output_p50, c.output_p99)),
-                hit,
-            )
-        console.print(classes)
+        print_classes(console, clustering)

@@ -123,6 +123,12 @@ def run_sweep(
     simulated one: each (prompt length, mode) goodput bisection is independent, so with
     `jobs` >= 2 they run in that many worker processes (`sim.parallel`), with equal results.
     `on_point(prompt)` hears each prompt length once both its modes are done."""
+    if w.traffic.classes:
+        raise UserError(
+            f"traffic.classes: the sweep moves one prompt length, and this workload has "
+            f"{len(w.traffic.classes)} request classes; sweep a single-class workload (its "
+            "prompt_tokens), or compare layouts on the mix with decide simulate --layout all"
+        )
     r = resolve(w, base_dir)
     prompts = np.unique(np.round(np.geomspace(low, high, steps)))
     analytic = np.asarray(gain_curve(r, prompts), dtype=float)
@@ -312,7 +318,7 @@ def _conditional_rows(res: SweepResult) -> tuple[list[str], list[list[str]]]:
         cols += ["simulated gain", "cond gp/GPU"]
     rows = []
     for i, p in enumerate(res.prompt_tokens):
-        share = c["share_to_prefill"][i]
+        share = c["share_to_prefill"][i] if c["layout"][i] != "none" else None
         row = [
             f"{p:,}",
             _threshold(c["layout"][i], c["threshold_tokens"][i]),
