@@ -73,3 +73,21 @@ def test_threshold_override_and_unknown_policy(setup):
     assert _run(r, cfg, requests).share_to_prefill == 1.0  # T = 0: always disaggregated
     with pytest.raises(ValueError, match="isl_or_load"):
         sim_conditional.config_of(r, v, "fastest")
+
+
+def test_dynamo_ratio_check_keeps_cache_cold_prompts_off_the_local_path(setup):
+    """Dynamo's isl_bounding also needs uncached / prompt < eff_isl_ratio_threshold (at most
+    1.0): a prompt with no cached prefix never bypasses on length (its own unit test
+    `small_eff_isl_but_ratio_at_or_above_threshold_does_not_bypass`). On this mix (no prefix
+    hits) the conditional layout then routes as always-disaggregated."""
+    r, v, base = setup
+    requests = replay_at(base, 2.0)
+    assert not requests.cached.any()
+    cfg = sim_conditional.config_of(r, v, eff_isl_ratio_threshold=1.0)
+    assert _run(r, cfg, requests).share_to_prefill == 1.0
+    # with half of every prompt cached, the ratio passes and the length decides again
+    half = dataclasses.replace(requests, cached=requests.prompt // 2)
+    cfg = sim_conditional.config_of(r, v, eff_isl_ratio_threshold=0.7)
+    plain = sim_conditional.config_of(r, v)
+    with_ratio, without = _run(r, cfg, half), _run(r, plain, half)
+    assert with_ratio.share_to_prefill == without.share_to_prefill < 0.5

@@ -64,6 +64,9 @@ def test_simulate_conditional_threshold_and_policy_flags(mix, capsys) -> None:
     load = _json(capsys, *args, "--policy", "prefill_load")
     assert load["conditional"]["policy"] == "prefill_load"
     assert load["conditional"]["share_to_prefill"] > 0.5  # short prompts too, when idle
+    cold = _json(capsys, *args, "--eff-isl-ratio-threshold", "1.0")
+    assert cold["conditional"]["eff_isl_ratio_threshold"] == 1.0
+    assert cold["conditional"]["share_to_prefill"] == 1.0  # no prefix hits: none stays local
     text = run_decide(capsys, *args, "--policy", "isl_or_load", "--quiet", "--jobs", "1")
     assert text.code == 0, text.stderr
     assert "share sent to prefill" in text.stdout and "isl_or_load" in text.stdout

@@ -20,6 +20,7 @@ from disagg_decider.sim.cli_conditional import (
     LayoutChoice,
     LayoutOpt,
     PdThresholdOpt,
+    RatioOpt,
     RouterPolicy,
     RouterPolicyOpt,
     SweepLayout,
@@ -227,6 +228,7 @@ def simulate(
     pd_threshold: PdThresholdOpt = None,
     router_policy: RouterPolicyOpt = RouterPolicy.isl_bounding,
     prefill_busy_threshold: BusyOpt = 1.0,
+    eff_isl_ratio_threshold: RatioOpt = None,
     fmt: Annotated[
         OutFormat, typer.Option("--format", "-f", help="text or json.")
     ] = OutFormat.text,
@@ -247,7 +249,12 @@ def simulate(
     cond_cfg = None
     if layout is not LayoutChoice.both:
         cond_cfg = conditional_config(
-            r, verdict, router_policy.value, pd_threshold, prefill_busy_threshold
+            r,
+            verdict,
+            router_policy.value,
+            pd_threshold,
+            prefill_busy_threshold,
+            eff_isl_ratio_threshold,
         )
     elif pd_threshold is not None:
         raise UserError("--pd-threshold sets the conditional layout's threshold; add --layout all")
@@ -309,6 +316,7 @@ def simulate(
                 "threshold_tokens": cond_cfg.threshold_tokens,
                 "policy": cond_cfg.policy,
                 "prefill_busy_tokens": cond_cfg.prefill_busy_tokens,
+                "eff_isl_ratio_threshold": cond_cfg.eff_isl_ratio_threshold,
                 "share_to_prefill": share,
             }
         _dump(payload)

@@ -72,7 +72,23 @@ BusyOpt = Annotated[
 ]
 
 
-def conditional_config(r, verdict, policy: str, threshold: int | None, busy: float):
+RatioOpt = Annotated[
+    float | None,
+    typer.Option(
+        "--eff-isl-ratio-threshold",
+        min=0.0,
+        max=1.0,
+        help="Also apply Dynamo's ratio check to isl_bounding / isl_or_load: prefill locally "
+        "only if uncached / prompt tokens is below this (Dynamo's default 0.7, at most 1.0: a "
+        "prompt with no cached prefix then never stays local on length). Default: not applied, "
+        "as the calculator prices it.",
+    ),
+]
+
+
+def conditional_config(
+    r, verdict, policy: str, threshold: int | None, busy: float, ratio: float | None = None
+):
     """The verdict's conditional pools as a simulated cluster, or a user error saying why
     there are none."""
     from disagg_decider.sim import conditional as sim_conditional
@@ -82,7 +98,7 @@ def conditional_config(r, verdict, policy: str, threshold: int | None, busy: flo
             "--layout: the simulator runs one GPU type; heterogeneous pools are priced by the "
             "calculator only"
         )
-    cfg = sim_conditional.config_of(r, verdict, policy, threshold, busy)
+    cfg = sim_conditional.config_of(r, verdict, policy, threshold, busy, ratio)
     if cfg is None:
         raise UserError(
             f"--layout conditional: {sim_conditional.no_pools_reason(verdict)}; simulate the "
@@ -101,6 +117,7 @@ def calculator_p99s(verdict, results: dict, cond_cfg) -> dict:
             priced = (
                 cond_cfg.threshold_tokens == k.threshold_tokens
                 and cond_cfg.policy == "isl_bounding"
+                and cond_cfg.eff_isl_ratio_threshold is None
             )
             out[mode] = {
                 "ttft_p99_ms": k.ttft_p99_ms if priced else None,

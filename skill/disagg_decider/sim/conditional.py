@@ -9,8 +9,12 @@ prompt work queued, as the colocated simulator routes) with one of Dynamo's poli
 shared/reference/dynamo_llmd.md "Generation 2" and peers_2026_11.md "Dynamo router"):
 
 - `isl_bounding` (the default): bypass iff the uncached prompt u <= T, the threshold the
-  calculator prices (Dynamo's check is the strict eff_isl < eff_isl_threshold, one token apart;
-  its `eff_isl_ratio_threshold` is not modelled, the deploy sets it to its loosest value);
+  calculator prices (Dynamo's check is the strict eff_isl < eff_isl_threshold, one token
+  apart). Dynamo also requires u / prompt < `eff_isl_ratio_threshold` (at most 1.0, so a prompt
+  with no cached prefix never bypasses on length: ai-dynamo/dynamo
+  lib/kv-router/src/conditional_disagg.rs, `IslBoundingPolicy`); `eff_isl_ratio_threshold`
+  models that check when set (the request's prefix hit standing for the decode worker's
+  cached overlap), and None leaves it out, as the calculator does;
 - `prefill_load`: bypass iff the chosen prefill worker is busy, whatever the prompt's length;
 - `isl_or_load`: bypass iff either holds, so a long prompt stays local while the prefill pool
   is backed up and a short one is local always.
@@ -19,7 +23,8 @@ The chosen prefill worker is the one free soonest (the FCFS pool below); it is b
 active prefill tokens (uncached tokens queued on it or in progress) exceed
 `prefill_busy_tokens` (Dynamo: `prefill_busy_threshold` x the worker's
 max_num_batched_tokens; `config_of` takes the deploy's prefill token budget and a threshold
-of 1.0).
+of 1.0; with Dynamo's threshold unset the worker counts as never busy, here an infinite
+`prefill_busy_tokens`).
 
 A remote request is prefilled first come first served on the prefill replica free soonest
 (the calculator's M/G/c pool), reserves a seat and its KV on the decode worker with the fewest
@@ -63,6 +68,7 @@ class ConditionalConfig:
     path: TransferPath
     policy: str = "isl_bounding"
     prefill_busy_tokens: float = math.inf  # active prefill tokens above which a worker is busy
+    eff_isl_ratio_threshold: float | None = None  # Dynamo's u / prompt cap; None: not modelled
 
     @property
     def gpus(self) -> int:
@@ -151,7 +157,11 @@ def simulate(
         np.asarray(transfer.transfer_ms(size, gb_per_s, cfg.path.latency_ms)), (len(requests),)
     ).tolist()
     uncached_tokens = uncached.tolist()
-    long = (requests.uncached > cfg.threshold_tokens).tolist()
+    long_mask = requests.uncached > cfg.threshold_tokens
+    if cfg.eff_isl_ratio_threshold is not None:  # Dynamo: mostly cached prompts only
+        ratio = requests.uncached / np.maximum(requests.prompt, 1)
+        long_mask = long_mask | (ratio >= cfg.eff_isl_ratio_threshold)
+    long = long_mask.tolist()
     free_at = [0.0] * cfg.prefill_replicas
     active: list[deque] = [deque() for _ in range(cfg.prefill_replicas)]  # (done_ms, tokens)
     active_tokens = [0.0] * cfg.prefill_replicas
@@ -228,6 +238,7 @@ def config_of(
     policy: str = "isl_bounding",
     threshold_tokens: int | None = None,
     prefill_busy_threshold: float = 1.0,
+    eff_isl_ratio_threshold: float | None = None,
 ) -> ConditionalConfig | None:
     """The verdict's conditional layout as a simulated cluster; None unless it is conditional.
 
@@ -254,6 +265,7 @@ def config_of(
         path=transfer_path(r),
         policy=policy,
         prefill_busy_tokens=prefill_busy_threshold * budget,
+        eff_isl_ratio_threshold=eff_isl_ratio_threshold,
     )
 
 
