@@ -76,7 +76,12 @@ def test_bimodal_mix_gets_the_conditional_advice(mix_verdict) -> None:
     v = mix_verdict
     assert v.layout == "conditional"
     advice = [f for f in v.fired_rules if f.kind == "advice"]
-    assert [f.id for f in advice] == ["DSG016"]  # 1.45x over always-split; 28% to prefill
+    # 1.45x over always-split, 28% to prefill; both classes are cache-cold, so the ~72% kept
+    # local are prompts Dynamo's router would not keep local (DSG018, issue 14b)
+    assert [f.id for f in advice] == ["DSG016", "DSG018"]
+    assert v.metrics.conditional_cold_local_share == pytest.approx(
+        1 - v.conditional.share_to_prefill
+    )
     compared = {c.metric: c.actual for c in advice[0].compared}
     assert compared["conditional_gain_over_always"] == pytest.approx(
         v.conditional.gain_over_disaggregated

@@ -128,6 +128,15 @@ def _print_key_figures(v: Verdict, console) -> None:
     sentence = layout_sentence(v.conditional, m.crossover_prompt_tokens, split=v.disaggregate)
     if sentence:
         figures.append(("layout", sentence.removeprefix("Layout: ")))
+    if v.decision == "dynamo" and v.layout == "conditional" and v.dynamo_layout != v.layout:
+        figures.append(
+            (
+                "on Dynamo",
+                "the always-disaggregated pools: its router sends prompts with nothing cached "
+                f"({(m.conditional_cold_local_share or 0):.0%} of requests, kept local by the "
+                "conditional layout) to the prefill pool; llm-d runs the conditional layout",
+            )
+        )
     grid = Table.grid(padding=(0, 2))
     grid.add_column(style="bold")
     grid.add_column()
