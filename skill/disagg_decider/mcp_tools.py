@@ -81,7 +81,9 @@ def decide_disaggregation(
     Returns the verdict: `decision` (colocate, dynamo or llm-d), `layout` (colocated,
     disaggregated or conditional: only prompts above `conditional_disagg_threshold_tokens`
     uncached tokens go to a prefill pool; `conditional` holds its pools, share sent to prefill,
-    p99s and goodput per GPU against the threshold), a one-paragraph `summary`,
+    p99s and goodput per GPU against the threshold; `dynamo_layout` is what Dynamo's router
+    can run: `disaggregated` where the conditional layout keeps cache-cold prompts local,
+    which Dynamo sends to the prefill pool), a one-paragraph `summary`,
     `fired_rules` with the metric comparisons and rationale behind each, `metrics` (KV bytes,
     transfer time, goodput per GPU of both modes, gain, crossover prompt length), `sizing`
     (replicas and TP per pool), the rule `thresholds` used and `warnings`. `feasible` is false
