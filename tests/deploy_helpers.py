@@ -54,11 +54,14 @@ def pinned(name: str, **parallelism: int) -> tuple[Workload, Verdict]:
     return w2, decide(w2, base_dir=path.parent)
 
 
-def deployed(w: Workload, v: Verdict) -> SimpleNamespace:
+def deployed(w: Workload, v: Verdict, target: str | None = None) -> SimpleNamespace:
     """The pools `decide deploy` (layout auto) emits for a disaggregating verdict: the
-    conditional layout's when that is the verdict's layout (issue 14), else the sizing's."""
+    conditional layout's when that is the verdict's layout (issue 14), else the sizing's; for
+    `target` dynamo, the sizing's where Dynamo's router cannot run the conditional layout
+    (`Verdict.dynamo_layout`, issue 14b)."""
     k = v.conditional
-    if k is not None and k.layout == "conditional":
+    on_dynamo_split = target == "dynamo" and v.dynamo_layout == "disaggregated"
+    if k is not None and k.layout == "conditional" and not on_dynamo_split:
         return SimpleNamespace(
             prefill_tp=k.prefill_tp,
             prefill_replicas=k.prefill_replicas,

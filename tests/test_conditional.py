@@ -159,3 +159,27 @@ def test_bimodal_conditional_beats_both_in_the_simulator(bimodal_verdict):
     cond = sim_conditional.goodput(r, cfg, base, 0.99, v.conditional.max_rate_per_s)
     assert cond > 1.05 * max(measured.values()), (cond, measured)
     assert 0.85 <= cond / v.conditional.max_rate_per_s <= 1.15
+
+
+def test_a_part_whose_moments_cancel_to_zero_is_not_fitted():
+    """Found by the invariants' generator: prompts of 16-19 tokens, one-token outputs on one
+    A100. At the largest thresholds the long part's share is a rounding residue whose mean
+    cancels to zero; it keeps the mix's lengths instead of dividing by that zero."""
+    w = Workload.model_validate(
+        {
+            "name": "generated",
+            "model": "llama-3.1-8b",
+            "weights_dtype": "bf16",
+            "engine": "vllm",
+            "traffic": {
+                "prompt_tokens": {"p50": 16, "p99": 19.46895810687181},
+                "output_tokens": 1,
+                "requests_per_second": 1.0,
+            },
+            "slo": {"ttft_ms": 500, "tpot_ms": 50},
+            "cluster": {"gpu": "a100-80g", "gpus": 1, "gpus_per_node": 1, "network": "efa"},
+        }
+    )
+    v = decide(w)
+    assert v.conditional is not None and v.conditional.layout == "colocated"
+    assert v.conditional.goodput_per_gpu == pytest.approx(v.colocated.goodput_per_gpu)

@@ -73,8 +73,21 @@ def _num(cell: str) -> float:
 def test_numbers_table_is_the_verdict(example) -> None:
     text, verdict, _ = example
     rows = {r[0]: r[1:] for r in tables(section(text, "Numbers"))[0][1:]}
-    c, d = verdict.colocated, verdict.disaggregated
-    assert rows["GPUs used"] == [str(c.gpus), str(d.gpus)]
+    c, d, k = verdict.colocated, verdict.disaggregated, verdict.conditional
+    assert rows["GPUs used"][:2] == [str(c.gpus), str(d.gpus)]
+    if k is not None:  # the conditional column: its goodput and p99s, or the mode it chose
+        assert all(len(row) == 3 for row in rows.values())
+        if k.feasible:
+            assert _num(rows["goodput (req/s per GPU)"][2]) == pytest.approx(
+                k.goodput_per_gpu, abs=6e-4
+            )
+        if k.layout == "conditional":
+            assert rows["layout"][2].startswith(f"T={k.threshold_tokens} (")
+            assert rows["GPUs used"][2] == str(
+                k.prefill_replicas * k.prefill_tp + k.decode_replicas * k.decode_tp
+            )
+        else:
+            assert rows["GPUs used"][2] == f"as {k.layout}"
     assert _num(rows["goodput (req/s per GPU)"][0]) == pytest.approx(c.goodput_per_gpu, abs=6e-4)
     assert _num(rows["goodput (req/s per GPU)"][1]) == pytest.approx(d.goodput_per_gpu, abs=6e-4)
     assert _num(rows["cost per year"][1]) == pytest.approx(d.cost_per_year_usd, abs=1)
@@ -92,9 +105,16 @@ def test_sizing_names_the_pools(example) -> None:
     s, d = verdict.sizing, verdict.disaggregated
     sizing = section(text, "Sizing")
     # Layouts name the parallelism (TP4, DP16/EP16, "TP4 on b200" for heterogeneous pools).
-    prefill = f"**Prefill pool:** {s.prefill_replicas} x {d.prefill_layout} ({s.prefill_gpus} GPUs)"
-    assert prefill in sizing
-    assert f"**Decode pool:** {s.decode_replicas} x {d.decode_layout}" in sizing
+    # A split deployed in the conditional layout labels the always-split pools as such.
+    k = verdict.conditional
+    labelled = verdict.disaggregate and k is not None and k.layout == "conditional"
+    always = " (always-disaggregated" if labelled else ""
+    head = f"**Prefill pool{always}"
+    assert head in sizing
+    prefill = f":** {s.prefill_replicas} x {d.prefill_layout} ({s.prefill_gpus} GPUs)"
+    assert prefill in sizing.split(head, 1)[1].split("\n", 1)[0]
+    decode = f"**Decode pool{' (always-disaggregated)' if labelled else ''}:** {s.decode_replicas}"
+    assert f"{decode} x {d.decode_layout}" in sizing
     if d.prefill_dp == 1 and d.prefill_ep == 1 and " on " not in d.prefill_layout:
         assert d.prefill_layout == f"TP{s.prefill_tp}"
     threshold = str(verdict.conditional_disagg_threshold_tokens)

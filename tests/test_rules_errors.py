@@ -76,7 +76,7 @@ def test_a_rule_without_effect_or_veto_names_its_id(tmp_path: Path) -> None:
     result = run_decide("--workload", WORKLOAD, "--rules", path)
     message = " ".join(result.stderr.split())
     assert result.returncode == 2
-    assert "USR007" in message and "exactly one of 'effect' or 'veto'" in message
+    assert "USR007" in message and "exactly one of 'effect', 'veto' or 'advice'" in message
 
 
 def test_the_same_id_in_two_extra_files_exits_2_naming_both(tmp_path: Path) -> None:

@@ -8,6 +8,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+from disagg_decider.calc.bypass import cold_local_share, dynamo_layout
 from disagg_decider.calc.compare import analyze_many
 from disagg_decider.calc.result import Analysis
 from disagg_decider.layout_text import layout_sentence
@@ -143,6 +144,9 @@ def _verdict(
     metrics = metric_values(resolved, analysis, engine.metrics_read(loaded.book))
     outcome = engine.decide(loaded.book, metrics, params)
     chosen = analysis.colocated if outcome.decision == "colocate" else analysis.disaggregated
+    layout = analysis.conditional.layout if analysis.conditional else "colocated"
+    cold = cold_local_share(workload, analysis.conditional)
+    on_dynamo = dynamo_layout(layout, cold, params.get(MATERIAL_COLD, DEFAULT_MATERIAL_COLD))
     return Verdict(
         workload=workload.name,
         model=resolved.model.id,
@@ -150,16 +154,17 @@ def _verdict(
         decision=outcome.decision,
         disaggregate=outcome.decision != "colocate",
         feasible=chosen.feasible,
-        summary=summarize(resolved, analysis, outcome),
+        summary=summarize(resolved, analysis, outcome, cold if on_dynamo != layout else None),
         fired_rules=outcome.fired,
         scores=outcome.scores,
-        metrics=_metrics(analysis),
+        metrics=_metrics(analysis, cold),
         sizing=_sizing(analysis, workload.cluster.gpus),
         colocated=analysis.colocated,
         disaggregated=analysis.disaggregated,
         conditional_disagg_threshold_tokens=analysis.conditional_disagg_threshold_tokens,
-        layout=analysis.conditional.layout if analysis.conditional else "colocated",
+        layout=layout,
         conditional=analysis.conditional,
+        dynamo_layout=on_dynamo,
         limits=analysis.limits,
         thresholds=params,
         overrides_applied=notes,
@@ -177,7 +182,13 @@ def effective_parameters(
     return params, notes + cli_notes
 
 
-def _metrics(a: Analysis) -> Metrics:
+# The rulebook parameter that makes a share of cache-cold local prefills material (Dynamo's
+# plan then is the always-split pools); its default where a rulebook does not define it.
+MATERIAL_COLD = "material_cold_local_share"
+DEFAULT_MATERIAL_COLD = 0.05
+
+
+def _metrics(a: Analysis, cold_local_share: float | None = None) -> Metrics:
     # A model that fits no replica has no prefill or decode time to report.
     loads = not any(x.kind == "memory" and x.mode == "both" for x in a.limits)
     return Metrics(
@@ -196,6 +207,7 @@ def _metrics(a: Analysis) -> Metrics:
         goodput_per_gpu_disaggregated=a.disaggregated.goodput_per_gpu,
         gain=a.gain,
         crossover_prompt_tokens=a.crossover_prompt_tokens,
+        conditional_cold_local_share=cold_local_share,
     )
 
 
@@ -224,11 +236,16 @@ def _sizing(a: Analysis, cluster_gpus: int) -> Sizing:
     )
 
 
-def summarize(r: Resolved, a: Analysis, outcome: engine.Outcome) -> str:
+def summarize(
+    r: Resolved, a: Analysis, outcome: engine.Outcome, dynamo_cold_share: float | None = None
+) -> str:
     """One paragraph a reviewer can paste: the call, the deciding reason, the key numbers.
 
     When the chosen layout cannot meet the targets the paragraph starts by saying so and what
     limits it; a layout is never presented as a plan unless it meets both p99 targets.
+    `dynamo_cold_share` (set when Dynamo's router cannot run the conditional layout: that share
+    of requests would be kept local with nothing cached) makes Dynamo's plan the always-split
+    pools, and says why.
     """
     c, d = a.colocated, a.disaggregated
     if not c.feasible and not d.feasible:
@@ -253,11 +270,41 @@ def summarize(r: Resolved, a: Analysis, outcome: engine.Outcome) -> str:
         )
     else:
         name = "NVIDIA Dynamo" if outcome.decision == "dynamo" else "llm-d"
-        text = f"Disaggregate with {name}: {_split_layout(d)}; {numbers}."
-    text += " " + layout_sentence(a.conditional, a.crossover_prompt_tokens)
+        if outcome.decision == "dynamo" and dynamo_cold_share is not None:
+            text = (
+                f"Disaggregate with {name}, always-disaggregated: {_split_layout(d)}; "
+                f"{numbers}. {_dynamo_cold_text(a, dynamo_cold_share)}"
+            )
+        elif a.conditional is not None and a.conditional.layout == "conditional":
+            # the pools to deploy are the conditional layout's; the always-split sizing compares
+            text = (
+                f"Disaggregate with {name}, routing by prompt length (the conditional layout "
+                f"below); always-disaggregated would be {_split_layout(d)}; {numbers}."
+            )
+        else:
+            text = f"Disaggregate with {name}: {_split_layout(d)}; {numbers}."
+    text += " " + layout_sentence(a.conditional, a.crossover_prompt_tokens, split=not colocate)
     if not chosen.fits_cluster:
         text += f" Short of GPUs: {_limits_text(a, chosen.mode)}."
     return text
+
+
+def _dynamo_cold_text(a: Analysis, cold_share: float) -> str:
+    """Why Dynamo's plan is not the conditional layout, and where that layout runs."""
+    k = a.conditional
+    gain = (
+        f" at {k.gain_over_disaggregated:.2f}x the always-split goodput"
+        if k is not None and k.gain_over_disaggregated
+        else ""
+    )
+    return (
+        f"Not the conditional layout below: it prefills {cold_share:.0%} of requests locally "
+        "with nothing cached, and Dynamo's router keeps a prompt local only when part of it is "
+        "cached (eff_isl/prompt < eff_isl_ratio_threshold, at most 1.0), so on Dynamo they go "
+        "to the prefill pool and every request splits (isl_or_load bypasses them only under "
+        f"prefill load); llm-d's prefix-based-pd-decider routes on uncached length alone and "
+        f"runs the conditional layout{gain}."
+    )
 
 
 def _why_colocated(outcome: engine.Outcome) -> str:

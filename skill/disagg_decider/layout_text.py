@@ -10,11 +10,24 @@ from __future__ import annotations
 from disagg_decider.calc.result import ConditionalResult
 
 
-def layout_sentence(cond: ConditionalResult | None, crossover_prompt_tokens: int | None) -> str:
+def layout_sentence(
+    cond: ConditionalResult | None, crossover_prompt_tokens: int | None, split: bool = True
+) -> str:
     """The crossover and the routing threshold in one sentence: they answer different questions
-    (at which p50 prompt a whole split wins; which requests of this mix to send to a split)."""
+    (at which p50 prompt a whole split wins; which requests of this mix to send to a split).
+    With `split` False (the verdict stays colocated) a layout with a prefill pool is marked as
+    what a split would run, not the plan."""
     if cond is None or not cond.feasible:
         return ""
+    sentence = _sentence(cond, crossover_prompt_tokens)
+    if not split and cond.layout != "colocated":
+        sentence += (
+            " The verdict stays colocated, so these pools are what a split would run, not the plan."
+        )
+    return sentence
+
+
+def _sentence(cond: ConditionalResult, crossover_prompt_tokens: int | None) -> str:
     cross = (
         f"always-disaggregated wins over colocated above a p50 prompt of "
         f"{crossover_prompt_tokens} tokens"

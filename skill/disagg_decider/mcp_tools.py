@@ -81,7 +81,9 @@ def decide_disaggregation(
     Returns the verdict: `decision` (colocate, dynamo or llm-d), `layout` (colocated,
     disaggregated or conditional: only prompts above `conditional_disagg_threshold_tokens`
     uncached tokens go to a prefill pool; `conditional` holds its pools, share sent to prefill,
-    p99s and goodput per GPU against the threshold), a one-paragraph `summary`,
+    p99s and goodput per GPU against the threshold; `dynamo_layout` is what Dynamo's router
+    can run: `disaggregated` where the conditional layout keeps cache-cold prompts local,
+    which Dynamo sends to the prefill pool), a one-paragraph `summary`,
     `fired_rules` with the metric comparisons and rationale behind each, `metrics` (KV bytes,
     transfer time, goodput per GPU of both modes, gain, crossover prompt length), `sizing`
     (replicas and TP per pool), the rule `thresholds` used and `warnings`. `feasible` is false
@@ -505,7 +507,10 @@ class RuleParameterInfo(_Out):
 
 
 class RuleExplanation(RuleIdentity):
-    weight: float | None = Field(description="effect weight; null for a veto, which always wins")
+    weight: float | None = Field(
+        description="effect weight; null for a veto (which always wins) or advice (which weighs "
+        "nothing)"
+    )
     when: dict[str, Any] = Field(description="the condition tree: all/any/not over comparisons")
     parameters: list[RuleParameterInfo] = Field(
         description="the named thresholds the rule compares against (override them by name)"
@@ -544,7 +549,7 @@ def explain_rule(
         name=rule.name,
         title=rule.title,
         category=rule.category,
-        kind="veto" if rule.veto is not None else "effect",
+        kind=rule.kind,
         pushes=rule.pushes,
         weight=rule.effect.weight if rule.effect is not None else None,
         when=rule.model_dump(mode="json", by_alias=True, exclude_none=True)["when"],

@@ -11,6 +11,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
+from disagg_decider.calc.bypass import cold_local_share
 from disagg_decider.calc.result import Analysis
 from disagg_decider.workload import Resolved
 
@@ -90,6 +91,7 @@ METRICS: tuple[Metric, ...] = (
     Metric("layout", "colocated|disaggregated|conditional", "the layout with the most goodput per GPU (conditional: long prompts to a prefill pool)", lambda r, a: a.conditional.layout if a.conditional else "colocated"),
     Metric("goodput_per_gpu_conditional", "req/s/GPU", "best conditional-disaggregation goodput per cluster GPU (never below either mode)", lambda r, a: a.conditional.goodput_per_gpu if a.conditional else None),
     Metric("conditional_share_to_prefill", "share", "share of requests the chosen threshold sends to the prefill pool", lambda r, a: a.conditional.share_to_prefill if a.conditional else None),
+    Metric("conditional_cold_local_share", "share", "share of all requests the conditional layout prefills locally with nothing cached (eff_isl/prompt = 1): Dynamo's router, whose ratio check is at most 1.0, sends them to the prefill pool", lambda r, a: cold_local_share(r.workload, a.conditional)),
     Metric("conditional_gain_over_always", "ratio", "conditional over always-disaggregated goodput; unset unless both serve", lambda r, a: a.conditional.gain_over_disaggregated if a.conditional else None),
     Metric("conditional_gain_over_colocated", "ratio", "conditional over colocated goodput; unset unless both serve", lambda r, a: a.conditional.gain_over_colocated if a.conditional else None),
     Metric("prefill_gpus", "GPUs", "sized prefill pool", lambda r, a: a.disaggregated.prefill_gpus),

@@ -47,8 +47,8 @@ class RuleIdentity(_Out):
     name: str
     title: str
     category: str
-    kind: Literal["veto", "effect"]
-    pushes: Literal["colocate", "disaggregate", "dynamo", "llm-d"]
+    kind: Literal["veto", "effect", "advice"]  # advice: reported, weighs nothing
+    pushes: Literal["colocate", "disaggregate", "dynamo", "llm-d", "advice"]
 
 
 class FiredRule(RuleIdentity):
@@ -76,6 +76,9 @@ class Metrics(_Out):
     goodput_per_gpu_disaggregated: float
     gain: float | None
     crossover_prompt_tokens: int | None
+    # Requests the conditional layout prefills locally with nothing cached, which Dynamo's
+    # router cannot keep local (calc/bypass.py); null unless the layout is conditional.
+    conditional_cold_local_share: float | None = None
 
 
 class Sizing(_Out):
@@ -129,3 +132,7 @@ class Verdict(_Out):
     # stays colocate|dynamo|llm-d); `conditional` holds its threshold, pools and curve.
     layout: Literal["colocated", "disaggregated", "conditional"] = "colocated"
     conditional: ConditionalResult | None = None
+    # The layout Dynamo's router can run as sized: `disaggregated` (the always-split pools) where
+    # the conditional layout keeps a material share of cache-cold prompts local, which Dynamo
+    # sends to the prefill pool (calc/bypass.py); `layout` otherwise. llm-d runs `layout`.
+    dynamo_layout: Literal["colocated", "disaggregated", "conditional"] = "colocated"

@@ -34,11 +34,14 @@ def print_verdict(v: Verdict, console) -> None:
     )
     console.print(safe(v.summary), highlight=False)
     console.print()
-    title = "Both modes on the same GPUs, same p99 targets"
+    k = v.conditional
+    what = "Both modes" if k is None else "The three layouts"
+    title = f"{what} on the same GPUs, same p99 targets"
     if v.slo_basis == "static":
-        title = "Both modes on the same GPUs, static basis (no queueing; TTFT/TPOT rows are static)"
+        title = f"{what} on the same GPUs, static basis (no queueing; TTFT/TPOT rows are static)"
     table = Table(title=title, title_justify="left")
-    for col in ("", "colocated", "disaggregated"):
+    columns = ("", "colocated", "disaggregated") + (() if k is None else ("conditional",))
+    for col in columns:
         table.add_column(col, justify="right" if col else "left")
     c, d = v.colocated, v.disaggregated
     cluster = v.sizing.cluster_gpus
@@ -58,6 +61,12 @@ def print_verdict(v: Verdict, console) -> None:
         ),
         ("$ per year", _if(c, c.cost_per_year_usd, 0), _if(d, d.cost_per_year_usd, 0)),
     ]
+    if k is not None:  # three columns: short labels so the table fits 80 columns
+        rows = [
+            (label, *row[1:], cell)
+            for label, row, cell in zip(_SHORT_LABELS, rows, conditional_cells(v), strict=True)
+        ]
+        rows.insert(1, ("threshold T", "none", "0 (all)", _threshold_cell(k)))
     for row in rows:
         table.add_row(*row)
     console.print(table)
@@ -69,7 +78,8 @@ def print_verdict(v: Verdict, console) -> None:
         for col in ("id", "weight", "pushes", "title"):
             rules.add_column(col, justify="right" if col == "weight" else "left")
         for f in v.fired_rules:
-            rules.add_row(f.id, "VETO" if f.kind == "veto" else f"+{f.weight:g}", f.pushes, f.title)
+            weight = {"veto": "VETO", "advice": "info"}.get(f.kind, f"+{f.weight:g}")
+            rules.add_row(f.id, weight, f.pushes, f.title)
         console.print(rules, highlight=False)
         scores = ", ".join(f"{k} {s:g}" for k, s in v.scores.items() if s)
         how = f"`decide rules show {v.fired_rules[0].id}` explains one"
@@ -115,15 +125,82 @@ def _print_key_figures(v: Verdict, console) -> None:
         ),
         ("gain", f"{gain_text(m.gain)} goodput per GPU (always-disaggregated over colocated)"),
     ]
-    sentence = layout_sentence(v.conditional, m.crossover_prompt_tokens)
+    sentence = layout_sentence(v.conditional, m.crossover_prompt_tokens, split=v.disaggregate)
     if sentence:
         figures.append(("layout", sentence.removeprefix("Layout: ")))
+    if v.decision == "dynamo" and v.layout == "conditional" and v.dynamo_layout != v.layout:
+        figures.append(
+            (
+                "on Dynamo",
+                "the always-disaggregated pools: its router sends prompts with nothing cached "
+                f"({(m.conditional_cold_local_share or 0):.0%} of requests, kept local by the "
+                "conditional layout) to the prefill pool; llm-d runs the conditional layout",
+            )
+        )
     grid = Table.grid(padding=(0, 2))
     grid.add_column(style="bold")
     grid.add_column()
     for label, text in figures:
         grid.add_row(label, text)
     console.print(grid, highlight=False)
+
+
+_SHORT_LABELS = (
+    "layout",
+    "GPUs for rate",
+    "p99 SLOs met",
+    "fits cluster",
+    "max req/s",
+    "TTFT p99 ms",
+    "TPOT p99 ms",
+    "goodput/GPU",
+    "$ per 1M tok",
+    "$ per year",
+)
+
+
+def conditional_layout(k) -> str:
+    """The conditional layout's pools; where the search chose a mode, which one."""
+    if not k.feasible:
+        return "-"
+    if k.layout == "colocated":
+        return "= colocated"
+    if k.layout == "disaggregated":
+        return "= disaggregated"
+    return f"{k.prefill_replicas}P x TP{k.prefill_tp} + {k.decode_replicas}D x TP{k.decode_tp}"
+
+
+def _threshold_cell(k) -> str:
+    """The routing threshold and the share of requests it sends to the prefill pool."""
+    if not k.feasible or k.threshold_tokens is None:
+        return "none"
+    if k.threshold_tokens == 0:
+        return "0 (all)"
+    return f"{k.threshold_tokens} ({k.share_to_prefill:.0%})"
+
+
+def conditional_cells(v: Verdict) -> list[str]:
+    """The conditional column of the modes table, row for row. Its pools split the whole
+    cluster at the layout's own goodput, so the rate rows and costs (the modes' sizing for
+    the workload's rate) are not priced for it: "-"."""
+    k = v.conditional
+    ok = k.feasible
+    if k.layout == "conditional":
+        gpus = f"{k.prefill_replicas * (k.prefill_tp or 0) + k.decode_replicas * k.decode_tp}"
+    else:  # the search chose a mode: its column has the figures
+        gpus = "as " + ("colocated" if k.layout == "colocated" else "disaggregated")
+    return [
+        conditional_layout(k),
+        gpus if ok else "-",
+        _yn(ok),
+        "-",
+        _num(k.max_rate_per_s, 2) if ok else "-",
+        _num(k.ttft_p99_ms),
+        _num(k.tpot_p99_ms),
+        _num(k.goodput_per_gpu, 3) if ok else "-",
+        "-",
+        "-",
+    ]
 
 
 def colocated_layout(c) -> str:

@@ -93,13 +93,15 @@ def _split_at(comps: tuple[Component, ...], threshold: float) -> Parts:
         short_m2 += c.weight * below2
     whole = _whole_mix(comps)
     long = whole
-    if long_w > 0:
+    # A part whose mean cancels to zero (a tail far past T, or below it) has no moments to fit;
+    # it keeps the whole mix's lengths at its vanishing share.
+    if long_w > 0 and long_m1 > 0:
         u_p50, u_sigma = fit_moments(long_m1 / long_w, long_m2 / long_w)
         hit = long_c1 / (long_m1 + long_c1) if long_m1 + long_c1 > 0 else 0.0
         o_p50, o_sigma = fit_moments(out_long1 / long_w, out_long2 / long_w)
         long = Lengths.build(u_p50 / (1.0 - hit), u_sigma, hit, o_p50, o_sigma)
     local = whole
-    if short_w > 0:
+    if short_w > 0 and short_m1 > 0:
         # The tagged short request's own prompt: the short part's log-normal (uncached share 1
         # so the colocated model's prompt quantiles are uncached tokens). The work per arriving
         # request, short or not, is the zero-inflated E[u 1{u <= T}] and its second moment.

@@ -16,6 +16,7 @@ from typing import Any, Literal
 
 from disagg_decider.deploy.engines import engine_args
 from disagg_decider.deploy.plan import DeployPlan, Pool
+from disagg_decider.deploy.routing import dynamo_needs_always_split
 from disagg_decider.deploy.yamltext import yaml_text
 
 ApiVersion = Literal["v1beta1", "v1alpha1"]
@@ -33,8 +34,8 @@ PLANNER_IMAGE = "nvcr.io/nvidia/ai-dynamo/dynamo-planner"
 HF_SECRET = "hf-token-secret"
 WORKER_PREFIX = {"vllm": "Vllm", "sglang": "Sglang", "trtllm": "Trtllm"}
 SHARED_MEMORY = {"vllm": "16Gi", "sglang": "16Gi", "trtllm": "80Gi"}  # Dynamo's RDMA guide
-# Dynamo requires eff_isl/prompt < this ratio too; 1.0, the loosest value it accepts, leaves the
-# verdict's absolute threshold in charge (a prompt with no cached prefix always goes remote).
+# Dynamo also requires eff_isl/prompt < this ratio; 1.0 is the loosest value it accepts, yet a
+# prompt with nothing cached (ratio 1) still goes remote (deploy/routing.py).
 EFF_ISL_RATIO_THRESHOLD = 1.0
 VLLM_KV_EVENTS = {
     "publisher": "zmq",
@@ -252,6 +253,12 @@ def header(plan: DeployPlan, api: ApiVersion) -> list[str]:
             f"Conditional disaggregation: prompts with fewer than {plan.threshold_tokens} "
             "uncached tokens are prefilled on the decode worker (Frontend "
             "--router-conditional-disagg-config)."
+        )
+    elif plan.disaggregated and plan.threshold_tokens == 0 and dynamo_needs_always_split(v):
+        lines.append(
+            "Always disaggregated on Dynamo: the verdict's conditional layout keeps cache-cold "
+            "prompts local, which Dynamo's router cannot (see README), so no conditional-disagg "
+            "config; llm-d runs that layout."
         )
     elif plan.disaggregated and plan.threshold_tokens == 0:
         lines.append(

@@ -23,6 +23,7 @@ from disagg_decider.deploy.placement import (
     pool_gpu_errors,
     with_placement,
 )
+from disagg_decider.deploy.routing import always_split_warning, dynamo_needs_always_split
 from disagg_decider.errors import UserError
 from disagg_decider.verdict import Verdict
 from disagg_decider.workload import HfConfigRef, Workload, resolve
@@ -151,6 +152,9 @@ def make_plan(
     # `auto` deploys the verdict's layout: its conditional pools and threshold when that is
     # the best layout; `--layout disaggregated` the always-disaggregated sizing (threshold 0).
     conditional = disaggregated and layout == "auto" and _is_conditional(verdict)
+    if conditional and target == "dynamo" and dynamo_needs_always_split(verdict):
+        conditional = False  # deploy/routing.py: Dynamo cannot keep cold prompts local
+        warnings.append(always_split_warning(verdict))
     pools = (
         _disaggregated_pools(workload, verdict, conditional)
         if disaggregated

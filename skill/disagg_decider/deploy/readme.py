@@ -10,6 +10,7 @@ from __future__ import annotations
 import math
 
 from disagg_decider.deploy.plan import DeployPlan
+from disagg_decider.deploy.routing import dynamo_needs_always_split, ratio_note
 
 FILE_NOTES = {
     "dynamo-graph.yaml": "DynamoGraphDeployment: Frontend (KV router), workers, SLA planner",
@@ -141,6 +142,12 @@ def _threshold_line(plan: DeployPlan) -> str:
     v = plan.verdict
     if not plan.disaggregated:
         return "- No prefill pool: every prompt is prefilled on the replica that decodes it."
+    if plan.threshold_tokens == 0 and plan.target == "dynamo" and dynamo_needs_always_split(v):
+        return (
+            "- Routing: every prompt goes to the prefill pool. The verdict's best layout is "
+            "conditional, but it keeps cache-cold prompts local, which Dynamo's router cannot "
+            "(see Warnings); these are the always-disaggregated pools."
+        )
     if plan.threshold_tokens == 0:
         return "- Routing: every prompt goes to the prefill pool (always-disaggregated layout)."
     k = v.conditional
@@ -178,12 +185,8 @@ def _deploy_steps(plan: DeployPlan, dynamo_api: str) -> list[str]:
                 "\nDynamo's conditional disaggregation does not support SGLang yet, so it is "
                 "omitted: every prompt is prefilled remotely."
             )
-        elif plan.disaggregated:
-            steps.append(
-                "\nThe router's `eff_isl_ratio_threshold` is set to 1.0 so the verdict's absolute "
-                "threshold decides; Dynamo still sends prompts with no cached prefix to the "
-                "prefill pool."
-            )
+        elif plan.disaggregated and plan.threshold_tokens > 0:
+            steps.append(ratio_note(plan.verdict))
         if plan.disaggregated:
             steps.append(
                 "\nThe SLA planner adjusts replicas at run time from the TTFT/ITL targets with "

@@ -16,6 +16,7 @@ from disagg_decider.render import text
 from disagg_decider.render.env import render
 from disagg_decider.rules.text import effect_text
 from disagg_decider.verdict import Comparison, FiredRule, Reference, Verdict
+from disagg_decider.verdict_text import conditional_layout
 from disagg_decider.workload import Resolved
 
 CHART_MIN_PROMPT_TOKENS = 128
@@ -167,7 +168,29 @@ def render_report(verdict: Verdict, resolved: Resolved) -> str:
         references=references(verdict.fired_rules),
         layout_sentence=text.cell(
             layout_sentence(
-                verdict.conditional, verdict.metrics.crossover_prompt_tokens
+                verdict.conditional,
+                verdict.metrics.crossover_prompt_tokens,
+                split=verdict.disaggregate,
             ).removeprefix("Layout: ")
         ),
+        conditional_layout=(
+            text.cell(_conditional_cell(verdict.conditional)) if verdict.conditional else ""
+        ),
+        conditional_gpus=_conditional_gpus(verdict.conditional),
     )
+
+
+def _conditional_cell(k) -> str:
+    """The conditional layout with its threshold, for the report's table."""
+    if k.feasible and k.layout == "conditional":
+        return (
+            f"T={k.threshold_tokens} ({k.share_to_prefill:.0%} to prefill): {conditional_layout(k)}"
+        )
+    return conditional_layout(k)
+
+
+def _conditional_gpus(k) -> int | str:
+    """GPUs the conditional layout's pools use (plain TP replicas)."""
+    if k is None or k.layout != "conditional":
+        return "as " + ("colocated" if k is None or k.layout == "colocated" else "disaggregated")
+    return k.prefill_replicas * (k.prefill_tp or 0) + k.decode_replicas * k.decode_tp

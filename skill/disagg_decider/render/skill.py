@@ -126,6 +126,7 @@ def skill_context(loaded: LoadedRulebook) -> dict:
         "disaggregation_rules": [r for r in rules if r.pushes in DISAGGREGATION_PUSHES],
         "orchestrator_rules": [r for r in rules if r.pushes in ORCHESTRATOR_PUSHES],
         "colocate_rules": [r for r in rules if r.pushes == "colocate"],
+        "advice_rules": [r for r in rules if r.pushes == "advice"],
         "metrics": used_metrics(loaded),
         "worked": worked_table(),
         "catalog_ids": catalog_ids(),

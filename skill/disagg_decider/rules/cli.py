@@ -43,6 +43,8 @@ def effect_text(rule) -> str:
     """`veto -> colocate` or `+3 -> disaggregate`."""
     if rule.veto is not None:
         return f"veto -> {rule.veto.pushes}"
+    if rule.advice is not None:
+        return f"advice -> {rule.advice.layout} layout"
     return f"+{rule.effect.weight:g} -> {rule.effect.pushes}"
 
 
@@ -63,7 +65,7 @@ def list_command(
                 "id": r.id,
                 "name": r.name,
                 "category": r.category,
-                "kind": "veto" if r.veto else "effect",
+                "kind": r.kind,
                 "pushes": r.pushes,
                 "weight": r.effect.weight if r.effect else None,
                 "title": r.title,

@@ -202,7 +202,7 @@ def _identity_of(rule: Rule) -> dict[str, Any]:
         "name": rule.name,
         "title": rule.title,
         "category": rule.category,
-        "kind": "veto" if rule.veto else "effect",
+        "kind": rule.kind,
         "pushes": rule.pushes,
         "weight": rule.effect.weight if rule.effect else 0.0,
         "rationale": rule.rationale.strip(),

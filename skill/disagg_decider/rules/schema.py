@@ -22,6 +22,7 @@ from pydantic import (
 Scalar = float | int | bool | str
 Op = Literal[">", ">=", "<", "<=", "==", "!=", "in", "not_in"]
 Pushes = Literal["colocate", "disaggregate", "dynamo", "llm-d"]
+Layout = Literal["colocated", "disaggregated", "conditional"]
 Category = Literal[
     "feasibility", "latency", "throughput", "cost", "network", "operations", "orchestrator"
 ]
@@ -148,6 +149,12 @@ class Veto(_Strict):
     pushes: Pushes
 
 
+class Advice(_Strict):
+    """Advice on the layout: reported with the verdict, weighs nothing in the decision."""
+
+    layout: Layout
+
+
 class Examples(_Strict):
     """Metric values on which the rule must fire, and on which it must stay silent."""
 
@@ -163,22 +170,32 @@ class Rule(_Strict):
     when: Condition
     effect: Effect | None = None
     veto: Veto | None = None
+    advice: Advice | None = None
     rationale: str
     references: list[Reference] = Field(min_length=1)
     examples: Examples
 
     @model_validator(mode="after")
     def _effect_or_veto(self) -> Rule:
-        if (self.effect is None) == (self.veto is None):
-            raise ValueError("a rule has exactly one of 'effect' or 'veto'")
+        if sum(x is not None for x in (self.effect, self.veto, self.advice)) != 1:
+            raise ValueError("a rule has exactly one of 'effect', 'veto' or 'advice'")
         return self
 
     @property
-    def pushes(self) -> Pushes:
+    def kind(self) -> Literal["veto", "effect", "advice"]:
+        return "veto" if self.veto else "effect" if self.effect else "advice"
+
+    @property
+    def pushes(self) -> Pushes | Literal["advice"]:
+        """Which decision the rule pushes; `advice` for a rule that pushes none."""
+        if self.advice is not None:
+            return "advice"
         return (self.veto or self.effect).pushes  # type: ignore[union-attr]
 
     @property
     def weight(self) -> float:
+        if self.advice is not None:
+            return 0.0
         return self.effect.weight if self.effect else float("inf")
 
 

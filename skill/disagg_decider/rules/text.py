@@ -25,7 +25,9 @@ def scalar_text(value: object) -> str:
 
 
 def effect_text(veto: bool, weight: float, pushes: str) -> str:
-    """`veto: colocate` or `+3 disaggregate`."""
+    """`veto: colocate`, `+3 disaggregate` or `advice` (weighs nothing)."""
+    if pushes == "advice":
+        return "advice (no weight)"
     return f"veto: {pushes}" if veto else f"+{weight:g} {pushes}"
 
 

@@ -15,6 +15,25 @@ from typing import Annotated
 import typer
 
 from disagg_decider.errors import UserError
+from disagg_decider.sim.cli_conditional import (
+    BusyOpt,
+    LayoutChoice,
+    LayoutOpt,
+    PdThresholdOpt,
+    RatioOpt,
+    RouterPolicy,
+    RouterPolicyOpt,
+    SweepLayout,
+    calculator_p99s,
+    conditional_config,
+    print_simulation,
+)
+from disagg_decider.sim.cli_trace import (
+    check_fragment,
+    classes_option,
+    fragment_yaml,
+    print_classes,
+)
 from disagg_decider.userfiles import TRACE_MAX_BYTES
 
 TRACE_MAX_MB = TRACE_MAX_BYTES // 1_000_000
@@ -205,31 +224,52 @@ def simulate(
             "calculator assumes: one M/G/c queue per pool). round-robin, random: blind to load.",
         ),
     ] = RouterChoice.least_work,
+    layout: LayoutOpt = LayoutChoice.both,
+    pd_threshold: PdThresholdOpt = None,
+    router_policy: RouterPolicyOpt = RouterPolicy.isl_bounding,
+    prefill_busy_threshold: BusyOpt = 1.0,
+    eff_isl_ratio_threshold: RatioOpt = None,
     fmt: Annotated[
         OutFormat, typer.Option("--format", "-f", help="text or json.")
     ] = OutFormat.text,
     quiet: QuietOpt = False,
     jobs: JobsOpt = None,
 ) -> None:
-    """Simulate both serving modes with the verdict's pools and report latency, goodput, cost.
+    """Simulate the serving modes with the verdict's pools and report latency, goodput, cost.
 
     Example: decide simulate --workload examples/rag-8k-h200-rdma-dynamo.yaml --requests 50000
+
+    Example: decide simulate -w mix.yaml --layout all --policy isl_or_load
     """
     from disagg_decider.sim import requests as reqs
     from disagg_decider.sim import run
     from disagg_decider.sim import trace as traces
 
     w, r, verdict = _load(workload)
-    s = run.setup(
-        r,
-        verdict,
-        colocated_gpus=colocated_gpus,
-        prefill_gpus=prefill_gpus,
-        decode_gpus=decode_gpus,
-        policy=policy.value,
-        batch_cap=batch_cap.value,
-        router=router.value,
-    )
+    cond_cfg = None
+    if layout is not LayoutChoice.both:
+        cond_cfg = conditional_config(
+            r,
+            verdict,
+            router_policy.value,
+            pd_threshold,
+            prefill_busy_threshold,
+            eff_isl_ratio_threshold,
+        )
+    elif pd_threshold is not None:
+        raise UserError("--pd-threshold sets the conditional layout's threshold; add --layout all")
+    s = None
+    if layout is not LayoutChoice.conditional:
+        s = run.setup(
+            r,
+            verdict,
+            colocated_gpus=colocated_gpus,
+            prefill_gpus=prefill_gpus,
+            decode_gpus=decode_gpus,
+            policy=policy.value,
+            batch_cap=batch_cap.value,
+            router=router.value,
+        )
     if trace is not None:
         batch = reqs.from_trace(traces.load(trace), r.model.max_context_tokens, requests)
         if rate is not None:
@@ -239,94 +279,49 @@ def simulate(
     n = len(batch)
     from disagg_decider.sim.parallel import default_jobs
 
-    done = {"colocated": 0, "disaggregated": 0}  # the bar runs through both modes
+    modes = ([] if s is None else list(run.MODES)) + ([] if cond_cfg is None else ["conditional"])
+    done = dict.fromkeys(modes, 0)  # the bar runs through every mode
 
     def progress(mode: str, routed: int) -> None:
         done[mode] = routed
         bar.set(sum(done.values()), mode)
 
-    with _Progress(2 * n, "simulating", quiet) as bar:
-        results = run.simulate_both(s, batch, progress, jobs or default_jobs())
+    results, share = {}, None
+    with _Progress(len(modes) * n, "simulating", quiet) as bar:
+        if s is not None:
+            results = run.simulate_both(s, batch, progress, jobs or default_jobs())
+        if cond_cfg is not None:
+            from disagg_decider.sim import conditional as sim_conditional
+
+            results["conditional"], share = sim_conditional.simulate_and_score(
+                r, cond_cfg, batch, lambda k: progress("conditional", k)
+            )
     source = str(trace) if trace is not None else f"synthetic, seed {seed}, cv {cv:g}"
     offered = (
         (n - 1) / (float(batch.arrival_ms[-1]) / 1e3) if n > 1 and batch.arrival_ms[-1] > 0 else 0
     )
+    calc = calculator_p99s(verdict, results, cond_cfg)
     if fmt is OutFormat.json:
-        _dump(
-            {
-                "workload": w.name,
-                "requests": n,
-                "source": source,
-                "offered_rate_per_s": offered,
-                "slo": {"ttft_ms": w.slo.ttft_ms, "tpot_ms": w.slo.tpot_ms},
-                "calculator": {
-                    "colocated": {
-                        "ttft_p99_ms": verdict.colocated.ttft_p99_ms,
-                        "tpot_p99_ms": verdict.colocated.tpot_p99_ms,
-                    },
-                    "disaggregated": {
-                        "ttft_p99_ms": verdict.disaggregated.ttft_p99_ms,
-                        "tpot_p99_ms": verdict.disaggregated.tpot_p99_ms,
-                    },
-                },
-                **{mode: m.as_dict() for mode, m in results.items()},
+        payload = {
+            "workload": w.name,
+            "requests": n,
+            "source": source,
+            "offered_rate_per_s": offered,
+            "slo": {"ttft_ms": w.slo.ttft_ms, "tpot_ms": w.slo.tpot_ms},
+            "calculator": calc,
+            **{mode: m.as_dict() for mode, m in results.items()},
+        }
+        if cond_cfg is not None:
+            payload["conditional"] |= {
+                "threshold_tokens": cond_cfg.threshold_tokens,
+                "policy": cond_cfg.policy,
+                "prefill_busy_tokens": cond_cfg.prefill_busy_tokens,
+                "eff_isl_ratio_threshold": cond_cfg.eff_isl_ratio_threshold,
+                "share_to_prefill": share,
             }
-        )
+        _dump(payload)
         return
-    _print_simulation(w, verdict, results, n, source, offered)
-
-
-def _print_simulation(w, verdict, results, n: int, source: str, offered: float) -> None:
-    from rich.console import Console
-    from rich.table import Table
-
-    console = Console()
-    c, d = results["colocated"], results["disaggregated"]
-    console.print(
-        f"[bold]{w.name}[/]: {n:,} requests ({source}), offered {offered:.3g} req/s; "
-        f"SLO TTFT {w.slo.ttft_ms:g} ms, TPOT {w.slo.tpot_ms:g} ms",
-        highlight=False,
-    )
-    table = Table(title="Simulated (calculator's p99 in brackets)", title_justify="left")
-    for col in ("", "colocated", "disaggregated"):
-        table.add_column(col, justify="right" if col else "left")
-
-    def pct(p) -> str:
-        return f"{p.p50:,.1f} / {p.p90:,.1f} / {p.p99:,.1f}"
-
-    def calc(x) -> str:
-        return f" [{x:,.1f}]" if x is not None else " [-]"
-
-    rows = [
-        ("layout", c.layout, d.layout),
-        ("GPUs", str(c.gpus), str(d.gpus)),
-        (
-            "TTFT ms p50 / p90 / p99",
-            pct(c.ttft_ms) + calc(verdict.colocated.ttft_p99_ms),
-            pct(d.ttft_ms) + calc(verdict.disaggregated.ttft_p99_ms),
-        ),
-        (
-            "TPOT ms p50 / p90 / p99",
-            pct(c.tpot_ms) + calc(verdict.colocated.tpot_p99_ms),
-            pct(d.tpot_ms) + calc(verdict.disaggregated.tpot_p99_ms),
-        ),
-        ("SLO attainment", f"{c.slo_attainment:.1%}", f"{d.slo_attainment:.1%}"),
-        (
-            "throughput tokens/s",
-            f"{c.throughput_tokens_per_s:,.0f}",
-            f"{d.throughput_tokens_per_s:,.0f}",
-        ),
-        ("goodput req/s per GPU", f"{c.goodput_per_gpu:.3f}", f"{d.goodput_per_gpu:.3f}"),
-        ("$ per request", f"{c.cost_per_request_usd:.5f}", f"{d.cost_per_request_usd:.5f}"),
-        (
-            "$ per 1M tokens",
-            f"{c.cost_per_million_tokens_usd:.3f}",
-            f"{d.cost_per_million_tokens_usd:.3f}",
-        ),
-    ]
-    for row in rows:
-        table.add_row(*row)
-    console.print(table)
+    print_simulation(w, results, calc, n, source, offered, share)
 
 
 # --- decide sweep -------------------------------------------------------------------------------
@@ -385,6 +380,18 @@ def sweep(
         ),
     ] = None,
     force: Annotated[bool, typer.Option("--force", help="Overwrite --plot if it exists.")] = False,
+    layout: Annotated[
+        SweepLayout,
+        typer.Option(
+            "--layout",
+            help="both (default): the gain of always-disaggregated over colocated. all: also the "
+            "conditional layout at each length (the calculator's threshold, share to prefill "
+            "and gain; with --simulate the verdict's conditional pools behind the router).",
+        ),
+    ] = SweepLayout.both,
+    pd_threshold: PdThresholdOpt = None,
+    router_policy: RouterPolicyOpt = RouterPolicy.isl_bounding,
+    prefill_busy_threshold: BusyOpt = 1.0,
     fmt: Annotated[
         SweepFormat,
         typer.Option("--format", "-f", help="text, json or markdown (table + mermaid chart)."),
@@ -401,6 +408,8 @@ def sweep(
     from disagg_decider.sim.parallel import default_jobs
 
     lo, hi = _prompt_range(prompt_tokens)
+    if pd_threshold is not None and layout is SweepLayout.both:
+        raise UserError("--pd-threshold sets the conditional layout's threshold; add --layout all")
     if plot is not None:
         if plot.suffix.lower() != ".png":  # matplotlib would quietly write plot + ".png"
             raise UserError(f"--plot {plot}: expected a .png file name, e.g. --plot gain.png")
@@ -424,6 +433,10 @@ def sweep(
             policy=policy.value,
             on_point=lambda p: bar.advance(f"prompt {p:,.0f}"),
             jobs=jobs or default_jobs(),
+            conditional=layout is SweepLayout.all,
+            pd_threshold=pd_threshold,
+            router_policy=router_policy.value,
+            prefill_busy_threshold=prefill_busy_threshold,
         )
     if plot is not None:
         from disagg_decider.outfiles import write_with
@@ -476,8 +489,23 @@ def trace_summarize(
             "--tpot-ms", help="p99 TPOT target (default: MLPerf Llama-2-70B server, 200)."
         ),
     ] = 200.0,
+    classes: Annotated[
+        str | None,
+        typer.Option(
+            "--classes",
+            help="Cluster the prompts into request classes: 'auto' (natural breaks in log "
+            "prompt length; k in 1..4, split only where adjacent classes are separated by "
+            "Ashman's D >= 4 and hold >= 1% of requests) or a number 1..8. Prints the "
+            "workload's `traffic` block with `classes` as YAML (or writes it to --out); "
+            "--write-workload then writes the classes too.",
+        ),
+    ] = None,
+    out: Annotated[
+        Path | None,
+        typer.Option("--out", "-o", help="Write the --classes traffic fragment (YAML) here."),
+    ] = None,
     force: Annotated[
-        bool, typer.Option("--force", help="Overwrite --write-workload if it exists.")
+        bool, typer.Option("--force", help="Overwrite --write-workload or --out if it exists.")
     ] = False,
     fmt: Annotated[
         OutFormat, typer.Option("--format", "-f", help="text or json.")
@@ -491,20 +519,41 @@ def trace_summarize(
         ),
     ] = TRACE_MAX_MB,
 ) -> None:
-    """Percentiles, mean rate and burstiness of a trace; optionally a workload file from them.
+    """Percentiles, mean rate and burstiness of a trace; optionally request classes and a
+    workload file from them.
 
     Example: decide trace summarize AzureLLMInferenceTrace_conv.csv --write-workload conv.yaml
     --model llama-3.3-70b --gpu h100
+
+    Example: decide trace summarize mooncake.jsonl --classes auto --out traffic.yaml
     """
     from disagg_decider.sim import trace as traces
 
+    k = classes_option(classes)
+    if out is not None and classes is None:
+        raise UserError("--out writes the request classes; add --classes auto (or a number)")
     if write_workload is not None:
         if model is None or gpu is None:
             raise UserError(
                 "--write-workload needs --model and --gpu, e.g. --model llama-3.3-70b --gpu h100"
             )
         _refuse_overwrite(write_workload, force, "--write-workload")
-    summary = traces.summarize(traces.load(file, max_bytes=max_trace_mb * 1_000_000))
+    if out is not None:
+        _refuse_overwrite(out, force, "--out")
+    trace = traces.load(file, max_bytes=max_trace_mb * 1_000_000)
+    summary = traces.summarize(trace)
+    clustering = fragment = None
+    if classes is not None:
+        from disagg_decider.sim import trace_classes
+
+        clustering = trace_classes.cluster(trace, k)
+        fragment = {"traffic": trace_classes.traffic_fragment(clustering, summary.mean_rate_per_s)}
+        check_fragment(fragment, out or Path("<stdout>"))
+    if out is not None:
+        from disagg_decider.outfiles import write_text
+
+        write_text(out, fragment_yaml(summary, clustering, fragment), force, "--out")
+        print(f"wrote {out}", file=sys.stderr)
     if write_workload is not None:
         import yaml
 
@@ -513,6 +562,8 @@ def trace_summarize(
         data = traces.workload_from_summary(
             summary, write_workload.stem, model, gpu, gpus, ttft_ms, tpot_ms
         )
+        if fragment is not None:
+            data["traffic"] = fragment["traffic"]
         resolve(parse_workload(data, str(write_workload)))  # unknown model or GPU: exit 2 here
         from disagg_decider.outfiles import write_text
 
@@ -520,12 +571,19 @@ def trace_summarize(
         write_text(write_workload, text, force, "--write-workload")
         print(f"wrote {write_workload}", file=sys.stderr)
     if fmt is OutFormat.json:
-        _dump(summary.as_dict())
+        payload = summary.as_dict()
+        if clustering is not None:
+            payload["clustering"] = clustering.as_dict()
+            payload["traffic"] = fragment["traffic"]
+        _dump(payload)
         return
-    _print_summary(summary)
+    if clustering is not None and out is None:  # stdout carries the fragment, pipeable
+        sys.stdout.write(fragment_yaml(summary, clustering, fragment))
+        return
+    _print_summary(summary, clustering)
 
 
-def _print_summary(s) -> None:
+def _print_summary(s, clustering=None) -> None:
     from rich.console import Console
     from rich.table import Table
 
@@ -545,3 +603,5 @@ def _print_summary(s) -> None:
     for name, d in (("prompt", s.prompt), ("output", s.output)):
         table.add_row(name, *(f"{d[k]:,.0f}" for k in ("p50", "p90", "p99", "mean", "max")))
     console.print(table)
+    if clustering is not None:
+        print_classes(console, clustering)

@@ -1,14 +1,30 @@
 """Conditional disaggregation: a router threshold sends long prompts to a prefill pool.
 
 The decode workers are colocated replicas (`sim.colocated.Replica`: chunked prefill into the
-decode batch) that also take requests prefilled elsewhere. Each arrival's uncached prompt is
-compared with the threshold T by the router:
+decode batch) that also take requests prefilled elsewhere. The router decides per arrival
+whether to "bypass" the prefill pool (prefill locally, on the decode worker with the least
+prompt work queued, as the colocated simulator routes) with one of Dynamo's policies
+(`--router-conditional-disagg-config` `policy`; semantics from ai-dynamo/dynamo
+`docs/components/router/router-disaggregated-serving.md`, summarised in
+shared/reference/dynamo_llmd.md "Generation 2" and peers_2026_11.md "Dynamo router"):
 
-- `isl_bounding` (Dynamo's default policy): u > T goes to the prefill pool, the rest to the
-  decode worker with the least prompt work queued (as the colocated simulator routes);
-- `prefill_load`: as `isl_bounding`, but a long prompt is kept local when every prefill replica
-  is busy for longer than the local replica's queued prefill would take (Dynamo's policy that
-  weighs the prefill pool's load; here its queue against the local one, in milliseconds).
+- `isl_bounding` (the default): bypass iff the uncached prompt u <= T, the threshold the
+  calculator prices (Dynamo's check is the strict eff_isl < eff_isl_threshold, one token
+  apart). Dynamo also requires u / prompt < `eff_isl_ratio_threshold` (at most 1.0, so a prompt
+  with no cached prefix never bypasses on length: ai-dynamo/dynamo
+  lib/kv-router/src/conditional_disagg.rs, `IslBoundingPolicy`); `eff_isl_ratio_threshold`
+  models that check when set (the request's prefix hit standing for the decode worker's
+  cached overlap), and None leaves it out, as the calculator does;
+- `prefill_load`: bypass iff the chosen prefill worker is busy, whatever the prompt's length;
+- `isl_or_load`: bypass iff either holds, so a long prompt stays local while the prefill pool
+  is backed up and a short one is local always.
+
+The chosen prefill worker is the one free soonest (the FCFS pool below); it is busy when its
+active prefill tokens (uncached tokens queued on it or in progress) exceed
+`prefill_busy_tokens` (Dynamo: `prefill_busy_threshold` x the worker's
+max_num_batched_tokens; `config_of` takes the deploy's prefill token budget and a threshold
+of 1.0; with Dynamo's threshold unset the worker counts as never busy, here an infinite
+`prefill_busy_tokens`).
 
 A remote request is prefilled first come first served on the prefill replica free soonest
 (the calculator's M/G/c pool), reserves a seat and its KV on the decode worker with the fewest
@@ -21,6 +37,7 @@ iteration emits its first token.
 from __future__ import annotations
 
 import heapq
+import math
 from collections import deque
 from dataclasses import dataclass
 
@@ -35,7 +52,7 @@ from disagg_decider.sim.events import run_events
 from disagg_decider.sim.outcome import Outcome
 from disagg_decider.sim.requests import Requests
 
-POLICIES = ("isl_bounding", "prefill_load")
+POLICIES = ("isl_bounding", "prefill_load", "isl_or_load")
 _PREFILL_DONE, _TRANSFER_DONE = -1, -2  # event markers in the replicas' heap (index slot)
 
 
@@ -50,6 +67,8 @@ class ConditionalConfig:
     max_batch: int
     path: TransferPath
     policy: str = "isl_bounding"
+    prefill_busy_tokens: float = math.inf  # active prefill tokens above which a worker is busy
+    eff_isl_ratio_threshold: float | None = None  # Dynamo's u / prompt cap; None: not modelled
 
     @property
     def gpus(self) -> int:
@@ -137,14 +156,20 @@ def simulate(
     move = np.broadcast_to(
         np.asarray(transfer.transfer_ms(size, gb_per_s, cfg.path.latency_ms)), (len(requests),)
     ).tolist()
-    local_ms_per_token = float(
-        np.ravel(prefill_ms(d_engine, float(cfg.chunk_tokens), 0.0))[0] / cfg.chunk_tokens
-    )
-    long = (requests.uncached > cfg.threshold_tokens).tolist()
+    uncached_tokens = uncached.tolist()
+    long_mask = requests.uncached > cfg.threshold_tokens
+    if cfg.eff_isl_ratio_threshold is not None:  # Dynamo: mostly cached prompts only
+        ratio = requests.uncached / np.maximum(requests.prompt, 1)
+        long_mask = long_mask | (ratio >= cfg.eff_isl_ratio_threshold)
+    long = long_mask.tolist()
     free_at = [0.0] * cfg.prefill_replicas
+    active: list[deque] = [deque() for _ in range(cfg.prefill_replicas)]  # (done_ms, tokens)
+    active_tokens = [0.0] * cfg.prefill_replicas
     receiver = {}
-    now_ms = [0.0]
     seq = [0]
+    sent = [0]
+    check_isl = cfg.policy in ("isl_bounding", "isl_or_load")
+    check_load = cfg.policy in ("prefill_load", "isl_or_load")
 
     def send(worker: _Worker, rid: int, now: float) -> None:
         worker.reserve(rid)
@@ -152,24 +177,32 @@ def simulate(
         seq[0] += 1
         heapq.heappush(heap, (now + move[rid], _TRANSFER_DONE, seq[0], rid))
 
-    def least_work() -> _Worker:
-        return min(workers, key=lambda w: (w.prompt_tokens_left(now_ms[0]), w.in_flight))
+    def least_work(now: float) -> _Worker:
+        return min(workers, key=lambda w: (w.prompt_tokens_left(now), w.in_flight))
+
+    def busy(p: int, now: float) -> bool:
+        """Active prefill tokens on prefill worker p (queued or running) above the threshold."""
+        queue = active[p]
+        while queue and queue[0][0] <= now:
+            active_tokens[p] -= queue.popleft()[1]
+        return active_tokens[p] > cfg.prefill_busy_tokens
 
     def arrive(rid: int, now: float) -> None:
-        now_ms[0] = now
-        if long[rid] and cfg.prefill_replicas:
-            p = min(range(len(free_at)), key=free_at.__getitem__)
-            if cfg.policy == "prefill_load":
-                local = least_work()
-                if free_at[p] - now > local.prompt_tokens_left(now) * local_ms_per_token:
-                    local.arrive(rid, now)
-                    return
-            start = max(now, free_at[p])
-            free_at[p] = start + service[rid]
-            seq[0] += 1
-            heapq.heappush(heap, (free_at[p], _PREFILL_DONE, seq[0], rid))
+        if not cfg.prefill_replicas:
+            least_work(now).arrive(rid, now)
             return
-        least_work().arrive(rid, now)
+        p = min(range(len(free_at)), key=free_at.__getitem__)
+        local = (check_isl and not long[rid]) or (check_load and busy(p, now))
+        if local:
+            least_work(now).arrive(rid, now)
+            return
+        sent[0] += 1
+        start = max(now, free_at[p])
+        free_at[p] = start + service[rid]
+        active[p].append((free_at[p], uncached_tokens[rid]))
+        active_tokens[p] += uncached_tokens[rid]
+        seq[0] += 1
+        heapq.heappush(heap, (free_at[p], _PREFILL_DONE, seq[0], rid))
 
     def on_event(event: tuple) -> None:
         now, index = event[0], event[1]
@@ -195,18 +228,34 @@ def simulate(
         first_token_ms=np.asarray(shared.first_ms),
         done_ms=np.asarray(shared.done_ms),
         layout=cfg.layout(),
+        share_to_prefill=sent[0] / len(requests) if len(requests) else 0.0,
     )
 
 
-def config_of(r, verdict, policy: str = "isl_bounding") -> ConditionalConfig | None:
-    """The verdict's conditional layout as a simulated cluster; None unless it is conditional."""
+def config_of(
+    r,
+    verdict,
+    policy: str = "isl_bounding",
+    threshold_tokens: int | None = None,
+    prefill_busy_threshold: float = 1.0,
+    eff_isl_ratio_threshold: float | None = None,
+) -> ConditionalConfig | None:
+    """The verdict's conditional layout as a simulated cluster; None unless it is conditional.
+
+    `threshold_tokens` replaces the verdict's T on the same pools; a prefill worker is busy
+    above `prefill_busy_threshold` x the prefill pool's token budget as `decide deploy` sets
+    it (its max_num_batched_tokens), as Dynamo's `prefill_busy_threshold` is a fraction of it."""
     from disagg_decider.calc.kvpath import transfer_path
+    from disagg_decider.deploy.plan import prefill_token_budget
 
     k = verdict.conditional
     if k is None or k.layout != "conditional":
         return None
+    if policy not in POLICIES:
+        raise ValueError(f"policy {policy!r}: expected one of {', '.join(POLICIES)}")
+    budget = prefill_token_budget(r.workload.traffic.prompt_tokens.p99)
     return ConditionalConfig(
-        threshold_tokens=int(k.threshold_tokens),
+        threshold_tokens=int(k.threshold_tokens if threshold_tokens is None else threshold_tokens),
         prefill_replicas=k.prefill_replicas,
         prefill_tp=int(k.prefill_tp),
         decode_replicas=k.decode_replicas,
@@ -215,6 +264,8 @@ def config_of(r, verdict, policy: str = "isl_bounding") -> ConditionalConfig | N
         max_batch=r.workload.efficiency.max_decode_batch,
         path=transfer_path(r),
         policy=policy,
+        prefill_busy_tokens=prefill_busy_threshold * budget,
+        eff_isl_ratio_threshold=eff_isl_ratio_threshold,
     )
 
 
@@ -234,3 +285,29 @@ def goodput(r, cfg: ConditionalConfig, base: Requests, target: float, start_rate
         return metrics.attainment(outcome, replayed, w.slo.ttft_ms, w.slo.tpot_ms, steady=True)[0]
 
     return max_rate(attainment_at, target, start_rate)
+
+
+def simulate_and_score(r, cfg: ConditionalConfig, requests: Requests, progress=None):
+    """The layout simulated on `requests` and scored against the workload's SLOs and GPU
+    price (as `sim.run.simulate_and_score` scores the other modes); with the share of
+    requests the router sent to the prefill pool."""
+    from disagg_decider.sim import metrics
+    from disagg_decider.sim.run import engine
+
+    w = r.workload
+    outcome = simulate(engine(r, cfg.prefill_tp), engine(r, cfg.decode_tp), requests, cfg, progress)
+    scored = metrics.summarize(
+        outcome, requests, w.slo.ttft_ms, w.slo.tpot_ms, w.cost.usd_per_gpu_hour
+    )
+    return scored, float(outcome.share_to_prefill or 0.0)
+
+
+def no_pools_reason(verdict) -> str:
+    """Why the verdict has no conditional pools to simulate, in words a user acts on."""
+    k = verdict.conditional
+    if k is None:
+        return "the verdict has no conditional layout (heterogeneous or infeasible cluster)"
+    return (
+        f"the threshold search chose the {k.layout} layout ({k.threshold_reason}), so there are "
+        "no conditional pools to simulate"
+    )

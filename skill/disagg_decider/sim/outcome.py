@@ -14,3 +14,4 @@ class Outcome:
     first_token_ms: np.ndarray
     done_ms: np.ndarray
     layout: str  # e.g. "2 x TP8, chunk 512" or "3P x TP4 + 1D x TP4"
+    share_to_prefill: float | None = None  # conditional layout: requests the router sent there

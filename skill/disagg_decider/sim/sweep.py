@@ -11,6 +11,13 @@ verdict, the report and the MCP `find_crossover` tool give, whatever lengths the
 the simulated one is read from the simulated curve by `calc.compare.crossover_from_curve`.
 Lengths where neither mode meets the SLO are gaps, and lengths where only one does are marked,
 in the table, the mermaid chart and the plot.
+
+With `conditional` the sweep adds the conditional layout: at each length the calculator's
+threshold search (`calc.conditional`: its chosen layout, threshold T, share sent to prefill and
+goodput per GPU over colocated) and, simulated, the verdict's conditional pools behind the
+router (`sim.conditional`, T and policy as asked). Where the search chose colocated or always-
+disaggregated there are no conditional pools; the simulated conditional goodput is then that
+mode's, as the layout would deploy it.
 """
 
 from __future__ import annotations
@@ -26,6 +33,8 @@ from disagg_decider.calc.compare import analyze, crossover_from_curve, gain_curv
 from disagg_decider.errors import UserError
 from disagg_decider.workload import Workload, resolve
 
+_MODES = ("colocated", "disaggregated")
+
 
 @dataclass(frozen=True)
 class SweepResult:
@@ -38,9 +47,11 @@ class SweepResult:
     crossover_analytic: int | None
     crossover_simulated: int | None
     attainment: float | None
+    conditional: dict | None = None  # per length: layout, threshold, share, gains (see above)
 
     def as_dict(self) -> dict:
-        return {
+        extra = {} if self.conditional is None else {"conditional": _json_conditional(self)}
+        return extra | {
             "workload": self.workload,
             "prompt_tokens": self.prompt_tokens,
             "analytic_gain": _json_gains(self.analytic_gain),
@@ -59,6 +70,14 @@ class SweepResult:
             ),
             "outcome": [_outcome(g) for g in self.analytic_gain],
         }
+
+
+def _json_conditional(res: SweepResult) -> dict:
+    c = dict(res.conditional)
+    for key in ("analytic_gain", "simulated_gain"):
+        if c.get(key) is not None:
+            c[key] = _json_gains(c[key])
+    return c
 
 
 def _outcome(g: float) -> str:
@@ -95,37 +114,61 @@ def run_sweep(
     policy: str = "chunked",
     on_point: Callable[[float], None] | None = None,
     jobs: int = 1,
+    conditional: bool = False,
+    pd_threshold: int | None = None,
+    router_policy: str = "isl_bounding",
+    prefill_busy_threshold: float = 1.0,
 ) -> SweepResult:
     """The analytic gain curve over log-spaced prompt lengths and, with `simulate`, the
     simulated one: each (prompt length, mode) goodput bisection is independent, so with
     `jobs` >= 2 they run in that many worker processes (`sim.parallel`), with equal results.
     `on_point(prompt)` hears each prompt length once both its modes are done."""
+    if w.traffic.classes:
+        raise UserError(
+            f"traffic.classes: the sweep moves one prompt length, and this workload has "
+            f"{len(w.traffic.classes)} request classes; sweep a single-class workload (its "
+            "prompt_tokens), or compare layouts on the mix with decide simulate --layout all"
+        )
     r = resolve(w, base_dir)
     prompts = np.unique(np.round(np.geomspace(low, high, steps)))
     analytic = np.asarray(gain_curve(r, prompts), dtype=float)
     own = w.traffic.prompt_tokens.p50  # the crossover is read from the workload's own length
-    sim_gain = colo_gp = dis_gp = None
+    sim_gain = colo_gp = dis_gp = cond_gp = None
+    modes = ("colocated", "disaggregated", "conditional") if conditional else _MODES
+    router = (pd_threshold, router_policy, prefill_busy_threshold)
     if simulate:
         from disagg_decider.sim.parallel import run_all
 
         calls = [
-            (_at_prompt(w, float(p)), base_dir, requests, attainment, seed, policy, mode)
+            (_at_prompt(w, float(p)), base_dir, requests, attainment, seed, policy, mode, router)
             for p in prompts
-            for mode in ("colocated", "disaggregated")
+            for mode in modes
         ]
         modes_done = [0] * len(prompts)
+        per = len(modes)
 
         def finished(i: int) -> None:
-            modes_done[i // 2] += 1
-            if modes_done[i // 2] == 2 and on_point is not None:
-                on_point(float(prompts[i // 2]))
+            modes_done[i // per] += 1
+            if modes_done[i // per] == per and on_point is not None:
+                on_point(float(prompts[i // per]))
 
         goodputs = run_all(_mode_goodput_per_gpu, calls, jobs, finished)
-        colo_gp, dis_gp = goodputs[0::2], goodputs[1::2]
-        sim_gain = [
-            d / c if c > 0 else (math.inf if d > 0 else math.nan)
-            for c, d in zip(colo_gp, dis_gp, strict=True)
-        ]
+        colo_gp, dis_gp = goodputs[0::per], goodputs[1::per]
+        sim_gain = [_gain(c, d) for c, d in zip(colo_gp, dis_gp, strict=True)]
+        if conditional:
+            cond_gp = goodputs[2::per]
+    extra = None
+    if conditional:
+        extra = _conditional_points(w, base_dir, prompts, pd_threshold)
+        if cond_gp is not None:
+            # no conditional pools at a length: the layout the search chose, simulated
+            chosen = [
+                {"colocated": c, "disaggregated": d}.get(layout, k)
+                for c, d, k, layout in zip(colo_gp, dis_gp, cond_gp, extra["layout"], strict=True)
+            ]
+            extra["goodput_per_gpu_simulated"] = chosen
+            extra["simulated_gain"] = [_gain(c, k) for c, k in zip(colo_gp, chosen, strict=True)]
+            extra["policy"] = router_policy
     return SweepResult(
         workload=w.name,
         prompt_tokens=[int(p) for p in prompts],
@@ -140,7 +183,43 @@ def run_sweep(
             else None
         ),
         attainment=attainment if simulate else None,
+        conditional=extra,
     )
+
+
+def _gain(base: float, other: float) -> float:
+    """other / base goodput; inf where only `other` meets the SLO, nan where neither does."""
+    return other / base if base > 0 else (math.inf if other > 0 else math.nan)
+
+
+def _conditional_points(w: Workload, base_dir, prompts, pd_threshold: int | None) -> dict:
+    """The calculator's threshold search at each length (one decision per length)."""
+    from disagg_decider.decide import decide
+
+    layouts, thresholds, shares, gains, per_gpu = [], [], [], [], []
+    for p in prompts:
+        k = decide(_at_prompt(w, float(p)), base_dir=base_dir).conditional
+        layouts.append(k.layout if k is not None and k.feasible else "none")
+        thresholds.append(None if k is None else k.threshold_tokens)
+        shares.append(None if k is None else k.share_to_prefill)
+        per_gpu.append(None if k is None or not k.feasible else k.goodput_per_gpu)
+        if k is None or not k.feasible:
+            gains.append(math.nan)
+        else:
+            gains.append(math.inf if k.gain_over_colocated is None else k.gain_over_colocated)
+    return {
+        "layout": layouts,
+        "threshold_tokens": thresholds,
+        "share_to_prefill": shares,
+        "goodput_per_gpu_analytic": per_gpu,
+        "analytic_gain": gains,
+        "simulated_threshold_tokens": pd_threshold,
+        "note": (
+            "analytic_gain: the conditional layout's goodput per GPU over colocated (inf/null "
+            "where colocated does not meet the SLO); threshold_tokens: the calculator's chosen "
+            "T (0 = always disaggregated, null = no prefill pool)"
+        ),
+    }
 
 
 def _mode_goodput_per_gpu(
@@ -151,14 +230,25 @@ def _mode_goodput_per_gpu(
     seed: int,
     policy: str,
     mode: str,
+    router: tuple = (None, "isl_bounding", 1.0),
 ) -> float:
-    """One mode's simulated goodput per GPU at the workload's prompt length."""
+    """One mode's simulated goodput per GPU at the workload's prompt length (the conditional
+    layout's on the verdict's conditional pools; nan where it has none)."""
     from disagg_decider.decide import decide
     from disagg_decider.sim import run
 
     r = resolve(w, base_dir)
     verdict = decide(w, base_dir=base_dir)
     base = run.synthetic_requests(r, requests, seed, rate_per_s=1.0)
+    if mode == "conditional":
+        from disagg_decider.sim import conditional as sim_conditional
+
+        threshold, router_policy, busy = router
+        cfg = sim_conditional.config_of(r, verdict, router_policy, threshold, busy)
+        if cfg is None:
+            return math.nan
+        start = max(verdict.conditional.max_rate_per_s, 0.05)
+        return sim_conditional.goodput(r, cfg, base, attainment, start) / cfg.gpus
     result = verdict.colocated if mode == "colocated" else verdict.disaggregated
     # Each mode on the layout the analytic gain compares: its best on the cluster, i.e.
     # the pools the verdict sizes for (just under) the mode's max rate. Goodput is divided
@@ -202,6 +292,8 @@ def text(res: SweepResult) -> str:
                 f"  {res.disaggregated_goodput_per_gpu[i]:>13.3f}"
             )
         lines.append(line)
+    if res.conditional is not None:
+        lines += _conditional_text(res)
     lines.append(f"crossover (analytic, as in the verdict): {_crossover(res.crossover_analytic)}")
     if res.simulated_gain is not None:
         lines.append(
@@ -209,6 +301,48 @@ def text(res: SweepResult) -> str:
             f"{_crossover(res.crossover_simulated)}"
         )
     return "\n".join(lines) + "\n"
+
+
+def _threshold(layout: str, t: int | None) -> str:
+    if layout == "conditional":
+        return f"T={t:,}"
+    return {"colocated": "colocated", "disaggregated": "always split"}.get(layout, "-")
+
+
+def _conditional_rows(res: SweepResult) -> tuple[list[str], list[list[str]]]:
+    """Columns and rows of the conditional layout's part of the sweep."""
+    c = res.conditional
+    cols = ["prompt p50", "layout (threshold)", "share to prefill", "analytic gain"]
+    sim = c.get("simulated_gain") is not None
+    if sim:
+        cols += ["simulated gain", "cond gp/GPU"]
+    rows = []
+    for i, p in enumerate(res.prompt_tokens):
+        share = c["share_to_prefill"][i] if c["layout"][i] != "none" else None
+        row = [
+            f"{p:,}",
+            _threshold(c["layout"][i], c["threshold_tokens"][i]),
+            "-" if share is None else f"{share:.0%}",
+            _fmt(c["analytic_gain"][i]),
+        ]
+        if sim:
+            row += [_fmt(c["simulated_gain"][i]), f"{c['goodput_per_gpu_simulated'][i]:.3f}"]
+        rows.append(row)
+    return cols, rows
+
+
+def _conditional_text(res: SweepResult) -> list[str]:
+    cols, rows = _conditional_rows(res)
+    widths = [max(len(col), *(len(r[j]) for r in rows)) for j, col in enumerate(cols)]
+    policy = res.conditional.get("policy")
+    lines = [
+        "conditional layout / colocated goodput per GPU (the calculator's threshold search"
+        + (f"; simulated with {policy}" if policy else "")
+        + ")",
+        "  ".join(col.rjust(wd) for col, wd in zip(cols, widths, strict=True)),
+    ]
+    lines += ["  ".join(x.rjust(wd) for x, wd in zip(r, widths, strict=True)) for r in rows]
+    return lines
 
 
 def _crossover(x: int | None) -> str:
@@ -231,6 +365,12 @@ def markdown(res: SweepResult) -> str:
                 f"{res.disaggregated_goodput_per_gpu[i]:.3f}",
             ]
         out.append("| " + " | ".join(row) + " |")
+    if res.conditional is not None:
+        cond_cols, cond_rows = _conditional_rows(res)
+        out += ["", "Conditional layout over colocated (the calculator's threshold search):", ""]
+        out.append("| " + " | ".join(cond_cols) + " |")
+        out.append("|" + "---|" * len(cond_cols))
+        out += ["| " + " | ".join(r) + " |" for r in cond_rows]
     out += ["", f"Crossover (analytic, as in the verdict): {_crossover(res.crossover_analytic)}."]
     if res.simulated_gain is not None:
         out.append(f"Crossover (simulated): {_crossover(res.crossover_simulated)}.")

@@ -47,6 +47,7 @@ class Trace:
     prompt: np.ndarray
     output: np.ndarray
     cached: np.ndarray  # prefix-cache hit tokens (zero for Azure)
+    has_hash_ids: bool = False  # some request carried block hashes, so `cached` is measured
 
     def __len__(self) -> int:
         return int(self.arrival_ms.shape[0])
@@ -139,6 +140,7 @@ def _timestamp(seconds: float, raw, field: str, source: str, line_no: int) -> fl
 def _mooncake(text: str, source: str) -> Trace:
     times, prompts, outputs, cached = [], [], [], []
     seen_blocks: set = set()
+    hashed = False
     for line_no, line in enumerate(text.splitlines(), start=1):
         if not line.strip():
             continue
@@ -157,9 +159,10 @@ def _mooncake(text: str, source: str) -> Trace:
         prompts.append(prompt)
         outputs.append(_tokens(record["output_length"], "output_length", source, line_no))
         hashes = _hash_ids(record.get("hash_ids"), source, line_no)
+        hashed = hashed or hashes is not None
         cached.append(_prefix_hit(hashes, prompt, seen_blocks))
         _check_order(times, source, line_no)
-    return _build(source, "mooncake", times, prompts, outputs, cached)
+    return _build(source, "mooncake", times, prompts, outputs, cached, hashed)
 
 
 def _json_line(line: str, source: str, line_no: int):
@@ -255,7 +258,7 @@ def _check_order(times: list[float], source: str, line_no: int) -> None:
         )
 
 
-def _build(source, kind, times, prompts, outputs, cached) -> Trace:
+def _build(source, kind, times, prompts, outputs, cached, hashed: bool = False) -> Trace:
     if not times:
         raise UserError(f"{source}: the trace has a header but no requests")
     t = np.asarray(times, dtype=float)
@@ -266,6 +269,7 @@ def _build(source, kind, times, prompts, outputs, cached) -> Trace:
         prompt=np.asarray(prompts, dtype=np.int64),
         output=np.asarray(outputs, dtype=np.int64),
         cached=np.asarray(cached, dtype=np.int64),
+        has_hash_ids=hashed,
     )
 
 
