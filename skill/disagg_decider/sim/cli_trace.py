@@ -1,11 +1,29 @@
-"""`decide trace summarize --classes`: parsing the option, checking and writing the traffic
-fragment, and the classes table (`sim.trace_classes` does the clustering)."""
+"""`decide trace summarize`: percentiles, rate and burstiness of a trace, and with `--classes`
+the traffic fragment of request classes (`sim.trace_classes` does the clustering).
+
+Module-level imports stay light (typer only); the trace readers, rich and yaml load inside.
+"""
 
 from __future__ import annotations
 
+import json
+import sys
+from enum import StrEnum
 from pathlib import Path
+from typing import Annotated
+
+import typer
 
 from disagg_decider.errors import UserError
+from disagg_decider.outfiles import check_target
+from disagg_decider.userfiles import TRACE_MAX_BYTES
+
+TRACE_MAX_MB = TRACE_MAX_BYTES // 1_000_000
+
+
+class TraceFormat(StrEnum):
+    text = "text"
+    json = "json"
 
 
 def classes_option(value: str | None) -> int | None:
@@ -78,3 +96,156 @@ def print_classes(console, clustering) -> None:
             hit,
         )
     console.print(classes)
+
+
+def trace_summarize(
+    file: Annotated[
+        Path,
+        typer.Argument(
+            help="Azure CSV (TIMESTAMP,ContextTokens,GeneratedTokens) or Mooncake JSONL."
+        ),
+    ],
+    write_workload: Annotated[
+        Path | None,
+        typer.Option(
+            "--write-workload", help="Write a workload YAML from the trace's percentiles and rate."
+        ),
+    ] = None,
+    model: Annotated[
+        str | None,
+        typer.Option("--model", help="Model id for --write-workload (decide catalog models)."),
+    ] = None,
+    gpu: Annotated[
+        str | None, typer.Option("--gpu", help="GPU id for --write-workload (decide catalog gpus).")
+    ] = None,
+    gpus: Annotated[
+        int, typer.Option("--gpus", min=1, help="Cluster size for --write-workload.")
+    ] = 8,
+    ttft_ms: Annotated[
+        float,
+        typer.Option(
+            "--ttft-ms", help="p99 TTFT target (default: MLPerf Llama-2-70B server, 2000)."
+        ),
+    ] = 2000.0,
+    tpot_ms: Annotated[
+        float,
+        typer.Option(
+            "--tpot-ms", help="p99 TPOT target (default: MLPerf Llama-2-70B server, 200)."
+        ),
+    ] = 200.0,
+    classes: Annotated[
+        str | None,
+        typer.Option(
+            "--classes",
+            help="Cluster the prompts into request classes: 'auto' (natural breaks in log "
+            "prompt length; k in 1..4, split only where adjacent classes are separated by "
+            "Ashman's D >= 4 and hold >= 1% of requests) or a number 1..8. Prints the "
+            "workload's `traffic` block with `classes` as YAML (or writes it to --out); "
+            "--write-workload then writes the classes too.",
+        ),
+    ] = None,
+    out: Annotated[
+        Path | None,
+        typer.Option("--out", "-o", help="Write the --classes traffic fragment (YAML) here."),
+    ] = None,
+    force: Annotated[
+        bool, typer.Option("--force", help="Overwrite --write-workload or --out if it exists.")
+    ] = False,
+    fmt: Annotated[
+        TraceFormat, typer.Option("--format", "-f", help="text or json.")
+    ] = TraceFormat.text,
+    max_trace_mb: Annotated[
+        int,
+        typer.Option(
+            "--max-trace-mb",
+            min=1,
+            help=f"Refuse trace files larger than this (default {TRACE_MAX_MB} MB).",
+        ),
+    ] = TRACE_MAX_MB,
+) -> None:
+    """Percentiles, mean rate and burstiness of a trace; optionally request classes and a
+    workload file from them.
+
+    Example: decide trace summarize AzureLLMInferenceTrace_conv.csv --write-workload conv.yaml
+    --model llama-3.3-70b --gpu h100
+
+    Example: decide trace summarize mooncake.jsonl --classes auto --out traffic.yaml
+    """
+    from disagg_decider.sim import trace as traces
+
+    k = classes_option(classes)
+    if out is not None and classes is None:
+        raise UserError("--out writes the request classes; add --classes auto (or a number)")
+    if write_workload is not None:
+        if model is None or gpu is None:
+            raise UserError(
+                "--write-workload needs --model and --gpu, e.g. --model llama-3.3-70b --gpu h100"
+            )
+        check_target(write_workload, force, "--write-workload")
+    if out is not None:
+        check_target(out, force, "--out")
+    trace = traces.load(file, max_bytes=max_trace_mb * 1_000_000)
+    summary = traces.summarize(trace)
+    clustering = fragment = None
+    if classes is not None:
+        from disagg_decider.sim import trace_classes
+
+        clustering = trace_classes.cluster(trace, k)
+        fragment = {"traffic": trace_classes.traffic_fragment(clustering, summary.mean_rate_per_s)}
+        check_fragment(fragment, out or Path("<stdout>"))
+    if out is not None:
+        from disagg_decider.outfiles import write_text
+
+        write_text(out, fragment_yaml(summary, clustering, fragment), force, "--out")
+        print(f"wrote {out}", file=sys.stderr)
+    if write_workload is not None:
+        import yaml
+
+        from disagg_decider.workload import parse_workload, resolve
+
+        data = traces.workload_from_summary(
+            summary, write_workload.stem, model, gpu, gpus, ttft_ms, tpot_ms
+        )
+        if fragment is not None:
+            data["traffic"] = fragment["traffic"]
+        resolve(parse_workload(data, str(write_workload)))  # unknown model or GPU: exit 2 here
+        from disagg_decider.outfiles import write_text
+
+        text = yaml.safe_dump(data, sort_keys=False, allow_unicode=False)
+        write_text(write_workload, text, force, "--write-workload")
+        print(f"wrote {write_workload}", file=sys.stderr)
+    if fmt is TraceFormat.json:
+        payload = summary.as_dict()
+        if clustering is not None:
+            payload["clustering"] = clustering.as_dict()
+            payload["traffic"] = fragment["traffic"]
+        sys.stdout.write(json.dumps(payload, indent=2, allow_nan=False) + "\n")
+        return
+    if clustering is not None and out is None:  # stdout carries the fragment, pipeable
+        sys.stdout.write(fragment_yaml(summary, clustering, fragment))
+        return
+    _print_summary(summary, clustering)
+
+
+def _print_summary(s, clustering=None) -> None:
+    from rich.console import Console
+    from rich.table import Table
+
+    from disagg_decider.render.text import terminal_text
+
+    console = Console()
+    console.print(
+        f"[bold]{terminal_text(s.source)}[/] ({s.kind}): {s.requests:,} requests over "
+        f"{s.duration_s:,.0f} s, "
+        f"mean rate {s.mean_rate_per_s:.3g} req/s, inter-arrival CV {s.interarrival_cv:.2f} "
+        f"(1 = Poisson), prefix-cache hits {s.prefix_hit_rate:.1%} of prompt tokens",
+        highlight=False,
+    )
+    table = Table(title_justify="left")
+    for col in ("tokens", "p50", "p90", "p99", "mean", "max"):
+        table.add_column(col, justify="right" if col != "tokens" else "left")
+    for name, d in (("prompt", s.prompt), ("output", s.output)):
+        table.add_row(name, *(f"{d[k]:,.0f}" for k in ("p50", "p90", "p99", "mean", "max")))
+    console.print(table)
+    if clustering is not None:
+        print_classes(console, clustering)
