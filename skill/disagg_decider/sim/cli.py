@@ -30,9 +30,6 @@ from disagg_decider.sim.cli_conditional import (
     print_simulation,
 )
 from disagg_decider.sim.cli_trace import trace_summarize
-from disagg_decider.userfiles import TRACE_MAX_BYTES
-
-TRACE_MAX_MB = TRACE_MAX_BYTES // 1_000_000
 
 
 class OutFormat(StrEnum):
