@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from disagg_decider.deploy import TARGETS, dynamo, engines, llmd
+from disagg_decider.deploy import TARGETS, dynamo, llmd, plain
 from disagg_decider.deploy.placement import GPU_PRODUCT_LABEL
 from disagg_decider.deploy.plan import LAYOUTS, DeployPlan, Layout, check, make_plan
 from disagg_decider.deploy.readme import readme
@@ -75,6 +75,6 @@ def build(
     elif target == "llm-d":
         files = llmd.files(plan)
     else:
-        files = engines.files(plan)
+        files = plain.files(plan)
     files["README.md"] = readme(plan, sorted(files), warnings, dynamo_api)
     return Bundle(plan=plan, files=files, warnings=warnings)
