@@ -51,6 +51,7 @@ METRICS: tuple[Metric, ...] = (
     Metric("output_tokens_p99", "tokens", "p99 output length", lambda r, a: _w(r).traffic.output_tokens.p99),
     Metric("prefix_cache_hit_rate", "share", "share of prompt tokens already cached", lambda r, a: _w(r).traffic.prefix_cache_hit_rate),
     Metric("requests_per_second", "req/s", "offered load", lambda r, a: _w(r).traffic.requests_per_second),
+    Metric("traffic_classes", "classes", "request classes in the traffic (1 for the single-class form)", lambda r, a: len(_w(r).traffic.classes or ()) or 1),
     Metric("ttft_slo_ms", "ms", "p99 time-to-first-token target", lambda r, a: _w(r).slo.ttft_ms),
     Metric("tpot_slo_ms", "ms", "p99 time-per-output-token target", lambda r, a: _w(r).slo.tpot_ms),
     Metric("cluster_gpus", "GPUs", "GPUs available to this service", lambda r, a: _w(r).cluster.gpus),
