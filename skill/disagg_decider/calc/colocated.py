@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import functools
 from dataclasses import dataclass, replace
+from typing import NamedTuple
 
 import numpy as np
 
@@ -98,15 +99,10 @@ def evaluate(at: Lines, batch, t_empty=None, with_ttft=False) -> ColocatedGrid:
     holds, which the probability of missing the target answers without solving for it.
     """
     b, c, lengths = batch, at.chunk, at.lengths
-    u_mean = lengths.uncached_mean
-    room = np.maximum(c - b, 1.0)  # prompt tokens a chunk-carrying iteration takes
-    per_room = u_mean / room  # iterations one prompt's chunks occupy
     if t_empty is None:
         t_empty = at.empty_pass.ms(b, 0.0)
-    t_full = at.full_pass.ms(b, room)
-    slow = t_full - t_empty
-
-    rate_per_ms = b / (lengths.output_mean * t_empty + (b * per_room) * slow)
+    q = _prompt_queue(at, b, t_empty)
+    per_room, rate_per_ms = q.per_room, q.rate_per_ms
     # Share of iterations that carry a chunk: lam u t / room with lam = B / (OSL t).
     carrying = b * per_room / lengths.output_mean
     # A prompt's chunks ride on consecutive iterations, and queued prompts follow each other
@@ -128,23 +124,14 @@ def evaluate(at: Lines, batch, t_empty=None, with_ttft=False) -> ColocatedGrid:
     )
     tpot_p99 = t_empty99 + np.minimum(1.0, carrying99 + spread) * slow99
 
-    # Prefill as a server working through prompt tokens at `room` tokens per t_full: a prompt
-    # of u tokens occupies it u / room iterations (chunks pack several short prompts), and its
-    # first token comes out of the iteration that finishes it. The pool's replicas behind a
-    # join-shortest-queue router form one M/G/c queue (`queueing`).
-    mean_s = t_full * per_room
-    scv = lengths.uncached_second_moment / (u_mean * u_mean) - 1.0
-    full = np.asarray(t_full)[..., None]
-    nodes = full * (1.0 + at.uncached_nodes / np.asarray(room)[..., None])
-    pool_rate = rate_per_ms * at.servers  # the pool's arrivals: `rate_per_ms` is per replica
-    c_wait, theta = queueing.wait_tail(pool_rate, at.servers, mean_s, scv)
-    miss = queueing.sum_exceed_probability(c_wait, theta, nodes, at.ttft_ms)
+    # Prompts queue as one M/G/c pool (`_prompt_queue`); the search needs only the miss
+    # probability at the target, a report the p99 itself.
+    c_wait, theta = queueing.wait_tail(q.pool_rate, at.servers, q.mean_s, q.scv)
+    miss = queueing.sum_exceed_probability(c_wait, theta, q.nodes, at.ttft_ms)
     with np.errstate(divide="ignore"):
         ttft_ratio = 1.0 + np.log(miss / queueing.P99_TAIL) / np.log(1.0 / queueing.P99_TAIL)
-    idle_ttft = queueing.node_quantile(nodes, queueing.P99_TAIL)
-    ttft_p99 = (
-        queueing.p99_of_sum_ms(pool_rate, at.servers, mean_s, scv, nodes) if with_ttft else None
-    )
+    idle_ttft = queueing.node_quantile(q.nodes, queueing.P99_TAIL)
+    ttft_p99 = _ttft_p99_of(at, q) if with_ttft else None
 
     # Headroom is the smallest normalised slack, 1 - value / limit, over every limit: one
     # minus the largest ratio. Chunk sizes and targets are positive (validated).
@@ -161,6 +148,61 @@ def evaluate(at: Lines, batch, t_empty=None, with_ttft=False) -> ColocatedGrid:
         idle_ttft_ms=idle_ttft,
         idle_tpot_ms=t_empty,
     )
+
+
+class _PromptQueue(NamedTuple):
+    """The prompt side of colocated replicas at a batch: the chunk room, the rate Little's law
+    gives, and the M/G/c queue prompts form (mean service, its scv, S' at the z nodes)."""
+
+    room: np.ndarray  # prompt tokens a chunk-carrying iteration takes
+    per_room: np.ndarray  # iterations one prompt's chunks occupy
+    t_full: np.ndarray  # a chunk-carrying iteration, ms
+    rate_per_ms: np.ndarray  # per replica
+    pool_rate: np.ndarray  # the pool's arrivals, per ms
+    mean_s: np.ndarray  # mean service, ms
+    scv: np.ndarray
+    nodes: np.ndarray  # S' at `queueing.Z_NODES`, a new last axis
+
+
+def _prompt_queue(at: Lines, b, t_empty) -> _PromptQueue:
+    """What `evaluate` and `ttft_p99_ms` share, computed by one function so both see the same
+    bits."""
+    c, lengths = at.chunk, at.lengths
+    u_mean = lengths.uncached_mean
+    room = np.maximum(c - b, 1.0)
+    per_room = u_mean / room
+    t_full = at.full_pass.ms(b, room)
+    slow = t_full - t_empty
+    rate_per_ms = b / (lengths.output_mean * t_empty + (b * per_room) * slow)
+    # Prefill as a server working through prompt tokens at `room` tokens per t_full: a prompt
+    # of u tokens occupies it u / room iterations (chunks pack several short prompts), and its
+    # first token comes out of the iteration that finishes it. The pool's replicas behind a
+    # join-shortest-queue router form one M/G/c queue (`queueing`).
+    full = np.asarray(t_full)[..., None]
+    return _PromptQueue(
+        room=room,
+        per_room=per_room,
+        t_full=t_full,
+        rate_per_ms=rate_per_ms,
+        pool_rate=rate_per_ms * at.servers,  # `rate_per_ms` is per replica
+        mean_s=t_full * per_room,
+        scv=lengths.uncached_second_moment / (u_mean * u_mean) - 1.0,
+        nodes=full * (1.0 + at.uncached_nodes / np.asarray(room)[..., None]),
+    )
+
+
+def _ttft_p99_of(at: Lines, q: _PromptQueue) -> np.ndarray:
+    return queueing.p99_of_sum_ms(q.pool_rate, at.servers, q.mean_s, q.scv, q.nodes)
+
+
+def ttft_p99_ms(at: Lines, batch) -> np.ndarray:
+    """The p99 TTFT `evaluate(at, batch, with_ttft=True)` reports, without the rest.
+
+    `latencies_at_rate` needs only this at its fractional batches: the TPOT p99, the miss
+    probability and the headroom (two more roofline passes and a tail sum) would be thrown
+    away. Same function for the shared part (`_prompt_queue`), so the same bits.
+    """
+    return _ttft_p99_of(at, _prompt_queue(at, batch, at.empty_pass.ms(batch, 0.0)))
 
 
 @dataclass(frozen=True)
@@ -259,7 +301,7 @@ def latencies_at_rate(
     index = np.broadcast_to(np.arange(batches.size, dtype=float), shape)
     at_index = interp_rows(rate_per_s, curve, index)
     batch = np.maximum(value_at(np.broadcast_to(batches, shape), at_index), 1.0)
-    ttft = np.ravel(evaluate(at, batch[:, None], with_ttft=True).ttft_p99_ms)
+    ttft = np.ravel(ttft_p99_ms(at, batch[:, None]))
     tpot = value_at(np.broadcast_to(g.tpot_p99_ms, shape), at_index)
     first = curve[:, 0]
     with np.errstate(divide="ignore", invalid="ignore"):
