@@ -46,6 +46,10 @@ _Z_PDF = np.exp(-0.5 * Z_NODES**2)
 Z_WEIGHTS = _Z_PDF / _Z_PDF.sum()
 Z_NODES.setflags(write=False)
 Z_WEIGHTS.setflags(write=False)
+# Z_NODES[i + 1] - Z_NODES[i], the same subtraction done once (read per row in `_NodeGrid`).
+_Z_STEP = Z_NODES[1:] - Z_NODES[:-1]
+_Z_STEP.setflags(write=False)
+_SQRT2 = math.sqrt(2.0)
 
 
 def lognormal_nodes(p50, sigma) -> tuple[np.ndarray, np.ndarray]:
@@ -71,7 +75,7 @@ def lognormal_p99(p50, sigma):
 
 def normal_sf(z):
     """P(Z > z) for a standard normal: erfc by Abramowitz & Stegun 7.1.26 (error < 1.5e-7)."""
-    x = np.abs(np.asarray(z, dtype=float)) / math.sqrt(2.0)
+    x = np.abs(np.asarray(z, dtype=float)) / _SQRT2
     t = 1.0 / (1.0 + 0.3275911 * x)
     poly = t * (
         0.254829592 + t * (-0.284496736 + t * (1.421413741 + t * (-1.453152027 + t * 1.061405429)))
@@ -209,13 +213,17 @@ def exceed_probability(nodes_ms, target_ms):
     """
     s = np.asarray(nodes_ms, dtype=float)
     t = np.asarray(target_ms, dtype=float)
-    return _NodeGrid(s, np.broadcast_shapes(s.shape[:-1], t.shape)).exceed(t)
+    shape = np.broadcast_shapes(s.shape[:-1], t.shape)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return _NodeGrid(s, shape).exceed(np.broadcast_to(t, shape).reshape(-1))
 
 
 class _NodeGrid:
     """S' at the `Z_NODES` quantiles as flat rows, for reading P(S' > T) at many T.
 
-    `p99_of_sum_ms` asks at 16 targets per call: the rows are laid out once.
+    `p99_of_sum_ms` asks at 16 targets per call: the rows are laid out once. `exceed` takes
+    the targets flat (one per row) and runs under the caller's `np.errstate` (divide and
+    invalid ignored): entering it costs as much as a small array operation.
     """
 
     def __init__(self, s: np.ndarray, shape: tuple[int, ...]) -> None:
@@ -225,15 +233,13 @@ class _NodeGrid:
         self.rows = np.arange(self.s.shape[0])
         self.first, self.last = self.s[:, 0], self.s[:, -1]
 
-    def exceed(self, target_ms: np.ndarray) -> np.ndarray:
+    def exceed(self, t: np.ndarray) -> np.ndarray:
         s, k = self.s, self.k
-        t = np.broadcast_to(target_ms, self.shape).reshape(-1)
-        hi = np.minimum(np.maximum((s <= t[:, None]).sum(axis=-1), 1), k - 1)
+        hi = np.minimum(np.maximum(np.add.reduce(s <= t[:, None], axis=-1), 1), k - 1)
         lo = hi - 1
         s0, s1 = s[self.rows, lo], s[self.rows, hi]
-        with np.errstate(divide="ignore", invalid="ignore"):
-            frac = np.where(s1 > s0, (t - s0) / (s1 - s0), 1.0)
-        z = Z_NODES[lo] + np.minimum(np.maximum(frac, 0.0), 1.0) * (Z_NODES[hi] - Z_NODES[lo])
+        frac = np.where(s1 > s0, (t - s0) / (s1 - s0), 1.0)
+        z = Z_NODES[lo] + np.minimum(np.maximum(frac, 0.0), 1.0) * _Z_STEP[lo]
         z = np.where(t < self.first, -np.inf, np.where(t >= self.last, np.inf, z))
         return normal_sf(z).reshape(self.shape)
 
@@ -267,12 +273,15 @@ def p99_of_sum_ms(rate_per_ms, servers, mean_service_ms, scv, nodes_ms):
     # sum_exceed_probability at each midpoint, with the node rows and -theta laid out once.
     grid = _NodeGrid(s, shape)
     neg_theta = -np.asarray(theta, dtype=float)[..., None]
-    for _ in range(BISECTIONS):
-        mid = (lo + hi) / 2.0
-        expo = np.exp(neg_theta * np.maximum(mid[..., None] - s, 0.0))
-        tail_wait = (expo * Z_WEIGHTS).sum(axis=-1)
-        over = (1.0 - c_wait) * grid.exceed(mid) + c_wait * tail_wait > P99_TAIL
-        lo, hi = np.where(over, mid, lo), np.where(over, hi, mid)
+    no_wait = 1.0 - c_wait
+    with np.errstate(divide="ignore", invalid="ignore"):
+        for _ in range(BISECTIONS):
+            mid = (lo + hi) / 2.0
+            expo = np.exp(neg_theta * np.maximum(mid[..., None] - s, 0.0))
+            tail_wait = np.add.reduce(expo * Z_WEIGHTS, axis=-1)
+            over_ms = grid.exceed(mid.reshape(-1)).reshape(shape)
+            over = no_wait * over_ms + c_wait * tail_wait > P99_TAIL
+            lo, hi = np.where(over, mid, lo), np.where(over, hi, mid)
     return np.where(theta > 0, hi, np.inf)
 
 
@@ -317,11 +326,12 @@ def max_rate_per_ms(servers, mean_service_ms, scv, nodes_ms, target_ms, rho_max=
     over = np.broadcast_to(exceed_probability(nodes_ms, target_ms), shape)
     capacity = c / mean  # per ms
     test = _LoadTest(c, mean, scv, nodes_ms, target_ms, over, shape)
-    top_ok = ~test.misses(np.full(test.size, float(rho_max)))
-    todo = ~top_ok & ~(test.over > P99_TAIL)
-    lo = np.zeros(test.size)
-    if todo.any():
-        lo[todo] = _bisect_load(test.subset(todo), float(rho_max))
+    with np.errstate(divide="ignore", invalid="ignore"):
+        top_ok = ~test.misses(np.full(test.size, float(rho_max)))
+        todo = ~top_ok & ~(test.over > P99_TAIL)
+        lo = np.zeros(test.size)
+        if todo.any():
+            lo[todo] = _bisect_load(test.subset(todo), float(rho_max))
     rho = np.where(top_ok.reshape(shape), rho_max, lo.reshape(shape))
     return np.where(over > P99_TAIL, 0.0, rho * capacity)
 
@@ -376,20 +386,19 @@ class _LoadTest:
         return out
 
     def misses(self, rho: np.ndarray) -> np.ndarray:
+        """Run under `np.errstate(divide="ignore", invalid="ignore")` (the caller's)."""
         c, mean = self.c, self.mean
-        a = np.asarray(rho * self.capacity * mean, dtype=float)
+        a = rho * self.capacity * mean
         load = a / c
-        with np.errstate(divide="ignore", invalid="ignore"):
-            x = np.minimum(np.maximum(a / c, 0.0), 1.0) * _RHO_STEPS
+        x = np.minimum(np.maximum(load, 0.0), 1.0) * _RHO_STEPS
         lo = np.minimum(x.astype(np.int64), _RHO_STEPS - 1)
         frac = x - lo
         base = self.row_base + lo
         table = self.table
         wait = np.where(a < c, table[base] + frac * (table[base + 1] - table[base]), 1.0)
         light = 1.0 - np.sqrt(np.minimum(np.maximum(wait / 0.1, 0.0), 1.0))
-        with np.errstate(divide="ignore", invalid="ignore"):
-            theta = c * (1.0 - load) / (mean * (self.scv_half + self.scv_pull * light))
+        theta = c * (1.0 - load) / (mean * (self.scv_half + self.scv_pull * light))
         theta = np.where(load < 1.0, theta, 0.0)
         expo = np.exp(-theta[..., None] * self.gap_ms)
-        tail_wait = (expo * Z_WEIGHTS).sum(axis=-1)
+        tail_wait = np.add.reduce(expo * Z_WEIGHTS, axis=-1)
         return (1.0 - wait) * self.over + wait * tail_wait > P99_TAIL
