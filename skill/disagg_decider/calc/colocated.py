@@ -34,6 +34,7 @@ from disagg_decider.calc.frontier import (
     value_at,
 )
 from disagg_decider.calc.lengths import Lengths
+from disagg_decider.calc.p99_check import p99_of_sum_within
 from disagg_decider.calc.step import Engine, PassTerms, pass_terms
 
 WHOLE_GRID_POINTS = 20_000  # up to this many (line, batch) points, evaluate them all at once
@@ -285,6 +286,34 @@ def latencies_at_rate(
     `grid`, these rows' `evaluate` on the batch grid, may be passed in by a caller that has it
     (`rate_within_targets` tries many loads on the same rows).
     """
+    on = _on_curve(engine, lengths, ttft_ms, tpot_ms, chunk, rate_per_s, servers, grid)
+    ttft = np.ravel(ttft_p99_ms(on.at, on.batch[:, None]))
+    return on.toward_idle(ttft), on.tpot
+
+
+@dataclass(frozen=True)
+class _OnCurve:
+    """Loads placed on their rows' batch grid (`latencies_at_rate`): the fractional batch, the
+    TPOT read off the grid, and how a TTFT falls to its idle value below batch 1."""
+
+    at: Lines
+    batch: np.ndarray  # (N,)
+    tpot: np.ndarray  # (N,), already moved towards idle below batch 1
+    low: np.ndarray  # the load is below the grid's first point
+    share: np.ndarray  # the load over that first point's, in [0, 1]
+    idle_ttft: np.ndarray
+
+    def toward_idle(self, ttft: np.ndarray, rows=slice(None)) -> np.ndarray:
+        """The TTFT at these rows as reported: moved linearly towards idle below batch 1.
+        Non-decreasing in `ttft` (each operation rounds monotonically; share >= 0)."""
+        idle = self.idle_ttft[rows]
+        with np.errstate(invalid="ignore"):
+            return np.where(self.low[rows], idle + self.share[rows] * (ttft - idle), ttft)
+
+
+def _on_curve(
+    engine: Engine, lengths: Lengths, ttft_ms, tpot_ms, chunk, rate_per_s, servers, grid
+) -> _OnCurve:
     batches = batch_grid(engine.eff.max_decode_batch)
     at = lines(engine, lengths, ttft_ms, tpot_ms, chunk, servers)
     g = evaluate(at, batches) if grid is None else grid
@@ -301,7 +330,6 @@ def latencies_at_rate(
     index = np.broadcast_to(np.arange(batches.size, dtype=float), shape)
     at_index = interp_rows(rate_per_s, curve, index)
     batch = np.maximum(value_at(np.broadcast_to(batches, shape), at_index), 1.0)
-    ttft = np.ravel(ttft_p99_ms(at, batch[:, None]))
     tpot = value_at(np.broadcast_to(g.tpot_p99_ms, shape), at_index)
     first = curve[:, 0]
     with np.errstate(divide="ignore", invalid="ignore"):
@@ -310,9 +338,30 @@ def latencies_at_rate(
     idle_ttft = np.broadcast_to(g.idle_ttft_ms, shape)[:, 0]
     idle_tpot = np.broadcast_to(g.idle_tpot_ms, shape)[:, 0]
     with np.errstate(invalid="ignore"):
-        ttft = np.where(low, idle_ttft + share * (ttft - idle_ttft), ttft)
         tpot = np.where(low, idle_tpot + share * (tpot - idle_tpot), tpot)
-    return ttft, tpot
+    return _OnCurve(at=at, batch=batch, tpot=tpot, low=low, share=share, idle_ttft=idle_ttft)
+
+
+def _meet_targets(
+    engine: Engine, lengths: Lengths, ttft_ms, tpot_ms, chunk, rate_per_s, servers, grid
+) -> np.ndarray:
+    """Whether `latencies_at_rate` would report both p99s within their targets, per load.
+
+    The same placement and the same numbers; the TTFT test goes through
+    `p99_check.p99_of_sum_within`, which stops bisecting a row once the test is decided (the
+    reported TTFT is non-decreasing in the solved p99), so the answer is the same.
+    """
+    on = _on_curve(engine, lengths, ttft_ms, tpot_ms, chunk, rate_per_s, servers, grid)
+    n = len(rate_per_s)
+    ttft_limit = np.broadcast_to(np.ravel(ttft_ms) * (1 + 1e-9), (n,))
+
+    def within(ttft: np.ndarray, rows: np.ndarray) -> np.ndarray:
+        return on.toward_idle(ttft, rows) <= ttft_limit[rows]
+
+    b = on.batch[:, None]
+    q = _prompt_queue(on.at, b, on.at.empty_pass.ms(b, 0.0))
+    ttft_ok = p99_of_sum_within(q.pool_rate, on.at.servers, q.mean_s, q.scv, q.nodes, within)
+    return ttft_ok & (on.tpot <= np.ravel(tpot_ms) * (1 + 1e-9))
 
 
 def rate_within_targets(
@@ -347,10 +396,9 @@ def rate_within_targets(
         lengths_rows = Lengths(**{k: take(v) for k, v in vars(lengths).items()})
         ttft_t, tpot_t = take(ttft_ms), take(tpot_ms)
         grid_rows = ColocatedGrid(**{k: take(v) for k, v in vars(on_grid).items()})
-        ttft, tpot = latencies_at_rate(
+        return _meet_targets(
             at_rows, lengths_rows, ttft_t, tpot_t, take(chunk), rate, take(servers), grid_rows
         )
-        return (ttft <= np.ravel(ttft_t) * (1 + 1e-9)) & (tpot <= np.ravel(tpot_t) * (1 + 1e-9))
 
     good = meets(np.arange(n), rate_hi) | (rate_hi <= 0)
     if good.all():
