@@ -180,6 +180,14 @@ def _prompt_queue(at: Lines, b, t_empty) -> _PromptQueue:
     # first token comes out of the iteration that finishes it. The pool's replicas behind a
     # join-shortest-queue router form one M/G/c queue (`queueing`).
     full = np.asarray(t_full)[..., None]
+    # full * (1 + u / room) at every node, in place on the one fresh array where its shape
+    # holds the product's (the same operations; addition commutes exactly).
+    nodes = at.uncached_nodes / np.asarray(room)[..., None]
+    if np.broadcast_shapes(full.shape, nodes.shape) == nodes.shape:
+        np.add(nodes, 1.0, out=nodes)
+        np.multiply(full, nodes, out=nodes)
+    else:
+        nodes = full * (1.0 + nodes)
     return _PromptQueue(
         room=room,
         per_room=per_room,
@@ -188,7 +196,7 @@ def _prompt_queue(at: Lines, b, t_empty) -> _PromptQueue:
         pool_rate=rate_per_ms * at.servers,  # `rate_per_ms` is per replica
         mean_s=t_full * per_room,
         scv=lengths.uncached_second_moment / (u_mean * u_mean) - 1.0,
-        nodes=full * (1.0 + at.uncached_nodes / np.asarray(room)[..., None]),
+        nodes=nodes,
     )
 
 

@@ -267,7 +267,12 @@ def sum_exceed_probability(c_wait, theta, nodes_ms, target_ms, over_ms=None):
         over_ms = exceed_probability(nodes_ms, target_ms)
     t = np.asarray(target_ms, dtype=float)[..., None]
     th = np.asarray(theta, dtype=float)[..., None]
-    tail_wait = _weighted_exp_sum(-th * np.maximum(t - nodes_ms, 0.0))
+    gap = np.subtract(t, nodes_ms)
+    np.maximum(gap, 0.0, out=gap)
+    if np.broadcast_shapes(th.shape, gap.shape) == gap.shape:
+        tail_wait = _weighted_exp_sum(np.multiply(-th, gap, out=gap))
+    else:
+        tail_wait = _weighted_exp_sum(-th * gap)
     return (1.0 - c_wait) * over_ms + c_wait * tail_wait
 
 
