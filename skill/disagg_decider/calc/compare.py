@@ -21,7 +21,16 @@ from functools import cache
 
 import numpy as np
 
-from disagg_decider.calc import colocated, conditional, decode, hetero, kv, parallel, pins, prefill
+from disagg_decider.calc import (
+    colocated_load,
+    conditional,
+    decode,
+    hetero,
+    kv,
+    parallel,
+    pins,
+    prefill,
+)
 from disagg_decider.calc.arrays import sorted_unique
 from disagg_decider.calc.kvpath import transfer_times
 from disagg_decider.calc.lengths import Lengths
@@ -306,7 +315,7 @@ def _colocated_results(o: _Own, f: Found) -> list[ColocatedResult]:
     )
     # What one replica carries within the targets with the whole cluster behind the router,
     # then with the replicas the rate needs (fewer replicas pool less and queue more).
-    per_replica = colocated.rate_within_targets(*at, cap.reshape(-1, 1), f.colo_rate[o.row, t])
+    per_replica = colocated_load.rate_within_targets(*at, cap.reshape(-1, 1), f.colo_rate[o.row, t])
     feasible = (per_replica > 0) & (o.budget // tp >= 1)
     within = np.where(feasible, cap * per_replica, 0.0)
     need = _replicas_needed(o.rate, per_replica)
@@ -314,7 +323,7 @@ def _colocated_results(o: _Own, f: Found) -> list[ColocatedResult]:
     for _ in range(4):  # more replicas carry more each; a few rounds settle the count
         replicas = np.where(feasible, np.minimum(need, cap), cap)
         if not np.array_equal(replicas, servers):
-            carried = colocated.rate_within_targets(*at, replicas.reshape(-1, 1), per_replica)
+            carried = colocated_load.rate_within_targets(*at, replicas.reshape(-1, 1), per_replica)
             servers = replicas
         more = np.where(carried > 0, np.maximum(need, _replicas_needed(o.rate, carried)), need)
         if np.array_equal(more, need):
@@ -322,10 +331,10 @@ def _colocated_results(o: _Own, f: Found) -> list[ColocatedResult]:
         need = more
     replicas = np.where(feasible, np.minimum(need, cap), cap)
     if not np.array_equal(replicas, servers):
-        carried = colocated.rate_within_targets(*at, replicas.reshape(-1, 1), per_replica)
+        carried = colocated_load.rate_within_targets(*at, replicas.reshape(-1, 1), per_replica)
     fits = feasible & (need <= cap)
     load = np.minimum(o.rate / replicas, carried)
-    ttft, tpot = colocated.latencies_at_rate(*at, load, replicas.reshape(-1, 1))
+    ttft, tpot = colocated_load.latencies_at_rate(*at, load, replicas.reshape(-1, 1))
     served = np.minimum(o.rate, replicas * carried)
     columns = {
         "feasible": feasible,

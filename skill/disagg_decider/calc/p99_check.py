@@ -1,6 +1,6 @@
 """Whether a p99 of wait + service-side time meets a limit, without always solving for it.
 
-`colocated.rate_within_targets` tries 16 loads per row in each of three rounds and keeps only
+`colocated_load.rate_within_targets` tries 16 loads per row in each of three rounds and keeps only
 whether each meets the TTFT target. `queueing.p99_of_sum_ms` bisects the time 16 times to find
 the p99; the answer it returns is the final upper end `hi` of a bracket [lo, hi] whose ends
 only move inwards (lo never falls, hi never rises: each midpoint lies between them). So for any
