@@ -18,8 +18,8 @@ B (along the batch grid, or by bisection on it for many rows: `best_points`); th
 
 from __future__ import annotations
 
-import functools
 from dataclasses import dataclass, replace
+from typing import NamedTuple
 
 import numpy as np
 
@@ -28,7 +28,6 @@ from disagg_decider.calc.decode import batch_grid, decode_step_ms, memory_batch_
 from disagg_decider.calc.frontier import (
     bisect_edge,
     boundary_index,
-    interp_rows,
     pick,
     value_at,
 )
@@ -98,15 +97,10 @@ def evaluate(at: Lines, batch, t_empty=None, with_ttft=False) -> ColocatedGrid:
     holds, which the probability of missing the target answers without solving for it.
     """
     b, c, lengths = batch, at.chunk, at.lengths
-    u_mean = lengths.uncached_mean
-    room = np.maximum(c - b, 1.0)  # prompt tokens a chunk-carrying iteration takes
-    per_room = u_mean / room  # iterations one prompt's chunks occupy
     if t_empty is None:
         t_empty = at.empty_pass.ms(b, 0.0)
-    t_full = at.full_pass.ms(b, room)
-    slow = t_full - t_empty
-
-    rate_per_ms = b / (lengths.output_mean * t_empty + (b * per_room) * slow)
+    q = prompt_queue(at, b, t_empty)
+    per_room, rate_per_ms = q.per_room, q.rate_per_ms
     # Share of iterations that carry a chunk: lam u t / room with lam = B / (OSL t).
     carrying = b * per_room / lengths.output_mean
     # A prompt's chunks ride on consecutive iterations, and queued prompts follow each other
@@ -128,23 +122,14 @@ def evaluate(at: Lines, batch, t_empty=None, with_ttft=False) -> ColocatedGrid:
     )
     tpot_p99 = t_empty99 + np.minimum(1.0, carrying99 + spread) * slow99
 
-    # Prefill as a server working through prompt tokens at `room` tokens per t_full: a prompt
-    # of u tokens occupies it u / room iterations (chunks pack several short prompts), and its
-    # first token comes out of the iteration that finishes it. The pool's replicas behind a
-    # join-shortest-queue router form one M/G/c queue (`queueing`).
-    mean_s = t_full * per_room
-    scv = lengths.uncached_second_moment / (u_mean * u_mean) - 1.0
-    full = np.asarray(t_full)[..., None]
-    nodes = full * (1.0 + at.uncached_nodes / np.asarray(room)[..., None])
-    pool_rate = rate_per_ms * at.servers  # the pool's arrivals: `rate_per_ms` is per replica
-    c_wait, theta = queueing.wait_tail(pool_rate, at.servers, mean_s, scv)
-    miss = queueing.sum_exceed_probability(c_wait, theta, nodes, at.ttft_ms)
+    # Prompts queue as one M/G/c pool (`prompt_queue`); the search needs only the miss
+    # probability at the target, a report the p99 itself.
+    c_wait, theta = queueing.wait_tail(q.pool_rate, at.servers, q.mean_s, q.scv)
+    miss = queueing.sum_exceed_probability(c_wait, theta, q.nodes, at.ttft_ms)
     with np.errstate(divide="ignore"):
         ttft_ratio = 1.0 + np.log(miss / queueing.P99_TAIL) / np.log(1.0 / queueing.P99_TAIL)
-    idle_ttft = queueing.node_quantile(nodes, queueing.P99_TAIL)
-    ttft_p99 = (
-        queueing.p99_of_sum_ms(pool_rate, at.servers, mean_s, scv, nodes) if with_ttft else None
-    )
+    idle_ttft = queueing.node_quantile(q.nodes, queueing.P99_TAIL)
+    ttft_p99 = _ttft_p99_of(at, q) if with_ttft else None
 
     # Headroom is the smallest normalised slack, 1 - value / limit, over every limit: one
     # minus the largest ratio. Chunk sizes and targets are positive (validated).
@@ -161,6 +146,69 @@ def evaluate(at: Lines, batch, t_empty=None, with_ttft=False) -> ColocatedGrid:
         idle_ttft_ms=idle_ttft,
         idle_tpot_ms=t_empty,
     )
+
+
+class PromptQueue(NamedTuple):
+    """The prompt side of colocated replicas at a batch: the chunk room, the rate Little's law
+    gives, and the M/G/c queue prompts form (mean service, its scv, S' at the z nodes)."""
+
+    room: np.ndarray  # prompt tokens a chunk-carrying iteration takes
+    per_room: np.ndarray  # iterations one prompt's chunks occupy
+    t_full: np.ndarray  # a chunk-carrying iteration, ms
+    rate_per_ms: np.ndarray  # per replica
+    pool_rate: np.ndarray  # the pool's arrivals, per ms
+    mean_s: np.ndarray  # mean service, ms
+    scv: np.ndarray
+    nodes: np.ndarray  # S' at `queueing.Z_NODES`, a new last axis
+
+
+def prompt_queue(at: Lines, b, t_empty) -> PromptQueue:
+    """What `evaluate` and `ttft_p99_ms` share, computed by one function so both see the same
+    bits."""
+    c, lengths = at.chunk, at.lengths
+    u_mean = lengths.uncached_mean
+    room = np.maximum(c - b, 1.0)
+    per_room = u_mean / room
+    t_full = at.full_pass.ms(b, room)
+    slow = t_full - t_empty
+    rate_per_ms = b / (lengths.output_mean * t_empty + (b * per_room) * slow)
+    # Prefill as a server working through prompt tokens at `room` tokens per t_full: a prompt
+    # of u tokens occupies it u / room iterations (chunks pack several short prompts), and its
+    # first token comes out of the iteration that finishes it. The pool's replicas behind a
+    # join-shortest-queue router form one M/G/c queue (`queueing`).
+    full = np.asarray(t_full)[..., None]
+    # full * (1 + u / room) at every node, in place on the one fresh array where its shape
+    # holds the product's (the same operations; addition commutes exactly).
+    nodes = at.uncached_nodes / np.asarray(room)[..., None]
+    if np.broadcast_shapes(full.shape, nodes.shape) == nodes.shape:
+        np.add(nodes, 1.0, out=nodes)
+        np.multiply(full, nodes, out=nodes)
+    else:
+        nodes = full * (1.0 + nodes)
+    return PromptQueue(
+        room=room,
+        per_room=per_room,
+        t_full=t_full,
+        rate_per_ms=rate_per_ms,
+        pool_rate=rate_per_ms * at.servers,  # `rate_per_ms` is per replica
+        mean_s=t_full * per_room,
+        scv=lengths.uncached_second_moment / (u_mean * u_mean) - 1.0,
+        nodes=nodes,
+    )
+
+
+def _ttft_p99_of(at: Lines, q: PromptQueue) -> np.ndarray:
+    return queueing.p99_of_sum_ms(q.pool_rate, at.servers, q.mean_s, q.scv, q.nodes)
+
+
+def ttft_p99_ms(at: Lines, batch) -> np.ndarray:
+    """The p99 TTFT `evaluate(at, batch, with_ttft=True)` reports, without the rest.
+
+    `colocated_load.latencies_at_rate` needs only this at its fractional batches: the TPOT
+    p99, the miss probability and the headroom (two more roofline passes and a tail sum) would
+    be thrown away. Same function for the shared part (`prompt_queue`), so the same bits.
+    """
+    return _ttft_p99_of(at, prompt_queue(at, batch, at.empty_pass.ms(batch, 0.0)))
 
 
 @dataclass(frozen=True)
@@ -224,117 +272,3 @@ def best_points(
     rate, batch = rate.reshape(shape[:-1]), batch.reshape(shape[:-1])
     best = rate.argmax(axis=-1)
     return ColocatedPoint(rate_per_s=pick(rate, best), chunk_index=best, batch=pick(batch, best))
-
-
-def latencies_at_rate(
-    engine: Engine, lengths: Lengths, ttft_ms, tpot_ms, chunk, rate_per_s, servers=1.0, grid=None
-):
-    """p99 TTFT and TPOT of replicas at given loads (N,), one configuration per load.
-
-    The engine's TP, the lengths, targets, `chunk` and `servers` are columns (N, 1). The load
-    is placed on the batch grid the capacity was found on, linear in the grid index between
-    points as `best_points` interpolates. TPOT is read off that grid there, so a replica loaded
-    to its capacity reports the TPOT it was sized for, never a little over (an exact evaluation
-    between points overshoots where the p99 batch bends the step curve); TTFT, which turns
-    infinite past the queue's stability, is solved at the (fractional) batch itself. Below batch
-    1, whose rate already carries some queueing, they fall linearly to their idle values (no
-    queue, no prefill riding along) at rate 0.
-
-    `grid`, these rows' `evaluate` on the batch grid, may be passed in by a caller that has it
-    (`rate_within_targets` tries many loads on the same rows).
-    """
-    batches = batch_grid(engine.eff.max_decode_batch)
-    at = lines(engine, lengths, ttft_ms, tpot_ms, chunk, servers)
-    g = evaluate(at, batches) if grid is None else grid
-    shape = (len(rate_per_s), batches.size)
-    rates = np.broadcast_to(g.rate_per_s, shape)
-    # Only the rising run of the grid is a load curve: past it (a batch as large as the chunk
-    # leaves no room for prompts) the rate formula stops meaning anything, and a load must never
-    # be placed there. Points past the run read as infinitely far.
-    with np.errstate(invalid="ignore"):
-        rising = np.logical_and.accumulate(
-            (np.diff(rates, axis=1, prepend=-np.inf) > 0) & (rates > 0), axis=1
-        )
-    curve = np.where(rising, rates, np.inf)
-    index = np.broadcast_to(np.arange(batches.size, dtype=float), shape)
-    at_index = interp_rows(rate_per_s, curve, index)
-    batch = np.maximum(value_at(np.broadcast_to(batches, shape), at_index), 1.0)
-    ttft = np.ravel(evaluate(at, batch[:, None], with_ttft=True).ttft_p99_ms)
-    tpot = value_at(np.broadcast_to(g.tpot_p99_ms, shape), at_index)
-    first = curve[:, 0]
-    with np.errstate(divide="ignore", invalid="ignore"):
-        share = np.clip(np.where(first > 0, rate_per_s / first, 1.0), 0.0, 1.0)
-    low = rate_per_s < first
-    idle_ttft = np.broadcast_to(g.idle_ttft_ms, shape)[:, 0]
-    idle_tpot = np.broadcast_to(g.idle_tpot_ms, shape)[:, 0]
-    with np.errstate(invalid="ignore"):
-        ttft = np.where(low, idle_ttft + share * (ttft - idle_ttft), ttft)
-        tpot = np.where(low, idle_tpot + share * (tpot - idle_tpot), tpot)
-    return ttft, tpot
-
-
-def rate_within_targets(
-    engine: Engine,
-    lengths: Lengths,
-    ttft_ms,
-    tpot_ms,
-    chunk,
-    servers,
-    rate_hi,
-    points: int = 16,
-    rounds: int = 3,
-) -> np.ndarray:
-    """The largest load per replica, at most `rate_hi` (N,), whose reported latencies meet both
-    targets with `servers` replicas behind the router (columns as in `latencies_at_rate`).
-
-    The search reads capacity off a grid on which the TTFT limit is a miss probability, and a
-    pool of fewer replicas than the cluster holds queues more; where either makes the reported
-    p99 overshoot its target at `rate_hi`, the load is lowered until it does not, so a
-    mode that says it meets the SLO does. Only the rows that overshoot are searched, to
-    1 / points**rounds of `rate_hi`, and what is returned is a load that was checked.
-    """
-    rate_hi = np.asarray(rate_hi, dtype=float)
-    n = len(rate_hi)
-    # Every row's batch grid, evaluated once: the rounds below try 16 loads per row on it.
-    batches = batch_grid(engine.eff.max_decode_batch)
-    on_grid = evaluate(lines(engine, lengths, ttft_ms, tpot_ms, chunk, servers), batches)
-
-    def meets(rows: np.ndarray, rate: np.ndarray) -> np.ndarray:
-        take = functools.partial(_row_subset, rows=rows, n=n)
-        at_rows = replace(engine, **{k: take(getattr(engine, k)) for k in ("tp", "dp", "ep")})
-        lengths_rows = Lengths(**{k: take(v) for k, v in vars(lengths).items()})
-        ttft_t, tpot_t = take(ttft_ms), take(tpot_ms)
-        grid_rows = ColocatedGrid(**{k: take(v) for k, v in vars(on_grid).items()})
-        ttft, tpot = latencies_at_rate(
-            at_rows, lengths_rows, ttft_t, tpot_t, take(chunk), rate, take(servers), grid_rows
-        )
-        return (ttft <= np.ravel(ttft_t) * (1 + 1e-9)) & (tpot <= np.ravel(tpot_t) * (1 + 1e-9))
-
-    good = meets(np.arange(n), rate_hi) | (rate_hi <= 0)
-    if good.all():
-        return rate_hi
-    # The rows that overshoot: the largest of `points` candidate loads that meets the targets,
-    # then the same again inside the step above it; every call evaluates all candidates at once.
-    bad = np.flatnonzero(~good)
-    lo, hi = np.zeros(len(bad)), rate_hi[bad]
-    step = np.arange(1, points + 1) / points
-    each = np.arange(len(bad))
-    for _ in range(rounds):
-        grid = lo[:, None] + (hi - lo)[:, None] * step  # (B, points), ascending
-        ok = meets(np.repeat(bad, points), grid.ravel()).reshape(len(bad), points)
-        last = points - 1 - np.argmax(ok[:, ::-1], axis=1)  # largest candidate that meets
-        found = ok.any(axis=1)
-        # Next round: between the largest candidate that meets and the one above it (or the
-        # old top); where none meets, between the old bottom and the first candidate.
-        above = np.where(last < points - 1, grid[each, np.minimum(last + 1, points - 1)], hi)
-        lo, hi = np.where(found, grid[each, last], lo), np.where(found, above, grid[:, 0])
-    out = rate_hi.copy()
-    out[bad] = lo
-    return out
-
-
-def _row_subset(value, rows: np.ndarray, n: int):
-    """`value` at the given rows when it holds one row per load (leading axis n), else as is."""
-    if isinstance(value, np.ndarray) and value.ndim >= 1 and value.shape[0] == n:
-        return value[rows]
-    return value

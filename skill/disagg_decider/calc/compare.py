@@ -21,12 +21,21 @@ from functools import cache
 
 import numpy as np
 
-from disagg_decider.calc import colocated, conditional, decode, hetero, kv, parallel, pins, prefill
+from disagg_decider.calc import (
+    colocated_load,
+    conditional,
+    decode,
+    hetero,
+    kv,
+    parallel,
+    pins,
+    prefill,
+)
 from disagg_decider.calc.arrays import sorted_unique
 from disagg_decider.calc.kvpath import transfer_times
 from disagg_decider.calc.lengths import Lengths
 from disagg_decider.calc.limits import limits_for_block
-from disagg_decider.calc.pools import prefill_pool
+from disagg_decider.calc.pools import prefill_pool, rate_where
 from disagg_decider.calc.result import Analysis, ColocatedResult, DisaggregatedResult
 from disagg_decider.calc.search import (
     Found,
@@ -306,7 +315,7 @@ def _colocated_results(o: _Own, f: Found) -> list[ColocatedResult]:
     )
     # What one replica carries within the targets with the whole cluster behind the router,
     # then with the replicas the rate needs (fewer replicas pool less and queue more).
-    per_replica = colocated.rate_within_targets(*at, cap.reshape(-1, 1), f.colo_rate[o.row, t])
+    per_replica = colocated_load.rate_within_targets(*at, cap.reshape(-1, 1), f.colo_rate[o.row, t])
     feasible = (per_replica > 0) & (o.budget // tp >= 1)
     within = np.where(feasible, cap * per_replica, 0.0)
     need = _replicas_needed(o.rate, per_replica)
@@ -314,7 +323,7 @@ def _colocated_results(o: _Own, f: Found) -> list[ColocatedResult]:
     for _ in range(4):  # more replicas carry more each; a few rounds settle the count
         replicas = np.where(feasible, np.minimum(need, cap), cap)
         if not np.array_equal(replicas, servers):
-            carried = colocated.rate_within_targets(*at, replicas.reshape(-1, 1), per_replica)
+            carried = colocated_load.rate_within_targets(*at, replicas.reshape(-1, 1), per_replica)
             servers = replicas
         more = np.where(carried > 0, np.maximum(need, _replicas_needed(o.rate, carried)), need)
         if np.array_equal(more, need):
@@ -322,10 +331,10 @@ def _colocated_results(o: _Own, f: Found) -> list[ColocatedResult]:
         need = more
     replicas = np.where(feasible, np.minimum(need, cap), cap)
     if not np.array_equal(replicas, servers):
-        carried = colocated.rate_within_targets(*at, replicas.reshape(-1, 1), per_replica)
+        carried = colocated_load.rate_within_targets(*at, replicas.reshape(-1, 1), per_replica)
     fits = feasible & (need <= cap)
     load = np.minimum(o.rate / replicas, carried)
-    ttft, tpot = colocated.latencies_at_rate(*at, load, replicas.reshape(-1, 1))
+    ttft, tpot = colocated_load.latencies_at_rate(*at, load, replicas.reshape(-1, 1))
     served = np.minimum(o.rate, replicas * carried)
     columns = {
         "feasible": feasible,
@@ -370,8 +379,9 @@ def _disaggregated_results(
     most = np.maximum(np.floor((o.budget - d_tp) / p_tp), 1.0)
     # Replicas the rate needs even beyond the cluster (reported when it does not fit); 1 where
     # one replica serves nothing, as for decode.
-    x = pool.servers_needed(o.rate, np.maximum(most, SIZING_REPLICAS))
-    x = np.where(pool.max_rate_per_s(1.0) > 0, x, 1.0)
+    one = pool.max_rate_per_s(1.0)
+    sized = pool.sizing(o.rate, np.maximum(most, SIZING_REPLICAS), one)
+    x = np.where(one > 0, sized.servers, 1.0)
     y = _replicas_needed(o.rate, d_rate)
     needed = np.where(feasible, x * p_tp + y * d_tp, np.nan)
     fits = feasible & (x * p_tp + y * d_tp <= o.budget)
@@ -379,7 +389,9 @@ def _disaggregated_results(
     # smallest pair (one replica each), which the verdict never presents as a plan.
     x = np.where(fits, x, np.where(feasible, f.best_x[o.row, i, j], 1.0))
     y = np.where(fits, y, np.where(feasible, f.best_y[o.row, i, j], 1.0))
-    p_rate = pool.max_rate_per_s(x)
+    # The chosen size's rate: read back where the sizing tried it, bisected only elsewhere.
+    tried, known = sized.rate_at(x)
+    p_rate = np.where(known, tried, rate_where(pool, x, ~known))
     u99 = o.lengths.prompt_p99 * o.lengths.uncached_share
     p99_compute = prefill.p99_prefill_ms(p_engine, o.lengths)
     _, _, transfer_p99 = transfer_times(

@@ -29,7 +29,7 @@ from dataclasses import replace
 
 import numpy as np
 
-from disagg_decider.calc import colocated, decode
+from disagg_decider.calc import colocated_load, decode
 from disagg_decider.calc.kvpath import TransferPath, transfer_path
 from disagg_decider.calc.lengths import Lengths
 from disagg_decider.calc.pools import prefill_pool
@@ -67,7 +67,7 @@ def settle(r: Resolved, c: Candidate) -> Candidate:
     w = r.workload
     split = split_at(components(w), c.threshold_tokens)
     ys = float(c.decode_replicas)
-    within = colocated.rate_within_targets(
+    within = colocated_load.rate_within_targets(
         *_worker_columns(r, c, split), _col(ys), np.array([c.per_replica_rate_per_s])
     )[0]
     goodput = max(min(c.pool_rate_per_s, ys * float(within)), 0.0)
@@ -88,7 +88,7 @@ def _settle_rows(first: Resolved, rows: list[tuple[Resolved, Candidate]]) -> lis
     )
     column = lambda values: np.array(values, dtype=float).reshape(-1, 1)  # noqa: E731
     ys = np.array([float(c.decode_replicas) for _, c in rows])
-    within = colocated.rate_within_targets(
+    within = colocated_load.rate_within_targets(
         engine_for(first, column([c.decode_tp for _, c in rows])),
         local,
         column([r.workload.slo.ttft_ms for r, _ in rows]),
@@ -124,7 +124,7 @@ def report(r: Resolved, c: Candidate) -> Candidate:
     )
     long_ttft = float(np.ravel(pool.ttft_p99_ms(float(c.prefill_replicas), rate * c.long_share))[0])
     at = _worker_columns(r, c, split)
-    short_ttft, tpot99 = colocated.latencies_at_rate(*at, np.array([rate / ys]), _col(ys))
+    short_ttft, tpot99 = colocated_load.latencies_at_rate(*at, np.array([rate / ys]), _col(ys))
     return replace(
         c, ttft_p99_ms=max(long_ttft, float(short_ttft[0])), tpot_p99_ms=float(tpot99[0])
     )
@@ -156,7 +156,7 @@ def _report_rows(first: Resolved, rows: list[tuple[Resolved, Candidate]]) -> lis
     long_ttft = np.ravel(
         pool.ttft_p99_ms(servers, rate * np.array([c.long_share for _, c in rows]))
     )
-    short_ttft, tpot99 = colocated.latencies_at_rate(
+    short_ttft, tpot99 = colocated_load.latencies_at_rate(
         engine_for(first, d_tp),
         local,
         column([r.workload.slo.ttft_ms for r, _ in rows]),

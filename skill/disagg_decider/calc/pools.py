@@ -86,7 +86,7 @@ def pooled_split(budget, p_tp, d_tp, pool: prefill.Pool, d_rate, allowed):
     most = np.maximum(np.floor((budget - d_tp) / p_tp), 0.0)
     top = np.maximum(most, 1.0)
     feasible = allowed & (most >= 1) & (d_rate > 0)
-    one = _rate_where(pool, np.ones(np.shape(feasible)), feasible)
+    one = rate_where(pool, np.ones(np.shape(feasible)), feasible)
     feasible &= one > 0
 
     def ideal(per_replica):
@@ -95,10 +95,10 @@ def pooled_split(budget, p_tp, d_tp, pool: prefill.Pool, d_rate, allowed):
         return np.clip(np.floor(np.where(np.isfinite(x), x, 1.0)), 1.0, top)
 
     first = ideal(one)  # with one replica's rate: a lower bound on the per-replica rate
-    x0 = ideal(_rate_where(pool, first, feasible) / first)
+    x0 = ideal(rate_where(pool, first, feasible) / first)
     # The whole sizes next to the ideal, all four in one pass (a new leading axis).
     x = np.clip(x0 + np.array([-1.0, 0.0, 1.0, 2.0]).reshape(-1, *[1] * np.ndim(x0)), 1.0, top)
-    p = _rate_where(pool, x, np.broadcast_to(feasible, x.shape))
+    p = rate_where(pool, x, np.broadcast_to(feasible, x.shape))
     y = np.floor((budget - x * p_tp) / d_tp)
     value = np.where(feasible & (y >= 1), np.minimum(p, y * d_rate), 0.0)
     k = value.argmax(axis=0)[None]
@@ -108,7 +108,7 @@ def pooled_split(budget, p_tp, d_tp, pool: prefill.Pool, d_rate, allowed):
     return best_p, best, best_x, best_y
 
 
-def _rate_where(pool: prefill.Pool, servers: np.ndarray, mask: np.ndarray) -> np.ndarray:
+def rate_where(pool: prefill.Pool, servers: np.ndarray, mask: np.ndarray) -> np.ndarray:
     """`pool.max_rate_per_s(servers)` where `mask` holds, 0 elsewhere, computing only there.
 
     Pairs an engine cannot run (and splits that do not fit) are most of some searches; the

@@ -82,8 +82,14 @@ class Pool:
         One replica's rate bounds the count from above (a pool's per-replica rate only grows
         with its size), so only that many sizes are tried.
         """
+        return self.sizing(rate_per_s, most).servers
+
+    def sizing(self, rate_per_s, most: np.ndarray, one=None) -> Sizing:
+        """`servers_needed`, with the rates of the sizes it tried (`Sizing.rate_at` reads them
+        back, so a caller pricing the chosen size need not bisect its load again). `one`, the
+        rate of one replica, may be passed in by a caller that has it (the same numbers)."""
         rate = np.asarray(rate_per_s, dtype=float)
-        one = self.max_rate_per_s(1.0)
+        one = self.max_rate_per_s(1.0) if one is None else one
         with np.errstate(divide="ignore", invalid="ignore"):
             bound = np.where(one > 0, np.ceil(rate / one - 1e-9), most)
         top = int(max(np.max(np.minimum(bound, most)), 1))
@@ -96,4 +102,22 @@ class Pool:
         rates = pool.max_rate_per_s(sizes)
         ok = (rates >= rate[..., None] * (1 - 1e-9)) & (sizes <= np.asarray(most)[..., None])
         first = np.where(ok.any(axis=-1), ok.argmax(axis=-1) + 1.0, np.asarray(most) + 1.0)
-        return first
+        return Sizing(servers=first, rates_per_s=rates)
+
+
+@dataclass(frozen=True)
+class Sizing:
+    """`Pool.sizing`'s answer: the replicas needed, and the rate at each size tried (1, 2, ...
+    along the last axis), each computed exactly as `Pool.max_rate_per_s` at that size."""
+
+    servers: np.ndarray
+    rates_per_s: np.ndarray
+
+    def rate_at(self, servers: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """(rate, known): the tried rate at `servers` (one per row) where it was tried."""
+        n = self.rates_per_s.shape[-1]
+        x = np.asarray(servers, dtype=float)
+        known = (x >= 1) & (x <= n) & (x == np.floor(x))
+        index = np.where(known, x, 1.0).astype(np.int64) - 1
+        rate = np.take_along_axis(self.rates_per_s, index[..., None], axis=-1)[..., 0]
+        return rate, known

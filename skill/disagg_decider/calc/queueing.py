@@ -46,6 +46,10 @@ _Z_PDF = np.exp(-0.5 * Z_NODES**2)
 Z_WEIGHTS = _Z_PDF / _Z_PDF.sum()
 Z_NODES.setflags(write=False)
 Z_WEIGHTS.setflags(write=False)
+# Z_NODES[i + 1] - Z_NODES[i], the same subtraction done once (read per row in `_NodeGrid`).
+_Z_STEP = Z_NODES[1:] - Z_NODES[:-1]
+_Z_STEP.setflags(write=False)
+_SQRT2 = math.sqrt(2.0)
 
 
 def lognormal_nodes(p50, sigma) -> tuple[np.ndarray, np.ndarray]:
@@ -71,7 +75,7 @@ def lognormal_p99(p50, sigma):
 
 def normal_sf(z):
     """P(Z > z) for a standard normal: erfc by Abramowitz & Stegun 7.1.26 (error < 1.5e-7)."""
-    x = np.abs(np.asarray(z, dtype=float)) / math.sqrt(2.0)
+    x = np.abs(np.asarray(z, dtype=float)) / _SQRT2
     t = 1.0 / (1.0 + 0.3275911 * x)
     poly = t * (
         0.254829592 + t * (-0.284496736 + t * (1.421413741 + t * (-1.453152027 + t * 1.061405429)))
@@ -118,6 +122,16 @@ def _erlang_table(top: int) -> np.ndarray:
     table = np.vstack([np.ones(_RHO_STEPS + 1)] + [_erlang_row(c) for c in range(1, top + 1)])
     table.setflags(write=False)
     return table.reshape(-1)
+
+
+@cache
+def _erlang_steps(top: int) -> np.ndarray:
+    """table[i + 1] - table[i] of `_erlang_table(top)`: the same subtraction, done once for
+    `_LoadTest`, which interpolates on the table 17 times per bisected entry."""
+    table = _erlang_table(top)
+    steps = np.append(table[1:] - table[:-1], 0.0)
+    steps.setflags(write=False)
+    return steps
 
 
 def erlang_c(servers, offered):
@@ -209,31 +223,37 @@ def exceed_probability(nodes_ms, target_ms):
     """
     s = np.asarray(nodes_ms, dtype=float)
     t = np.asarray(target_ms, dtype=float)
-    return _NodeGrid(s, np.broadcast_shapes(s.shape[:-1], t.shape)).exceed(t)
+    shape = np.broadcast_shapes(s.shape[:-1], t.shape)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return _NodeGrid(s, shape).exceed(np.broadcast_to(t, shape).reshape(-1))
 
 
 class _NodeGrid:
     """S' at the `Z_NODES` quantiles as flat rows, for reading P(S' > T) at many T.
 
-    `p99_of_sum_ms` asks at 16 targets per call: the rows are laid out once.
+    `p99_of_sum_ms` asks at 16 targets per call: the rows are laid out once. `exceed` takes
+    the targets flat (one per row) and runs under the caller's `np.errstate` (divide and
+    invalid ignored): entering it costs as much as a small array operation.
     """
 
     def __init__(self, s: np.ndarray, shape: tuple[int, ...]) -> None:
         k = s.shape[-1]
         self.shape, self.k = shape, k
-        self.s = np.broadcast_to(s, (*shape, k)).reshape(-1, k)
-        self.rows = np.arange(self.s.shape[0])
+        self.s = np.ascontiguousarray(np.broadcast_to(s, (*shape, k)).reshape(-1, k))
+        # Row starts in the flat copy: `take` on flat indices reads the bracketing nodes
+        # faster than 2-D fancy indexing (the same elements).
+        self.flat = self.s.reshape(-1)
+        self.row_start = np.arange(self.s.shape[0]) * k
         self.first, self.last = self.s[:, 0], self.s[:, -1]
 
-    def exceed(self, target_ms: np.ndarray) -> np.ndarray:
+    def exceed(self, t: np.ndarray) -> np.ndarray:
         s, k = self.s, self.k
-        t = np.broadcast_to(target_ms, self.shape).reshape(-1)
-        hi = np.minimum(np.maximum((s <= t[:, None]).sum(axis=-1), 1), k - 1)
+        hi = np.minimum(np.maximum(np.add.reduce(s <= t[:, None], axis=-1), 1), k - 1)
         lo = hi - 1
-        s0, s1 = s[self.rows, lo], s[self.rows, hi]
-        with np.errstate(divide="ignore", invalid="ignore"):
-            frac = np.where(s1 > s0, (t - s0) / (s1 - s0), 1.0)
-        z = Z_NODES[lo] + np.minimum(np.maximum(frac, 0.0), 1.0) * (Z_NODES[hi] - Z_NODES[lo])
+        at = self.row_start + lo
+        s0, s1 = self.flat.take(at), self.flat.take(at + 1)
+        frac = np.where(s1 > s0, (t - s0) / (s1 - s0), 1.0)
+        z = Z_NODES.take(lo) + np.minimum(np.maximum(frac, 0.0), 1.0) * _Z_STEP.take(lo)
         z = np.where(t < self.first, -np.inf, np.where(t >= self.last, np.inf, z))
         return normal_sf(z).reshape(self.shape)
 
@@ -247,9 +267,26 @@ def sum_exceed_probability(c_wait, theta, nodes_ms, target_ms, over_ms=None):
         over_ms = exceed_probability(nodes_ms, target_ms)
     t = np.asarray(target_ms, dtype=float)[..., None]
     th = np.asarray(theta, dtype=float)[..., None]
-    expo = np.exp(-th * np.maximum(t - nodes_ms, 0.0))
-    tail_wait = (expo * Z_WEIGHTS).sum(axis=-1)
+    gap = np.subtract(t, nodes_ms)
+    np.maximum(gap, 0.0, out=gap)
+    if np.broadcast_shapes(th.shape, gap.shape) == gap.shape:
+        tail_wait = _weighted_exp_sum(np.multiply(-th, gap, out=gap))
+    else:
+        tail_wait = _weighted_exp_sum(-th * gap)
     return (1.0 - c_wait) * over_ms + c_wait * tail_wait
+
+
+def _weighted_exp_sum(exponent: np.ndarray) -> np.ndarray:
+    """sum_k Z_WEIGHTS[k] exp(exponent[..., k]), in place in `exponent` (a fresh array).
+
+    The same two operations and the same reduction as `(np.exp(x) * Z_WEIGHTS).sum(-1)`, so
+    the same bits; without the two temporaries, which for a batch of workloads are megabytes.
+    """
+    if exponent.shape[-1:] != Z_WEIGHTS.shape or not exponent.flags.writeable:
+        return np.add.reduce(np.exp(exponent) * Z_WEIGHTS, axis=-1)
+    np.exp(exponent, out=exponent)
+    np.multiply(exponent, Z_WEIGHTS, out=exponent)
+    return np.add.reduce(exponent, axis=-1)
 
 
 def p99_of_sum_ms(rate_per_ms, servers, mean_service_ms, scv, nodes_ms):
@@ -267,12 +304,14 @@ def p99_of_sum_ms(rate_per_ms, servers, mean_service_ms, scv, nodes_ms):
     # sum_exceed_probability at each midpoint, with the node rows and -theta laid out once.
     grid = _NodeGrid(s, shape)
     neg_theta = -np.asarray(theta, dtype=float)[..., None]
-    for _ in range(BISECTIONS):
-        mid = (lo + hi) / 2.0
-        expo = np.exp(neg_theta * np.maximum(mid[..., None] - s, 0.0))
-        tail_wait = (expo * Z_WEIGHTS).sum(axis=-1)
-        over = (1.0 - c_wait) * grid.exceed(mid) + c_wait * tail_wait > P99_TAIL
-        lo, hi = np.where(over, mid, lo), np.where(over, hi, mid)
+    no_wait = 1.0 - c_wait
+    with np.errstate(divide="ignore", invalid="ignore"):
+        for _ in range(BISECTIONS):
+            mid = (lo + hi) / 2.0
+            tail_wait = _weighted_exp_sum(neg_theta * np.maximum(mid[..., None] - s, 0.0))
+            over_ms = grid.exceed(mid.reshape(-1)).reshape(shape)
+            over = no_wait * over_ms + c_wait * tail_wait > P99_TAIL
+            lo, hi = np.where(over, mid, lo), np.where(over, hi, mid)
     return np.where(theta > 0, hi, np.inf)
 
 
@@ -317,11 +356,12 @@ def max_rate_per_ms(servers, mean_service_ms, scv, nodes_ms, target_ms, rho_max=
     over = np.broadcast_to(exceed_probability(nodes_ms, target_ms), shape)
     capacity = c / mean  # per ms
     test = _LoadTest(c, mean, scv, nodes_ms, target_ms, over, shape)
-    top_ok = ~test.misses(np.full(test.size, float(rho_max)))
-    todo = ~top_ok & ~(test.over > P99_TAIL)
-    lo = np.zeros(test.size)
-    if todo.any():
-        lo[todo] = _bisect_load(test.subset(todo), float(rho_max))
+    with np.errstate(divide="ignore", invalid="ignore"):
+        top_ok = ~test.misses(np.full(test.size, float(rho_max)))
+        todo = ~top_ok & ~(test.over > P99_TAIL)
+        lo = np.zeros(test.size)
+        if todo.any():
+            lo[todo] = _bisect_load(test.subset(todo), float(rho_max))
     rho = np.where(top_ok.reshape(shape), rho_max, lo.reshape(shape))
     return np.where(over > P99_TAIL, 0.0, rho * capacity)
 
@@ -354,6 +394,7 @@ class _LoadTest:
         t = np.asarray(target_ms, dtype=float)[..., None]
         gap_ms = np.maximum(t - nodes_ms, 0.0)  # (T - S')+ at each node
         self.table = _erlang_table(max(top, 1))
+        self.table_step = _erlang_steps(max(top, 1))
         self.c, self.mean, self.over = flat(c), flat(mean), flat(over)
         self.capacity = flat(c / mean)
         self.scv_half = flat((1.0 + scv) / 2.0)  # variability's two terms without the load
@@ -369,27 +410,24 @@ class _LoadTest:
 
     def subset(self, mask: np.ndarray) -> _LoadTest:
         out = object.__new__(_LoadTest)
-        out.table = self.table
+        out.table, out.table_step = self.table, self.table_step
         for name in ("c", "mean", "over", "capacity", "scv_half", "scv_pull", "row_base"):
             setattr(out, name, getattr(self, name)[mask])
         out.gap_ms = self.gap_ms[mask]
         return out
 
     def misses(self, rho: np.ndarray) -> np.ndarray:
+        """Run under `np.errstate(divide="ignore", invalid="ignore")` (the caller's)."""
         c, mean = self.c, self.mean
-        a = np.asarray(rho * self.capacity * mean, dtype=float)
+        a = rho * self.capacity * mean
         load = a / c
-        with np.errstate(divide="ignore", invalid="ignore"):
-            x = np.minimum(np.maximum(a / c, 0.0), 1.0) * _RHO_STEPS
+        x = np.minimum(np.maximum(load, 0.0), 1.0) * _RHO_STEPS
         lo = np.minimum(x.astype(np.int64), _RHO_STEPS - 1)
         frac = x - lo
         base = self.row_base + lo
-        table = self.table
-        wait = np.where(a < c, table[base] + frac * (table[base + 1] - table[base]), 1.0)
+        wait = np.where(a < c, self.table[base] + frac * self.table_step[base], 1.0)
         light = 1.0 - np.sqrt(np.minimum(np.maximum(wait / 0.1, 0.0), 1.0))
-        with np.errstate(divide="ignore", invalid="ignore"):
-            theta = c * (1.0 - load) / (mean * (self.scv_half + self.scv_pull * light))
+        theta = c * (1.0 - load) / (mean * (self.scv_half + self.scv_pull * light))
         theta = np.where(load < 1.0, theta, 0.0)
-        expo = np.exp(-theta[..., None] * self.gap_ms)
-        tail_wait = (expo * Z_WEIGHTS).sum(axis=-1)
+        tail_wait = _weighted_exp_sum(-theta[..., None] * self.gap_ms)
         return (1.0 - wait) * self.over + wait * tail_wait > P99_TAIL

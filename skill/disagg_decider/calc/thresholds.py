@@ -22,7 +22,7 @@ from disagg_decider.calc import colocated, decode, prefill
 from disagg_decider.calc.arrays import sorted_unique
 from disagg_decider.calc.kvpath import TransferPath, transfer_path
 from disagg_decider.calc.lengths import Lengths
-from disagg_decider.calc.pools import ingress_rate_per_s, prefill_pool
+from disagg_decider.calc.pools import ingress_rate_per_s, prefill_pool, rate_where
 from disagg_decider.calc.search import engine_for
 from disagg_decider.classes import Component, components, fit_moments, partial_moments
 from disagg_decider.workload import Resolved
@@ -345,6 +345,7 @@ def _prefill_pools(first: Resolved, live: list[_Search]) -> dict[tuple[int, tupl
         return {}
     widest = max(x.size for x, _ in grids)
     longs, locals_, p_col, d_col, ttft, paths, x_rows, shares = [], [], [], [], [], [], [], []
+    used = []  # which padded sizes are real (the padding is never read, so never bisected)
     for (k, (p_tp, d_tp)), (x, _) in zip(keys, grids, strict=True):
         s = live[k]
         longs.append(s.longs)
@@ -357,6 +358,7 @@ def _prefill_pools(first: Resolved, live: list[_Search]) -> dict[tuple[int, tupl
         x_rows.append(
             np.broadcast_to(np.pad(x, (0, widest - x.size), constant_values=1.0), (s.n, widest))
         )
+        used.append(np.broadcast_to(np.arange(widest) < x.size, (s.n, widest)))
         shares.append(s.shares)
     p, d = np.concatenate(p_col).reshape(-1, 1), np.concatenate(d_col).reshape(-1, 1)
     long_rows = _concat(longs, (-1, 1))
@@ -372,7 +374,7 @@ def _prefill_pools(first: Resolved, live: list[_Search]) -> dict[tuple[int, tupl
         np.asarray(pool.target_ms)[:, None],
     )
     share = np.concatenate(shares)
-    total = wide.max_rate_per_s(np.concatenate(x_rows)) / share[:, None]
+    total = rate_where(wide, np.concatenate(x_rows), np.concatenate(used)) / share[:, None]
     # Each decode worker receives its share of the long requests' KV over its NICs.
     ingress = np.ravel(ingress_rate_per_s(first, path, long_rows, p, d)) / share
     out, start = {}, 0

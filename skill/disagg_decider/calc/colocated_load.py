@@ -1,0 +1,189 @@
+"""Colocated replicas at given loads: reported p99s, and the largest load within the targets.
+
+Split from `colocated` (which searches capacity on the batch grid): a load is placed on the
+grid the capacity was found on (`latencies_at_rate`), and `rate_within_targets` lowers a
+replica's load until the latencies it reports meet the targets. Only the test "does it meet
+them" is needed there, which `p99_check` answers without always solving the TTFT p99.
+"""
+
+from __future__ import annotations
+
+import functools
+from dataclasses import dataclass, replace
+
+import numpy as np
+
+from disagg_decider.calc.colocated import (
+    ColocatedGrid,
+    Lines,
+    evaluate,
+    lines,
+    prompt_queue,
+    ttft_p99_ms,
+)
+from disagg_decider.calc.decode import batch_grid
+from disagg_decider.calc.frontier import interp_rows, value_at
+from disagg_decider.calc.lengths import Lengths
+from disagg_decider.calc.p99_check import p99_of_sum_within
+from disagg_decider.calc.step import Engine
+
+
+def latencies_at_rate(
+    engine: Engine, lengths: Lengths, ttft_ms, tpot_ms, chunk, rate_per_s, servers=1.0, grid=None
+):
+    """p99 TTFT and TPOT of replicas at given loads (N,), one configuration per load.
+
+    The engine's TP, the lengths, targets, `chunk` and `servers` are columns (N, 1). The load
+    is placed on the batch grid the capacity was found on, linear in the grid index between
+    points as `best_points` interpolates. TPOT is read off that grid there, so a replica loaded
+    to its capacity reports the TPOT it was sized for, never a little over (an exact evaluation
+    between points overshoots where the p99 batch bends the step curve); TTFT, which turns
+    infinite past the queue's stability, is solved at the (fractional) batch itself. Below batch
+    1, whose rate already carries some queueing, they fall linearly to their idle values (no
+    queue, no prefill riding along) at rate 0.
+
+    `grid`, these rows' `evaluate` on the batch grid, may be passed in by a caller that has it
+    (`rate_within_targets` tries many loads on the same rows).
+    """
+    on = _on_curve(engine, lengths, ttft_ms, tpot_ms, chunk, rate_per_s, servers, grid)
+    ttft = np.ravel(ttft_p99_ms(on.at, on.batch[:, None]))
+    return on.toward_idle(ttft), on.tpot
+
+
+@dataclass(frozen=True)
+class _OnCurve:
+    """Loads placed on their rows' batch grid (`latencies_at_rate`): the fractional batch, the
+    TPOT read off the grid, and how a TTFT falls to its idle value below batch 1."""
+
+    at: Lines
+    batch: np.ndarray  # (N,)
+    tpot: np.ndarray  # (N,), already moved towards idle below batch 1
+    low: np.ndarray  # the load is below the grid's first point
+    share: np.ndarray  # the load over that first point's, in [0, 1]
+    idle_ttft: np.ndarray
+
+    def toward_idle(self, ttft: np.ndarray, rows=slice(None)) -> np.ndarray:
+        """The TTFT at these rows as reported: moved linearly towards idle below batch 1.
+        Non-decreasing in `ttft` (each operation rounds monotonically; share >= 0)."""
+        idle = self.idle_ttft[rows]
+        with np.errstate(invalid="ignore"):
+            return np.where(self.low[rows], idle + self.share[rows] * (ttft - idle), ttft)
+
+
+def _on_curve(
+    engine: Engine, lengths: Lengths, ttft_ms, tpot_ms, chunk, rate_per_s, servers, grid
+) -> _OnCurve:
+    batches = batch_grid(engine.eff.max_decode_batch)
+    at = lines(engine, lengths, ttft_ms, tpot_ms, chunk, servers)
+    g = evaluate(at, batches) if grid is None else grid
+    shape = (len(rate_per_s), batches.size)
+    rates = np.broadcast_to(g.rate_per_s, shape)
+    # Only the rising run of the grid is a load curve: past it (a batch as large as the chunk
+    # leaves no room for prompts) the rate formula stops meaning anything, and a load must never
+    # be placed there. Points past the run read as infinitely far.
+    with np.errstate(invalid="ignore"):
+        rising = np.logical_and.accumulate(
+            (np.diff(rates, axis=1, prepend=-np.inf) > 0) & (rates > 0), axis=1
+        )
+    curve = np.where(rising, rates, np.inf)
+    index = np.broadcast_to(np.arange(batches.size, dtype=float), shape)
+    at_index = interp_rows(rate_per_s, curve, index)
+    batch = np.maximum(value_at(np.broadcast_to(batches, shape), at_index), 1.0)
+    tpot = value_at(np.broadcast_to(g.tpot_p99_ms, shape), at_index)
+    first = curve[:, 0]
+    with np.errstate(divide="ignore", invalid="ignore"):
+        share = np.clip(np.where(first > 0, rate_per_s / first, 1.0), 0.0, 1.0)
+    low = rate_per_s < first
+    idle_ttft = np.broadcast_to(g.idle_ttft_ms, shape)[:, 0]
+    idle_tpot = np.broadcast_to(g.idle_tpot_ms, shape)[:, 0]
+    with np.errstate(invalid="ignore"):
+        tpot = np.where(low, idle_tpot + share * (tpot - idle_tpot), tpot)
+    return _OnCurve(at=at, batch=batch, tpot=tpot, low=low, share=share, idle_ttft=idle_ttft)
+
+
+def _meet_targets(
+    engine: Engine, lengths: Lengths, ttft_ms, tpot_ms, chunk, rate_per_s, servers, grid
+) -> np.ndarray:
+    """Whether `latencies_at_rate` would report both p99s within their targets, per load.
+
+    The same placement and the same numbers; the TTFT test goes through
+    `p99_check.p99_of_sum_within`, which stops bisecting a row once the test is decided (the
+    reported TTFT is non-decreasing in the solved p99), so the answer is the same.
+    """
+    on = _on_curve(engine, lengths, ttft_ms, tpot_ms, chunk, rate_per_s, servers, grid)
+    n = len(rate_per_s)
+    ttft_limit = np.broadcast_to(np.ravel(ttft_ms) * (1 + 1e-9), (n,))
+
+    def within(ttft: np.ndarray, rows: np.ndarray) -> np.ndarray:
+        return on.toward_idle(ttft, rows) <= ttft_limit[rows]
+
+    b = on.batch[:, None]
+    q = prompt_queue(on.at, b, on.at.empty_pass.ms(b, 0.0))
+    ttft_ok = p99_of_sum_within(q.pool_rate, on.at.servers, q.mean_s, q.scv, q.nodes, within)
+    return ttft_ok & (on.tpot <= np.ravel(tpot_ms) * (1 + 1e-9))
+
+
+def rate_within_targets(
+    engine: Engine,
+    lengths: Lengths,
+    ttft_ms,
+    tpot_ms,
+    chunk,
+    servers,
+    rate_hi,
+    points: int = 16,
+    rounds: int = 3,
+) -> np.ndarray:
+    """The largest load per replica, at most `rate_hi` (N,), whose reported latencies meet both
+    targets with `servers` replicas behind the router (columns as in `latencies_at_rate`).
+
+    The search reads capacity off a grid on which the TTFT limit is a miss probability, and a
+    pool of fewer replicas than the cluster holds queues more; where either makes the reported
+    p99 overshoot its target at `rate_hi`, the load is lowered until it does not, so a
+    mode that says it meets the SLO does. Only the rows that overshoot are searched, to
+    1 / points**rounds of `rate_hi`, and what is returned is a load that was checked.
+    """
+    rate_hi = np.asarray(rate_hi, dtype=float)
+    n = len(rate_hi)
+    # Every row's batch grid, evaluated once: the rounds below try 16 loads per row on it.
+    batches = batch_grid(engine.eff.max_decode_batch)
+    on_grid = evaluate(lines(engine, lengths, ttft_ms, tpot_ms, chunk, servers), batches)
+
+    def meets(rows: np.ndarray, rate: np.ndarray) -> np.ndarray:
+        take = functools.partial(_row_subset, rows=rows, n=n)
+        at_rows = replace(engine, **{k: take(getattr(engine, k)) for k in ("tp", "dp", "ep")})
+        lengths_rows = Lengths(**{k: take(v) for k, v in vars(lengths).items()})
+        ttft_t, tpot_t = take(ttft_ms), take(tpot_ms)
+        grid_rows = ColocatedGrid(**{k: take(v) for k, v in vars(on_grid).items()})
+        return _meet_targets(
+            at_rows, lengths_rows, ttft_t, tpot_t, take(chunk), rate, take(servers), grid_rows
+        )
+
+    good = meets(np.arange(n), rate_hi) | (rate_hi <= 0)
+    if good.all():
+        return rate_hi
+    # The rows that overshoot: the largest of `points` candidate loads that meets the targets,
+    # then the same again inside the step above it; every call evaluates all candidates at once.
+    bad = np.flatnonzero(~good)
+    lo, hi = np.zeros(len(bad)), rate_hi[bad]
+    step = np.arange(1, points + 1) / points
+    each = np.arange(len(bad))
+    for _ in range(rounds):
+        grid = lo[:, None] + (hi - lo)[:, None] * step  # (B, points), ascending
+        ok = meets(np.repeat(bad, points), grid.ravel()).reshape(len(bad), points)
+        last = points - 1 - np.argmax(ok[:, ::-1], axis=1)  # largest candidate that meets
+        found = ok.any(axis=1)
+        # Next round: between the largest candidate that meets and the one above it (or the
+        # old top); where none meets, between the old bottom and the first candidate.
+        above = np.where(last < points - 1, grid[each, np.minimum(last + 1, points - 1)], hi)
+        lo, hi = np.where(found, grid[each, last], lo), np.where(found, above, grid[:, 0])
+    out = rate_hi.copy()
+    out[bad] = lo
+    return out
+
+
+def _row_subset(value, rows: np.ndarray, n: int):
+    """`value` at the given rows when it holds one row per load (leading axis n), else as is."""
+    if isinstance(value, np.ndarray) and value.ndim >= 1 and value.shape[0] == n:
+        return value[rows]
+    return value

@@ -1,0 +1,95 @@
+"""Whether a p99 of wait + service-side time meets a limit, without always solving for it.
+
+`colocated_load.rate_within_targets` tries 16 loads per row in each of three rounds and keeps only
+whether each meets the TTFT target. `queueing.p99_of_sum_ms` bisects the time 16 times to find
+the p99; the answer it returns is the final upper end `hi` of a bracket [lo, hi] whose ends
+only move inwards (lo never falls, hi never rises: each midpoint lies between them). So for any
+test `within(x)` that is monotone (true up to some x, false above it), after any step:
+
+- `within(hi)` true  -> the final hi is <= this hi, so `within(final)` is true;
+- `within(lo)` false -> the final hi is >= this lo, so `within(final)` is false.
+
+Rows decided that way leave the bisection; the rest run all 16 steps and are tested on the
+final hi, exactly as before. Every step a row takes is the same arithmetic on the same values
+as in `p99_of_sum_ms`, so the answer is the one `within(p99_of_sum_ms(...))` gives, bit for bit
+(the golden outputs check it); only the rows' bisections are cut short.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import numpy as np
+
+from disagg_decider.calc.queueing import (
+    BISECTIONS,
+    P99_TAIL,
+    _NodeGrid,
+    _weighted_exp_sum,
+    node_quantile,
+    wait_tail,
+)
+
+CHECK_EVERY = 2  # bisection steps between checks: a check costs about half a step
+
+Within = Callable[[np.ndarray, np.ndarray], np.ndarray]
+
+
+def p99_of_sum_within(rate_per_ms, servers, mean_service_ms, scv, nodes_ms, within: Within):
+    """`within(p99_of_sum_ms(...).ravel(), rows)` per flat entry, bisecting only undecided rows.
+
+    `within(x, rows)` tests values `x` of the flat entries `rows`; it must be monotone in x
+    (true up to a limit, false above it: e.g. "a non-decreasing function of x <= target").
+    Entries whose p99 is infinite (saturated pool) are tested at inf, as `p99_of_sum_ms`
+    reports them.
+    """
+    c_wait, theta = wait_tail(rate_per_ms, servers, mean_service_ms, scv)
+    s = np.asarray(nodes_ms, dtype=float)
+    shape = np.broadcast_shapes(np.shape(c_wait), s.shape[:-1])
+    k = s.shape[-1]
+
+    def flat(a) -> np.ndarray:
+        return np.broadcast_to(a, shape).reshape(-1)
+
+    c_wait, theta = flat(c_wait), flat(theta)
+    # The bracket exactly as `p99_of_sum_ms` starts it.
+    lo = flat(node_quantile(s, P99_TAIL)).copy()
+    with np.errstate(divide="ignore", invalid="ignore"):
+        w995 = np.where(theta > 0, np.log(np.maximum(c_wait / 0.005, 1.0)) / theta, np.inf)
+    hi = flat(node_quantile(s, 0.005)) + w995
+    hi = np.where(np.isfinite(hi), hi, lo)
+
+    ok = np.zeros(lo.size, dtype=bool)
+    live = theta > 0
+    dead = np.flatnonzero(~live)
+    if dead.size:
+        ok[dead] = within(np.full(dead.size, np.inf), dead)
+    rows = np.flatnonzero(live)
+    if not rows.size:
+        return ok
+    s_rows = np.broadcast_to(s, (*shape, k)).reshape(-1, k)[rows]
+    lo, hi, c_wait = lo[rows], hi[rows], c_wait[rows]
+    neg_theta = -theta[rows][:, None]
+    grid = _NodeGrid(s_rows, (rows.size,))
+    with np.errstate(divide="ignore", invalid="ignore"):
+        for step in range(1, BISECTIONS + 1):
+            mid = (lo + hi) / 2.0
+            tail_wait = _weighted_exp_sum(neg_theta * np.maximum(mid[:, None] - s_rows, 0.0))
+            over = (1.0 - c_wait) * grid.exceed(mid) + c_wait * tail_wait > P99_TAIL
+            lo, hi = np.where(over, mid, lo), np.where(over, hi, mid)
+            if step % CHECK_EVERY or step == BISECTIONS:
+                continue
+            passed = within(hi, rows)
+            failed = ~within(lo, rows)
+            done = passed | failed
+            if not done.any():
+                continue
+            ok[rows[passed]] = True  # `failed` rows stay False
+            keep = ~done
+            if not keep.any():
+                return ok
+            rows, lo, hi, c_wait = rows[keep], lo[keep], hi[keep], c_wait[keep]
+            s_rows, neg_theta = s_rows[keep], neg_theta[keep]
+            grid = _NodeGrid(s_rows, (rows.size,))
+    ok[rows] = within(hi, rows)
+    return ok
