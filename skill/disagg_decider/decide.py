@@ -2,15 +2,14 @@
 
 from __future__ import annotations
 
-import gc
-from collections.abc import Iterator, Mapping, Sequence
-from contextlib import contextmanager
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 from disagg_decider.calc.bypass import cold_local_share, dynamo_layout
 from disagg_decider.calc.compare import analyze_many
 from disagg_decider.calc.result import Analysis
+from disagg_decider.gcpause import paused_collector
 from disagg_decider.layout_text import layout_sentence
 from disagg_decider.metrics import metric_values
 from disagg_decider.rules import engine
@@ -71,7 +70,7 @@ def decide_many(
         loaded = with_extra(list(rule_files))
     else:
         loaded = load_files(list(rule_files), seed=rulebook) if rule_files else rulebook
-    with _cycle_collector_paused():
+    with paused_collector():
         calibrated = [
             _calibrated(w, d, calibration) for w, d in zip(workloads, base_dirs, strict=True)
         ]
@@ -112,24 +111,6 @@ def _on_basis(r: Resolved, a: Analysis) -> Analysis:
     from disagg_decider.calc.static import static_analysis
 
     return static_analysis(r, a)
-
-
-@contextmanager
-def _cycle_collector_paused() -> Iterator[None]:
-    """Python's cycle collector off for the length of a batch.
-
-    A batch allocates many small records and no reference cycles (reference counting frees
-    them); on a large batch the collector's repeated passes over everything still alive cost
-    about a fifth of the time (`benchmarks/decide_speed.py`). It is re-enabled afterwards if it
-    was on.
-    """
-    was_enabled = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if was_enabled:
-            gc.enable()
 
 
 def _verdict(

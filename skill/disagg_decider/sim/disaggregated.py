@@ -31,8 +31,8 @@ from disagg_decider.calc.kvpath import TransferPath
 from disagg_decider.calc.parallel import label
 from disagg_decider.calc.prefill import prefill_ms
 from disagg_decider.calc.step import Engine
+from disagg_decider.gcpause import paused_collector
 from disagg_decider.sim.batch import DecodeBatch, run_ms, steps_within
-from disagg_decider.sim.events import paused_collector
 from disagg_decider.sim.outcome import Outcome
 from disagg_decider.sim.requests import Requests
 from disagg_decider.sim.routing import Picker

@@ -2,29 +2,12 @@
 
 from __future__ import annotations
 
-import gc
 import heapq
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
+
+from disagg_decider.gcpause import paused_collector
 
 Progress = Callable[[int], None] | None
-
-
-@contextmanager
-def paused_collector() -> Iterator[None]:
-    """The cycle collector off while an event loop runs, back as it was afterwards.
-
-    A loop allocates a few objects per event (heap tuples, queue entries) and frees them soon;
-    none forms a cycle, so the collector's passes over the growing set of survivors are pure
-    cost (a few percent of a run). Results do not depend on it.
-    """
-    was_enabled = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if was_enabled:
-            gc.enable()
 
 
 def run_events(
