@@ -25,7 +25,7 @@ from disagg_decider.calc.decode import batch_grid
 from disagg_decider.calc.frontier import interp_rows, value_at
 from disagg_decider.calc.lengths import Lengths
 from disagg_decider.calc.p99_check import p99_of_sum_within
-from disagg_decider.calc.step import Engine
+from disagg_decider.calc.step import Engine, PassTerms
 
 
 def latencies_at_rate(
@@ -45,7 +45,8 @@ def latencies_at_rate(
     `grid`, these rows' `evaluate` on the batch grid, may be passed in by a caller that has it
     (`rate_within_targets` tries many loads on the same rows).
     """
-    on = _on_curve(engine, lengths, ttft_ms, tpot_ms, chunk, rate_per_s, servers, grid)
+    at = lines(engine, lengths, ttft_ms, tpot_ms, chunk, servers)
+    on = _on_curve(at, rate_per_s, grid)
     ttft = np.ravel(ttft_p99_ms(on.at, on.batch[:, None]))
     return on.toward_idle(ttft), on.tpot
 
@@ -70,11 +71,8 @@ class _OnCurve:
             return np.where(self.low[rows], idle + self.share[rows] * (ttft - idle), ttft)
 
 
-def _on_curve(
-    engine: Engine, lengths: Lengths, ttft_ms, tpot_ms, chunk, rate_per_s, servers, grid
-) -> _OnCurve:
-    batches = batch_grid(engine.eff.max_decode_batch)
-    at = lines(engine, lengths, ttft_ms, tpot_ms, chunk, servers)
+def _on_curve(at: Lines, rate_per_s, grid) -> _OnCurve:
+    batches = batch_grid(at.engine.eff.max_decode_batch)
     g = evaluate(at, batches) if grid is None else grid
     shape = (len(rate_per_s), batches.size)
     rates = np.broadcast_to(g.rate_per_s, shape)
@@ -101,18 +99,16 @@ def _on_curve(
     return _OnCurve(at=at, batch=batch, tpot=tpot, low=low, share=share, idle_ttft=idle_ttft)
 
 
-def _meet_targets(
-    engine: Engine, lengths: Lengths, ttft_ms, tpot_ms, chunk, rate_per_s, servers, grid
-) -> np.ndarray:
+def _meet_targets(at: Lines, rate_per_s, grid) -> np.ndarray:
     """Whether `latencies_at_rate` would report both p99s within their targets, per load.
 
     The same placement and the same numbers; the TTFT test goes through
     `p99_check.p99_of_sum_within`, which stops bisecting a row once the test is decided (the
     reported TTFT is non-decreasing in the solved p99), so the answer is the same.
     """
-    on = _on_curve(engine, lengths, ttft_ms, tpot_ms, chunk, rate_per_s, servers, grid)
+    on = _on_curve(at, rate_per_s, grid)
     n = len(rate_per_s)
-    ttft_limit = np.broadcast_to(np.ravel(ttft_ms) * (1 + 1e-9), (n,))
+    ttft_limit = np.broadcast_to(np.ravel(at.ttft_ms) * (1 + 1e-9), (n,))
 
     def within(ttft: np.ndarray, rows: np.ndarray) -> np.ndarray:
         return on.toward_idle(ttft, rows) <= ttft_limit[rows]
@@ -120,7 +116,7 @@ def _meet_targets(
     b = on.batch[:, None]
     q = prompt_queue(on.at, b, on.at.empty_pass.ms(b, 0.0))
     ttft_ok = p99_of_sum_within(q.pool_rate, on.at.servers, q.mean_s, q.scv, q.nodes, within)
-    return ttft_ok & (on.tpot <= np.ravel(tpot_ms) * (1 + 1e-9))
+    return ttft_ok & (on.tpot <= np.ravel(at.tpot_ms) * (1 + 1e-9))
 
 
 def rate_within_targets(
@@ -147,17 +143,13 @@ def rate_within_targets(
     n = len(rate_hi)
     # Every row's batch grid, evaluated once: the rounds below try 16 loads per row on it.
     batches = batch_grid(engine.eff.max_decode_batch)
-    on_grid = evaluate(lines(engine, lengths, ttft_ms, tpot_ms, chunk, servers), batches)
+    at = lines(engine, lengths, ttft_ms, tpot_ms, chunk, servers)
+    on_grid = evaluate(at, batches)
 
     def meets(rows: np.ndarray, rate: np.ndarray) -> np.ndarray:
         take = functools.partial(_row_subset, rows=rows, n=n)
-        at_rows = replace(engine, **{k: take(getattr(engine, k)) for k in ("tp", "dp", "ep")})
-        lengths_rows = Lengths(**{k: take(v) for k, v in vars(lengths).items()})
-        ttft_t, tpot_t = take(ttft_ms), take(tpot_ms)
         grid_rows = ColocatedGrid(**{k: take(v) for k, v in vars(on_grid).items()})
-        return _meet_targets(
-            at_rows, lengths_rows, ttft_t, tpot_t, take(chunk), rate, take(servers), grid_rows
-        )
+        return _meet_targets(_lines_at_rows(at, take), rate, grid_rows)
 
     good = meets(np.arange(n), rate_hi) | (rate_hi <= 0)
     if good.all():
@@ -180,6 +172,50 @@ def rate_within_targets(
     out = rate_hi.copy()
     out[bad] = lo
     return out
+
+
+def _lines_at_rows(at: Lines, take) -> Lines:
+    """`at` at some rows, taken from the lines already built rather than built again.
+
+    Every field (and every cached value of the engine) is computed element by element from
+    the row's own inputs, so taking rows of the result gives the bits a fresh `lines` on the
+    taken inputs would; only the "some candidate runs EP" flag is re-derived for the rows.
+    """
+    engine = _engine_at_rows(at.engine, take)
+
+    def passes(p: PassTerms) -> PassTerms:
+        return PassTerms(
+            engine=engine,
+            kv_read_ms_per_sequence=take(p.kv_read_ms_per_sequence),
+            decode_flops_per_sequence=take(p.decode_flops_per_sequence),
+            prefill_context=take(p.prefill_context),
+            fixed_ms=take(p.fixed_ms),
+            moe_comm=bool(np.any(engine.expert_parallel)) and engine.model.moe is not None,
+        )
+
+    return Lines(
+        engine=engine,
+        lengths=Lengths(**{k: take(v) for k, v in vars(at.lengths).items()}),
+        ttft_ms=take(at.ttft_ms),
+        tpot_ms=take(at.tpot_ms),
+        chunk=take(at.chunk),
+        full_pass=passes(at.full_pass),
+        empty_pass=passes(at.empty_pass),
+        inverse_memory_limit=take(at.inverse_memory_limit),
+        uncached_nodes=take(at.uncached_nodes),
+        servers=take(at.servers),
+    )
+
+
+def _engine_at_rows(engine: Engine, take) -> Engine:
+    """`engine` with its TP, DP and EP at some rows, carrying the per-row values its cached
+    properties already hold (each is element-wise in those), so none is derived again."""
+    rows = replace(engine, **{k: take(getattr(engine, k)) for k in ("tp", "dp", "ep")})
+    fields = {"tp", "dp", "ep", *(f for f in vars(rows))}
+    for name, value in vars(engine).items():
+        if name not in fields:
+            vars(rows)[name] = tuple(map(take, value)) if isinstance(value, tuple) else take(value)
+    return rows
 
 
 def _row_subset(value, rows: np.ndarray, n: int):
