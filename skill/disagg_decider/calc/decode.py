@@ -24,12 +24,18 @@ from disagg_decider.calc.frontier import (
     value_at,
 )
 from disagg_decider.calc.lengths import Lengths
-from disagg_decider.calc.step import Engine, iteration_ms
+from disagg_decider.calc.step import Engine, PassTerms, pass_terms
 
 
 def decode_step_ms(engine: Engine, batch, context_tokens):
     """Time per output token for a decode batch with no prefill in it."""
-    return iteration_ms(engine, batch, context_tokens, 0.0, 0.0)
+    return decode_pass(engine, context_tokens).ms(batch, 0.0)
+
+
+def decode_pass(engine: Engine, context_tokens) -> PassTerms:
+    """A pure decode pass's batch-independent terms (`decode_step_ms` is its `ms(batch, 0.0)`):
+    callers pricing several batches on the same contexts build them once."""
+    return pass_terms(engine, context_tokens, 0.0)
 
 
 @cache
@@ -68,9 +74,10 @@ def replica_capacity(engine: Engine, lengths: Lengths, tpot_slo_ms: float) -> De
     KV ingress is capped separately, per (prefill TP, decode TP) pair (`search`)."""
     grid = batch_grid(engine.eff.max_decode_batch)
     ctx = lengths.decode_context_mean
-    step = decode_step_ms(engine, grid, ctx)
+    decode = decode_pass(engine, ctx)
+    step = decode.ms(grid, 0.0)
     limit = memory_batch_limit(engine, lengths)
-    step99 = decode_step_ms(engine, p99_batch(grid, limit, engine.eff.max_decode_batch), ctx)
+    step99 = decode.ms(p99_batch(grid, limit, engine.eff.max_decode_batch), 0.0)
     room = np.minimum(slack(tpot_slo_ms, step99), slack(limit, grid))
     edge = boundary_index(room)
     batch_grid_full = np.broadcast_to(grid, step.shape)
@@ -97,11 +104,12 @@ def tpot_p99_at_rate_ms(engine: Engine, lengths: Lengths, rate_per_s: np.ndarray
     grid = batch_grid(engine.eff.max_decode_batch)
     limit = memory_batch_limit(engine, lengths)
     ctx = lengths.decode_context_mean
-    step99 = decode_step_ms(engine, p99_batch(grid, limit, engine.eff.max_decode_batch), ctx)
+    decode = decode_pass(engine, ctx)
+    step99 = decode.ms(p99_batch(grid, limit, engine.eff.max_decode_batch), 0.0)
     step99 = np.broadcast_to(step99, (len(batch), grid.size))
     on_grid = interp_rows(batch, np.broadcast_to(grid, step99.shape), step99)
     b99 = p99_batch(batch, np.ravel(limit), engine.eff.max_decode_batch)
-    exact = np.ravel(decode_step_ms(engine, b99[:, None], ctx))
+    exact = np.ravel(decode.ms(b99[:, None], 0.0))
     return np.where(batch < grid[0], exact, on_grid)
 
 
