@@ -211,7 +211,7 @@ def _engine_at_rows(engine: Engine, take) -> Engine:
     """`engine` with its TP, DP and EP at some rows, carrying the per-row values its cached
     properties already hold (each is element-wise in those), so none is derived again."""
     rows = replace(engine, **{k: take(getattr(engine, k)) for k in ("tp", "dp", "ep")})
-    fields = {"tp", "dp", "ep", *(f for f in vars(rows))}
+    fields = set(vars(rows))  # the dataclass fields; the rest of vars() is cached values
     for name, value in vars(engine).items():
         if name not in fields:
             vars(rows)[name] = tuple(map(take, value)) if isinstance(value, tuple) else take(value)
