@@ -109,8 +109,7 @@ def evaluate(at: Lines, batch, t_empty=None, with_ttft=False) -> ColocatedGrid:
     # independent draws. The runs a window meets are size-biased (a long prompt's run is more
     # likely to overlap it), so a run is E[u^2] / E[u] tokens long, not the mean prompt: the
     # two differ most on wide or mixed lengths, a few 16K prompts among short chat turns.
-    u_mean = lengths.uncached_mean
-    biased_room = lengths.uncached_second_moment / np.maximum(u_mean, 1e-9) / q.room
+    biased_room = lengths.uncached_size_biased / q.room
     run_length = np.maximum(biased_room, 1.0) / np.maximum(1.0 - carrying, 1e-3)
     draws = np.maximum(lengths.output_p50 / run_length, 1.0)
     spread = queueing.Z99 * np.sqrt(np.maximum(carrying * (1 - carrying), 0.0) / draws)

@@ -27,6 +27,9 @@ class Lengths:
     uncached_share: np.ndarray
     uncached_mean: np.ndarray
     uncached_second_moment: np.ndarray  # E[u^2] of uncached prompt tokens
+    # E[u^2] / E[u]: the mean uncached prompt of the request a random prompt token belongs to
+    # (size-biased), the length of the chunk runs a decoding request meets (`colocated`)
+    uncached_size_biased: np.ndarray
     output_mean: np.ndarray
     decode_context_mean: np.ndarray  # ISL + OSL/2, the convention of Dynamo's planner
 
@@ -49,6 +52,7 @@ class Lengths:
         hit = np.asarray(hit_rate, dtype=float)
         share = 1.0 - hit
         mean = queueing.lognormal_mean(p50, sigma)
+        second = (share * p50) ** 2 * np.exp(2.0 * sigma * sigma)
         out_mean = queueing.lognormal_mean(output_p50, output_sigma)
         return cls(
             prompt_p50=p50,
@@ -60,7 +64,8 @@ class Lengths:
             prompt_p99=queueing.lognormal_p99(p50, sigma),
             uncached_share=share,
             uncached_mean=mean * share,
-            uncached_second_moment=(share * p50) ** 2 * np.exp(2.0 * sigma * sigma),
+            uncached_second_moment=second,
+            uncached_size_biased=second / np.maximum(mean * share, 1e-9),
             output_mean=out_mean,
             decode_context_mean=mean + out_mean / 2.0,
         )

@@ -113,6 +113,7 @@ def _split_at(comps: tuple[Component, ...], threshold: float) -> Parts:
             uncached_share=np.asarray(1.0),
             uncached_mean=np.asarray(short_m1),
             uncached_second_moment=np.asarray(short_m2),
+            uncached_size_biased=np.asarray(short_m2) / np.maximum(np.asarray(short_m1), 1e-9),
         )
     return Parts(long_share=long_w, long=long, local=local)
 
