@@ -30,6 +30,15 @@ from functools import cache
 
 import numpy as np
 
+# The z grid and P(S' > T) on it live in `zgrid`; their names stay importable from here.
+from disagg_decider.calc.zgrid import Z_NODES as Z_NODES
+from disagg_decider.calc.zgrid import Z_WEIGHTS as Z_WEIGHTS
+from disagg_decider.calc.zgrid import NodeGrid, Row
+from disagg_decider.calc.zgrid import exceed_probability as exceed_probability
+from disagg_decider.calc.zgrid import normal_sf as normal_sf
+
+_NodeGrid = NodeGrid  # the name `p99_check` imports
+
 Z99 = 2.3263478740408408
 RHO_MAX = 0.95  # never plan a server hotter than this
 P99_TAIL = 0.01
@@ -38,18 +47,6 @@ BISECTIONS = 16  # load and time bisection steps: 2^-16 of the bracket
 # Gauss-Hermite (probabilists') nodes and weights for E[f(Z)], Z ~ N(0, 1).
 _GH_NODES, _GH_WEIGHTS = np.polynomial.hermite_e.hermegauss(7)
 _GH_WEIGHTS = _GH_WEIGHTS / _GH_WEIGHTS.sum()
-
-# An even grid of standard-normal quantiles for tails: the p99 of a sum needs the upper tail
-# resolved, which Gauss-Hermite's seven nodes are not. Trapezoid weights on the normal density.
-Z_NODES = np.linspace(-4.0, 4.5, 25)
-_Z_PDF = np.exp(-0.5 * Z_NODES**2)
-Z_WEIGHTS = _Z_PDF / _Z_PDF.sum()
-Z_NODES.setflags(write=False)
-Z_WEIGHTS.setflags(write=False)
-# Z_NODES[i + 1] - Z_NODES[i], the same subtraction done once (read per row in `_NodeGrid`).
-_Z_STEP = Z_NODES[1:] - Z_NODES[:-1]
-_Z_STEP.setflags(write=False)
-_SQRT2 = math.sqrt(2.0)
 
 
 def lognormal_nodes(p50, sigma) -> tuple[np.ndarray, np.ndarray]:
@@ -71,17 +68,6 @@ def lognormal_mean(p50, sigma):
 
 def lognormal_p99(p50, sigma):
     return np.asarray(p50, dtype=float) * np.exp(np.multiply(sigma, Z99))
-
-
-def normal_sf(z):
-    """P(Z > z) for a standard normal: erfc by Abramowitz & Stegun 7.1.26 (error < 1.5e-7)."""
-    x = np.abs(np.asarray(z, dtype=float)) / _SQRT2
-    t = 1.0 / (1.0 + 0.3275911 * x)
-    poly = t * (
-        0.254829592 + t * (-0.284496736 + t * (1.421413741 + t * (-1.453152027 + t * 1.061405429)))
-    )
-    half = 0.5 * poly * np.exp(-x * x)
-    return np.where(np.asarray(z) >= 0, half, 1.0 - half)
 
 
 def erlang_c_exact(servers, offered):
@@ -216,48 +202,6 @@ def wait_p99_ms(rate_per_ms, servers, mean_service_ms, scv):
 # --- the p99 of wait + service-side time ----------------------------------------------------
 
 
-def exceed_probability(nodes_ms, target_ms):
-    """P(S' > T) for S' given at `Z_NODES` quantiles (last axis, increasing along it).
-
-    The quantile of T is interpolated between nodes, so the answer is smooth in T.
-    """
-    s = np.asarray(nodes_ms, dtype=float)
-    t = np.asarray(target_ms, dtype=float)
-    shape = np.broadcast_shapes(s.shape[:-1], t.shape)
-    with np.errstate(divide="ignore", invalid="ignore"):
-        return _NodeGrid(s, shape).exceed(np.broadcast_to(t, shape).reshape(-1))
-
-
-class _NodeGrid:
-    """S' at the `Z_NODES` quantiles as flat rows, for reading P(S' > T) at many T.
-
-    `p99_of_sum_ms` asks at 16 targets per call: the rows are laid out once. `exceed` takes
-    the targets flat (one per row) and runs under the caller's `np.errstate` (divide and
-    invalid ignored): entering it costs as much as a small array operation.
-    """
-
-    def __init__(self, s: np.ndarray, shape: tuple[int, ...]) -> None:
-        k = s.shape[-1]
-        self.shape, self.k = shape, k
-        self.s = np.ascontiguousarray(np.broadcast_to(s, (*shape, k)).reshape(-1, k))
-        # Row starts in the flat copy: `take` on flat indices reads the bracketing nodes
-        # faster than 2-D fancy indexing (the same elements).
-        self.flat = self.s.reshape(-1)
-        self.row_start = np.arange(self.s.shape[0]) * k
-        self.first, self.last = self.s[:, 0], self.s[:, -1]
-
-    def exceed(self, t: np.ndarray) -> np.ndarray:
-        s, k = self.s, self.k
-        hi = np.minimum(np.maximum(np.add.reduce(s <= t[:, None], axis=-1), 1), k - 1)
-        lo = hi - 1
-        at = self.row_start + lo
-        s0, s1 = self.flat.take(at), self.flat.take(at + 1)
-        frac = np.where(s1 > s0, (t - s0) / (s1 - s0), 1.0)
-        z = Z_NODES.take(lo) + np.minimum(np.maximum(frac, 0.0), 1.0) * _Z_STEP.take(lo)
-        z = np.where(t < self.first, -np.inf, np.where(t >= self.last, np.inf, z))
-        return normal_sf(z).reshape(self.shape)
-
-
 def sum_exceed_probability(c_wait, theta, nodes_ms, target_ms, over_ms=None):
     """P(W + S' > T): W the pooled wait (C, theta), S' at `Z_NODES` quantiles (last axis).
 
@@ -301,8 +245,12 @@ def p99_of_sum_ms(rate_per_ms, servers, mean_service_ms, scv, nodes_ms):
         w995 = np.where(theta > 0, np.log(np.maximum(c_wait / 0.005, 1.0)) / theta, np.inf)
     hi = np.broadcast_to(node_quantile(s, 0.005), shape) + w995
     hi = np.where(np.isfinite(hi), hi, lo)
+    if hi.size == 1 and s.size == s.shape[-1]:
+        row = Row.of(s.reshape(-1))
+        if row is not None:
+            return np.full(shape, _p99_of_one(row, s.reshape(-1), c_wait, theta, lo, hi))
     # sum_exceed_probability at each midpoint, with the node rows and -theta laid out once.
-    grid = _NodeGrid(s, shape)
+    grid = NodeGrid(s, shape)
     neg_theta = -np.asarray(theta, dtype=float)[..., None]
     no_wait = 1.0 - c_wait
     with np.errstate(divide="ignore", invalid="ignore"):
@@ -313,6 +261,35 @@ def p99_of_sum_ms(rate_per_ms, servers, mean_service_ms, scv, nodes_ms):
             over = no_wait * over_ms + c_wait * tail_wait > P99_TAIL
             lo, hi = np.where(over, mid, lo), np.where(over, hi, mid)
     return np.where(theta > 0, hi, np.inf)
+
+
+def _p99_of_one(row: Row, s: np.ndarray, c_wait, theta, lo, hi) -> float:
+    """`p99_of_sum_ms`'s bisection for one entry (its bracket given), in plain floats.
+
+    A single pool's p99 is asked for often; on one entry numpy's fixed cost per call was
+    nearly all the work. Every step is the array loop's on that entry: the same IEEE
+    operations in the same order, the tail sum still one `np.exp` and one `np.add.reduce`
+    over the 25 nodes (`Row.exceed` says why P(S' > T) is the same), so the same bits.
+    """
+    theta, c_wait = float(np.ravel(theta)[0]), float(np.ravel(c_wait)[0])
+    if not theta > 0:
+        return math.inf
+    lo, hi = float(np.ravel(lo)[0]), float(np.ravel(hi)[0])
+    neg_theta, no_wait = -theta, 1.0 - c_wait
+    gap = np.empty_like(s)
+    for _ in range(BISECTIONS):
+        mid = (lo + hi) / 2.0
+        np.subtract(mid, s, out=gap)
+        np.maximum(gap, 0.0, out=gap)
+        np.multiply(neg_theta, gap, out=gap)
+        np.exp(gap, out=gap)
+        np.multiply(gap, Z_WEIGHTS, out=gap)
+        tail_wait = float(np.add.reduce(gap))
+        if no_wait * row.exceed(mid) + c_wait * tail_wait > P99_TAIL:
+            lo = mid
+        else:
+            hi = mid
+    return hi
 
 
 def node_quantile(nodes_ms, tail):
@@ -356,12 +333,21 @@ def max_rate_per_ms(servers, mean_service_ms, scv, nodes_ms, target_ms, rho_max=
     over = np.broadcast_to(exceed_probability(nodes_ms, target_ms), shape)
     capacity = c / mean  # per ms
     test = _LoadTest(c, mean, scv, nodes_ms, target_ms, over, shape)
+    few = _FewEntries.of(test)
     with np.errstate(divide="ignore", invalid="ignore"):
-        top_ok = ~test.misses(np.full(test.size, float(rho_max)))
+        if few is not None:
+            top_ok = ~np.array(few.misses([float(rho_max)] * test.size), dtype=bool)
+        else:
+            top_ok = ~test.misses(np.full(test.size, float(rho_max)))
         todo = ~top_ok & ~(test.over > P99_TAIL)
         lo = np.zeros(test.size)
         if todo.any():
-            lo[todo] = _bisect_load(test.subset(todo), float(rho_max))
+            subset = test.subset(todo)
+            few = _FewEntries.of(subset)
+            if few is not None:
+                lo[todo] = few.bisect(float(rho_max))
+            else:
+                lo[todo] = _bisect_load(subset, float(rho_max))
     rho = np.where(top_ok.reshape(shape), rho_max, lo.reshape(shape))
     return np.where(over > P99_TAIL, 0.0, rho * capacity)
 
@@ -400,8 +386,10 @@ class _LoadTest:
         self.scv_half = flat((1.0 + scv) / 2.0)  # variability's two terms without the load
         self.scv_pull = flat(np.maximum(1.0 - scv, 0.0) / 2.0)
         self.row_base = flat(c_full.astype(np.int64) * (_RHO_STEPS + 1))
-        self.gap_ms = np.broadcast_to(gap_ms, (*shape, gap_ms.shape[-1])).reshape(
-            -1, gap_ms.shape[-1]
+        # -(T - S')+: theta (-gap) is -(theta gap) rounded, bit for bit the same as
+        # (-theta) gap (round to nearest is symmetric in sign), one negation fewer per test.
+        self.neg_gap_ms = np.negative(
+            np.broadcast_to(gap_ms, (*shape, gap_ms.shape[-1])).reshape(-1, gap_ms.shape[-1])
         )
 
     @property
@@ -413,7 +401,7 @@ class _LoadTest:
         out.table, out.table_step = self.table, self.table_step
         for name in ("c", "mean", "over", "capacity", "scv_half", "scv_pull", "row_base"):
             setattr(out, name, getattr(self, name)[mask])
-        out.gap_ms = self.gap_ms[mask]
+        out.neg_gap_ms = self.neg_gap_ms[mask]
         return out
 
     def misses(self, rho: np.ndarray) -> np.ndarray:
@@ -425,9 +413,86 @@ class _LoadTest:
         lo = np.minimum(x.astype(np.int64), _RHO_STEPS - 1)
         frac = x - lo
         base = self.row_base + lo
-        wait = np.where(a < c, self.table[base] + frac * self.table_step[base], 1.0)
+        wait = np.where(a < c, self.table.take(base) + frac * self.table_step.take(base), 1.0)
         light = 1.0 - np.sqrt(np.minimum(np.maximum(wait / 0.1, 0.0), 1.0))
         theta = c * (1.0 - load) / (mean * (self.scv_half + self.scv_pull * light))
         theta = np.where(load < 1.0, theta, 0.0)
-        tail_wait = _weighted_exp_sum(-theta[..., None] * self.gap_ms)
+        tail_wait = _weighted_exp_sum(theta[..., None] * self.neg_gap_ms)
         return (1.0 - wait) * self.over + wait * tail_wait > P99_TAIL
+
+
+FEW_ENTRIES = 12  # up to this many entries, `_FewEntries` tests them in plain floats
+
+
+class _FewEntries:
+    """`_LoadTest.misses` and `_bisect_load` for a few entries, in plain floats.
+
+    Single pools are sized one at a time (a prefill pool's one-replica rate, a chosen size
+    priced again): the bisection then runs 17 tests on one or two entries, where each of the
+    test's ~40 numpy calls cost far more than the arithmetic. Every entry goes through
+    `misses`' IEEE operations in the same order (+, -, *, /, sqrt, the clamps and comparisons
+    round the same in Python as in numpy; the Erlang table is read at the same index; the
+    truncation to the load step is the same); the tail sum over the 25 nodes is still numpy's
+    exp and pairwise sum on the same rows. Only for entries whose every input is finite with
+    c, mean > 0 (`of` checks), where the load is finite and every test is well defined.
+    """
+
+    __slots__ = ("base", "c", "capacity", "half", "mean", "over", "pull", "test")
+
+    def __init__(self, test: _LoadTest) -> None:
+        self.test = test
+        self.c, self.mean = test.c.tolist(), test.mean.tolist()
+        self.capacity, self.over = test.capacity.tolist(), test.over.tolist()
+        self.half, self.pull = test.scv_half.tolist(), test.scv_pull.tolist()
+        self.base = test.row_base.tolist()
+
+    @staticmethod
+    def of(test: _LoadTest) -> _FewEntries | None:
+        if not 0 < test.size <= FEW_ENTRIES:
+            return None
+        values = np.concatenate(
+            (test.c, test.mean, test.capacity, test.over, test.scv_half, test.scv_pull)
+        )
+        if not (np.isfinite(values).all() and (test.c > 0).all() and (test.mean > 0).all()):
+            return None
+        return _FewEntries(test)
+
+    def misses(self, rhos: list[float]) -> list[bool]:
+        table, table_step = self.test.table, self.test.table_step
+        waits, thetas = [], []
+        for rho, c, mean, capacity, half, pull, base in zip(
+            rhos, self.c, self.mean, self.capacity, self.half, self.pull, self.base, strict=True
+        ):
+            a = rho * capacity * mean
+            load = a / c
+            x = min(max(load, 0.0), 1.0) * _RHO_STEPS
+            lo = min(int(x), _RHO_STEPS - 1)
+            frac = x - lo
+            wait = float(table[base + lo]) + frac * float(table_step[base + lo]) if a < c else 1.0
+            light = 1.0 - math.sqrt(min(max(wait / 0.1, 0.0), 1.0))
+            theta = 0.0
+            if load < 1.0:
+                scale = mean * (half + pull * light)
+                top = c * (1.0 - load)
+                theta = top / scale if scale != 0 else math.copysign(math.inf, scale)
+            waits.append(wait)
+            thetas.append(theta)
+        exponent = np.array(thetas)[:, None] * self.test.neg_gap_ms
+        tail_wait = _weighted_exp_sum(exponent).tolist()
+        return [
+            (1.0 - wait) * over + wait * tail > P99_TAIL
+            for wait, over, tail in zip(waits, self.over, tail_wait, strict=True)
+        ]
+
+    def bisect(self, rho_max: float) -> np.ndarray:
+        """`_bisect_load` on these entries."""
+        n = len(self.c)
+        lo, hi = [0.0] * n, [rho_max] * n
+        for _ in range(BISECTIONS):
+            mid = [(a + b) / 2.0 for a, b in zip(lo, hi, strict=True)]
+            for i, bad in enumerate(self.misses(mid)):
+                if bad:
+                    hi[i] = mid[i]
+                else:
+                    lo[i] = mid[i]
+        return np.array(lo)

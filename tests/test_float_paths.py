@@ -1,0 +1,113 @@
+"""The plain-float paths of the queueing primitives give the array paths' bits.
+
+A single pool's p99 and load bisections run in plain floats (`zgrid.Row`, `queueing._p99_of_one`,
+`queueing._FewEntries`); the array code stays the reference. Each test feeds both the same
+entries, including the edges (saturated pools, targets below the first node or past the last,
+flat node segments, loads at the Erlang table's ends), and compares bit for bit.
+"""
+
+import numpy as np
+
+from disagg_decider.calc import queueing, zgrid
+
+
+def _nodes(rng, n):
+    base = rng.uniform(5.0, 500.0, n)[:, None]
+    nodes = base * np.exp(rng.uniform(0.0, 1.2, n)[:, None] * zgrid.Z_NODES)
+    flat = rng.random(n) < 0.2  # some rows with runs of equal nodes (a capped service time)
+    nodes[flat] = np.minimum(nodes[flat], np.median(nodes[flat], axis=-1, keepdims=True))
+    return nodes
+
+
+def _bits(a) -> bytes:
+    return np.ascontiguousarray(a, dtype=float).tobytes()
+
+
+def test_normal_sf_of_one_float_is_the_arrays():
+    z = np.concatenate([np.random.default_rng(0).uniform(-9.0, 9.0, 5000), [0.0, -0.0, 4.5]])
+    expected = zgrid.normal_sf(z)
+    got = np.array([zgrid.normal_sf_float(v) for v in z.tolist()])
+    assert _bits(got) == _bits(expected)
+
+
+def test_one_row_exceed_is_the_grids():
+    rng = np.random.default_rng(1)
+    nodes = _nodes(rng, 300)
+    span = nodes[:, -1] - nodes[:, 0]
+    checked = 0
+    for k in range(4):
+        # Targets below the first node, past the last, on nodes exactly, and in between.
+        targets = nodes[:, 0] + span * rng.uniform(-0.2, 1.2, len(nodes))
+        if k == 1:
+            targets = nodes[np.arange(len(nodes)), rng.integers(0, 25, len(nodes))]
+        with np.errstate(divide="ignore", invalid="ignore"):
+            expected = zgrid.NodeGrid(nodes, (len(nodes),)).exceed(targets)
+        for row, t, want in zip(nodes, targets.tolist(), expected.tolist(), strict=True):
+            one = zgrid.Row.of(row)
+            assert one is not None
+            assert _bits(one.exceed(t)) == _bits(want)
+            checked += 1
+    assert checked == 1200
+    assert zgrid.Row.of(np.array([1.0, np.nan] + [2.0] * 23)) is None  # not finite: the grid
+    assert zgrid.Row.of(np.linspace(2.0, 1.0, 25)) is None  # not ascending: the grid
+
+
+def _pools(seed, n):
+    rng = np.random.default_rng(seed)
+    servers = rng.integers(1, 9, n).astype(float)
+    mean_ms = rng.uniform(5.0, 200.0, n)
+    rho = rng.uniform(0.0, 1.1, n)  # some idle, some saturated (p99 infinite)
+    scv = rng.uniform(0.0, 3.0, n)
+    return rho * servers / mean_ms, servers, mean_ms, scv, _nodes(rng, n)
+
+
+def test_p99_of_one_entry_is_the_arrays():
+    rate, servers, mean_ms, scv, nodes = _pools(2, 200)
+    expected = queueing.p99_of_sum_ms(rate, servers, mean_ms, scv, nodes)  # the array loop
+    assert np.isinf(expected).any() and np.isfinite(expected).any()
+    for i in range(len(rate)):
+        one = queueing.p99_of_sum_ms(rate[i], servers[i], mean_ms[i], scv[i], nodes[i])
+        assert one.shape == ()
+        assert _bits(one) == _bits(expected[i])
+        # A one-entry column (shape (1,)) takes the same path and keeps its shape.
+        col = queueing.p99_of_sum_ms(rate[i : i + 1], servers[i], mean_ms[i], scv[i], nodes[i])
+        assert col.shape == (1,) and _bits(col) == _bits(expected[i])
+
+
+def test_load_bisection_of_a_few_entries_is_the_arrays():
+    rng = np.random.default_rng(3)
+    _, servers, mean_ms, scv, nodes = _pools(3, 400)
+    # Targets from below the idle p99 (rate 0) to far above it (capped at the top load).
+    target = nodes[:, 0] + (nodes[:, -1] - nodes[:, 0]) * rng.uniform(-0.1, 3.0, len(nodes))
+    expected = queueing.max_rate_per_ms(servers, mean_ms, scv, nodes, target)
+    assert len(expected) > queueing.FEW_ENTRIES  # the array path
+    assert (expected == 0).any() and (expected > 0).any()
+    top = expected == queueing.RHO_MAX * servers / mean_ms
+    assert top.any() and (~top & (expected > 0)).any()  # capped and bisected entries both
+    for size in range(1, queueing.FEW_ENTRIES + 1):
+        for start in range(0, len(servers) - size, size):
+            part = slice(start, start + size)
+            got = queueing.max_rate_per_ms(
+                servers[part], mean_ms[part], scv[part], nodes[part], target[part]
+            )
+            assert _bits(got) == _bits(expected[part])
+    one = queueing.max_rate_per_ms(servers[0], mean_ms[0], scv[0], nodes[0], target[0])
+    assert one.shape == () and _bits(one) == _bits(expected[0])
+
+
+def test_few_entries_test_each_load_as_the_arrays():
+    _, servers, mean_ms, scv, nodes = _pools(4, 64)
+    target = nodes[:, 12] * 2.0
+    over = queueing.exceed_probability(nodes, target)
+    test = queueing._LoadTest(servers, mean_ms, scv, nodes, target, over, (64,))
+    # Loads across the Erlang table, its ends and past saturation.
+    for rho in (0.0, 1e-9, 0.3, 0.7, 0.95, 0.999, 1.0, 1.2):
+        with np.errstate(divide="ignore", invalid="ignore"):
+            expected = test.misses(np.full(64, rho))
+        for start in range(0, 64, 4):
+            few = queueing._FewEntries.of(test.subset(np.arange(64) // 4 == start // 4))
+            assert few is not None
+            assert few.misses([rho] * 4) == expected[start : start + 4].tolist()
+    bad = test.subset(np.arange(64) < 2)
+    bad.c = np.array([0.0, 1.0])  # no servers: not a well-defined float test, the arrays
+    assert queueing._FewEntries.of(bad) is None
