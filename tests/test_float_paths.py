@@ -48,6 +48,20 @@ def test_one_row_exceed_is_the_grids():
             assert _bits(one.exceed(t)) == _bits(want)
             checked += 1
     assert checked == 1200
+    # A grid of a few rows reads them one by one; the same bits as the big grid's rows.
+    with np.errstate(divide="ignore", invalid="ignore"):
+        expected = zgrid.NodeGrid(nodes, (len(nodes),)).exceed(targets)
+        for size in range(1, zgrid.FEW_ROWS + 1):
+            few = zgrid.NodeGrid(nodes[:size], (size,))
+            assert few.rows is not None
+            assert _bits(few.exceed(targets[:size])) == _bits(expected[:size])
+            # Targets that are not finite go to the array code: the same answers there.
+            odd = targets[:size].copy()
+            odd[0] = [np.inf, -np.inf, np.nan][size % 3]
+            reference = zgrid.NodeGrid(nodes[: zgrid.FEW_ROWS + 1], (zgrid.FEW_ROWS + 1,))
+            assert reference.rows is None
+            padded = np.concatenate([odd, targets[size : zgrid.FEW_ROWS + 1]])
+            assert _bits(few.exceed(odd)) == _bits(reference.exceed(padded)[:size])
     assert zgrid.Row.of(np.array([1.0, np.nan] + [2.0] * 23)) is None  # not finite: the grid
     assert zgrid.Row.of(np.linspace(2.0, 1.0, 25)) is None  # not ascending: the grid
 

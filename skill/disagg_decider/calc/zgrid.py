@@ -16,7 +16,6 @@ last bit can differ from `math.exp`'s).
 from __future__ import annotations
 
 import bisect
-import itertools
 import math
 
 import numpy as np
@@ -87,8 +86,18 @@ class NodeGrid:
         self.flat = self.s.reshape(-1)
         self.row_start = np.arange(self.s.shape[0]) * k
         self.first, self.last = self.s[:, 0], self.s[:, -1]
+        # A few rows are read one by one in plain floats (`Row`), where numpy's cost per
+        # call would be most of the work; None when any row needs the array code.
+        self.rows: list[Row] | None = None
+        if self.s.shape[0] <= FEW_ROWS and k == len(_Z_LIST) and _finite_ascending(self.s):
+            self.rows = [Row(row) for row in self.s.tolist()]
 
     def exceed(self, t: np.ndarray) -> np.ndarray:
+        if self.rows is not None:
+            targets = t.tolist()
+            if all(map(math.isfinite, targets)):
+                out = [row.exceed(x) for row, x in zip(self.rows, targets, strict=True)]
+                return np.array(out).reshape(self.shape)
         s, k = self.s, self.k
         hi = np.minimum(np.maximum(np.add.reduce(s <= t[:, None], axis=-1), 1), k - 1)
         lo = hi - 1
@@ -98,6 +107,14 @@ class NodeGrid:
         z = Z_NODES.take(lo) + np.minimum(np.maximum(frac, 0.0), 1.0) * Z_STEP.take(lo)
         z = np.where(t < self.first, -np.inf, np.where(t >= self.last, np.inf, z))
         return normal_sf(z).reshape(self.shape)
+
+
+def _finite_ascending(s: np.ndarray) -> bool:
+    """Every value finite and each row ascending along the last axis (what `Row` needs)."""
+    return bool(np.isfinite(s).all()) and not bool((s[..., 1:] < s[..., :-1]).any())
+
+
+FEW_ROWS = 12  # up to this many rows, `NodeGrid.exceed` reads them one by one (`Row`)
 
 
 class Row:
@@ -118,15 +135,12 @@ class Row:
     @staticmethod
     def of(nodes: np.ndarray) -> Row | None:
         """The row as floats, or None where it is not finite and ascending (use the grid)."""
-        values = nodes.tolist()
-        if len(values) != len(_Z_LIST) or not all(map(math.isfinite, values)):
+        if nodes.shape != Z_NODES.shape or not _finite_ascending(nodes):
             return None
-        if any(b < a for a, b in itertools.pairwise(values)):
-            return None
-        return Row(values)
+        return Row(nodes.tolist())
 
     def exceed(self, t: float) -> float:
-        """P(S' > t), t a finite float."""
+        """P(S' > t), t a finite float (at nan the grid's bracket would differ)."""
         if t < self.first:
             return 1.0
         if t >= self.last:
