@@ -18,3 +18,24 @@ def sorted_unique(values) -> np.ndarray:
     keep[0] = True
     np.not_equal(ordered[1:], ordered[:-1], out=keep[1:])
     return ordered[keep]
+
+
+def broadcast(a, shape: tuple[int, ...]) -> np.ndarray:
+    """The elements `np.broadcast_to(a, shape)` gives, for reading only, without its cost.
+
+    `np.broadcast_to` builds an iterator in Python (about 2 us a call, thousands of calls a
+    decision on arrays of a dozen elements). Here `a` is returned as is where it already has
+    the shape, else copied into a fresh array of it (the same values; not broadcastable
+    raises as `np.broadcast_to` does).
+    """
+    a = np.asarray(a)
+    if a.shape == shape:
+        return a
+    out = np.empty(shape, dtype=a.dtype)
+    out[...] = a
+    return out
+
+
+def broadcast_flat(a, shape: tuple[int, ...]) -> np.ndarray:
+    """`np.broadcast_to(a, shape).reshape(-1)`, by `broadcast`: for reading only."""
+    return broadcast(a, shape).reshape(-1)

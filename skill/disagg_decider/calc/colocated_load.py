@@ -13,6 +13,7 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
+from disagg_decider.calc.arrays import broadcast
 from disagg_decider.calc.colocated import (
     ColocatedGrid,
     Lines,
@@ -75,7 +76,7 @@ def _on_curve(at: Lines, rate_per_s, grid) -> _OnCurve:
     batches = batch_grid(at.engine.eff.max_decode_batch)
     g = evaluate(at, batches) if grid is None else grid
     shape = (len(rate_per_s), batches.size)
-    rates = np.broadcast_to(g.rate_per_s, shape)
+    rates = broadcast(g.rate_per_s, shape)
     # Only the rising run of the grid is a load curve: past it (a batch as large as the chunk
     # leaves no room for prompts) the rate formula stops meaning anything, and a load must never
     # be placed there. Points past the run read as infinitely far.
@@ -84,16 +85,16 @@ def _on_curve(at: Lines, rate_per_s, grid) -> _OnCurve:
             (np.diff(rates, axis=1, prepend=-np.inf) > 0) & (rates > 0), axis=1
         )
     curve = np.where(rising, rates, np.inf)
-    index = np.broadcast_to(np.arange(batches.size, dtype=float), shape)
+    index = broadcast(np.arange(batches.size, dtype=float), shape)
     at_index = interp_rows(rate_per_s, curve, index)
-    batch = np.maximum(value_at(np.broadcast_to(batches, shape), at_index), 1.0)
-    tpot = value_at(np.broadcast_to(g.tpot_p99_ms, shape), at_index)
+    batch = np.maximum(value_at(broadcast(batches, shape), at_index), 1.0)
+    tpot = value_at(broadcast(g.tpot_p99_ms, shape), at_index)
     first = curve[:, 0]
     with np.errstate(divide="ignore", invalid="ignore"):
         share = np.clip(np.where(first > 0, rate_per_s / first, 1.0), 0.0, 1.0)
     low = rate_per_s < first
-    idle_ttft = np.broadcast_to(g.idle_ttft_ms, shape)[:, 0]
-    idle_tpot = np.broadcast_to(g.idle_tpot_ms, shape)[:, 0]
+    idle_ttft = broadcast(g.idle_ttft_ms, shape)[:, 0]
+    idle_tpot = broadcast(g.idle_tpot_ms, shape)[:, 0]
     with np.errstate(invalid="ignore"):
         tpot = np.where(low, idle_tpot + share * (tpot - idle_tpot), tpot)
     return _OnCurve(at=at, batch=batch, tpot=tpot, low=low, share=share, idle_ttft=idle_ttft)
@@ -108,7 +109,7 @@ def _meet_targets(at: Lines, rate_per_s, grid) -> np.ndarray:
     """
     on = _on_curve(at, rate_per_s, grid)
     n = len(rate_per_s)
-    ttft_limit = np.broadcast_to(np.ravel(at.ttft_ms) * (1 + 1e-9), (n,))
+    ttft_limit = broadcast(np.ravel(at.ttft_ms) * (1 + 1e-9), (n,))
 
     def within(ttft: np.ndarray, rows: np.ndarray) -> np.ndarray:
         return on.toward_idle(ttft, rows) <= ttft_limit[rows]

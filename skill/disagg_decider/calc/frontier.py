@@ -18,6 +18,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from disagg_decider.calc.arrays import broadcast
+
 
 def boundary_index(slack: np.ndarray) -> np.ndarray:
     """Fractional index along the last axis where slack crosses zero; -1 when none is >= 0."""
@@ -46,7 +48,7 @@ def value_at(values: np.ndarray, index: np.ndarray) -> np.ndarray:
 def pick(values: np.ndarray, index: np.ndarray) -> np.ndarray:
     """values[..., index[...]]: one element of the last axis per leading position."""
     if values.shape[:-1] != np.shape(index):
-        values = np.broadcast_to(values, (*np.shape(index), values.shape[-1]))
+        values = broadcast(values, (*np.shape(index), values.shape[-1]))
     flat = values.reshape(-1, values.shape[-1])
     return flat[np.arange(flat.shape[0]), np.ravel(index)].reshape(np.shape(index))
 
@@ -92,13 +94,13 @@ def littles_law_rows(
     capacity reports the TPOT its capacity was sized for, never a little more. Outside the
     grid the end values hold.
     """
-    b = np.broadcast_to(batches, steps.shape)
+    b = broadcast(batches, steps.shape)
     carried = b / (per_step * steps)
     k = steps.shape[-1]
     hi = np.clip((carried <= rate[:, None]).sum(axis=-1), 1, k - 1)
     lo = hi - 1
     b0, b1, s0, s1 = pick(b, lo), pick(b, hi), pick(steps, lo), pick(steps, hi)
-    scale = np.ravel(np.broadcast_to(per_step, (len(rate), 1)))
+    scale = np.ravel(broadcast(per_step, (len(rate), 1)))
     with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
         # rate * scale * (s0 + f (s1 - s0)) = b0 + f (b1 - b0)
         frac = (rate * scale * s0 - b0) / ((b1 - b0) - rate * scale * (s1 - s0))

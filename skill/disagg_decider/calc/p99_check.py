@@ -21,6 +21,7 @@ from collections.abc import Callable
 
 import numpy as np
 
+from disagg_decider.calc.arrays import broadcast, broadcast_flat
 from disagg_decider.calc.queueing import (
     BISECTIONS,
     P99_TAIL,
@@ -49,7 +50,7 @@ def p99_of_sum_within(rate_per_ms, servers, mean_service_ms, scv, nodes_ms, with
     k = s.shape[-1]
 
     def flat(a) -> np.ndarray:
-        return np.broadcast_to(a, shape).reshape(-1)
+        return broadcast_flat(a, shape)
 
     c_wait, theta = flat(c_wait), flat(theta)
     # The bracket exactly as `p99_of_sum_ms` starts it.
@@ -67,7 +68,7 @@ def p99_of_sum_within(rate_per_ms, servers, mean_service_ms, scv, nodes_ms, with
     rows = np.flatnonzero(live)
     if not rows.size:
         return ok
-    s_rows = np.broadcast_to(s, (*shape, k)).reshape(-1, k)[rows]
+    s_rows = broadcast(s, (*shape, k)).reshape(-1, k)[rows]
     lo, hi, c_wait = lo[rows], hi[rows], c_wait[rows]
     neg_theta = -theta[rows][:, None]
     grid = _NodeGrid(s_rows, (rows.size,))

@@ -30,6 +30,8 @@ from functools import cache
 
 import numpy as np
 
+from disagg_decider.calc.arrays import broadcast, broadcast_flat
+
 # The z grid and P(S' > T) on it live in `zgrid`; their names stay importable from here.
 from disagg_decider.calc.zgrid import Z_NODES as Z_NODES
 from disagg_decider.calc.zgrid import Z_WEIGHTS as Z_WEIGHTS
@@ -238,12 +240,12 @@ def p99_of_sum_ms(rate_per_ms, servers, mean_service_ms, scv, nodes_ms):
     c_wait, theta = wait_tail(rate_per_ms, servers, mean_service_ms, scv)
     s = np.asarray(nodes_ms, dtype=float)
     shape = np.broadcast_shapes(np.shape(c_wait), s.shape[:-1])
-    c_wait, theta = np.broadcast_to(c_wait, shape), np.broadcast_to(theta, shape)
+    c_wait, theta = broadcast(c_wait, shape), broadcast(theta, shape)
     # P(S' > s99) = 1% bounds it below; the 0.5% quantiles of each term bound it above.
-    lo = np.broadcast_to(node_quantile(s, P99_TAIL), shape).copy()
+    lo = broadcast(node_quantile(s, P99_TAIL), shape).copy()
     with np.errstate(divide="ignore", invalid="ignore"):
         w995 = np.where(theta > 0, np.log(np.maximum(c_wait / 0.005, 1.0)) / theta, np.inf)
-    hi = np.broadcast_to(node_quantile(s, 0.005), shape) + w995
+    hi = broadcast(node_quantile(s, 0.005), shape) + w995
     hi = np.where(np.isfinite(hi), hi, lo)
     if hi.size == 1 and s.size == s.shape[-1]:
         row = Row.of(s.reshape(-1))
@@ -330,7 +332,7 @@ def max_rate_per_ms(servers, mean_service_ms, scv, nodes_ms, target_ms, rho_max=
     shape = np.broadcast_shapes(
         c.shape, mean.shape, np.shape(scv), np.shape(target_ms), np.shape(nodes_ms)[:-1]
     )
-    over = np.broadcast_to(exceed_probability(nodes_ms, target_ms), shape)
+    over = broadcast(exceed_probability(nodes_ms, target_ms), shape)
     capacity = c / mean  # per ms
     test = _LoadTest(c, mean, scv, nodes_ms, target_ms, over, shape)
     few = _FewEntries.of(test)
@@ -372,10 +374,10 @@ class _LoadTest:
 
     def __init__(self, c, mean, scv, nodes_ms, target_ms, over, shape) -> None:
         def flat(a) -> np.ndarray:
-            return np.broadcast_to(a, shape).reshape(-1)
+            return broadcast_flat(a, shape)
 
         scv = np.asarray(scv, dtype=float)
-        c_full = np.broadcast_to(c, shape)
+        c_full = broadcast(c, shape)
         top = int(np.max(c_full)) if c_full.size else 0
         t = np.asarray(target_ms, dtype=float)[..., None]
         gap_ms = np.maximum(t - nodes_ms, 0.0)  # (T - S')+ at each node
@@ -389,7 +391,7 @@ class _LoadTest:
         # -(T - S')+: theta (-gap) is -(theta gap) rounded, bit for bit the same as
         # (-theta) gap (round to nearest is symmetric in sign), one negation fewer per test.
         self.neg_gap_ms = np.negative(
-            np.broadcast_to(gap_ms, (*shape, gap_ms.shape[-1])).reshape(-1, gap_ms.shape[-1])
+            broadcast(gap_ms, (*shape, gap_ms.shape[-1])).reshape(-1, gap_ms.shape[-1])
         )
 
     @property

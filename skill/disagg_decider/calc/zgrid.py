@@ -20,6 +20,8 @@ import math
 
 import numpy as np
 
+from disagg_decider.calc.arrays import broadcast, broadcast_flat
+
 # An even grid of standard-normal quantiles for tails; trapezoid weights on the normal density.
 Z_NODES = np.linspace(-4.0, 4.5, 25)
 _Z_PDF = np.exp(-0.5 * Z_NODES**2)
@@ -66,7 +68,7 @@ def exceed_probability(nodes_ms, target_ms):
     t = np.asarray(target_ms, dtype=float)
     shape = np.broadcast_shapes(s.shape[:-1], t.shape)
     with np.errstate(divide="ignore", invalid="ignore"):
-        return NodeGrid(s, shape).exceed(np.broadcast_to(t, shape).reshape(-1))
+        return NodeGrid(s, shape).exceed(broadcast_flat(t, shape))
 
 
 class NodeGrid:
@@ -80,7 +82,7 @@ class NodeGrid:
     def __init__(self, s: np.ndarray, shape: tuple[int, ...]) -> None:
         k = s.shape[-1]
         self.shape, self.k = shape, k
-        self.s = np.ascontiguousarray(np.broadcast_to(s, (*shape, k)).reshape(-1, k))
+        self.s = np.ascontiguousarray(broadcast(s, (*shape, k)).reshape(-1, k))
         # Row starts in the flat copy: `take` on flat indices reads the bracketing nodes
         # faster than 2-D fancy indexing (the same elements).
         self.flat = self.s.reshape(-1)
