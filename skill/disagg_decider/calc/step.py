@@ -72,6 +72,16 @@ class Engine:
         return 1e3 / self.peak_flops
 
     @cached_property
+    def dense_weights_ms(self):
+        """HBM time of a dense model's weights per pass (every pass reads them all): the
+        same `(weight_bytes_read + extra_weight_bytes) * ms_per_byte` `PassTerms.ms` computed
+        on every call, done once per engine. None for a MoE model (experts touched vary)."""
+        if self.model.moe is not None:
+            return None
+        weights = arch.weight_bytes_read(self.model, self.weights_dtype, 0.0)
+        return (weights + self.extra_weight_bytes) * self.ms_per_byte
+
+    @cached_property
     def expert_parallel(self):
         return np.asarray(self.ep) > 1
 
@@ -186,17 +196,27 @@ class PassTerms:
         m, eff = e.model, e.eff
         b, c = decode_batch, prefill_tokens
         tokens = b + c
-        weights = arch.weight_bytes_read(m, e.weights_dtype, tokens) + e.extra_weight_bytes
-        weights_ms = weights * e.ms_per_byte
+        weights_ms = e.dense_weights_ms
+        if weights_ms is None:
+            weights = arch.weight_bytes_read(m, e.weights_dtype, tokens) + e.extra_weight_bytes
+            weights_ms = weights * e.ms_per_byte
         memory_ms = weights_ms + b * self.kv_read_ms_per_sequence
-        prefill_flops = c * e.linear_flops_per_token + arch.attention_flops(
-            m, c, self.prefill_context
-        )
         # Passes that carry prompt tokens run at prefill MFU, pure decode passes at decode MFU;
         # small passes reach less of it (short GEMMs are launch- and memory-bound).
-        mfu = np.where(c > 0, eff.prefill_mfu, eff.decode_mfu)
+        scalar_c = isinstance(c, (float, int))
+        if scalar_c:
+            mfu = eff.prefill_mfu if c > 0 else eff.decode_mfu
+        else:
+            mfu = np.where(c > 0, eff.prefill_mfu, eff.decode_mfu)
         mfu = mfu * tokens / (tokens + eff.saturation_tokens)
-        flops = b * self.decode_flops_per_sequence + prefill_flops
+        flops = b * self.decode_flops_per_sequence
+        if not (scalar_c and c == 0 and self.no_prefill_context):
+            # A pure decode pass with no prompt context adds exactly +0.0 here, which could
+            # only turn a -0.0 compute time into +0.0 under a positive memory time.
+            prefill_flops = c * e.linear_flops_per_token + arch.attention_flops(
+                m, c, self.prefill_context
+            )
+            flops = flops + prefill_flops
         compute_ms = (flops / mfu) * e.ms_per_flop
         # Two ring all-reduces of the hidden state per layer: per-token bandwidth here, their
         # latency in `fixed_ms`.
@@ -210,6 +230,12 @@ class PassTerms:
                 c > 0, nm_token * tokens + nm_fixed, ll_token * tokens + ll_fixed
             )
         return np.maximum(memory_ms, compute_ms) + comm_ms
+
+    @cached_property
+    def no_prefill_context(self) -> bool:
+        """The pass has no earlier prompt tokens (a pure decode pass's terms)."""
+        context = self.prefill_context
+        return context.ndim == 0 and bool(context == 0.0)
 
 
 def pass_terms(engine: Engine, decode_context, prefill_context) -> PassTerms:
