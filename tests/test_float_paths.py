@@ -125,3 +125,28 @@ def test_few_entries_test_each_load_as_the_arrays():
     bad = test.subset(np.arange(64) < 2)
     bad.c = np.array([0.0, 1.0])  # no servers: not a well-defined float test, the arrays
     assert queueing._FewEntries.of(bad) is None
+
+
+def test_p99_check_of_a_few_rows_is_the_arrays():
+    from disagg_decider.calc.p99_check import p99_of_sum_within
+
+    rate, servers, mean_ms, scv, nodes = _pools(5, 240)
+    p99 = queueing.p99_of_sum_ms(rate, servers, mean_ms, scv, nodes)  # the array loop
+    rng = np.random.default_rng(6)
+    limit = np.where(np.isfinite(p99), p99, 1e3) * rng.choice([0.5, 1.0, 1.000001, 2.0], 240)
+    expected = p99 <= limit
+    assert 0 < expected.sum() < expected.size
+    taken = 0
+    for size in (1, 2, 3, 5, 8, zgrid.FEW_ROWS):
+        for start in range(0, 240 - size, 7 * size):
+            part = slice(start, start + size)
+
+            def within(x, rows, limit=limit[part]):
+                return x <= limit[rows]
+
+            got = p99_of_sum_within(
+                rate[part], servers[part], mean_ms[part], scv[part], nodes[part], within
+            )
+            assert np.array_equal(got, expected[part])
+            taken += 1
+    assert taken > 50

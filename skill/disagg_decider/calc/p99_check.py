@@ -18,6 +18,7 @@ as in `p99_of_sum_ms`, so the answer is the one `within(p99_of_sum_ms(...))` giv
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -25,11 +26,11 @@ from disagg_decider.calc.arrays import broadcast, broadcast_flat
 from disagg_decider.calc.queueing import (
     BISECTIONS,
     P99_TAIL,
-    _NodeGrid,
     _weighted_exp_sum,
     node_quantile,
     wait_tail,
 )
+from disagg_decider.calc.zgrid import FEW_ROWS, NodeGrid, Row, finite_ascending
 
 CHECK_EVERY = 2  # bisection steps between checks: a check costs about half a step
 
@@ -71,12 +72,20 @@ def p99_of_sum_within(rate_per_ms, servers, mean_service_ms, scv, nodes_ms, with
     s_rows = broadcast(s, (*shape, k)).reshape(-1, k)[rows]
     lo, hi, c_wait = lo[rows], hi[rows], c_wait[rows]
     neg_theta = -theta[rows][:, None]
-    grid = _NodeGrid(s_rows, (rows.size,))
+    no_wait = 1.0 - c_wait  # the subtraction every step made, made once per row
+    grid: NodeGrid | None = None  # laid out for the rows left, when next needed
+    step = 0
     with np.errstate(divide="ignore", invalid="ignore"):
-        for step in range(1, BISECTIONS + 1):
+        while step < BISECTIONS:
+            if grid is None:
+                if rows.size <= FEW_ROWS and _in_floats(s_rows, lo, hi):
+                    rows_left = _Rows(rows, lo, hi, c_wait, no_wait, neg_theta, s_rows)
+                    return _finish_in_floats(rows_left, step, within, ok)
+                grid = NodeGrid(s_rows, (rows.size,))
+            step += 1
             mid = (lo + hi) / 2.0
             tail_wait = _weighted_exp_sum(neg_theta * np.maximum(mid[:, None] - s_rows, 0.0))
-            over = (1.0 - c_wait) * grid.exceed(mid) + c_wait * tail_wait > P99_TAIL
+            over = no_wait * grid.exceed(mid) + c_wait * tail_wait > P99_TAIL
             lo, hi = np.where(over, mid, lo), np.where(over, hi, mid)
             if step % CHECK_EVERY or step == BISECTIONS:
                 continue
@@ -90,7 +99,72 @@ def p99_of_sum_within(rate_per_ms, servers, mean_service_ms, scv, nodes_ms, with
             if not keep.any():
                 return ok
             rows, lo, hi, c_wait = rows[keep], lo[keep], hi[keep], c_wait[keep]
-            s_rows, neg_theta = s_rows[keep], neg_theta[keep]
-            grid = _NodeGrid(s_rows, (rows.size,))
+            s_rows, neg_theta, no_wait = s_rows[keep], neg_theta[keep], no_wait[keep]
+            grid = None
     ok[rows] = within(hi, rows)
+    return ok
+
+
+def _in_floats(s_rows: np.ndarray, lo: np.ndarray, hi: np.ndarray) -> bool:
+    """Whether `_finish_in_floats` may take these rows: finite ascending nodes (`zgrid.Row`)
+    and a finite bracket, so every midpoint is finite or +inf, where `Row.exceed` is the
+    grid's."""
+    return finite_ascending(s_rows) and bool(np.isfinite(lo).all() & np.isfinite(hi).all())
+
+
+@dataclass
+class _Rows:
+    """The rows still bisected, as the array loop holds them."""
+
+    rows: np.ndarray  # their flat entries
+    lo: np.ndarray
+    hi: np.ndarray
+    c_wait: np.ndarray
+    no_wait: np.ndarray
+    neg_theta: np.ndarray  # (n, 1)
+    s_rows: np.ndarray  # (n, 25)
+
+
+def _finish_in_floats(left: _Rows, steps_done: int, within: Within, ok: np.ndarray) -> np.ndarray:
+    """The array loop's remaining steps for a few rows, their scalar arithmetic in floats.
+
+    Each step is the array loop's on each row: the tail sum over the nodes still numpy's (the
+    same subtraction, clamp, product, exp and pairwise sum on the same rows), P(S' > mid) by
+    `zgrid.Row` (the grid's bits), then the same products, sum and comparison in floats; the
+    checks call `within` on the same brackets. So every row ends where the array loop ends it.
+    """
+    rows, s_rows, neg_theta = left.rows, left.s_rows, left.neg_theta
+    nodes = [Row(row) for row in s_rows.tolist()]
+    lo, hi = left.lo.tolist(), left.hi.tolist()
+    c_wait, no_wait = left.c_wait.tolist(), left.no_wait.tolist()
+    for step in range(steps_done + 1, BISECTIONS + 1):
+        mid = [(a + b) / 2.0 for a, b in zip(lo, hi, strict=True)]
+        gap = np.subtract(np.array(mid)[:, None], s_rows)
+        np.maximum(gap, 0.0, out=gap)
+        np.multiply(neg_theta, gap, out=gap)
+        tail_wait = _weighted_exp_sum(gap).tolist()
+        for i, row in enumerate(nodes):
+            if no_wait[i] * row.exceed(mid[i]) + c_wait[i] * tail_wait[i] > P99_TAIL:
+                lo[i] = mid[i]
+            else:
+                hi[i] = mid[i]
+        if step % CHECK_EVERY or step == BISECTIONS:
+            continue
+        passed = within(np.array(hi), rows)
+        failed = ~within(np.array(lo), rows)
+        done = passed | failed
+        if not done.any():
+            continue
+        ok[rows[passed]] = True  # `failed` rows stay False
+        keep = ~done
+        if not keep.any():
+            return ok
+        rows, s_rows, neg_theta = rows[keep], s_rows[keep], neg_theta[keep]
+        kept = keep.tolist()
+        nodes = [v for v, k in zip(nodes, kept, strict=True) if k]
+        lo = [v for v, k in zip(lo, kept, strict=True) if k]
+        hi = [v for v, k in zip(hi, kept, strict=True) if k]
+        c_wait = [v for v, k in zip(c_wait, kept, strict=True) if k]
+        no_wait = [v for v, k in zip(no_wait, kept, strict=True) if k]
+    ok[rows] = within(np.array(hi), rows)
     return ok

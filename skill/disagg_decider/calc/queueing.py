@@ -39,8 +39,6 @@ from disagg_decider.calc.zgrid import NodeGrid, Row
 from disagg_decider.calc.zgrid import exceed_probability as exceed_probability
 from disagg_decider.calc.zgrid import normal_sf as normal_sf
 
-_NodeGrid = NodeGrid  # the name `p99_check` imports
-
 Z99 = 2.3263478740408408
 RHO_MAX = 0.95  # never plan a server hotter than this
 P99_TAIL = 0.01
@@ -128,15 +126,19 @@ def erlang_c(servers, offered):
     The calculator evaluates Erlang C inside bisections over millions of candidates; a table
     per pool size, built once, turns each evaluation into one gather. Off by less than 1e-4.
     """
-    c, a = np.broadcast_arrays(np.asarray(servers, dtype=float), np.asarray(offered, dtype=float))
-    top = int(np.max(c)) if c.size else 0
+    # No explicit broadcast: every operation below broadcasts c against a element-wise, and
+    # the largest pool size is the same whether or not c is repeated along a's axes (an empty
+    # broadcast has none: either input is empty).
+    c, a = np.asarray(servers, dtype=float), np.asarray(offered, dtype=float)
+    top = int(np.max(c)) if c.size and a.size else 0
     table = _erlang_table(max(top, 1))
     with np.errstate(divide="ignore", invalid="ignore"):
         x = np.clip(a / c, 0.0, 1.0) * _RHO_STEPS
     lo = np.minimum(x.astype(np.int64), _RHO_STEPS - 1)
     frac = x - lo
     base = c.astype(np.int64) * (_RHO_STEPS + 1) + lo
-    out = table[base] + frac * (table[base + 1] - table[base])
+    at_lo = table.take(base)
+    out = at_lo + frac * (table.take(base + 1) - at_lo)
     return np.where(a < c, out, 1.0)
 
 

@@ -91,7 +91,7 @@ class NodeGrid:
         # A few rows are read one by one in plain floats (`Row`), where numpy's cost per
         # call would be most of the work; None when any row needs the array code.
         self.rows: list[Row] | None = None
-        if self.s.shape[0] <= FEW_ROWS and k == len(_Z_LIST) and _finite_ascending(self.s):
+        if self.s.shape[0] <= FEW_ROWS and k == len(_Z_LIST) and finite_ascending(self.s):
             self.rows = [Row(row) for row in self.s.tolist()]
 
     def exceed(self, t: np.ndarray) -> np.ndarray:
@@ -111,7 +111,7 @@ class NodeGrid:
         return normal_sf(z).reshape(self.shape)
 
 
-def _finite_ascending(s: np.ndarray) -> bool:
+def finite_ascending(s: np.ndarray) -> bool:
     """Every value finite and each row ascending along the last axis (what `Row` needs)."""
     return bool(np.isfinite(s).all()) and not bool((s[..., 1:] < s[..., :-1]).any())
 
@@ -137,7 +137,7 @@ class Row:
     @staticmethod
     def of(nodes: np.ndarray) -> Row | None:
         """The row as floats, or None where it is not finite and ascending (use the grid)."""
-        if nodes.shape != Z_NODES.shape or not _finite_ascending(nodes):
+        if nodes.shape != Z_NODES.shape or not finite_ascending(nodes):
             return None
         return Row(nodes.tolist())
 
