@@ -1,14 +1,14 @@
 """The plain-float paths of the queueing primitives give the array paths' bits.
 
 A single pool's p99 and load bisections run in plain floats (`zgrid.Row`, `queueing._p99_of_one`,
-`queueing._FewEntries`); the array code stays the reference. Each test feeds both the same
+`load_bisection._FewEntries`); the array code stays the reference. Each test feeds both the same
 entries, including the edges (saturated pools, targets below the first node or past the last,
 flat node segments, loads at the Erlang table's ends), and compares bit for bit.
 """
 
 import numpy as np
 
-from disagg_decider.calc import queueing, zgrid
+from disagg_decider.calc import load_bisection, queueing, zgrid
 
 
 def _nodes(rng, n):
@@ -94,11 +94,11 @@ def test_load_bisection_of_a_few_entries_is_the_arrays():
     # Targets from below the idle p99 (rate 0) to far above it (capped at the top load).
     target = nodes[:, 0] + (nodes[:, -1] - nodes[:, 0]) * rng.uniform(-0.1, 3.0, len(nodes))
     expected = queueing.max_rate_per_ms(servers, mean_ms, scv, nodes, target)
-    assert len(expected) > queueing.FEW_ENTRIES  # the array path
+    assert len(expected) > load_bisection.FEW_ENTRIES  # the array path
     assert (expected == 0).any() and (expected > 0).any()
     top = expected == queueing.RHO_MAX * servers / mean_ms
     assert top.any() and (~top & (expected > 0)).any()  # capped and bisected entries both
-    for size in range(1, queueing.FEW_ENTRIES + 1):
+    for size in range(1, load_bisection.FEW_ENTRIES + 1):
         for start in range(0, len(servers) - size, size):
             part = slice(start, start + size)
             got = queueing.max_rate_per_ms(
@@ -113,18 +113,18 @@ def test_few_entries_test_each_load_as_the_arrays():
     _, servers, mean_ms, scv, nodes = _pools(4, 64)
     target = nodes[:, 12] * 2.0
     over = queueing.exceed_probability(nodes, target)
-    test = queueing._LoadTest(servers, mean_ms, scv, nodes, target, over, (64,))
+    test = load_bisection._LoadTest(servers, mean_ms, scv, nodes, target, over, (64,))
     # Loads across the Erlang table, its ends and past saturation.
     for rho in (0.0, 1e-9, 0.3, 0.7, 0.95, 0.999, 1.0, 1.2):
         with np.errstate(divide="ignore", invalid="ignore"):
             expected = test.misses(np.full(64, rho))
         for start in range(0, 64, 4):
-            few = queueing._FewEntries.of(test.subset(np.arange(64) // 4 == start // 4))
+            few = load_bisection._FewEntries.of(test.subset(np.arange(64) // 4 == start // 4))
             assert few is not None
             assert few.misses([rho] * 4) == expected[start : start + 4].tolist()
     bad = test.subset(np.arange(64) < 2)
     bad.c = np.array([0.0, 1.0])  # no servers: not a well-defined float test, the arrays
-    assert queueing._FewEntries.of(bad) is None
+    assert load_bisection._FewEntries.of(bad) is None
 
 
 def test_p99_check_of_a_few_rows_is_the_arrays():

@@ -23,14 +23,16 @@ from dataclasses import dataclass
 import numpy as np
 
 from disagg_decider.calc.arrays import broadcast, broadcast_flat
-from disagg_decider.calc.queueing import (
-    BISECTIONS,
+from disagg_decider.calc.load_bisection import BISECTIONS
+from disagg_decider.calc.queueing import node_quantile, wait_tail
+from disagg_decider.calc.zgrid import (
+    FEW_ROWS,
     P99_TAIL,
-    _weighted_exp_sum,
-    node_quantile,
-    wait_tail,
+    NodeGrid,
+    Row,
+    finite_ascending,
+    weighted_exp_sum,
 )
-from disagg_decider.calc.zgrid import FEW_ROWS, NodeGrid, Row, finite_ascending
 
 CHECK_EVERY = 2  # bisection steps between checks: a check costs about half a step
 
@@ -84,7 +86,7 @@ def p99_of_sum_within(rate_per_ms, servers, mean_service_ms, scv, nodes_ms, with
                 grid = NodeGrid(s_rows, (rows.size,))
             step += 1
             mid = (lo + hi) / 2.0
-            tail_wait = _weighted_exp_sum(neg_theta * np.maximum(mid[:, None] - s_rows, 0.0))
+            tail_wait = weighted_exp_sum(neg_theta * np.maximum(mid[:, None] - s_rows, 0.0))
             over = no_wait * grid.exceed(mid) + c_wait * tail_wait > P99_TAIL
             lo, hi = np.where(over, mid, lo), np.where(over, hi, mid)
             if step % CHECK_EVERY or step == BISECTIONS:
@@ -142,7 +144,7 @@ def _finish_in_floats(left: _Rows, steps_done: int, within: Within, ok: np.ndarr
         gap = np.subtract(np.array(mid)[:, None], s_rows)
         np.maximum(gap, 0.0, out=gap)
         np.multiply(neg_theta, gap, out=gap)
-        tail_wait = _weighted_exp_sum(gap).tolist()
+        tail_wait = weighted_exp_sum(gap).tolist()
         for i, row in enumerate(nodes):
             if no_wait[i] * row.exceed(mid[i]) + c_wait[i] * tail_wait[i] > P99_TAIL:
                 lo[i] = mid[i]

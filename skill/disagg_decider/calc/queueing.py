@@ -30,19 +30,23 @@ from functools import cache
 
 import numpy as np
 
-from disagg_decider.calc.arrays import broadcast, broadcast_flat
+from disagg_decider.calc.arrays import broadcast
 
-# The z grid and P(S' > T) on it live in `zgrid`; their names stay importable from here.
+# Erlang C, the load bisection and the z grid live in their own modules; their public names
+# stay importable from here.
+from disagg_decider.calc.erlang import erlang_c as erlang_c
+from disagg_decider.calc.erlang import erlang_c_exact as erlang_c_exact
+from disagg_decider.calc.load_bisection import BISECTIONS as BISECTIONS
+from disagg_decider.calc.load_bisection import RHO_MAX as RHO_MAX
+from disagg_decider.calc.load_bisection import max_rate_per_ms as max_rate_per_ms
+from disagg_decider.calc.zgrid import P99_TAIL as P99_TAIL
 from disagg_decider.calc.zgrid import Z_NODES as Z_NODES
 from disagg_decider.calc.zgrid import Z_WEIGHTS as Z_WEIGHTS
-from disagg_decider.calc.zgrid import NodeGrid, Row
+from disagg_decider.calc.zgrid import NodeGrid, Row, weighted_exp_sum
 from disagg_decider.calc.zgrid import exceed_probability as exceed_probability
 from disagg_decider.calc.zgrid import normal_sf as normal_sf
 
 Z99 = 2.3263478740408408
-RHO_MAX = 0.95  # never plan a server hotter than this
-P99_TAIL = 0.01
-BISECTIONS = 16  # load and time bisection steps: 2^-16 of the bracket
 
 # Gauss-Hermite (probabilists') nodes and weights for E[f(Z)], Z ~ N(0, 1).
 _GH_NODES, _GH_WEIGHTS = np.polynomial.hermite_e.hermegauss(7)
@@ -68,78 +72,6 @@ def lognormal_mean(p50, sigma):
 
 def lognormal_p99(p50, sigma):
     return np.asarray(p50, dtype=float) * np.exp(np.multiply(sigma, Z99))
-
-
-def erlang_c_exact(servers, offered):
-    """Probability an arrival waits in an M/M/c queue with `servers` and offered load a < c.
-
-    Erlang B from 1 / B(c, a) = sum_j c (c - 1) ... (c - j + 1) / a^j, the terms summed in
-    log space along a new axis (terms past j = c are zero), then C = c B / (c - a (1 - B)).
-    Broadcasts; 1 where a >= c.
-    """
-    c, a = np.broadcast_arrays(
-        np.asarray(servers, dtype=float), np.maximum(np.asarray(offered, dtype=float), 1e-300)
-    )
-    top = int(np.max(c)) if c.size else 0
-    steps = np.arange(top, dtype=float)
-    factor = c[..., None] - steps  # c - i for i = 0 .. top - 1
-    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
-        logs = np.where(factor > 0, np.log(np.maximum(factor, 1e-300)), -np.inf)
-        logs = logs - np.log(a)[..., None]
-        inverse_b = 1.0 + np.exp(np.cumsum(logs, axis=-1)).sum(axis=-1)
-        b = 1.0 / inverse_b
-        out = c * b / (c - a * (1.0 - b))
-    return np.where(a < c, np.clip(np.nan_to_num(out, nan=1.0), 0.0, 1.0), 1.0)
-
-
-_RHO_STEPS = 4096  # the table's load grid: C(c, c rho) at rho = i / 4096
-
-
-@cache
-def _erlang_row(servers: int) -> np.ndarray:
-    row = erlang_c_exact(servers, servers * np.linspace(0.0, 1.0, _RHO_STEPS + 1))
-    row.setflags(write=False)
-    return row
-
-
-@cache
-def _erlang_table(top: int) -> np.ndarray:
-    """Rows c = 0 .. top of C(c, c rho) on the load grid (row 0 unused)."""
-    table = np.vstack([np.ones(_RHO_STEPS + 1)] + [_erlang_row(c) for c in range(1, top + 1)])
-    table.setflags(write=False)
-    return table.reshape(-1)
-
-
-@cache
-def _erlang_steps(top: int) -> np.ndarray:
-    """table[i + 1] - table[i] of `_erlang_table(top)`: the same subtraction, done once for
-    `_LoadTest`, which interpolates on the table 17 times per bisected entry."""
-    table = _erlang_table(top)
-    steps = np.append(table[1:] - table[:-1], 0.0)
-    steps.setflags(write=False)
-    return steps
-
-
-def erlang_c(servers, offered):
-    """`erlang_c_exact`, read off a cached table by load (linear between 4,096 steps).
-
-    The calculator evaluates Erlang C inside bisections over millions of candidates; a table
-    per pool size, built once, turns each evaluation into one gather. Off by less than 1e-4.
-    """
-    # No explicit broadcast: every operation below broadcasts c against a element-wise, and
-    # the largest pool size is the same whether or not c is repeated along a's axes (an empty
-    # broadcast has none: either input is empty).
-    c, a = np.asarray(servers, dtype=float), np.asarray(offered, dtype=float)
-    top = int(np.max(c)) if c.size and a.size else 0
-    table = _erlang_table(max(top, 1))
-    with np.errstate(divide="ignore", invalid="ignore"):
-        x = np.clip(a / c, 0.0, 1.0) * _RHO_STEPS
-    lo = np.minimum(x.astype(np.int64), _RHO_STEPS - 1)
-    frac = x - lo
-    base = c.astype(np.int64) * (_RHO_STEPS + 1) + lo
-    at_lo = table.take(base)
-    out = at_lo + frac * (table.take(base + 1) - at_lo)
-    return np.where(a < c, out, 1.0)
 
 
 def wait_tail(rate_per_ms, servers, mean_service_ms, scv):
@@ -218,23 +150,10 @@ def sum_exceed_probability(c_wait, theta, nodes_ms, target_ms, over_ms=None):
     gap = np.subtract(t, nodes_ms)
     np.maximum(gap, 0.0, out=gap)
     if np.broadcast_shapes(th.shape, gap.shape) == gap.shape:
-        tail_wait = _weighted_exp_sum(np.multiply(-th, gap, out=gap))
+        tail_wait = weighted_exp_sum(np.multiply(-th, gap, out=gap))
     else:
-        tail_wait = _weighted_exp_sum(-th * gap)
+        tail_wait = weighted_exp_sum(-th * gap)
     return (1.0 - c_wait) * over_ms + c_wait * tail_wait
-
-
-def _weighted_exp_sum(exponent: np.ndarray) -> np.ndarray:
-    """sum_k Z_WEIGHTS[k] exp(exponent[..., k]), in place in `exponent` (a fresh array).
-
-    The same two operations and the same reduction as `(np.exp(x) * Z_WEIGHTS).sum(-1)`, so
-    the same bits; without the two temporaries, which for a batch of workloads are megabytes.
-    """
-    if exponent.shape[-1:] != Z_WEIGHTS.shape or not exponent.flags.writeable:
-        return np.add.reduce(np.exp(exponent) * Z_WEIGHTS, axis=-1)
-    np.exp(exponent, out=exponent)
-    np.multiply(exponent, Z_WEIGHTS, out=exponent)
-    return np.add.reduce(exponent, axis=-1)
 
 
 def p99_of_sum_ms(rate_per_ms, servers, mean_service_ms, scv, nodes_ms):
@@ -260,7 +179,7 @@ def p99_of_sum_ms(rate_per_ms, servers, mean_service_ms, scv, nodes_ms):
     with np.errstate(divide="ignore", invalid="ignore"):
         for _ in range(BISECTIONS):
             mid = (lo + hi) / 2.0
-            tail_wait = _weighted_exp_sum(neg_theta * np.maximum(mid[..., None] - s, 0.0))
+            tail_wait = weighted_exp_sum(neg_theta * np.maximum(mid[..., None] - s, 0.0))
             over_ms = grid.exceed(mid.reshape(-1)).reshape(shape)
             over = no_wait * over_ms + c_wait * tail_wait > P99_TAIL
             lo, hi = np.where(over, mid, lo), np.where(over, hi, mid)
@@ -319,184 +238,3 @@ def _z_of_tail(tail: float) -> float:
         mid = (lo + hi) / 2.0
         lo, hi = (mid, hi) if 0.5 * math.erfc(mid / math.sqrt(2.0)) > tail else (lo, mid)
     return hi
-
-
-def max_rate_per_ms(servers, mean_service_ms, scv, nodes_ms, target_ms, rho_max=RHO_MAX):
-    """Largest arrival rate at which p99 of W + S' stays within `target_ms`, exactly.
-
-    P(W + S' > T) grows with the load, so the load is bisected. 0 where even an idle pool
-    misses the target (P(S' > T) > 1%); at most `rho_max` of the pool's capacity. Only the
-    entries whose answer the bisection decides are bisected (in searches, about 40% are
-    either at `rho_max` or at 0); each entry goes through the same steps as alone.
-    """
-    c = np.asarray(servers, dtype=float)
-    mean = np.asarray(mean_service_ms, dtype=float)
-    shape = np.broadcast_shapes(
-        c.shape, mean.shape, np.shape(scv), np.shape(target_ms), np.shape(nodes_ms)[:-1]
-    )
-    over = broadcast(exceed_probability(nodes_ms, target_ms), shape)
-    capacity = c / mean  # per ms
-    test = _LoadTest(c, mean, scv, nodes_ms, target_ms, over, shape)
-    few = _FewEntries.of(test)
-    with np.errstate(divide="ignore", invalid="ignore"):
-        if few is not None:
-            top_ok = ~np.array(few.misses([float(rho_max)] * test.size), dtype=bool)
-        else:
-            top_ok = ~test.misses(np.full(test.size, float(rho_max)))
-        todo = ~top_ok & ~(test.over > P99_TAIL)
-        lo = np.zeros(test.size)
-        if todo.any():
-            subset = test.subset(todo)
-            few = _FewEntries.of(subset)
-            if few is not None:
-                lo[todo] = few.bisect(float(rho_max))
-            else:
-                lo[todo] = _bisect_load(subset, float(rho_max))
-    rho = np.where(top_ok.reshape(shape), rho_max, lo.reshape(shape))
-    return np.where(over > P99_TAIL, 0.0, rho * capacity)
-
-
-def _bisect_load(test: _LoadTest, rho_max: float) -> np.ndarray:
-    """The largest load (share of capacity) that meets the target, to 2^-16 of `rho_max`."""
-    lo, hi = np.zeros(test.size), np.full(test.size, rho_max)
-    for _ in range(BISECTIONS):
-        mid = (lo + hi) / 2.0
-        bad = test.misses(mid)
-        lo, hi = np.where(bad, lo, mid), np.where(bad, mid, hi)
-    return lo
-
-
-class _LoadTest:
-    """`P(W + S' > T) > 1%` at a load, for `max_rate_per_ms`'s bisection, on flat entries.
-
-    The same arithmetic as `wait_tail`, `erlang_c`, `variability` and `sum_exceed_probability`
-    (so the same bits), with what does not depend on the load computed once: the bisection runs
-    it 17 times per call, on arrays small enough that numpy's fixed cost per call dominated.
-    """
-
-    def __init__(self, c, mean, scv, nodes_ms, target_ms, over, shape) -> None:
-        def flat(a) -> np.ndarray:
-            return broadcast_flat(a, shape)
-
-        scv = np.asarray(scv, dtype=float)
-        c_full = broadcast(c, shape)
-        top = int(np.max(c_full)) if c_full.size else 0
-        t = np.asarray(target_ms, dtype=float)[..., None]
-        gap_ms = np.maximum(t - nodes_ms, 0.0)  # (T - S')+ at each node
-        self.table = _erlang_table(max(top, 1))
-        self.table_step = _erlang_steps(max(top, 1))
-        self.c, self.mean, self.over = flat(c), flat(mean), flat(over)
-        self.capacity = flat(c / mean)
-        self.scv_half = flat((1.0 + scv) / 2.0)  # variability's two terms without the load
-        self.scv_pull = flat(np.maximum(1.0 - scv, 0.0) / 2.0)
-        self.row_base = flat(c_full.astype(np.int64) * (_RHO_STEPS + 1))
-        # -(T - S')+: theta (-gap) is -(theta gap) rounded, bit for bit the same as
-        # (-theta) gap (round to nearest is symmetric in sign), one negation fewer per test.
-        self.neg_gap_ms = np.negative(
-            broadcast(gap_ms, (*shape, gap_ms.shape[-1])).reshape(-1, gap_ms.shape[-1])
-        )
-
-    @property
-    def size(self) -> int:
-        return self.c.size
-
-    def subset(self, mask: np.ndarray) -> _LoadTest:
-        out = object.__new__(_LoadTest)
-        out.table, out.table_step = self.table, self.table_step
-        for name in ("c", "mean", "over", "capacity", "scv_half", "scv_pull", "row_base"):
-            setattr(out, name, getattr(self, name)[mask])
-        out.neg_gap_ms = self.neg_gap_ms[mask]
-        return out
-
-    def misses(self, rho: np.ndarray) -> np.ndarray:
-        """Run under `np.errstate(divide="ignore", invalid="ignore")` (the caller's)."""
-        c, mean = self.c, self.mean
-        a = rho * self.capacity * mean
-        load = a / c
-        x = np.minimum(np.maximum(load, 0.0), 1.0) * _RHO_STEPS
-        lo = np.minimum(x.astype(np.int64), _RHO_STEPS - 1)
-        frac = x - lo
-        base = self.row_base + lo
-        wait = np.where(a < c, self.table.take(base) + frac * self.table_step.take(base), 1.0)
-        light = 1.0 - np.sqrt(np.minimum(np.maximum(wait / 0.1, 0.0), 1.0))
-        theta = c * (1.0 - load) / (mean * (self.scv_half + self.scv_pull * light))
-        theta = np.where(load < 1.0, theta, 0.0)
-        tail_wait = _weighted_exp_sum(theta[..., None] * self.neg_gap_ms)
-        return (1.0 - wait) * self.over + wait * tail_wait > P99_TAIL
-
-
-FEW_ENTRIES = 12  # up to this many entries, `_FewEntries` tests them in plain floats
-
-
-class _FewEntries:
-    """`_LoadTest.misses` and `_bisect_load` for a few entries, in plain floats.
-
-    Single pools are sized one at a time (a prefill pool's one-replica rate, a chosen size
-    priced again): the bisection then runs 17 tests on one or two entries, where each of the
-    test's ~40 numpy calls cost far more than the arithmetic. Every entry goes through
-    `misses`' IEEE operations in the same order (+, -, *, /, sqrt, the clamps and comparisons
-    round the same in Python as in numpy; the Erlang table is read at the same index; the
-    truncation to the load step is the same); the tail sum over the 25 nodes is still numpy's
-    exp and pairwise sum on the same rows. Only for entries whose every input is finite with
-    c, mean > 0 (`of` checks), where the load is finite and every test is well defined.
-    """
-
-    __slots__ = ("base", "c", "capacity", "half", "mean", "over", "pull", "test")
-
-    def __init__(self, test: _LoadTest) -> None:
-        self.test = test
-        self.c, self.mean = test.c.tolist(), test.mean.tolist()
-        self.capacity, self.over = test.capacity.tolist(), test.over.tolist()
-        self.half, self.pull = test.scv_half.tolist(), test.scv_pull.tolist()
-        self.base = test.row_base.tolist()
-
-    @staticmethod
-    def of(test: _LoadTest) -> _FewEntries | None:
-        if not 0 < test.size <= FEW_ENTRIES:
-            return None
-        values = np.concatenate(
-            (test.c, test.mean, test.capacity, test.over, test.scv_half, test.scv_pull)
-        )
-        if not (np.isfinite(values).all() and (test.c > 0).all() and (test.mean > 0).all()):
-            return None
-        return _FewEntries(test)
-
-    def misses(self, rhos: list[float]) -> list[bool]:
-        table, table_step = self.test.table, self.test.table_step
-        waits, thetas = [], []
-        for rho, c, mean, capacity, half, pull, base in zip(
-            rhos, self.c, self.mean, self.capacity, self.half, self.pull, self.base, strict=True
-        ):
-            a = rho * capacity * mean
-            load = a / c
-            x = min(max(load, 0.0), 1.0) * _RHO_STEPS
-            lo = min(int(x), _RHO_STEPS - 1)
-            frac = x - lo
-            wait = float(table[base + lo]) + frac * float(table_step[base + lo]) if a < c else 1.0
-            light = 1.0 - math.sqrt(min(max(wait / 0.1, 0.0), 1.0))
-            theta = 0.0
-            if load < 1.0:
-                scale = mean * (half + pull * light)
-                top = c * (1.0 - load)
-                theta = top / scale if scale != 0 else math.copysign(math.inf, scale)
-            waits.append(wait)
-            thetas.append(theta)
-        exponent = np.array(thetas)[:, None] * self.test.neg_gap_ms
-        tail_wait = _weighted_exp_sum(exponent).tolist()
-        return [
-            (1.0 - wait) * over + wait * tail > P99_TAIL
-            for wait, over, tail in zip(waits, self.over, tail_wait, strict=True)
-        ]
-
-    def bisect(self, rho_max: float) -> np.ndarray:
-        """`_bisect_load` on these entries."""
-        n = len(self.c)
-        lo, hi = [0.0] * n, [rho_max] * n
-        for _ in range(BISECTIONS):
-            mid = [(a + b) / 2.0 for a, b in zip(lo, hi, strict=True)]
-            for i, bad in enumerate(self.misses(mid)):
-                if bad:
-                    hi[i] = mid[i]
-                else:
-                    lo[i] = mid[i]
-        return np.array(lo)

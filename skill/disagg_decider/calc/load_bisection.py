@@ -1,0 +1,201 @@
+"""The largest arrival rate a pool sustains within a p99 target: bisection on its load.
+
+Split from `queueing` (which re-exports `max_rate_per_ms`, `RHO_MAX` and `BISECTIONS`): the
+test at a load is `queueing.wait_tail` + `queueing.sum_exceed_probability`, laid out so the 17
+tests of a bisection repeat only what depends on the load (`_LoadTest`), and for a few entries
+in plain floats (`_FewEntries`).
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from disagg_decider.calc.arrays import broadcast, broadcast_flat
+from disagg_decider.calc.erlang import RHO_STEPS, erlang_steps, erlang_table
+from disagg_decider.calc.zgrid import P99_TAIL, exceed_probability, weighted_exp_sum
+
+RHO_MAX = 0.95  # never plan a server hotter than this
+BISECTIONS = 16  # load and time bisection steps: 2^-16 of the bracket
+
+
+def max_rate_per_ms(servers, mean_service_ms, scv, nodes_ms, target_ms, rho_max=RHO_MAX):
+    """Largest arrival rate at which p99 of W + S' stays within `target_ms`, exactly.
+
+    P(W + S' > T) grows with the load, so the load is bisected. 0 where even an idle pool
+    misses the target (P(S' > T) > 1%); at most `rho_max` of the pool's capacity. Only the
+    entries whose answer the bisection decides are bisected (in searches, about 40% are
+    either at `rho_max` or at 0); each entry goes through the same steps as alone.
+    """
+    c = np.asarray(servers, dtype=float)
+    mean = np.asarray(mean_service_ms, dtype=float)
+    shape = np.broadcast_shapes(
+        c.shape, mean.shape, np.shape(scv), np.shape(target_ms), np.shape(nodes_ms)[:-1]
+    )
+    over = broadcast(exceed_probability(nodes_ms, target_ms), shape)
+    capacity = c / mean  # per ms
+    test = _LoadTest(c, mean, scv, nodes_ms, target_ms, over, shape)
+    few = _FewEntries.of(test)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        if few is not None:
+            top_ok = ~np.array(few.misses([float(rho_max)] * test.size), dtype=bool)
+        else:
+            top_ok = ~test.misses(np.full(test.size, float(rho_max)))
+        todo = ~top_ok & ~(test.over > P99_TAIL)
+        lo = np.zeros(test.size)
+        if todo.any():
+            subset = test.subset(todo)
+            few = _FewEntries.of(subset)
+            if few is not None:
+                lo[todo] = few.bisect(float(rho_max))
+            else:
+                lo[todo] = _bisect_load(subset, float(rho_max))
+    rho = np.where(top_ok.reshape(shape), rho_max, lo.reshape(shape))
+    return np.where(over > P99_TAIL, 0.0, rho * capacity)
+
+
+def _bisect_load(test: _LoadTest, rho_max: float) -> np.ndarray:
+    """The largest load (share of capacity) that meets the target, to 2^-16 of `rho_max`."""
+    lo, hi = np.zeros(test.size), np.full(test.size, rho_max)
+    for _ in range(BISECTIONS):
+        mid = (lo + hi) / 2.0
+        bad = test.misses(mid)
+        lo, hi = np.where(bad, lo, mid), np.where(bad, mid, hi)
+    return lo
+
+
+class _LoadTest:
+    """`P(W + S' > T) > 1%` at a load, for `max_rate_per_ms`'s bisection, on flat entries.
+
+    The same arithmetic as `wait_tail`, `erlang_c`, `variability` and `sum_exceed_probability`
+    (so the same bits), with what does not depend on the load computed once: the bisection runs
+    it 17 times per call, on arrays small enough that numpy's fixed cost per call dominated.
+    """
+
+    def __init__(self, c, mean, scv, nodes_ms, target_ms, over, shape) -> None:
+        def flat(a) -> np.ndarray:
+            return broadcast_flat(a, shape)
+
+        scv = np.asarray(scv, dtype=float)
+        c_full = broadcast(c, shape)
+        top = int(np.max(c_full)) if c_full.size else 0
+        t = np.asarray(target_ms, dtype=float)[..., None]
+        gap_ms = np.maximum(t - nodes_ms, 0.0)  # (T - S')+ at each node
+        self.table = erlang_table(max(top, 1))
+        self.table_step = erlang_steps(max(top, 1))
+        self.c, self.mean, self.over = flat(c), flat(mean), flat(over)
+        self.capacity = flat(c / mean)
+        self.scv_half = flat((1.0 + scv) / 2.0)  # variability's two terms without the load
+        self.scv_pull = flat(np.maximum(1.0 - scv, 0.0) / 2.0)
+        self.row_base = flat(c_full.astype(np.int64) * (RHO_STEPS + 1))
+        # -(T - S')+: theta (-gap) is -(theta gap) rounded, bit for bit the same as
+        # (-theta) gap (round to nearest is symmetric in sign), one negation fewer per test.
+        self.neg_gap_ms = np.negative(
+            broadcast(gap_ms, (*shape, gap_ms.shape[-1])).reshape(-1, gap_ms.shape[-1])
+        )
+
+    @property
+    def size(self) -> int:
+        return self.c.size
+
+    def subset(self, mask: np.ndarray) -> _LoadTest:
+        out = object.__new__(_LoadTest)
+        out.table, out.table_step = self.table, self.table_step
+        for name in ("c", "mean", "over", "capacity", "scv_half", "scv_pull", "row_base"):
+            setattr(out, name, getattr(self, name)[mask])
+        out.neg_gap_ms = self.neg_gap_ms[mask]
+        return out
+
+    def misses(self, rho: np.ndarray) -> np.ndarray:
+        """Run under `np.errstate(divide="ignore", invalid="ignore")` (the caller's)."""
+        c, mean = self.c, self.mean
+        a = rho * self.capacity * mean
+        load = a / c
+        x = np.minimum(np.maximum(load, 0.0), 1.0) * RHO_STEPS
+        lo = np.minimum(x.astype(np.int64), RHO_STEPS - 1)
+        frac = x - lo
+        base = self.row_base + lo
+        wait = np.where(a < c, self.table.take(base) + frac * self.table_step.take(base), 1.0)
+        light = 1.0 - np.sqrt(np.minimum(np.maximum(wait / 0.1, 0.0), 1.0))
+        theta = c * (1.0 - load) / (mean * (self.scv_half + self.scv_pull * light))
+        theta = np.where(load < 1.0, theta, 0.0)
+        tail_wait = weighted_exp_sum(theta[..., None] * self.neg_gap_ms)
+        return (1.0 - wait) * self.over + wait * tail_wait > P99_TAIL
+
+
+FEW_ENTRIES = 12  # up to this many entries, `_FewEntries` tests them in plain floats
+
+
+class _FewEntries:
+    """`_LoadTest.misses` and `_bisect_load` for a few entries, in plain floats.
+
+    Single pools are sized one at a time (a prefill pool's one-replica rate, a chosen size
+    priced again): the bisection then runs 17 tests on one or two entries, where each of the
+    test's ~40 numpy calls cost far more than the arithmetic. Every entry goes through
+    `misses`' IEEE operations in the same order (+, -, *, /, sqrt, the clamps and comparisons
+    round the same in Python as in numpy; the Erlang table is read at the same index; the
+    truncation to the load step is the same); the tail sum over the 25 nodes is still numpy's
+    exp and pairwise sum on the same rows. Only for entries whose every input is finite with
+    c, mean > 0 (`of` checks), where the load is finite and every test is well defined.
+    """
+
+    __slots__ = ("base", "c", "capacity", "half", "mean", "over", "pull", "test")
+
+    def __init__(self, test: _LoadTest) -> None:
+        self.test = test
+        self.c, self.mean = test.c.tolist(), test.mean.tolist()
+        self.capacity, self.over = test.capacity.tolist(), test.over.tolist()
+        self.half, self.pull = test.scv_half.tolist(), test.scv_pull.tolist()
+        self.base = test.row_base.tolist()
+
+    @staticmethod
+    def of(test: _LoadTest) -> _FewEntries | None:
+        if not 0 < test.size <= FEW_ENTRIES:
+            return None
+        values = np.concatenate(
+            (test.c, test.mean, test.capacity, test.over, test.scv_half, test.scv_pull)
+        )
+        if not (np.isfinite(values).all() and (test.c > 0).all() and (test.mean > 0).all()):
+            return None
+        return _FewEntries(test)
+
+    def misses(self, rhos: list[float]) -> list[bool]:
+        table, table_step = self.test.table, self.test.table_step
+        waits, thetas = [], []
+        for rho, c, mean, capacity, half, pull, base in zip(
+            rhos, self.c, self.mean, self.capacity, self.half, self.pull, self.base, strict=True
+        ):
+            a = rho * capacity * mean
+            load = a / c
+            x = min(max(load, 0.0), 1.0) * RHO_STEPS
+            lo = min(int(x), RHO_STEPS - 1)
+            frac = x - lo
+            wait = float(table[base + lo]) + frac * float(table_step[base + lo]) if a < c else 1.0
+            light = 1.0 - math.sqrt(min(max(wait / 0.1, 0.0), 1.0))
+            theta = 0.0
+            if load < 1.0:
+                scale = mean * (half + pull * light)
+                top = c * (1.0 - load)
+                theta = top / scale if scale != 0 else math.copysign(math.inf, scale)
+            waits.append(wait)
+            thetas.append(theta)
+        exponent = np.array(thetas)[:, None] * self.test.neg_gap_ms
+        tail_wait = weighted_exp_sum(exponent).tolist()
+        return [
+            (1.0 - wait) * over + wait * tail > P99_TAIL
+            for wait, over, tail in zip(waits, self.over, tail_wait, strict=True)
+        ]
+
+    def bisect(self, rho_max: float) -> np.ndarray:
+        """`_bisect_load` on these entries."""
+        n = len(self.c)
+        lo, hi = [0.0] * n, [rho_max] * n
+        for _ in range(BISECTIONS):
+            mid = [(a + b) / 2.0 for a, b in zip(lo, hi, strict=True)]
+            for i, bad in enumerate(self.misses(mid)):
+                if bad:
+                    hi[i] = mid[i]
+                else:
+                    lo[i] = mid[i]
+        return np.array(lo)
