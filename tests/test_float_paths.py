@@ -150,3 +150,28 @@ def test_p99_check_of_a_few_rows_is_the_arrays():
             assert np.array_equal(got, expected[part])
             taken += 1
     assert taken > 50
+
+
+def test_load_test_below_one_skips_only_identities():
+    """`_LoadTest.misses(rho, below_one=True)`: the clamps and selections it skips change
+    nothing for loads up to 0.99 (the rounding bound in `_LoadTest.below_one`)."""
+    rng = np.random.default_rng(7)
+    _, servers, mean_ms, scv, nodes = _pools(7, 500)
+    servers[:50] = rng.integers(1, 64, 50)  # larger pools too
+    mean_ms[:20] = rng.uniform(1e-3, 1e-2, 20)  # fast service: a large capacity
+    target = nodes[:, 0] + (nodes[:, -1] - nodes[:, 0]) * rng.uniform(-0.1, 3.0, 500)
+    over = queueing.exceed_probability(nodes, target)
+    test = load_bisection._LoadTest(servers, mean_ms, scv, nodes, target, over, (500,))
+    assert test.below_one(0.95) and test.below_one(0.99) and not test.below_one(0.995)
+    outcomes = set()
+    with np.errstate(divide="ignore", invalid="ignore"):
+        for rho in (0.0, 2.0**-17, 1e-3, 0.25, 0.5, 0.9, 0.95, 0.98, 0.99):
+            loads = np.full(500, rho) * rng.uniform(0.5, 1.0, 500) if rho else np.zeros(500)
+            expected = test.misses(loads)
+            assert np.array_equal(test.misses(loads, below_one=True), expected)
+            outcomes.update(expected.tolist())
+    assert outcomes == {True, False}
+    extreme = load_bisection._LoadTest(
+        np.array([1.0, 2.0]), np.array([1e-120, 5.0]), 0.5, nodes[:2], target[:2], over[:2], (2,)
+    )
+    assert not extreme.below_one(0.95)  # outside the range the bound is argued for

@@ -14,7 +14,7 @@ import numpy as np
 
 from disagg_decider.calc.arrays import broadcast, broadcast_flat
 from disagg_decider.calc.erlang import RHO_STEPS, erlang_steps, erlang_table
-from disagg_decider.calc.zgrid import P99_TAIL, exceed_probability, weighted_exp_sum
+from disagg_decider.calc.zgrid import P99_TAIL, Z_WEIGHTS, exceed_probability, weighted_exp_sum
 
 RHO_MAX = 0.95  # never plan a server hotter than this
 BISECTIONS = 16  # load and time bisection steps: 2^-16 of the bracket
@@ -41,7 +41,7 @@ def max_rate_per_ms(servers, mean_service_ms, scv, nodes_ms, target_ms, rho_max=
         if few is not None:
             top_ok = ~np.array(few.misses([float(rho_max)] * test.size), dtype=bool)
         else:
-            top_ok = ~test.misses(np.full(test.size, float(rho_max)))
+            top_ok = ~test.misses(np.full(test.size, float(rho_max)), test.below_one(rho_max))
         todo = ~top_ok & ~(test.over > P99_TAIL)
         lo = np.zeros(test.size)
         if todo.any():
@@ -58,9 +58,10 @@ def max_rate_per_ms(servers, mean_service_ms, scv, nodes_ms, target_ms, rho_max=
 def _bisect_load(test: _LoadTest, rho_max: float) -> np.ndarray:
     """The largest load (share of capacity) that meets the target, to 2^-16 of `rho_max`."""
     lo, hi = np.zeros(test.size), np.full(test.size, rho_max)
+    below_one = test.below_one(rho_max)  # every midpoint lies in (0, rho_max]
     for _ in range(BISECTIONS):
         mid = (lo + hi) / 2.0
-        bad = test.misses(mid)
+        bad = test.misses(mid, below_one)
         lo, hi = np.where(bad, lo, mid), np.where(bad, mid, hi)
     return lo
 
@@ -94,6 +95,7 @@ class _LoadTest:
         self.neg_gap_ms = np.negative(
             broadcast(gap_ms, (*shape, gap_ms.shape[-1])).reshape(-1, gap_ms.shape[-1])
         )
+        self.moderate = _moderate(self.c, self.mean, self.capacity)
 
     @property
     def size(self) -> int:
@@ -102,26 +104,65 @@ class _LoadTest:
     def subset(self, mask: np.ndarray) -> _LoadTest:
         out = object.__new__(_LoadTest)
         out.table, out.table_step = self.table, self.table_step
+        out.moderate = self.moderate  # of every entry, so of these
         for name in ("c", "mean", "over", "capacity", "scv_half", "scv_pull", "row_base"):
             setattr(out, name, getattr(self, name)[mask])
         out.neg_gap_ms = self.neg_gap_ms[mask]
         return out
 
-    def misses(self, rho: np.ndarray) -> np.ndarray:
-        """Run under `np.errstate(divide="ignore", invalid="ignore")` (the caller's)."""
+    def below_one(self, rho_max: float) -> bool:
+        """Whether every load in [0, rho_max] keeps 0 <= load < 1 and a < c in `misses`.
+
+        a = fl(fl(rho capacity) mean) and load = fl(a / c) with capacity = fl(c / mean): with
+        every operand and result a normal float (`_moderate`), each rounding is within a factor
+        1 + 2^-53, so a <= rho c (1 + 2^-53)^3 < c and load <= rho (1 + 2^-53)^4 < 1 for any
+        rho <= 0.99; and both are >= 0 for rho >= 0. `misses` may then skip the clamps of the
+        load to [0, 1] and of its table step to 4095, and the two selections on a < c and
+        load < 1, which all return their input unchanged there.
+        """
+        return self.moderate and 0.0 <= rho_max <= _BELOW_ONE_RHO
+
+    def misses(self, rho: np.ndarray, below_one: bool = False) -> np.ndarray:
+        """Run under `np.errstate(divide="ignore", invalid="ignore")` (the caller's).
+
+        `below_one` (from `below_one`, for loads rho in [0, rho_max]) skips the operations
+        that are identities there; the rest is the same arithmetic.
+        """
         c, mean = self.c, self.mean
         a = rho * self.capacity * mean
         load = a / c
-        x = np.minimum(np.maximum(load, 0.0), 1.0) * RHO_STEPS
-        lo = np.minimum(x.astype(np.int64), RHO_STEPS - 1)
+        if below_one:
+            x = load * RHO_STEPS
+            lo = x.astype(np.int64)
+        else:
+            x = np.minimum(np.maximum(load, 0.0), 1.0) * RHO_STEPS
+            lo = np.minimum(x.astype(np.int64), RHO_STEPS - 1)
         frac = x - lo
         base = self.row_base + lo
-        wait = np.where(a < c, self.table.take(base) + frac * self.table_step.take(base), 1.0)
+        wait = self.table.take(base) + frac * self.table_step.take(base)
+        if not below_one:
+            wait = np.where(a < c, wait, 1.0)
         light = 1.0 - np.sqrt(np.minimum(np.maximum(wait / 0.1, 0.0), 1.0))
         theta = c * (1.0 - load) / (mean * (self.scv_half + self.scv_pull * light))
-        theta = np.where(load < 1.0, theta, 0.0)
-        tail_wait = weighted_exp_sum(theta[..., None] * self.neg_gap_ms)
+        if not below_one:
+            theta = np.where(load < 1.0, theta, 0.0)
+        exponent = theta[:, None] * self.neg_gap_ms
+        np.exp(exponent, out=exponent)  # `weighted_exp_sum`, inline
+        np.multiply(exponent, Z_WEIGHTS, out=exponent)
+        tail_wait = np.add.reduce(exponent, axis=-1)
         return (1.0 - wait) * self.over + wait * tail_wait > P99_TAIL
+
+
+_BELOW_ONE_RHO = 0.99  # loads up to this share keep `misses`' load below 1 (`below_one`)
+
+
+def _moderate(c: np.ndarray, mean: np.ndarray, capacity: np.ndarray) -> bool:
+    """Servers and mean service within [1e-100, 1e100] (so their ratio within [1e-200,
+    1e200], and every product and quotient `misses` forms at a load in [2^-17, 1] a normal
+    float): where the rounding bounds of `_LoadTest.below_one` hold."""
+    with np.errstate(invalid="ignore"):
+        inside = (c >= 1e-100) & (c <= 1e100) & (mean >= 1e-100) & (mean <= 1e100)
+        return bool(inside.all() and np.isfinite(capacity).all())
 
 
 FEW_ENTRIES = 12  # up to this many entries, `_FewEntries` tests them in plain floats
