@@ -8,6 +8,11 @@ from __future__ import annotations
 
 import numpy as np
 
+try:  # the ufunc `np.clip` ends in for arrays (numpy/_core/_methods.py `_clip`)
+    from numpy._core.umath import clip as clip_ufunc
+except ImportError:  # pragma: no cover - numpy 1.x
+    from numpy.core.umath import clip as clip_ufunc
+
 
 def sorted_unique(values) -> np.ndarray:
     """The distinct values, ascending: what `np.unique` returns for a plain float array."""
@@ -39,3 +44,10 @@ def broadcast(a, shape: tuple[int, ...]) -> np.ndarray:
 def broadcast_flat(a, shape: tuple[int, ...]) -> np.ndarray:
     """`np.broadcast_to(a, shape).reshape(-1)`, by `broadcast`: for reading only."""
     return broadcast(a, shape).reshape(-1)
+
+
+def clip(a, lo, hi):
+    """`np.clip(a, lo, hi)`: the same ufunc on the same arguments, without the two Python
+    layers in front of it (about 1.5 us of its 2 us on a dozen elements). For float or
+    integer `a` and bounds inside its dtype's range (where `np.clip` passes them through)."""
+    return clip_ufunc(a, lo, hi)

@@ -13,7 +13,7 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
-from disagg_decider.calc.arrays import broadcast
+from disagg_decider.calc.arrays import broadcast, clip
 from disagg_decider.calc.colocated import (
     ColocatedGrid,
     Lines,
@@ -91,7 +91,7 @@ def _on_curve(at: Lines, rate_per_s, grid) -> _OnCurve:
     tpot = value_at(broadcast(g.tpot_p99_ms, shape), at_index)
     first = curve[:, 0]
     with np.errstate(divide="ignore", invalid="ignore"):
-        share = np.clip(np.where(first > 0, rate_per_s / first, 1.0), 0.0, 1.0)
+        share = clip(np.where(first > 0, rate_per_s / first, 1.0), 0.0, 1.0)
     low = rate_per_s < first
     idle_ttft = broadcast(g.idle_ttft_ms, shape)[:, 0]
     idle_tpot = broadcast(g.idle_tpot_ms, shape)[:, 0]

@@ -10,6 +10,8 @@ from functools import cache
 
 import numpy as np
 
+from disagg_decider.calc.arrays import clip
+
 
 def erlang_c_exact(servers, offered):
     """Probability an arrival waits in an M/M/c queue with `servers` and offered load a < c.
@@ -74,7 +76,7 @@ def erlang_c(servers, offered):
     top = int(np.max(c)) if c.size and a.size else 0
     table = erlang_table(max(top, 1))
     with np.errstate(divide="ignore", invalid="ignore"):
-        x = np.clip(a / c, 0.0, 1.0) * RHO_STEPS
+        x = clip(a / c, 0.0, 1.0) * RHO_STEPS
     lo = np.minimum(x.astype(np.int64), RHO_STEPS - 1)
     frac = x - lo
     base = c.astype(np.int64) * (RHO_STEPS + 1) + lo

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from disagg_decider.calc.arrays import broadcast
+from disagg_decider.calc.arrays import broadcast, clip
 
 
 def boundary_index(slack: np.ndarray) -> np.ndarray:
@@ -27,8 +27,8 @@ def boundary_index(slack: np.ndarray) -> np.ndarray:
     n = slack.shape[-1]
     first_bad = np.where(ok.all(axis=-1), n, np.argmin(ok, axis=-1))
     last_ok = first_bad - 1
-    s_ok = pick(slack, np.maximum(last_ok, 0))
-    s_bad = pick(slack, np.minimum(first_bad, n - 1))
+    s_ok = _pick(slack, np.maximum(last_ok, 0))
+    s_bad = _pick(slack, np.minimum(first_bad, n - 1))
     with np.errstate(divide="ignore", invalid="ignore"):
         frac = (s_ok / (s_ok - s_bad)).clip(0.0, 1.0)
     frac = np.where((first_bad < n) & (frac == frac), frac, 0.0)  # nan (inf - inf) -> 0
@@ -38,11 +38,11 @@ def boundary_index(slack: np.ndarray) -> np.ndarray:
 def value_at(values: np.ndarray, index: np.ndarray) -> np.ndarray:
     """Linear interpolation of `values` along the last axis at fractional `index` (>= 0)."""
     n = values.shape[-1]
-    i = np.clip(index, 0.0, n - 1)
+    i = clip(index, 0.0, n - 1)
     lo = i.astype(int)
     hi = np.minimum(lo + 1, n - 1)
-    v_lo = pick(values, lo)
-    return v_lo + (i - lo) * (pick(values, hi) - v_lo)
+    v_lo = _pick(values, lo)
+    return v_lo + (i - lo) * (_pick(values, hi) - v_lo)
 
 
 def pick(values: np.ndarray, index: np.ndarray) -> np.ndarray:
@@ -51,6 +51,18 @@ def pick(values: np.ndarray, index: np.ndarray) -> np.ndarray:
         values = broadcast(values, (*np.shape(index), values.shape[-1]))
     flat = values.reshape(-1, values.shape[-1])
     return flat[np.arange(flat.shape[0]), np.ravel(index)].reshape(np.shape(index))
+
+
+def _pick(values: np.ndarray, index: np.ndarray) -> np.ndarray:
+    """`pick` for indices known to lie in [0, k): the same elements read by their flat
+    position with `take` (half the cost of 2-D fancy indexing on a dozen rows). The callers
+    here clamp or construct their indices inside the axis."""
+    index = np.asarray(index)
+    shape, k = index.shape, values.shape[-1]
+    if values.shape[:-1] != shape:
+        values = broadcast(values, (*shape, k))
+    n = index.size
+    return values.reshape(-1).take(np.arange(0, n * k, k) + index.reshape(-1)).reshape(shape)
 
 
 def slack(limit, value):
@@ -71,11 +83,11 @@ def interp_rows(x: np.ndarray, xp: np.ndarray, fp: np.ndarray) -> np.ndarray:
     Outside a row's range the end values hold, as in `np.interp`.
     """
     k = xp.shape[-1]
-    hi = np.clip((xp <= x[:, None]).sum(axis=-1), 1, k - 1)
+    hi = clip((xp <= x[:, None]).sum(axis=-1), 1, k - 1)
     lo = hi - 1
-    x0, x1, y0, y1 = pick(xp, lo), pick(xp, hi), pick(fp, lo), pick(fp, hi)
+    x0, x1, y0, y1 = _pick(xp, lo), _pick(xp, hi), _pick(fp, lo), _pick(fp, hi)
     with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
-        frac = np.clip((x - x0) / (x1 - x0), 0.0, 1.0)
+        frac = clip((x - x0) / (x1 - x0), 0.0, 1.0)
         mid = y0 + frac * (y1 - y0)
     return np.where(frac >= 1.0, y1, np.where((frac > 0.0) & (frac == frac), mid, y0))
 
@@ -97,16 +109,16 @@ def littles_law_rows(
     b = broadcast(batches, steps.shape)
     carried = b / (per_step * steps)
     k = steps.shape[-1]
-    hi = np.clip((carried <= rate[:, None]).sum(axis=-1), 1, k - 1)
+    hi = clip((carried <= rate[:, None]).sum(axis=-1), 1, k - 1)
     lo = hi - 1
-    b0, b1, s0, s1 = pick(b, lo), pick(b, hi), pick(steps, lo), pick(steps, hi)
+    b0, b1, s0, s1 = _pick(b, lo), _pick(b, hi), _pick(steps, lo), _pick(steps, hi)
     scale = np.ravel(broadcast(per_step, (len(rate), 1)))
     with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
         # rate * scale * (s0 + f (s1 - s0)) = b0 + f (b1 - b0)
         frac = (rate * scale * s0 - b0) / ((b1 - b0) - rate * scale * (s1 - s0))
     frac = np.where(np.isfinite(frac), frac, 0.0).clip(0.0, 1.0)
-    below = rate <= pick(carried, np.zeros_like(lo))
-    above = rate >= pick(carried, np.full_like(lo, k - 1))
+    below = rate <= _pick(carried, np.zeros_like(lo))
+    above = rate >= _pick(carried, np.full_like(lo, k - 1))
     mid = s0 + frac * (s1 - s0)
     return np.where(below, steps[..., 0], np.where(above, steps[..., -1], mid))
 
@@ -151,7 +163,7 @@ def bisect_edge(
     at_hi: tuple[np.ndarray, ...] | None = None
     while (still_open := hi - lo > 1).any():
         mid = (lo + hi) // 2
-        s_mid, values = at(np.clip(mid, 0, n - 1))
+        s_mid, values = at(clip(mid, 0, n - 1))
         if at_lo is None or at_hi is None:
             at_lo = at_hi = tuple(np.zeros(shape) for _ in values)
         up = still_open & (s_mid >= 0)  # mid holds: the crossing is above it

@@ -30,7 +30,7 @@ from functools import cache
 
 import numpy as np
 
-from disagg_decider.calc.arrays import broadcast
+from disagg_decider.calc.arrays import broadcast, clip
 
 # Erlang C, the load bisection and the z grid live in their own modules; their public names
 # stay importable from here.
@@ -100,7 +100,7 @@ def variability(wait_probability, scv):
     1 - sqrt(P(W > 0) / 0.1), closes that gap (`tests/test_queueing.py` checks the p99 wait
     against the simulator's pool at c = 1-8, rho 0.3-0.9).
     """
-    light = 1.0 - np.sqrt(np.clip(wait_probability / 0.1, 0.0, 1.0))
+    light = 1.0 - np.sqrt(clip(wait_probability / 0.1, 0.0, 1.0))
     return (1.0 + scv) / 2.0 + np.maximum(1.0 - scv, 0.0) / 2.0 * light
 
 

@@ -1,9 +1,11 @@
-"""The plain-float paths of the queueing primitives give the array paths' bits.
+"""The fast paths of the calculator's primitives give the reference paths' bits.
 
 A single pool's p99 and load bisections run in plain floats (`zgrid.Row`, `queueing._p99_of_one`,
-`load_bisection._FewEntries`); the array code stays the reference. Each test feeds both the same
-entries, including the edges (saturated pools, targets below the first node or past the last,
-flat node segments, loads at the Erlang table's ends), and compares bit for bit.
+`load_bisection._FewEntries`, `p99_check._finish_in_floats`), the load test skips operations
+that are identities in its range (`_LoadTest.misses(below_one=True)`), and `frontier._pick`
+reads by flat position; the general array code stays the reference. Each test feeds both the
+same entries, including the edges (saturated pools, targets below the first node or past the
+last, flat node segments, loads at the Erlang table's ends), and compares bit for bit.
 """
 
 import numpy as np
@@ -175,3 +177,17 @@ def test_load_test_below_one_skips_only_identities():
         np.array([1.0, 2.0]), np.array([1e-120, 5.0]), 0.5, nodes[:2], target[:2], over[:2], (2,)
     )
     assert not extreme.below_one(0.95)  # outside the range the bound is argued for
+
+
+def test_flat_position_pick_is_fancy_indexing():
+    from disagg_decider.calc import frontier
+
+    rng = np.random.default_rng(8)
+    for shape, k in (((), 5), ((1,), 1), ((7,), 15), ((4, 3), 25)):
+        values = rng.random((*shape, k))
+        index = rng.integers(0, k, shape)
+        got, want = frontier._pick(values, index), frontier.pick(values, index)
+        assert type(got) is type(want) and got.shape == want.shape
+        assert _bits(got) == _bits(want)
+        row = rng.random(k)  # broadcast along the leading axes
+        assert _bits(frontier._pick(row, index)) == _bits(frontier.pick(row, index))
