@@ -214,7 +214,7 @@ def _engine_at_rows(engine: Engine, take) -> Engine:
     rows = replace(engine, **{k: take(getattr(engine, k)) for k in ("tp", "dp", "ep")})
     fields = set(vars(rows))  # the dataclass fields; the rest of vars() is cached values
     for name, value in vars(engine).items():
-        if name not in fields:
+        if name not in fields and name != "_constants":  # the rows' own entry, when asked
             vars(rows)[name] = tuple(map(take, value)) if isinstance(value, tuple) else take(value)
     return rows
 

@@ -28,6 +28,61 @@ from disagg_decider.workload import Efficiency
 NVLINK_EFFICIENCY = get_link("nvlink").efficiency
 
 
+# Engine-level constants (peak FLOPs, ms per byte, all-reduce and all-to-all coefficients, KV
+# room, ...) depend only on the model, GPU, dtypes, parallel layout and efficiency; a decision
+# builds dozens of engines for the same few candidates (`replace(engine, tp=...)` in each
+# search). They are shared between equal engines here, computed once per process. Only for
+# layouts of a few candidates (a single decision's scale; a batch's arrays amortise the
+# computation anyway), and never anything that depends on a workload's traffic.
+_SHARED_MAX_ENTRIES = 1024  # cleared when full
+_SHARED_MAX_CANDIDATES = 64
+_shared: dict[tuple, tuple[ModelSpec, Gpu, dict[str, object]]] = {}
+
+
+def _layout_key(value) -> tuple | None:
+    """The value of a TP/DP/EP field as a key (its type, dtype, shape and bytes), or None
+    when it holds too many candidates to share."""
+    a = np.asarray(value)
+    if a.size > _SHARED_MAX_CANDIDATES:
+        return None
+    return (type(value), a.dtype.str, a.shape, a.tobytes())
+
+
+def _efficiency_key(eff: Efficiency) -> tuple:
+    """Every field of the efficiency settings, by value (lists as tuples)."""
+    values = (tuple(v) if isinstance(v, list) else v for v in vars(eff).values())
+    return (type(eff), *values)
+
+
+def _frozen(value):
+    """A shared value, read-only: arrays copied (a value may be a field's own array, which
+    its owner may still write) and marked read-only, so no user of the cache can change it."""
+    if isinstance(value, np.ndarray):
+        value = value.copy()
+        value.setflags(write=False)
+        return value
+    if isinstance(value, tuple):
+        return tuple(_frozen(v) for v in value)
+    return value
+
+
+def _shared_property(compute):
+    """A cached property whose value is shared between engines equal in every field
+    (`Engine._constants`); computed by `compute` the first time, exactly as before."""
+    name = compute.__name__
+
+    def get(self):
+        table = self._constants
+        if table is None:
+            return compute(self)
+        if name not in table:
+            table[name] = _frozen(compute(self))
+        return table[name]
+
+    get.__name__, get.__doc__ = name, compute.__doc__
+    return cached_property(get)
+
+
 @dataclass(frozen=True, eq=False)
 class Engine:
     """A model on replicas of one GPU type; `tp`, `dp`, `ep` may be arrays of candidates.
@@ -49,29 +104,58 @@ class Engine:
     rdma_gb_per_s: float = 45.0
 
     @cached_property
+    def _constants(self) -> dict[str, object] | None:
+        """This engine's entry in the shared table, None where it is not shared.
+
+        Keyed by the model and GPU objects themselves (the entry holds them, so their ids
+        cannot be reused while it lives; the calculator never changes a model or GPU in
+        place: it copies), the dtypes, the TP/DP/EP values, the efficiency by value and the
+        scale-up domain and RDMA figures.
+        """
+        layout = tuple(_layout_key(v) for v in (self.tp, self.dp, self.ep))
+        if None in layout:
+            return None
+        key = (
+            id(self.model),
+            id(self.gpu),
+            self.weights_dtype,
+            self.kv_dtype,
+            layout,
+            _efficiency_key(self.eff),
+            self.domain_gpus,
+            self.rdma_gb_per_s,
+        )
+        entry = _shared.get(key)
+        if entry is None:
+            if len(_shared) >= _SHARED_MAX_ENTRIES:
+                _shared.clear()
+            entry = _shared[key] = (self.model, self.gpu, {})
+        return entry[2]
+
+    @_shared_property
     def gpus(self):
         """GPUs per replica."""
         return np.asarray(self.tp) * np.asarray(self.dp)
 
-    @cached_property
+    @_shared_property
     def peak_flops(self):
         return arch.peak_tflops(self.gpu, self.weights_dtype) * 1e12 * self.gpus
 
-    @cached_property
+    @_shared_property
     def hbm_bytes_per_s(self):
         return self.gpu.hbm_tb_per_s * 1e12 * self.gpus
 
-    @cached_property
+    @_shared_property
     def ms_per_byte(self):
         """HBM time per byte read, at the achievable share of bandwidth (MBU)."""
         return 1e3 / (self.hbm_bytes_per_s * self.eff.decode_mbu)
 
-    @cached_property
+    @_shared_property
     def ms_per_flop(self):
         """Compute time per FLOP at peak; divided by the pass's MFU."""
         return 1e3 / self.peak_flops
 
-    @cached_property
+    @_shared_property
     def dense_weights_ms(self):
         """HBM time of a dense model's weights per pass (every pass reads them all): the
         same `(weight_bytes_read + extra_weight_bytes) * ms_per_byte` `PassTerms.ms` computed
@@ -81,11 +165,11 @@ class Engine:
         weights = arch.weight_bytes_read(self.model, self.weights_dtype, 0.0)
         return (weights + self.extra_weight_bytes) * self.ms_per_byte
 
-    @cached_property
+    @_shared_property
     def expert_parallel(self):
         return np.asarray(self.ep) > 1
 
-    @cached_property
+    @_shared_property
     def linear_flops_per_token(self):
         """Linear FLOPs per token; under EP the busiest GPU's experts carry the imbalance."""
         base = arch.linear_flops_per_token(self.model)
@@ -94,7 +178,7 @@ class Engine:
         extra = (moe.EXPERT_IMBALANCE - 1.0) * moe.routed_flops_per_token(self.model)
         return np.where(self.expert_parallel, base + extra, base)
 
-    @cached_property
+    @_shared_property
     def extra_weight_bytes(self):
         """Non-expert weights read once more by each DP rank beyond the first."""
         copies = np.asarray(self.dp, dtype=float) - 1.0
@@ -102,7 +186,7 @@ class Engine:
             return 0.0
         return copies * moe.non_expert_bytes(self.model, self.weights_dtype)
 
-    @cached_property
+    @_shared_property
     def allreduce_coefficients(self):
         """(ms per token, fixed ms) of the TP all-reduces per layer over the scale-up link.
 
@@ -135,15 +219,15 @@ class Engine:
             low_latency,
         )
 
-    @cached_property
+    @_shared_property
     def decode_alltoall(self):
         return self.alltoall_coefficients(low_latency=True)
 
-    @cached_property
+    @_shared_property
     def prefill_alltoall(self):
         return self.alltoall_coefficients(low_latency=False)
 
-    @cached_property
+    @_shared_property
     def _kv_copies(self):
         return kv.kv_replication(self.model, self.tp)
 
@@ -153,6 +237,10 @@ class Engine:
         Each GPU holds its share of the non-expert weights (over attention TP) and of the
         experts (over EP, or TP without EP): spreading experts frees memory for KV.
         """
+        return self._kv_capacity_bytes
+
+    @_shared_property
+    def _kv_capacity_bytes(self):
         usable = self.gpu.hbm_gb * 1e9 * self.eff.hbm_utilization
         weights = moe.weights_per_gpu_bytes(self.model, self.weights_dtype, self.tp, self.ep)
         per_gpu = usable - self.eff.activation_reserve_gb * 1e9 - weights
