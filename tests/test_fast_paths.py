@@ -191,3 +191,17 @@ def test_flat_position_pick_is_fancy_indexing():
         assert _bits(got) == _bits(want)
         row = rng.random(k)  # broadcast along the leading axes
         assert _bits(frontier._pick(row, index)) == _bits(frontier.pick(row, index))
+
+
+def test_count_at_most_is_the_boolean_sum():
+    from disagg_decider.calc.arrays import count_at_most
+
+    rng = np.random.default_rng(9)
+    for shape, k in (((), 25), ((1,), 1), ((300,), 25), ((7, 5), 15), ((4,), 300)):
+        values = rng.random((*shape, k))
+        values[values < 0.05] = np.nan
+        limits = rng.random(shape)
+        got = count_at_most(values, limits)
+        want = np.add.reduce(values <= limits[..., None], axis=-1)
+        assert np.shape(got) == np.shape(want)
+        assert np.array_equal(got, want)

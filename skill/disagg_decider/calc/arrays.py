@@ -6,6 +6,8 @@ for arrays that can never be masked; the grids here are plain float arrays.
 
 from __future__ import annotations
 
+import functools
+
 import numpy as np
 
 try:  # the ufunc `np.clip` ends in for arrays (numpy/_core/_methods.py `_clip`)
@@ -51,3 +53,25 @@ def clip(a, lo, hi):
     layers in front of it (about 1.5 us of its 2 us on a dozen elements). For float or
     integer `a` and bounds inside its dtype's range (where `np.clip` passes them through)."""
     return clip_ufunc(a, lo, hi)
+
+
+def count_at_most(values: np.ndarray, limits: np.ndarray) -> np.ndarray:
+    """How many of each row's values (last axis) are <= its limit: `np.add.reduce(values <=
+    limits[..., None], axis=-1)`, the same integers.
+
+    Summing booleans along a short last axis is one of numpy's slow reductions (a cast and an
+    inner loop per row); a product of the 0/1 bytes with a row of ones, exact in uint8 for
+    fewer than 256 columns, counts the same at 2-3x the speed on hundreds of rows.
+    """
+    mask = values <= limits[..., None]
+    k = mask.shape[-1]
+    if k >= 256:
+        return np.add.reduce(mask, axis=-1)
+    return mask.view(np.uint8) @ _ones_uint8(k)
+
+
+@functools.cache
+def _ones_uint8(k: int) -> np.ndarray:
+    ones = np.ones(k, dtype=np.uint8)
+    ones.setflags(write=False)
+    return ones

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from disagg_decider.calc.arrays import broadcast, clip
+from disagg_decider.calc.arrays import broadcast, clip, count_at_most
 
 
 def boundary_index(slack: np.ndarray) -> np.ndarray:
@@ -83,7 +83,7 @@ def interp_rows(x: np.ndarray, xp: np.ndarray, fp: np.ndarray) -> np.ndarray:
     Outside a row's range the end values hold, as in `np.interp`.
     """
     k = xp.shape[-1]
-    hi = clip((xp <= x[:, None]).sum(axis=-1), 1, k - 1)
+    hi = clip(count_at_most(xp, x), 1, k - 1)
     lo = hi - 1
     x0, x1, y0, y1 = _pick(xp, lo), _pick(xp, hi), _pick(fp, lo), _pick(fp, hi)
     with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
@@ -109,7 +109,7 @@ def littles_law_rows(
     b = broadcast(batches, steps.shape)
     carried = b / (per_step * steps)
     k = steps.shape[-1]
-    hi = clip((carried <= rate[:, None]).sum(axis=-1), 1, k - 1)
+    hi = clip(count_at_most(carried, rate), 1, k - 1)
     lo = hi - 1
     b0, b1, s0, s1 = _pick(b, lo), _pick(b, hi), _pick(steps, lo), _pick(steps, hi)
     scale = np.ravel(broadcast(per_step, (len(rate), 1)))

@@ -20,7 +20,7 @@ import math
 
 import numpy as np
 
-from disagg_decider.calc.arrays import broadcast, broadcast_flat
+from disagg_decider.calc.arrays import broadcast, broadcast_flat, count_at_most
 
 # An even grid of standard-normal quantiles for tails; trapezoid weights on the normal density.
 Z_NODES = np.linspace(-4.0, 4.5, 25)
@@ -102,7 +102,7 @@ class NodeGrid:
                 out = [row.exceed(x) for row, x in zip(self.rows, targets, strict=True)]
                 return np.array(out).reshape(self.shape)
         s, k = self.s, self.k
-        hi = np.minimum(np.maximum(np.add.reduce(s <= t[:, None], axis=-1), 1), k - 1)
+        hi = np.minimum(np.maximum(count_at_most(s, t), 1), k - 1)
         lo = hi - 1
         at = self.row_start + lo
         s0, s1 = self.flat.take(at), self.flat.take(at + 1)
