@@ -165,7 +165,7 @@ def _moderate(c: np.ndarray, mean: np.ndarray, capacity: np.ndarray) -> bool:
         return bool(inside.all() and np.isfinite(capacity).all())
 
 
-FEW_ENTRIES = 12  # up to this many entries, `_FewEntries` tests them in plain floats
+FEW_ENTRIES = 8  # up to this many entries, `_FewEntries` tests them in plain floats
 
 
 class _FewEntries:
