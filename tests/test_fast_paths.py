@@ -205,3 +205,46 @@ def test_count_at_most_is_the_boolean_sum():
         want = np.add.reduce(values <= limits[..., None], axis=-1)
         assert np.shape(got) == np.shape(want)
         assert np.array_equal(got, want)
+
+
+def test_evaluate_without_headroom_keeps_every_other_field():
+    """`colocated.evaluate(with_headroom=False)` (load placement) skips only the miss
+    probability; every field it returns is the full evaluation's, bit for bit."""
+    from disagg_decider import catalog
+    from disagg_decider.calc import colocated
+    from disagg_decider.calc.decode import batch_grid
+    from disagg_decider.calc.lengths import Lengths
+    from disagg_decider.calc.step import Engine
+    from disagg_decider.workload import Efficiency
+
+    rng = np.random.default_rng(10)
+    n = 12
+    engine = Engine(
+        catalog.get_model("llama-3.3-70b"),
+        catalog.get_gpu("h200"),
+        "fp8",
+        "fp8",
+        rng.choice([2, 4, 8], n)[:, None],
+        Efficiency(),
+    )
+    lengths = Lengths.build(
+        rng.uniform(200, 8000, n)[:, None],
+        rng.uniform(0.2, 1.0, n)[:, None],
+        rng.uniform(0.0, 0.5, n)[:, None],
+        rng.uniform(50, 800, n)[:, None],
+        rng.uniform(0.2, 1.0, n)[:, None],
+    )
+    at = colocated.lines(
+        engine,
+        lengths,
+        rng.uniform(200, 3000, n)[:, None],
+        rng.uniform(10, 80, n)[:, None],
+        rng.choice([512, 2048, 8192], n)[:, None],
+        rng.integers(1, 5, n)[:, None].astype(float),
+    )
+    batches = batch_grid(engine.eff.max_decode_batch)
+    full = colocated.evaluate(at, batches)
+    part = colocated.evaluate(at, batches, with_headroom=False)
+    assert part.headroom is None and full.headroom is not None
+    for name in ("rate_per_s", "tpot_p99_ms", "idle_ttft_ms", "idle_tpot_ms"):
+        assert _bits(getattr(part, name)) == _bits(getattr(full, name)), name

@@ -74,7 +74,7 @@ class _OnCurve:
 
 def _on_curve(at: Lines, rate_per_s, grid) -> _OnCurve:
     batches = batch_grid(at.engine.eff.max_decode_batch)
-    g = evaluate(at, batches) if grid is None else grid
+    g = evaluate(at, batches, with_headroom=False) if grid is None else grid
     shape = (len(rate_per_s), batches.size)
     rates = broadcast(g.rate_per_s, shape)
     # Only the rising run of the grid is a load curve: past it (a batch as large as the chunk
@@ -145,7 +145,7 @@ def rate_within_targets(
     # Every row's batch grid, evaluated once: the rounds below try 16 loads per row on it.
     batches = batch_grid(engine.eff.max_decode_batch)
     at = lines(engine, lengths, ttft_ms, tpot_ms, chunk, servers)
-    on_grid = evaluate(at, batches)
+    on_grid = evaluate(at, batches, with_headroom=False)  # placement reads no headroom
 
     def meets(rows: np.ndarray, rate: np.ndarray) -> np.ndarray:
         take = functools.partial(_row_subset, rows=rows, n=n)
