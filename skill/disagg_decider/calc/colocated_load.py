@@ -81,13 +81,17 @@ def _on_curve(at: Lines, rate_per_s, grid) -> _OnCurve:
     # leaves no room for prompts) the rate formula stops meaning anything, and a load must never
     # be placed there. Points past the run read as infinitely far.
     with np.errstate(invalid="ignore"):
-        rising = np.logical_and.accumulate(
-            (np.diff(rates, axis=1, prepend=-np.inf) > 0) & (rates > 0), axis=1
-        )
+        # np.diff(rates, axis=1, prepend=-inf) > 0, its two parts written out (the same
+        # subtractions) without np.diff's concatenation.
+        up = np.empty(shape, dtype=bool)
+        np.greater(rates[:, :1] - -np.inf, 0, out=up[:, :1])
+        np.greater(rates[:, 1:] - rates[:, :-1], 0, out=up[:, 1:])
+        rising = np.logical_and.accumulate(up & (rates > 0), axis=1)
     curve = np.where(rising, rates, np.inf)
-    index = broadcast(np.arange(batches.size, dtype=float), shape)
-    at_index = interp_rows(rate_per_s, curve, index)
-    batch = np.maximum(value_at(broadcast(batches, shape), at_index), 1.0)
+    # The grid index and the batches are one row for every load (`frontier` reads a 1-D row
+    # at each load's indices, the elements a broadcast would give).
+    at_index = interp_rows(rate_per_s, curve, np.arange(batches.size, dtype=float))
+    batch = np.maximum(value_at(batches, at_index), 1.0)
     tpot = value_at(broadcast(g.tpot_p99_ms, shape), at_index)
     first = curve[:, 0]
     with np.errstate(divide="ignore", invalid="ignore"):

@@ -59,6 +59,8 @@ def _pick(values: np.ndarray, index: np.ndarray) -> np.ndarray:
     here clamp or construct their indices inside the axis."""
     index = np.asarray(index)
     shape, k = index.shape, values.shape[-1]
+    if values.ndim == 1:  # one row for every position: its elements at the indices
+        return values.take(index.reshape(-1)).reshape(shape)
     if values.shape[:-1] != shape:
         values = broadcast(values, (*shape, k))
     n = index.size
@@ -78,7 +80,8 @@ def slack(limit, value):
 
 
 def interp_rows(x: np.ndarray, xp: np.ndarray, fp: np.ndarray) -> np.ndarray:
-    """`np.interp` row by row: x (N,), xp and fp (N, K), xp ascending along each row.
+    """`np.interp` row by row: x (N,), xp and fp (N, K), xp ascending along each row (fp may
+    be one row (K,) shared by all).
 
     Outside a row's range the end values hold, as in `np.interp`.
     """
