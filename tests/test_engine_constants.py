@@ -28,6 +28,7 @@ NAMES = (
     "decode_alltoall",
     "prefill_alltoall",
     "_kv_copies",
+    "fixed_step_ms",
 )
 
 

@@ -195,7 +195,7 @@ def _lines_at_rows(at: Lines, take) -> Lines:
             decode_flops_per_sequence=take(p.decode_flops_per_sequence),
             prefill_context=take(p.prefill_context),
             fixed_ms=take(p.fixed_ms),
-            moe_comm=bool(np.any(engine.expert_parallel)) and engine.model.moe is not None,
+            moe_comm=engine.model.moe is not None and bool(np.any(engine.expert_parallel)),
         )
 
     return Lines(

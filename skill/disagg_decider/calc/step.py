@@ -204,6 +204,11 @@ class Engine:
         fixed = np.where(tp > 1, ops * self.eff.allreduce_latency_us / 1e3, 0.0)
         return per_token, fixed
 
+    @_shared_property
+    def fixed_step_ms(self):
+        """A pass's fixed time: the all-reduces' latency and the per-step overhead."""
+        return self.allreduce_coefficients[1] + self.eff.step_overhead_ms
+
     def alltoall_coefficients(self, low_latency: bool):
         """(ms per token, fixed ms) of the MoE dispatch/combine; DeepEP low-latency mode for
         decode passes, normal mode for passes carrying prompt tokens (calc/moe.py)."""
@@ -334,6 +339,6 @@ def pass_terms(engine: Engine, decode_context, prefill_context) -> PassTerms:
         kv_read_ms_per_sequence=engine.kv_bytes_held(decode_context) * engine.ms_per_byte,
         decode_flops_per_sequence=linear + arch.attention_flops(m, 1.0, decode_context),
         prefill_context=np.asarray(prefill_context, dtype=float),
-        fixed_ms=engine.allreduce_coefficients[1] + engine.eff.step_overhead_ms,
-        moe_comm=bool(np.any(engine.expert_parallel)) and m.moe is not None,
+        fixed_ms=engine.fixed_step_ms,
+        moe_comm=m.moe is not None and bool(np.any(engine.expert_parallel)),
     )
