@@ -95,7 +95,7 @@ class _LoadTest:
         self.neg_gap_ms = np.negative(
             broadcast(gap_ms, (*shape, gap_ms.shape[-1])).reshape(-1, gap_ms.shape[-1])
         )
-        self.moderate = _moderate(self.c, self.mean, self.capacity)
+        self.moderate: bool | None = None  # `_moderate`, worked out when first asked
 
     @property
     def size(self) -> int:
@@ -104,7 +104,7 @@ class _LoadTest:
     def subset(self, mask: np.ndarray) -> _LoadTest:
         out = object.__new__(_LoadTest)
         out.table, out.table_step = self.table, self.table_step
-        out.moderate = self.moderate  # of every entry, so of these
+        out.moderate = self.moderate  # of every entry, so of these (or not known yet)
         for name in ("c", "mean", "over", "capacity", "scv_half", "scv_pull", "row_base"):
             setattr(out, name, getattr(self, name)[mask])
         out.neg_gap_ms = self.neg_gap_ms[mask]
@@ -120,7 +120,11 @@ class _LoadTest:
         load to [0, 1] and of its table step to 4095, and the two selections on a < c and
         load < 1, which all return their input unchanged there.
         """
-        return self.moderate and 0.0 <= rho_max <= _BELOW_ONE_RHO
+        if not 0.0 <= rho_max <= _BELOW_ONE_RHO:
+            return False
+        if self.moderate is None:
+            self.moderate = _moderate(self.c, self.mean, self.capacity)
+        return self.moderate
 
     def misses(self, rho: np.ndarray, below_one: bool = False) -> np.ndarray:
         """Run under `np.errstate(divide="ignore", invalid="ignore")` (the caller's).
@@ -140,9 +144,15 @@ class _LoadTest:
         frac = x - lo
         base = self.row_base + lo
         wait = self.table.take(base) + frac * self.table_step.take(base)
-        if not below_one:
+        if below_one:
+            # wait = t0 + frac (t1 - t0) between two table values in [0, 1], frac in [0, 1):
+            # for t1 >= t0 every term is >= 0; for t1 < t0, |t1 - t0| <= t0 rounds to at most
+            # t0, so does frac times it, and t0 less that is >= +0. The clamp at 0 is an
+            # identity too.
+            light = 1.0 - np.sqrt(np.minimum(wait / 0.1, 1.0))
+        else:
             wait = np.where(a < c, wait, 1.0)
-        light = 1.0 - np.sqrt(np.minimum(np.maximum(wait / 0.1, 0.0), 1.0))
+            light = 1.0 - np.sqrt(np.minimum(np.maximum(wait / 0.1, 0.0), 1.0))
         theta = c * (1.0 - load) / (mean * (self.scv_half + self.scv_pull * light))
         if not below_one:
             theta = np.where(load < 1.0, theta, 0.0)
