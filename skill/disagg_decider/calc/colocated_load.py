@@ -156,7 +156,9 @@ def rate_within_targets(
         grid_rows = ColocatedGrid(**{k: take(v) for k, v in vars(on_grid).items()})
         return _meet_targets(_lines_at_rows(at, take), rate, grid_rows)
 
-    good = meets(np.arange(n), rate_hi) | (rate_hi <= 0)
+    # Every row at once: the lines and grid themselves (taking all rows in order would copy
+    # the same values).
+    good = _meet_targets(at, rate_hi, on_grid) | (rate_hi <= 0)
     if good.all():
         return rate_hi
     # The rows that overshoot: the largest of `points` candidate loads that meets the targets,
