@@ -35,7 +35,7 @@ from disagg_decider.calc.arrays import sorted_unique
 from disagg_decider.calc.kvpath import transfer_times
 from disagg_decider.calc.lengths import Lengths
 from disagg_decider.calc.limits import limits_for_block
-from disagg_decider.calc.pools import prefill_pool, rate_where
+from disagg_decider.calc.pools import prefill_pool
 from disagg_decider.calc.result import Analysis, ColocatedResult, DisaggregatedResult
 from disagg_decider.calc.search import (
     Found,
@@ -377,11 +377,14 @@ def _disaggregated_results(
         join_ms=join,
     )
     most = np.maximum(np.floor((o.budget - d_tp) / p_tp), 1.0)
+    # The search's rates of this pair's pool (the same pool: the same bits), where it has them.
+    rates = f.prefill_rates.at((o.row, i, j)).with_pool(pool)
+    everyone = np.ones(len(o.row), dtype=bool)
     # Replicas the rate needs even beyond the cluster (reported when it does not fit); 1 where
     # one replica serves nothing, as for decode.
-    one = pool.max_rate_per_s(1.0)
-    sized = pool.sizing(o.rate, np.maximum(most, SIZING_REPLICAS), one)
-    x = np.where(one > 0, sized.servers, 1.0)
+    one = rates(np.ones(len(o.row)), everyone)
+    needed, rates = rates.sizing(o.rate, np.maximum(most, SIZING_REPLICAS), one)
+    x = np.where(one > 0, needed, 1.0)
     y = _replicas_needed(o.rate, d_rate)
     needed = np.where(feasible, x * p_tp + y * d_tp, np.nan)
     fits = feasible & (x * p_tp + y * d_tp <= o.budget)
@@ -389,9 +392,8 @@ def _disaggregated_results(
     # smallest pair (one replica each), which the verdict never presents as a plan.
     x = np.where(fits, x, np.where(feasible, f.best_x[o.row, i, j], 1.0))
     y = np.where(fits, y, np.where(feasible, f.best_y[o.row, i, j], 1.0))
-    # The chosen size's rate: read back where the sizing tried it, bisected only elsewhere.
-    tried, known = sized.rate_at(x)
-    p_rate = np.where(known, tried, rate_where(pool, x, ~known))
+    # The chosen size's rate: read off the search's table or the sizing, bisected elsewhere.
+    p_rate = rates(x, everyone)
     u99 = o.lengths.prompt_p99 * o.lengths.uncached_share
     p99_compute = prefill.p99_prefill_ms(p_engine, o.lengths)
     _, _, transfer_p99 = transfer_times(

@@ -76,17 +76,20 @@ def ingress_rate_per_s(r: Resolved, path: TransferPath, lengths: Lengths, p_tp, 
     return 0.9 * np.asarray(bw) * 1e9 / per_request
 
 
-def pooled_split(budget, p_tp, d_tp, pool: prefill.Pool, d_rate, allowed):
+def pooled_split(budget, p_tp, d_tp, pool: prefill.Pool, d_rate, allowed, rates=None):
     """Best whole split (x prefill, y decode replicas) of every pair, with pooled prefill.
 
     A pool's rate grows faster than its size (pooling), so the ideal x of the relaxed problem
     (x P = y D) is found with the per-replica rate of a pool near that size, then the whole
-    sizes next to it are tried exactly. Returns (prefill pool rate, served, x, y).
+    sizes next to it are tried exactly. Returns (prefill pool rate, served, x, y). `rates`,
+    answering as `rate_where(pool, ...)` does, may be passed in by a caller that has some of
+    the pool's rates already (`pool_rates.PoolRates`).
     """
+    rate_where_ = (lambda x, m: rate_where(pool, x, m)) if rates is None else rates
     most = np.maximum(np.floor((budget - d_tp) / p_tp), 0.0)
     top = np.maximum(most, 1.0)
     feasible = allowed & (most >= 1) & (d_rate > 0)
-    one = rate_where(pool, np.ones(np.shape(feasible)), feasible)
+    one = rate_where_(np.ones(np.shape(feasible)), feasible)
     feasible &= one > 0
 
     def ideal(per_replica):
@@ -95,10 +98,10 @@ def pooled_split(budget, p_tp, d_tp, pool: prefill.Pool, d_rate, allowed):
         return np.clip(np.floor(np.where(np.isfinite(x), x, 1.0)), 1.0, top)
 
     first = ideal(one)  # with one replica's rate: a lower bound on the per-replica rate
-    x0 = ideal(rate_where(pool, first, feasible) / first)
+    x0 = ideal(rate_where_(first, feasible) / first)
     # The whole sizes next to the ideal, all four in one pass (a new leading axis).
     x = np.clip(x0 + np.array([-1.0, 0.0, 1.0, 2.0]).reshape(-1, *[1] * np.ndim(x0)), 1.0, top)
-    p = rate_where(pool, x, np.broadcast_to(feasible, x.shape))
+    p = rate_where_(x, np.broadcast_to(feasible, x.shape))
     y = np.floor((budget - x * p_tp) / d_tp)
     value = np.where(feasible & (y >= 1), np.minimum(p, y * d_rate), 0.0)
     k = value.argmax(axis=0)[None]

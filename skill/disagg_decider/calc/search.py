@@ -28,6 +28,7 @@ from disagg_decider.calc import colocated, decode, parallel, queueing
 from disagg_decider.calc.kvpath import TransferPath, transfer_path
 from disagg_decider.calc.lengths import Lengths
 from disagg_decider.calc.parallel import Layout
+from disagg_decider.calc.pool_rates import PoolRates
 from disagg_decider.calc.pools import ingress_rate_per_s, pooled_split, prefill_pool
 from disagg_decider.calc.step import Engine
 from disagg_decider.classes import batch_context_tokens
@@ -294,6 +295,7 @@ class Found:
     colo_best_t: np.ndarray  # (S,)
     colo_within: np.ndarray  # (S,) req/s within the budget
     prefill_rate: np.ndarray  # the prefill pool of the best split, req/s, (S, Tp, Td)
+    prefill_rates: PoolRates  # the prefill pools' rates at whole sizes, where tabulated
     decode_rate: np.ndarray  # per decode replica, KV ingress included, (S, Tp, Td)
     decode_batch: np.ndarray  # (S, Td)
     pair_served: np.ndarray  # (S, Tp, Td) req/s within the budget
@@ -349,7 +351,9 @@ def search(r: Resolved, rows: Rows, layouts: dict[str, np.ndarray]) -> Found:
     pool = prefill_pool(r, engine, lengths, path, rows.ttft_ms.reshape(-1, 1, 1), atp)
     b3 = budget[:, None, None]
     allowed = pairs_allowed(w.engine, atp, atp, b3, tps, tps)
-    p_best, served, best_x, best_y = pooled_split(b3, p_gpus, d_gpus, pool, d_rate, allowed)
+    # Small splits' pools at every size in one bisection; the split and the verdict read them.
+    rates = PoolRates.tabulate(pool, np.floor((b3 - d_gpus) / p_gpus), allowed & (d_rate > 0))
+    p_best, served, best_x, best_y = pooled_split(b3, p_gpus, d_gpus, pool, d_rate, allowed, rates)
     tp_ok = rows.allowed["prefill"][:, :, None] & rows.allowed["decode"][:, None, :]
     flat = np.where(tp_ok, served, -1.0).reshape(n_rows, -1).argmax(axis=1)
     pair = np.stack(np.unravel_index(flat, served.shape[1:]), axis=1)
@@ -370,6 +374,7 @@ def search(r: Resolved, rows: Rows, layouts: dict[str, np.ndarray]) -> Found:
         colo_best_t=colo_t,
         colo_within=colo_within,
         prefill_rate=p_best,
+        prefill_rates=rates,
         decode_rate=d_rate,
         decode_batch=d_point.batch[:, :, 0, 0],
         pair_served=served,
