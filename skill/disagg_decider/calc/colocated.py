@@ -166,7 +166,7 @@ class PromptQueue(NamedTuple):
 
 
 def prompt_queue(at: Lines, b, t_empty) -> PromptQueue:
-    """What `evaluate` and `ttft_p99_ms` share, computed by one function so both see the same
+    """What `evaluate` and `ttft_terms` share, computed by one function so both see the same
     bits."""
     c, lengths = at.chunk, at.lengths
     u_mean = lengths.uncached_mean
@@ -201,17 +201,23 @@ def prompt_queue(at: Lines, b, t_empty) -> PromptQueue:
 
 
 def _ttft_p99_of(at: Lines, q: PromptQueue) -> np.ndarray:
-    return queueing.p99_of_sum_ms(q.pool_rate, at.servers, q.mean_s, q.scv, q.nodes)
+    return queueing.p99_of_sum_ms(*_ttft_terms(at, q))
 
 
-def ttft_p99_ms(at: Lines, batch) -> np.ndarray:
-    """The p99 TTFT `evaluate(at, batch, with_ttft=True)` reports, without the rest.
+def _ttft_terms(at: Lines, q: PromptQueue) -> tuple:
+    return (q.pool_rate, at.servers, q.mean_s, q.scv, q.nodes)
 
-    `colocated_load.latencies_at_rate` needs only this at its fractional batches: the TPOT
-    p99, the miss probability and the headroom (two more roofline passes and a tail sum) would
-    be thrown away. Same function for the shared part (`prompt_queue`), so the same bits.
+
+def ttft_terms(at: Lines, batch) -> tuple:
+    """The arguments of the p99 TTFT bisection (`queueing.p99_of_sum_ms`) that
+    `evaluate(at, batch, with_ttft=True)` runs, without the rest.
+
+    `colocated_load.latencies_at_rate` needs only the p99 TTFT at its fractional batches: the
+    TPOT p99, the miss probability and the headroom (two more roofline passes and a tail sum)
+    would be thrown away; and a block solves its report-only bisections together
+    (`deferred_p99`). Same function for the shared part (`prompt_queue`), so the same bits.
     """
-    return _ttft_p99_of(at, prompt_queue(at, batch, at.empty_pass.ms(batch, 0.0)))
+    return _ttft_terms(at, prompt_queue(at, batch, at.empty_pass.ms(batch, 0.0)))
 
 
 @dataclass(frozen=True)

@@ -13,13 +13,14 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
+from disagg_decider.calc import queueing
 from disagg_decider.calc.colocated import (
     ColocatedGrid,
     Lines,
     evaluate,
     lines,
     prompt_queue,
-    ttft_p99_ms,
+    ttft_terms,
 )
 from disagg_decider.calc.decode import batch_grid
 from disagg_decider.calc.frontier import interp_rows, value_at
@@ -45,10 +46,23 @@ def latencies_at_rate(
     `grid`, these rows' `evaluate` on the batch grid, may be passed in by a caller that has it
     (`rate_within_targets` tries many loads on the same rows).
     """
+    terms, reported, tpot = latency_terms(
+        engine, lengths, ttft_ms, tpot_ms, chunk, rate_per_s, servers, grid
+    )
+    return reported(queueing.p99_of_sum_ms(*terms)), tpot
+
+
+def latency_terms(
+    engine: Engine, lengths: Lengths, ttft_ms, tpot_ms, chunk, rate_per_s, servers=1.0, grid=None
+):
+    """`latencies_at_rate` up to its TTFT bisection: the arguments of that bisection
+    (`queueing.p99_of_sum_ms`), the function that turns its answer into the reported TTFT,
+    and the TPOT. For a caller that solves several report-only bisections in one call
+    (`deferred_p99`)."""
     at = lines(engine, lengths, ttft_ms, tpot_ms, chunk, servers)
     on = _on_curve(at, rate_per_s, grid)
-    ttft = np.ravel(ttft_p99_ms(on.at, on.batch[:, None]))
-    return on.toward_idle(ttft), on.tpot
+    terms = ttft_terms(on.at, on.batch[:, None])
+    return terms, lambda p99: on.toward_idle(np.ravel(p99)), on.tpot
 
 
 @dataclass(frozen=True)

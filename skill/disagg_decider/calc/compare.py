@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import math
 from bisect import bisect_left
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from functools import cache
 
@@ -32,6 +32,7 @@ from disagg_decider.calc import (
     prefill,
 )
 from disagg_decider.calc.arrays import sorted_unique
+from disagg_decider.calc.deferred_p99 import DeferredP99
 from disagg_decider.calc.kvpath import transfer_times
 from disagg_decider.calc.lengths import Lengths
 from disagg_decider.calc.limits import limits_for_block
@@ -126,13 +127,17 @@ def _analyze_block(resolved: list[Resolved], modes_only: bool = False) -> list[A
         rows = np.arange(len(resolved))
         crossovers = _crossovers(members, grid, own_prompts, found.gain)
     own = _Own.of(members, rows)
-    colo = _colocated_results(own, found)
-    disagg, disagg_columns = _disaggregated_results(own, found)
+    # The modes' and the conditional layout's report-only p99 TTFTs, solved in one bisection
+    # once every choice is made (`deferred_p99`).
+    p99s = DeferredP99()
+    colo, colo_ttft = _colocated_results(own, found, p99s)
+    disagg, disagg_columns, disagg_ttft = _disaggregated_results(own, found, p99s)
     request = _per_request(own, disagg_columns)
     limits = limits_for_block(members, colo, disagg)
-    conds = (
-        [None] * len(resolved) if modes_only else conditional.evaluate_many(resolved, colo, disagg)
-    )
+    layouts = None if modes_only else conditional.evaluate_many_later(resolved, colo, disagg, p99s)
+    p99s.solve()
+    colo, disagg = _with_ttft(colo, colo_ttft()), _with_ttft(disagg, disagg_ttft())
+    conds = [None] * len(resolved) if layouts is None else layouts(colo, disagg)
     out = []
     for k in range(len(resolved)):
         c, d, cond = colo[k], disagg[k], conds[k]
@@ -300,7 +305,11 @@ def _replicas_needed(rate, per_replica):
     return np.where(per_replica > 0, np.maximum(need, 1.0), 1.0)
 
 
-def _colocated_results(o: _Own, f: Found) -> list[ColocatedResult]:
+def _colocated_results(
+    o: _Own, f: Found, p99s: DeferredP99
+) -> tuple[list[ColocatedResult], Callable[[], np.ndarray]]:
+    """The records without their p99 TTFT, and the function that gives that column once
+    `p99s` (where its bisection was added) is solved."""
     t = f.colo_best_t[o.row]
     tp = f.layouts["gpus"][t].astype(float)  # GPUs per replica
     chunk_i = f.colo_chunk_index[o.row, t]
@@ -334,7 +343,8 @@ def _colocated_results(o: _Own, f: Found) -> list[ColocatedResult]:
         carried = colocated_load.rate_within_targets(*at, replicas.reshape(-1, 1), per_replica)
     fits = feasible & (need <= cap)
     load = np.minimum(o.rate / replicas, carried)
-    ttft, tpot = colocated_load.latencies_at_rate(*at, load, replicas.reshape(-1, 1))
+    ttft_terms, ttft_of, tpot = colocated_load.latency_terms(*at, load, replicas.reshape(-1, 1))
+    ttft_p99 = p99s.add(*ttft_terms)
     served = np.minimum(o.rate, replicas * carried)
     columns = {
         "feasible": feasible,
@@ -343,20 +353,23 @@ def _colocated_results(o: _Own, f: Found) -> list[ColocatedResult]:
         "gpus_needed_for_rate": np.where(feasible, need * tp, np.nan),
         "max_rate_per_s": within,
         "goodput_per_gpu": within / o.budget,
-        "ttft_p99_ms": np.where(feasible, ttft, np.nan),
+        "ttft_p99_ms": np.full(len(o.row), np.nan),  # filled in once solved (`_with_ttft`)
         "tpot_p99_ms": np.where(feasible, tpot, np.nan),
         **_layout_columns("", f.layouts, t),
         "replicas": replicas.astype(int),
         "chunk_tokens": np.asarray(chunks)[chunk_i],
         "max_batch": _whole(f.colo_batch[o.row, t]),
     }
-    return _records(ColocatedResult, columns, _costs(o, replicas * tp, served))
+    records = _records(ColocatedResult, columns, _costs(o, replicas * tp, served))
+    return records, lambda: np.where(feasible, ttft_of(ttft_p99.value), np.nan)
 
 
 def _disaggregated_results(
-    o: _Own, f: Found
-) -> tuple[list[DisaggregatedResult], dict[str, np.ndarray]]:
-    """The records, and the columns they were built from (the per-request figures use them)."""
+    o: _Own, f: Found, p99s: DeferredP99
+) -> tuple[list[DisaggregatedResult], dict[str, np.ndarray], Callable[[], np.ndarray]]:
+    """The records without their p99 TTFT, the columns they were built from (the per-request
+    figures use them), and the function that gives the p99 TTFT column once `p99s` (where its
+    bisection was added) is solved."""
     i, j = f.best_pair[o.row, 0], f.best_pair[o.row, 1]
     p_tp, d_tp = f.layouts["gpus"][i].astype(float), f.layouts["gpus"][j].astype(float)
     p_atp, d_atp = f.layouts["tp"][i].astype(float), f.layouts["tp"][j].astype(float)
@@ -406,7 +419,7 @@ def _disaggregated_results(
     step = decode.step_at_rate_ms(d_engine, o.lengths, d_load)
     # The join is priced at batch 1, as the pool's TTFT budget prices it, so a split loaded to
     # its prefill capacity reports the TTFT it was sized for.
-    ttft = pool.ttft_p99_ms(x, p_load)
+    ttft_p99 = p99s.add_pool(pool, x, p_load)
     served = np.minimum(o.rate, np.minimum(p_rate, y * d_rate))
     gpus = x * p_tp + y * d_tp
     within = f.disagg_within[o.row]
@@ -417,7 +430,7 @@ def _disaggregated_results(
         "gpus_needed_for_rate": needed,
         "max_rate_per_s": within,
         "goodput_per_gpu": within / o.budget,
-        "ttft_p99_ms": np.where(feasible, ttft, np.nan),
+        "ttft_p99_ms": np.full(len(o.row), np.nan),  # filled in once solved (`_with_ttft`)
         "tpot_p99_ms": np.where(
             feasible, decode.tpot_p99_at_rate_ms(d_engine, o.lengths, d_load), np.nan
         ),
@@ -431,7 +444,16 @@ def _disaggregated_results(
         "transfer_ms_p99": transfer_p99,
     }
     records = _records(DisaggregatedResult, columns, _costs(o, gpus, served))
-    return records, {**columns, "decode_step_ms": np.where(feasible, step, np.nan)}
+    columns = {**columns, "decode_step_ms": np.where(feasible, step, np.nan)}
+    return records, columns, lambda: np.where(feasible, ttft_p99.value, np.nan)
+
+
+def _with_ttft(records: list, ttft_p99_ms: np.ndarray) -> list:
+    """The records with their p99 TTFT (NaN stands for None, as in `_records`)."""
+    return [
+        r.model_copy(update={"ttft_p99_ms": None if v != v else v})
+        for r, v in zip(records, np.ravel(ttft_p99_ms).tolist(), strict=True)
+    ]
 
 
 def _engine_at(first: Resolved, layouts: dict[str, np.ndarray], index: np.ndarray):
