@@ -322,9 +322,17 @@ def _colocated_results(
         o.tpot_slo_ms.reshape(-1, 1),
         np.asarray(chunks, dtype=float)[chunk_i].reshape(-1, 1),
     )
+
     # What one replica carries within the targets with the whole cluster behind the router,
     # then with the replicas the rate needs (fewer replicas pool less and queue more).
-    per_replica = colocated_load.rate_within_targets(*at, cap.reshape(-1, 1), f.colo_rate[o.row, t])
+    # Each pool size's lines and batch grid are built once: the loads within the targets and
+    # the reported latencies are read off the same rows (`servers` is the size `on` holds).
+    def within_at(servers: np.ndarray, rate_hi: np.ndarray):
+        on = colocated_load.lines_and_grid(*at, servers.reshape(-1, 1))
+        rate = colocated_load.rate_within_targets(*at, servers.reshape(-1, 1), rate_hi, on=on)
+        return rate, on
+
+    per_replica, on = within_at(cap, f.colo_rate[o.row, t])
     feasible = (per_replica > 0) & (o.budget // tp >= 1)
     within = np.where(feasible, cap * per_replica, 0.0)
     need = _replicas_needed(o.rate, per_replica)
@@ -332,7 +340,7 @@ def _colocated_results(
     for _ in range(4):  # more replicas carry more each; a few rounds settle the count
         replicas = np.where(feasible, np.minimum(need, cap), cap)
         if not np.array_equal(replicas, servers):
-            carried = colocated_load.rate_within_targets(*at, replicas.reshape(-1, 1), per_replica)
+            carried, on = within_at(replicas, per_replica)
             servers = replicas
         more = np.where(carried > 0, np.maximum(need, _replicas_needed(o.rate, carried)), need)
         if np.array_equal(more, need):
@@ -340,10 +348,12 @@ def _colocated_results(
         need = more
     replicas = np.where(feasible, np.minimum(need, cap), cap)
     if not np.array_equal(replicas, servers):
-        carried = colocated_load.rate_within_targets(*at, replicas.reshape(-1, 1), per_replica)
+        carried, on = within_at(replicas, per_replica)
     fits = feasible & (need <= cap)
     load = np.minimum(o.rate / replicas, carried)
-    ttft_terms, ttft_of, tpot = colocated_load.latency_terms(*at, load, replicas.reshape(-1, 1))
+    ttft_terms, ttft_of, tpot = colocated_load.latency_terms(
+        *at, load, replicas.reshape(-1, 1), on=on
+    )
     ttft_p99 = p99s.add(*ttft_terms)
     served = np.minimum(o.rate, replicas * carried)
     columns = {
