@@ -285,17 +285,36 @@ def _by_threshold(found: list[Candidate]) -> dict[float, list[Candidate]]:
 def _best_of_groups(
     r: Resolved, groups: dict[float, list[Candidate]], firsts: list[Candidate]
 ) -> dict[float, Candidate]:
-    out = {}
-    for (t, group), best in zip(groups.items(), firsts, strict=True):
-        for c in group[1:]:
-            if best.goodput_rate_per_s >= c.goodput_rate_per_s:
-                break
-            settled = settle(r, c)
-            if settled.goodput_rate_per_s > best.goodput_rate_per_s:
-                best = settled
-        if best.goodput_rate_per_s > 0:
-            out[t] = best
-    return out
+    return _best_of_many(r, [(r, groups, firsts)])[0]
+
+
+def _best_of_many(
+    first: Resolved,
+    searched: list[tuple[Resolved, dict[float, list[Candidate]], list[Candidate]]],
+) -> list[dict[float, Candidate]]:
+    """Per workload (all sharing `first`'s engine) and threshold, the best settled candidate.
+
+    Each threshold's group is walked in order of grid goodput (an upper bound on the settled
+    one): the next candidate is settled while its bound beats the best settled so far. Groups
+    are independent, so each round settles the next candidate of every group still walking
+    in one bisection (`_settle_rows`), rather than one at a time; each group still takes the
+    same candidates in the same order, so the same best.
+    """
+    best = [dict(zip(groups, firsts, strict=True)) for _, groups, firsts in searched]
+    walking = [(w, t, 1) for w, (_, groups, _) in enumerate(searched) for t in groups]
+    while walking:
+        rows, keys = [], []
+        for w, t, k in walking:
+            r, group = searched[w][0], searched[w][1][t]
+            if k < len(group) and best[w][t].goodput_rate_per_s < group[k].goodput_rate_per_s:
+                rows.append((r, group[k]))
+                keys.append((w, t, k))
+        settled = _settle_rows(first, rows) if len(rows) > 1 else [settle(*row) for row in rows]
+        for (w, t, _), c in zip(keys, settled, strict=True):
+            if c.goodput_rate_per_s > best[w][t].goodput_rate_per_s:
+                best[w][t] = c
+        walking = [(w, t, k + 1) for w, t, k in keys]
+    return [{t: c for t, c in by_t.items() if c.goodput_rate_per_s > 0} for by_t in best]
 
 
 def evaluate(
@@ -348,11 +367,13 @@ def evaluate_many_later(
         for g in gs.values()
     ]
     settled = iter(_settle_rows(resolved[0], pooled) if pooled else [])
-    out = []
-    for (r, c, d), gs in zip(modes, groups, strict=True):
+    searched = []
+    for r, gs in zip(resolved, groups, strict=True):
         tops = [g[0] for g in gs.values()]
         firsts = [next(settled) for _ in tops] if len(tops) > 1 else settle_many(r, tops)
-        out.append((r, c, d, _best_of_groups(r, gs, firsts)))
+        searched.append((r, gs, firsts))
+    best = _best_of_many(resolved[0], searched)
+    out = [(r, c, d, by_t) for (r, c, d), by_t in zip(modes, best, strict=True)]
     # The chosen conditional layouts' p99s at each workload's rate, all in one pass.
     chosen = [(r, by_t[t]) for r, c, d, by_t in out if (t := _chosen(c, d, by_t)) is not None]
     reports = _report_rows(resolved[0], chosen, p99s) if chosen else list
