@@ -5,8 +5,8 @@ at a chain of sizes (`pools.pooled_split`: one replica, the ideal size, the four
 it), and the verdict prices the chosen pair's pool again (one replica, `Pool.sizing`, the
 chosen size). Each of those is a load bisection of its own, and on a small cluster every one
 of them lands on a size the cluster allows, 1 .. most. Where an entry allows at most
-`TABLE_SIZES` prefill replicas, this bisects every allowed size of it in one call up front;
-the later questions are then read off the table.
+`TABLE_SIZES` prefill replicas, this bisects every allowed size of it in one call up front
+(one replica of the others); the later questions are then read off the table.
 
 Why the answers stay exact: `queueing.max_rate_per_ms` prices every entry on its own (the
 same operations on the entry's own inputs, whatever else is in the call), so a tabulated rate
@@ -40,8 +40,10 @@ class PoolRates:
 
     @classmethod
     def tabulate(cls, pool: prefill.Pool, most: np.ndarray, wanted: np.ndarray) -> PoolRates:
-        """Every size 1 .. `most` of the `wanted` entries that allow at most `TABLE_SIZES`."""
-        sizes = np.where(wanted & (most <= TABLE_SIZES), np.maximum(most, 0.0), 0.0)
+        """Every size 1 .. `most` of the `wanted` entries that allow at most `TABLE_SIZES`, and
+        one replica of the others (the first rate both the split and the verdict ask for)."""
+        most = np.maximum(most, 0.0)
+        sizes = np.where(wanted, np.where(most <= TABLE_SIZES, most, np.minimum(most, 1.0)), 0.0)
         top = int(np.max(sizes, initial=0.0))
         grid = np.arange(1.0, top + 1.0).reshape(-1, *(1,) * sizes.ndim)
         rates = rate_where(pool, grid, grid <= sizes) if top else np.zeros((0, *sizes.shape))
