@@ -230,7 +230,7 @@ class ColocatedPoint:
 
 
 def best_points(
-    engine: Engine, lengths: Lengths, ttft_ms, tpot_ms, chunks, servers=1.0
+    engine: Engine, lengths: Lengths, ttft_ms, tpot_ms, chunks, servers=1.0, searched=None
 ) -> ColocatedPoint:
     """Largest feasible batch per chunk size (interpolated), then the best chunk size.
 
@@ -239,15 +239,25 @@ def best_points(
     lines (a batch of workloads) by bisection, which evaluates log2(n) batches instead of n.
     Both find the same crossing (`frontier`). Lines are flattened copies: numpy is several
     times faster on contiguous arrays than on broadcasts with a trailing axis of one.
+
+    `searched`, a mask on the (row, TP) axes, leaves the other lines out: each line is searched
+    on its own, so the rest get the same answers; the left-out ones read rate 0, chunk index 0
+    and batch 0 (for candidates a caller never reads, such as layouts a row may not use).
     """
     batches = batch_grid(engine.eff.max_decode_batch)
     c = np.asarray(chunks, dtype=float)[:, None]
     shape = np.broadcast_shapes(np.shape(lengths.prompt_p50), np.shape(engine.gpus), c.shape)
-    n_lines = int(np.prod(shape))
+    keep = (
+        None if searched is None else np.broadcast_to(np.asarray(searched)[..., None, None], shape)
+    )
+    keep = None if keep is None or keep.all() else keep.reshape(-1)
+    n_lines = int(np.prod(shape)) if keep is None else int(keep.sum())
     whole_grid = n_lines * batches.size <= WHOLE_GRID_POINTS
     line_shape = (n_lines, 1) if whole_grid else (n_lines,)
 
     def per_line(a) -> np.ndarray:
+        if keep is not None:
+            return np.broadcast_to(a, shape).reshape(-1)[keep].reshape(line_shape)
         return np.broadcast_to(a, shape).reshape(line_shape)
 
     at_lines = lines(
@@ -260,7 +270,9 @@ def best_points(
     )
     # Pure decode steps do not depend on the chunk size: one per (row, TP, batch), looked up.
     empty = decode_step_ms(engine, batches, lengths.decode_context_mean)
-    empty = np.broadcast_to(empty, (*shape[:-1], batches.size)).reshape(n_lines, -1)
+    empty = np.broadcast_to(empty, (*shape[:-1], batches.size)).reshape(-1, batches.size)
+    if keep is not None:
+        empty = empty[keep]
     if whole_grid:
         grid = evaluate(at_lines, batches, t_empty=empty)
         edge = boundary_index(grid.headroom)
@@ -278,6 +290,15 @@ def best_points(
 
         bisected = bisect_edge(at, batches.size, (n_lines,))
         rate, batch = bisected.value(0), bisected.value(1)
+    if keep is not None:
+        rate, batch = _spread(rate, keep), _spread(batch, keep)
     rate, batch = rate.reshape(shape[:-1]), batch.reshape(shape[:-1])
     best = rate.argmax(axis=-1)
     return ColocatedPoint(rate_per_s=pick(rate, best), chunk_index=best, batch=pick(batch, best))
+
+
+def _spread(values: np.ndarray, keep: np.ndarray) -> np.ndarray:
+    """Values of the kept lines back on every line, 0 on the others."""
+    out = np.zeros(keep.shape)
+    out[keep] = np.ravel(values)
+    return out

@@ -329,7 +329,10 @@ def search(r: Resolved, rows: Rows, layouts: dict[str, np.ndarray]) -> Found:
     # pooled queue.
     chunks = w.efficiency.chunk_tokens
     servers = np.maximum(budget[:, None] // tps, 1.0).reshape(n_rows, -1, 1, 1)
-    best = colocated.best_points(engine, lengths, rows.ttft_ms, rows.tpot_ms, chunks, servers)
+    # Layouts a row may not use are never chosen (masked below) nor read: not searched.
+    best = colocated.best_points(
+        engine, lengths, rows.ttft_ms, rows.tpot_ms, chunks, servers, rows.allowed["colocated"]
+    )
     colo_rate = np.where(served_rows[:, None], best.rate_per_s, 0.0)
     colo_within_t = (budget[:, None] // tps) * colo_rate
     colo_within_t = np.where(rows.allowed["colocated"], colo_within_t, -1.0)
