@@ -36,7 +36,6 @@ from disagg_decider.calc.deferred_p99 import DeferredP99
 from disagg_decider.calc.kvpath import transfer_times
 from disagg_decider.calc.lengths import Lengths
 from disagg_decider.calc.limits import limits_for_block
-from disagg_decider.calc.pools import prefill_pool
 from disagg_decider.calc.result import Analysis, ColocatedResult, DisaggregatedResult
 from disagg_decider.calc.search import (
     Found,
@@ -388,20 +387,11 @@ def _disaggregated_results(
     p_engine = _engine_at(o.first, f.layouts, i)
     d_engine = _engine_at(o.first, f.layouts, j)
     path = o.members.path.take(np.arange(len(o.row)), (-1, 1))
-    join = decode.join_step_ms(d_engine, o.lengths)
-    pool = prefill_pool(
-        o.first,
-        p_engine,
-        o.lengths,
-        path,
-        o.ttft_slo_ms,
-        p_atp.reshape(-1, 1),
-        d_atp.reshape(-1, 1),
-        join_ms=join,
-    )
     most = np.maximum(np.floor((o.budget - d_tp) / p_tp), 1.0)
-    # The search's rates of this pair's pool (the same pool: the same bits), where it has them.
-    rates = f.prefill_rates.at((o.row, i, j)).with_pool(pool)
+    # The search priced this pair's prefill pool at the workload's own prompt (`prefill_pool`,
+    # element by element: the bits it would get built again here), and some of its rates.
+    rates = f.prefill_rates.at((o.row, i, j))
+    pool = rates.pool
     everyone = np.ones(len(o.row), dtype=bool)
     # Replicas the rate needs even beyond the cluster (reported when it does not fit); 1 where
     # one replica serves nothing, as for decode.

@@ -11,7 +11,9 @@ of them lands on a size the cluster allows, 1 .. most. Where an entry allows at 
 Why the answers stay exact: `queueing.max_rate_per_ms` prices every entry on its own (the
 same operations on the entry's own inputs, whatever else is in the call), so a tabulated rate
 has the bits a fresh bisection of that entry at that size gives. Only entries and sizes the
-table holds are read from it; anything else is bisected as before (`pools.rate_where`).
+table holds are read from it; anything else is bisected as before (`pools.rate_where`). The
+verdict takes the chosen pair's pool itself from here too (`at`): the search built it at the
+workload's own prompt element by element, so it holds the bits a pool built again would.
 """
 
 from __future__ import annotations
@@ -50,14 +52,17 @@ class PoolRates:
         return cls(pool=pool, rates=rates, sizes=sizes)
 
     def at(self, index: tuple) -> PoolRates:
-        """The entries at `index` (numpy indexing of the entry axes), with `pool` left as is:
-        the caller swaps in the pool those entries are priced with (`with_pool`)."""
-        return PoolRates(
-            pool=self.pool, rates=self.rates[(slice(None), *index)], sizes=self.sizes[index]
+        """The entries at `index` (numpy indexing of the entry axes), their pool with them."""
+        shape = self.sizes.shape
+        k = np.shape(self.pool.nodes_ms)[-1]
+        pool = prefill.Pool(
+            *(np.broadcast_to(a, shape)[index] for a in (self.pool.mean_ms, self.pool.scv)),
+            nodes_ms=np.broadcast_to(self.pool.nodes_ms, (*shape, k))[index],
+            target_ms=np.broadcast_to(self.pool.target_ms, shape)[index],
         )
-
-    def with_pool(self, pool: prefill.Pool) -> PoolRates:
-        return PoolRates(pool=pool, rates=self.rates, sizes=self.sizes)
+        return PoolRates(
+            pool=pool, rates=self.rates[(slice(None), *index)], sizes=self.sizes[index]
+        )
 
     def holds(self, servers: np.ndarray) -> np.ndarray:
         """Where a whole size the table holds is asked for (broadcasts like `rate_where`)."""
