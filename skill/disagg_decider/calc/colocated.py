@@ -34,7 +34,10 @@ from disagg_decider.calc.frontier import (
 from disagg_decider.calc.lengths import Lengths
 from disagg_decider.calc.step import Engine, PassTerms, pass_terms
 
-WHOLE_GRID_POINTS = 20_000  # up to this many (line, batch) points, evaluate them all at once
+# Up to this many (line, batch) points, evaluate them all at once; beyond, bisect each line.
+# Measured (issue 17f, `benchmarks/decide_cpu.py`'s examples): bisecting is already cheaper at
+# ~290 lines x 16 batches (1.1 ms against 1.4), whole grids at ~100 lines (0.7 against 0.9).
+WHOLE_GRID_POINTS = 2_500
 
 
 @dataclass(frozen=True)
