@@ -47,7 +47,8 @@ class ColocatedGrid:
     rate_per_s: np.ndarray
     ttft_p99_ms: np.ndarray | None  # only when asked for (`evaluate(with_ttft=True)`)
     tpot_p99_ms: np.ndarray
-    headroom: np.ndarray  # smallest normalised slack over all targets; >= 0 is feasible
+    headroom: np.ndarray | None  # smallest normalised slack over all targets; >= 0 is
+    # feasible (None where not asked for: `evaluate(with_headroom=False)`)
     idle_ttft_ms: np.ndarray  # p99 TTFT with no queue
     idle_tpot_ms: np.ndarray  # TPOT with no prefill riding along
 
@@ -92,12 +93,16 @@ def lines(engine: Engine, lengths: Lengths, ttft_ms, tpot_ms, chunk, servers=1.0
     )
 
 
-def evaluate(at: Lines, batch, t_empty=None, with_ttft=False) -> ColocatedGrid:
+def evaluate(at: Lines, batch, t_empty=None, with_ttft=False, with_headroom=True) -> ColocatedGrid:
     """Colocated replicas on the given lines at `batch` decode sequences (broadcasts).
 
     `t_empty`, the pure decode step at `batch`, may be passed in by a caller that has it. The
     p99 TTFT itself is solved for only `with_ttft` (reports); the search needs only whether it
-    holds, which the probability of missing the target answers without solving for it.
+    holds, which the probability of missing the target answers without solving for it. That
+    probability, over every quantile node, is most of the cost, and only the headroom reads
+    it: without `with_headroom` (loads placed on a grid, `colocated_load`, which reads rates,
+    TPOTs and idle values) neither is computed and `headroom` is None. The other fields are
+    the same either way.
     """
     b, c, lengths = batch, at.chunk, at.lengths
     if t_empty is None:
@@ -128,30 +133,33 @@ def evaluate(at: Lines, batch, t_empty=None, with_ttft=False) -> ColocatedGrid:
     )
     tpot_p99 = t_empty99 + np.minimum(1.0, carrying99 + spread) * slow99
 
+    idle_ttft = queueing.node_quantile(q.nodes, queueing.P99_TAIL)
+    ttft_p99 = _ttft_p99_of(at, q) if with_ttft else None
+    return ColocatedGrid(
+        rate_per_s=rate_per_ms * 1e3,
+        ttft_p99_ms=ttft_p99,
+        tpot_p99_ms=tpot_p99,
+        headroom=_headroom(at, q, b, carrying, tpot_p99) if with_headroom else None,
+        idle_ttft_ms=idle_ttft,
+        idle_tpot_ms=t_empty,
+    )
+
+
+def _headroom(at: Lines, q: PromptQueue, b, carrying, tpot_p99) -> np.ndarray:
+    """The smallest normalised slack, 1 - value / limit, over every limit: one minus the
+    largest ratio. Chunk sizes and targets are positive (validated)."""
     # Prompts queue as one M/G/c pool (`prompt_queue`); the search needs only the miss
     # probability at the target, a report the p99 itself.
     c_wait, theta = queueing.wait_tail(q.pool_rate, at.servers, q.mean_s, q.scv)
     miss = queueing.sum_exceed_probability(c_wait, theta, q.nodes, at.ttft_ms)
     with np.errstate(divide="ignore"):
         ttft_ratio = 1.0 + np.log(miss / queueing.P99_TAIL) / np.log(1.0 / queueing.P99_TAIL)
-    idle_ttft = queueing.node_quantile(q.nodes, queueing.P99_TAIL)
-    ttft_p99 = _ttft_p99_of(at, q) if with_ttft else None
-
-    # Headroom is the smallest normalised slack, 1 - value / limit, over every limit: one
-    # minus the largest ratio. Chunk sizes and targets are positive (validated).
     worst = np.array(ttft_ratio, dtype=float)  # the one ratio whose value spans every axis
-    np.maximum(worst, b / c, out=worst)
+    np.maximum(worst, b / at.chunk, out=worst)
     np.maximum(worst, carrying, out=worst)
     np.maximum(worst, b * at.inverse_memory_limit, out=worst)
     np.maximum(worst, tpot_p99 / at.tpot_ms, out=worst)
-    return ColocatedGrid(
-        rate_per_s=rate_per_ms * 1e3,
-        ttft_p99_ms=ttft_p99,
-        tpot_p99_ms=tpot_p99,
-        headroom=1.0 - worst,
-        idle_ttft_ms=idle_ttft,
-        idle_tpot_ms=t_empty,
-    )
+    return 1.0 - worst
 
 
 class PromptQueue(NamedTuple):

@@ -98,7 +98,7 @@ class _OnCurve:
 
 def _on_curve(at: Lines, rate_per_s, grid) -> _OnCurve:
     batches = batch_grid(at.engine.eff.max_decode_batch)
-    g = evaluate(at, batches) if grid is None else grid
+    g = evaluate(at, batches, with_headroom=False) if grid is None else grid
     shape = (len(rate_per_s), batches.size)
     rates = np.broadcast_to(g.rate_per_s, shape)
     # Only the rising run of the grid is a load curve: past it (a batch as large as the chunk
@@ -150,7 +150,7 @@ def lines_and_grid(
     """Rows' lines and their evaluation on the batch grid: what `rate_within_targets` and
     `latency_terms` build first, for a caller that asks both about the same rows."""
     at = lines(engine, lengths, ttft_ms, tpot_ms, chunk, servers)
-    return at, evaluate(at, batch_grid(engine.eff.max_decode_batch))
+    return at, evaluate(at, batch_grid(engine.eff.max_decode_batch), with_headroom=False)
 
 
 def rate_within_targets(
