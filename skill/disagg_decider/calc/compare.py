@@ -364,8 +364,11 @@ def _disaggregated_results(
     feasible = f.pair_served[o.row, i, j] > 0
     p_engine = _engine_at(o.first, f.layouts, i)
     d_engine = _engine_at(o.first, f.layouts, j)
-    path = o.members.path.take(np.arange(len(o.row)), (-1, 1))
+    everyone = np.arange(len(o.row))
+    path = o.members.path.take(everyone, (-1, 1))
     join = decode.join_step_ms(d_engine, o.lengths)
+    mix = o.members.mix  # mixed traffic: each mixed member's own row (`calc/classes.py`)
+    own = None if mix is None else mix.own(o.members.prompt_p50, everyone)
     pool = prefill_pool(
         o.first,
         p_engine,
@@ -375,6 +378,7 @@ def _disaggregated_results(
         p_atp.reshape(-1, 1),
         d_atp.reshape(-1, 1),
         join_ms=join,
+        prompts=None if mix is None else mix.prompts_at(o.lengths, own, everyone),
     )
     most = np.maximum(np.floor((o.budget - d_tp) / p_tp), 1.0)
     # Replicas the rate needs even beyond the cluster (reported when it does not fit); 1 where
@@ -392,8 +396,12 @@ def _disaggregated_results(
     # The chosen size's rate: read back where the sizing tried it, bisected only elsewhere.
     tried, known = sized.rate_at(x)
     p_rate = np.where(known, tried, rate_where(pool, x, ~known))
-    u99 = o.lengths.prompt_p99 * o.lengths.uncached_share
-    p99_compute = prefill.p99_prefill_ms(p_engine, o.lengths)
+    if mix is None:
+        u99 = o.lengths.prompt_p99 * o.lengths.uncached_share
+        p99_compute = prefill.p99_prefill_ms(p_engine, o.lengths)
+    else:  # a mixed member's own row: its mix's p99 uncached prompt, with its cached prefix
+        u99, cached99 = mix.p99_at(o.lengths, own, everyone)
+        p99_compute = prefill.prefill_ms(p_engine, u99, cached99)
     _, _, transfer_p99 = transfer_times(
         o.first, path, u99, p99_compute, p_atp.reshape(-1, 1), d_atp.reshape(-1, 1)
     )
@@ -417,7 +425,14 @@ def _disaggregated_results(
         "goodput_per_gpu": within / o.budget,
         "ttft_p99_ms": np.where(feasible, ttft, np.nan),
         "tpot_p99_ms": np.where(
-            feasible, decode.tpot_p99_at_rate_ms(d_engine, o.lengths, d_load), np.nan
+            feasible,
+            decode.tpot_p99_at_rate_ms(
+                d_engine,
+                o.lengths,
+                d_load,
+                None if mix is None else mix.batch_at(own, everyone, (-1, 1)),
+            ),
+            np.nan,
         ),
         **_layout_columns("prefill_", f.layouts, i),
         **_layout_columns("decode_", f.layouts, j),
