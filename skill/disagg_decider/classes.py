@@ -1,11 +1,13 @@
 """Request classes of mixed traffic as log-normal components, and the moments of their mix.
 
 A workload's traffic is one class (its `prompt_tokens`, `output_tokens`, prefix-cache hit rate)
-or several (`traffic.classes`, shares summing to 1). Modes that take one length distribution
-(colocated, always-disaggregated) take the mix as the log-normal with its mean and second
-moment, which keeps what the queues and batches depend on (Pollaczek-Khinchine: the mean and
-squared coefficient of variation of service). The conditional layout splits every class at the
-routing threshold (`calc/conditional.py`), which needs the partial moments below.
+or several (`traffic.classes`, shares summing to 1). The workload's one-class figures take the
+mix as the log-normal with its mean and second moment, which keeps what the queues' means
+depend on (Pollaczek-Khinchine: the mean and squared coefficient of variation of service);
+the colocated mode is priced on it. The always-disaggregated mode reads the mix's own shape
+(`calc/classes.py`: `mixture_quantiles`, `cached_per_uncached`, `batch_mix`). The conditional
+layout splits every class at the routing threshold (`calc/conditional.py`), which needs the
+partial moments below.
 """
 
 from __future__ import annotations
@@ -69,9 +71,9 @@ def fit_moments(mean: float, second: float) -> tuple[float, float]:
 def mixture_quantiles(comps: list[Component], probabilities) -> list[float]:
     """Prompt lengths of the mix of classes at each probability, by bisection on log length.
 
-    The modes take the mix as one log-normal for its moments; its tail is not the mix's (a
-    few long RAG prompts among short chat turns have a shorter p99 than the log-normal with
-    the same mean and second moment), and a prefill pool's p99 TTFT is read off that tail.
+    The one log-normal with the mix's moments has not the mix's tail (a few long RAG prompts
+    among short chat turns have a shorter p99 than the log-normal with the same mean and
+    second moment), and a prefill pool's p99 TTFT is read off that tail.
     """
     logs = [(c.weight, math.log(c.prompt_p50), c.prompt_sigma) for c in comps]
     lo0 = min(m - 12.0 * s - 1.0 for _, m, s in logs)
