@@ -69,27 +69,48 @@ def fit_moments(mean: float, second: float) -> tuple[float, float]:
 
 
 def mixture_quantiles(comps: list[Component], probabilities) -> list[float]:
-    """Prompt lengths of the mix of classes at each probability, by bisection on log length.
+    """Prompt lengths of the mix of classes at each probability (root of the mix's CDF in log
+    length: Newton steps kept inside a shrinking bisection bracket, to 1e-12 in log length).
 
     The one log-normal with the mix's moments has not the mix's tail (a few long RAG prompts
     among short chat turns have a shorter p99 than the log-normal with the same mean and
     second moment), and a prefill pool's p99 TTFT is read off that tail.
     """
-    logs = [(c.weight, math.log(c.prompt_p50), c.prompt_sigma) for c in comps]
+    logs = [(c.weight, math.log(c.prompt_p50), max(c.prompt_sigma, 1e-9)) for c in comps]
     lo0 = min(m - 12.0 * s - 1.0 for _, m, s in logs)
     hi0 = max(m + 12.0 * s + 1.0 for _, m, s in logs)
 
-    def cdf(x: float) -> float:
-        return sum(w * (_phi((x - m) / s) if s > 0 else float(x >= m)) for w, m, s in logs)
+    def cdf_pdf(x: float) -> tuple[float, float]:
+        cdf = pdf = 0.0
+        for w, m, s in logs:
+            z = (x - m) / s
+            cdf += w * _phi(z)
+            pdf += w * math.exp(-0.5 * z * z) / (s * _SQRT_2PI)
+        return cdf, pdf
 
     out = []
     for p in probabilities:
         lo, hi = lo0, hi0
-        for _ in range(80):
-            mid = 0.5 * (lo + hi)
-            lo, hi = (mid, hi) if cdf(mid) < p else (lo, mid)
-        out.append(math.exp(0.5 * (lo + hi)))
+        x = sum(w * m for w, m, _ in logs)
+        for _ in range(200):
+            cdf, pdf = cdf_pdf(x)
+            if cdf < p:
+                lo = x
+            else:
+                hi = x
+            step = (cdf - p) / pdf if pdf > 0 else math.inf
+            nxt = x - step
+            if not lo < nxt < hi:  # Newton left the bracket: bisect instead
+                nxt = 0.5 * (lo + hi)
+            if abs(nxt - x) < 1e-12 or hi - lo < 1e-12:
+                x = nxt
+                break
+            x = nxt
+        out.append(math.exp(x))
     return out
+
+
+_SQRT_2PI = math.sqrt(2.0 * math.pi)
 
 
 def uncached(comps: list[Component]) -> list[Component]:

@@ -103,6 +103,14 @@ class MemberMix:
             np.ravel(prompt_p50) == self.prompt_p50[index]
         )
 
+    def rows_at(self, lengths: Lengths, prompt_p50, index, shape) -> dict:
+        """`search.Rows`' mixed-traffic fields for rows of member `index[i]` at `prompt_p50[i]`."""
+        own = self.own(prompt_p50, index)
+        return {
+            "prompts": self.prompts_at(lengths, own, index),
+            "batch_mix": self.batch_at(own, index, shape),
+        }
+
     def prompts_at(self, lengths: Lengths, own: np.ndarray, index) -> PromptMix | None:
         """The rows' `PromptMix`; None where no row is a mixed member's own."""
         if not own.any():

@@ -235,13 +235,7 @@ class Members:
         shape = (-1, 1, 1, 1)
         p50 = np.concatenate(prompts)
         lengths = self.lengths(p50, index, shape)
-        mixed = {}
-        if self.mix is not None:
-            own = self.mix.own(p50, index)
-            mixed = {
-                "prompts": self.mix.prompts_at(lengths, own, index),
-                "batch_mix": self.mix.batch_at(own, index, shape),
-            }
+        mixed = {} if self.mix is None else self.mix.rows_at(lengths, p50, index, shape)
         return Rows(
             lengths=lengths,
             ttft_ms=self.ttft_ms[index].reshape(shape),
