@@ -186,3 +186,21 @@ def test_feedback_variance_factor() -> None:
     values = decode.feedback_variance_factor(f)
     assert np.all(np.diff(values) > 0)
     assert np.all(values > 1.0 / f * 0.9) and np.all(values < 1.0 / f * 1.5)
+
+
+def test_mixed_members_price_the_same_alone_and_in_a_batch() -> None:
+    """`decide_many` equals `decide` one by one (the batch contract) with members of two,
+    three and one class sharing an engine: the class-by-class sums do not depend on how many
+    classes the block's widest member has."""
+    from disagg_decider.decide import decide_many
+
+    three = [
+        {**CHAT, "share": 0.5},
+        {**RAG, "share": 0.2, "prefix_cache_hit_rate": 0.5},
+        {"share": 0.3, "prompt_tokens": {"p50": 3000, "p99": 9000}, "output_tokens": 600},
+    ]
+    one = [{"share": 1.0, "prompt_tokens": {"p50": 2000, "p99": 6000}, "output_tokens": 200}]
+    workloads = [bimodal(), bimodal(classes=three), bimodal(classes=one)]
+    assert [v.model_dump() for v in decide_many(workloads)] == [
+        decide(w).model_dump() for w in workloads
+    ]

@@ -74,8 +74,14 @@ class PromptMix:
         on each class's log-normal, exact where the mix's 25 quantile nodes straddle the gap
         between classes), `mean` and `scv` (the nodes') elsewhere."""
         s = prefill.prefill_ms(engine, self.class_uncached, self.class_cached)
-        m1 = (s * self.class_weights).sum(axis=-1)
-        m2 = (s * s * self.class_weights).sum(axis=-1)
+        w = np.broadcast_to(self.class_weights, s.shape)
+        # Class by class, each a sum over its K nodes, added in class order: a padding class
+        # (weight 0) adds an exact 0, so a member prices the same in any block of members.
+        m1 = m2 = 0.0
+        for k in range(0, s.shape[-1], _K):
+            part, weight = s[..., k : k + _K], w[..., k : k + _K]
+            m1 = m1 + (part * weight).sum(axis=-1)
+            m2 = m2 + (part * part * weight).sum(axis=-1)
         own = self.own.reshape(self.own.shape + (1,) * (np.ndim(m1) - 1))
         safe = np.where(m1 > 0, m1, 1.0)  # off the own rows the class weights are all 0
         mixed_scv = np.maximum(m2 / (safe * safe) - 1.0, 0.0)
