@@ -89,11 +89,8 @@ def skip_pydantic_plugin_discovery() -> None:
     sys.modules[name] = stand_in
 
 
-_answered = False  # the fast lane printed a verdict or its error in this process
-
-
 def main() -> None:
-    global _answered
+    """`decide` in this process: the fast lane, or the typer app (tests call this)."""
     request = verdict_request(sys.argv[1:])
     skip_pydantic_plugin_discovery()
     if request is None:
@@ -101,6 +98,17 @@ def main() -> None:
 
         full()
         return
+    code = answer(request)
+    if code:
+        sys.exit(code)
+
+
+def answer(request: tuple[Path, str], keep_collector_paused: bool = False) -> int:
+    """Print the verdict (or the error) for a fast-lane request; the exit code.
+
+    The cycle collector stays paused while it runs (`cli_verdict`), and after it only when
+    `keep_collector_paused`: the process is about to end, and the first collection after the
+    pause would walk everything allocated since the start (~15 ms) to free nothing."""
     from disagg_decider.cli_verdict import (
         emit_verdict,
         pause_collector_for_process,
@@ -109,36 +117,41 @@ def main() -> None:
     )
 
     pause_collector_for_process()
-    _answered = True
     try:
         emit_verdict(*request)
+        return 0
     except KeyboardInterrupt:  # as click reports it: a new line, exit code 130
         sys.stderr.write("\n")
-        sys.exit(130)
+        return 130
     except Exception as exc:
-        sys.exit(report_error(exc))
+        return report_error(exc)
     finally:
-        resume_collector()
+        if not keep_collector_paused:
+            resume_collector()
 
 
 def console() -> None:
-    """The process entry point (`decide`, `python -m disagg_decider`): `main`, and when the fast
-    lane answered, the end of the process without the interpreter's teardown.
+    """The process entry point (`decide`, `python -m disagg_decider`): `main`, except that once
+    the fast lane has answered, the process ends without the interpreter's teardown.
 
     Only for the fast lane: the typer commands (servers, batches, files written with `--out`)
-    end the ordinary way. The exit code is `main`'s; stdout and stderr are flushed first, and if
-    that fails (a closed pipe) the ordinary shutdown takes over and reports it as it always has.
-    Nothing else is pending at that point: the fast lane writes no file, starts no thread and
-    registers no exit handler that does more than `gc.freeze`.
+    end the ordinary way. The exit code is the fast lane's; stdout and stderr are flushed
+    first, and if that fails (a closed pipe) the ordinary shutdown takes over and reports it
+    as it always has. Nothing else is pending at that point: the fast lane writes no file,
+    starts no thread and registers no exit handler that does more than `gc.freeze`.
     """
-    try:
+    request = verdict_request(sys.argv[1:])
+    if request is None:
         main()
-    except SystemExit as exc:
-        if _answered and (exc.code is None or isinstance(exc.code, int)):
-            end_process(exc.code or 0)
-        raise
-    if _answered:
-        end_process(0)
+        return
+    skip_pydantic_plugin_discovery()
+    code = answer(request, keep_collector_paused=True)
+    end_process(code)
+    from disagg_decider.cli_verdict import resume_collector  # a stream could not be flushed
+
+    resume_collector()
+    if code:
+        sys.exit(code)
 
 
 def end_process(code: int) -> None:
