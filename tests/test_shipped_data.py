@@ -112,3 +112,23 @@ def test_catalogs_from_the_snapshot_equal_the_ones_from_yaml(monkeypatch):
     records = {"gpus": catalog.Gpu, "models": catalog.ModelSpec, "links": catalog.Link}
     for kind, record in records.items():
         assert catalog._load(kind, record) == loaded[kind]
+
+
+def test_render_check_names_a_stale_snapshot_and_render_rewrites_it(own_snapshot, capsys):
+    """In a checkout's outputs/ (the repository's render): `--check` fails on a stale snapshot
+    with everything else current, and `render` writes the snapshot, leaving outputs/ as is."""
+    from tests.hostile_support import run_decide
+
+    own_snapshot.write_text(json.dumps(shipped_data.HEADER) + "\n", "utf-8")  # no file lines
+    root = Path(__file__).resolve().parents[1]
+    dirs = ("--out-dir", str(root / "outputs"), "--examples-dir", str(root / "examples"))
+    check = run_decide(capsys, "render", "--check", *dirs)
+    assert check.code == 1
+    assert check.stdout.count("stale: ") == 1  # outputs/ is current: render writes nothing there
+    assert f"stale: {own_snapshot}" in check.stdout and "run `decide render`" in check.stdout
+
+    written = run_decide(capsys, "render", *dirs)
+    assert written.code == 0
+    assert f"wrote {own_snapshot}" in written.stdout and "already current" in written.stdout
+    assert own_snapshot.read_text("utf-8") == shipped_data.snapshot_text()
+    assert run_decide(capsys, "render", "--check", *dirs).code == 0
