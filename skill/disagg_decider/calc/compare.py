@@ -386,16 +386,19 @@ def _disaggregated_results(
     feasible = f.pair_served[o.row, i, j] > 0
     p_engine = _engine_at(o.first, f.layouts, i)
     d_engine = _engine_at(o.first, f.layouts, j)
-    path = o.members.path.take(np.arange(len(o.row)), (-1, 1))
+    everyone = np.arange(len(o.row))
+    path = o.members.path.take(everyone, (-1, 1))
+    mix = o.members.mix  # mixed traffic: each mixed member's own row (`calc/classes.py`)
+    own = None if mix is None else mix.own(o.members.prompt_p50, everyone)
     most = np.maximum(np.floor((o.budget - d_tp) / p_tp), 1.0)
     # The search priced this pair's prefill pool at the workload's own prompt (`prefill_pool`,
     # element by element: the bits it would get built again here), and some of its rates.
     rates = f.prefill_rates.at((o.row, i, j))
     pool = rates.pool
-    everyone = np.ones(len(o.row), dtype=bool)
+    all_rows = np.ones(len(o.row), dtype=bool)
     # Replicas the rate needs even beyond the cluster (reported when it does not fit); 1 where
     # one replica serves nothing, as for decode.
-    one = rates(np.ones(len(o.row)), everyone)
+    one = rates(np.ones(len(o.row)), all_rows)
     needed, rates = rates.sizing(o.rate, np.maximum(most, SIZING_REPLICAS), one)
     x = np.where(one > 0, needed, 1.0)
     y = _replicas_needed(o.rate, d_rate)
@@ -406,9 +409,13 @@ def _disaggregated_results(
     x = np.where(fits, x, np.where(feasible, f.best_x[o.row, i, j], 1.0))
     y = np.where(fits, y, np.where(feasible, f.best_y[o.row, i, j], 1.0))
     # The chosen size's rate: read off the search's table or the sizing, bisected elsewhere.
-    p_rate = rates(x, everyone)
-    u99 = o.lengths.prompt_p99 * o.lengths.uncached_share
-    p99_compute = prefill.p99_prefill_ms(p_engine, o.lengths)
+    p_rate = rates(x, all_rows)
+    if mix is None:
+        u99 = o.lengths.prompt_p99 * o.lengths.uncached_share
+        p99_compute = prefill.p99_prefill_ms(p_engine, o.lengths)
+    else:  # a mixed member's own row: its mix's p99 uncached prompt, with its cached prefix
+        u99, cached99 = mix.p99_at(o.lengths, own, everyone)
+        p99_compute = prefill.prefill_ms(p_engine, u99, cached99)
     _, _, transfer_p99 = transfer_times(
         o.first, path, u99, p99_compute, p_atp.reshape(-1, 1), d_atp.reshape(-1, 1)
     )
@@ -432,7 +439,14 @@ def _disaggregated_results(
         "goodput_per_gpu": within / o.budget,
         "ttft_p99_ms": np.full(len(o.row), np.nan),  # filled in once solved (`_with_ttft`)
         "tpot_p99_ms": np.where(
-            feasible, decode.tpot_p99_at_rate_ms(d_engine, o.lengths, d_load), np.nan
+            feasible,
+            decode.tpot_p99_at_rate_ms(
+                d_engine,
+                o.lengths,
+                d_load,
+                None if mix is None else mix.batch_at(own, everyone, (-1, 1)),
+            ),
+            np.nan,
         ),
         **_layout_columns("prefill_", f.layouts, i),
         **_layout_columns("decode_", f.layouts, j),

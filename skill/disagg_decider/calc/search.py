@@ -25,6 +25,7 @@ from dataclasses import astuple, dataclass, replace
 import numpy as np
 
 from disagg_decider.calc import colocated, decode, parallel, queueing
+from disagg_decider.calc.classes import MemberMix, PromptMix, member_mix
 from disagg_decider.calc.kvpath import TransferPath, transfer_path
 from disagg_decider.calc.lengths import Lengths
 from disagg_decider.calc.parallel import Layout
@@ -182,6 +183,10 @@ class Rows:
     budget: np.ndarray  # (S,) GPUs each mode may use
     path: TransferPath  # numeric fields (S, 1, 1)
     allowed: dict[str, np.ndarray]  # role -> (S, T): which TP candidates the row may use
+    # A mixed member's own rows (`calc/classes.py`): the prompts its prefill pool serves and
+    # its decode batch's mix; None where no row is one.
+    prompts: PromptMix | None = None
+    batch_mix: decode.BatchMix | None = None
 
 
 @dataclass(frozen=True)
@@ -205,6 +210,9 @@ class Members:
     # Mixed traffic: the decode batch's mean context, output-weighted over the classes
     # (`classes.batch_context_tokens`); nan for one class.
     batch_context: np.ndarray | None = None
+    # Mixed traffic: the classes' shape for the always-disaggregated mode (`calc/classes.py`);
+    # None when every member is one class.
+    mix: MemberMix | None = None
 
     @property
     def first(self) -> Resolved:
@@ -226,13 +234,17 @@ class Members:
         """One row per member and prompt: member k at each of `prompts[k]` (p50 lengths)."""
         index = np.repeat(np.arange(len(self.resolved)), [len(p) for p in prompts])
         shape = (-1, 1, 1, 1)
+        p50 = np.concatenate(prompts)
+        lengths = self.lengths(p50, index, shape)
+        mixed = {} if self.mix is None else self.mix.rows_at(lengths, p50, index, shape)
         return Rows(
-            lengths=self.lengths(np.concatenate(prompts), index, shape),
+            lengths=lengths,
             ttft_ms=self.ttft_ms[index].reshape(shape),
             tpot_ms=self.tpot_ms[index].reshape(shape),
             budget=self.budget[index],
             path=self.path.take(index, (-1, 1, 1)),
             allowed={role: mask[index] for role, mask in self.allowed.items()},
+            **mixed,
         )
 
 
@@ -249,12 +261,13 @@ def members_of(resolved: Sequence[Resolved]) -> Members:
     def each(values) -> np.ndarray:
         return np.array(list(values), dtype=float)
 
+    prompt_p50 = each(t.prompt_tokens.p50 for t in traffic)
     return Members(
         resolved=resolved,
         layouts={name: column[used] for name, column in lay.items()},
         allowed={role: m[:, used] for role, m in masks.items()},
         warnings=warnings,
-        prompt_p50=each(t.prompt_tokens.p50 for t in traffic),
+        prompt_p50=prompt_p50,
         prompt_sigma=each(lognormal_sigma(t.prompt_tokens) for t in traffic),
         hit_rate=each(t.prefix_cache_hit_rate for t in traffic),
         output_p50=each(t.output_tokens.p50 for t in traffic),
@@ -265,6 +278,7 @@ def members_of(resolved: Sequence[Resolved]) -> Members:
         paths=paths,
         path=TransferPath.stack(paths),
         batch_context=each(batch_context_tokens(r.workload) for r in resolved),
+        mix=member_mix(resolved, prompt_p50),
     )
 
 
@@ -344,14 +358,15 @@ def search(r: Resolved, rows: Rows, layouts: dict[str, np.ndarray]) -> Found:
     # (tp x dp); a request's KV moves between attention ranks (tp GPUs each side), and a
     # decode replica of dp ranks receives on each rank's NICs in parallel.
     path = rows.path
-    d_point = decode.replica_capacity(engine, lengths, rows.tpot_ms)
+    d_point = decode.replica_capacity(engine, lengths, rows.tpot_ms, rows.batch_mix)
     d_alone = d_point.rate_per_s[:, :, 0, 0]  # (S, Td) before KV ingress
     p_gpus, d_gpus = tps[None, :, None], tps[None, None, :]
     p_atp, d_atp = atp[None, :, None], atp[None, None, :]
     ingress = ingress_rate_per_s(r, path, lengths, p_atp, d_atp) * layouts["dp"][None, None, :]
     d_rate = np.minimum(d_alone[:, None, :], ingress)
     d_rate = np.where(served_rows[:, None, None], d_rate, 0.0)
-    pool = prefill_pool(r, engine, lengths, path, rows.ttft_ms.reshape(-1, 1, 1), atp)
+    target = rows.ttft_ms.reshape(-1, 1, 1)
+    pool = prefill_pool(r, engine, lengths, path, target, atp, prompts=rows.prompts)
     b3 = budget[:, None, None]
     allowed = pairs_allowed(w.engine, atp, atp, b3, tps, tps)
     # Small splits' pools at every size in one bisection; the split and the verdict read them.
