@@ -198,12 +198,15 @@ def candidates_many(
 
 
 def stack_rows(many: list[Lengths], shape) -> Lengths:
-    """Scalar lengths, one per row, as rows of the calculator's axes."""
+    """Scalar lengths, one per row, as rows of the calculator's axes.
+
+    One array of every field of every row, then a contiguous copy per field: the same values
+    (nothing is computed), several times faster than reading each field of each row apart.
+    """
+    names = list(vars(many[0]))
+    table = np.array([list(vars(x).values()) for x in many], dtype=float).reshape(len(many), -1)
     return Lengths(
-        **{
-            k: np.reshape(np.array([getattr(x, k).item(0) for x in many], dtype=float), shape)
-            for k in vars(many[0])
-        }
+        **{k: np.ascontiguousarray(table[:, i]).reshape(shape) for i, k in enumerate(names)}
     )
 
 
