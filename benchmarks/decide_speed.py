@@ -20,7 +20,9 @@ Reports, on one core (the process is pinned to CPU 0 where the OS allows):
     in CPU time (user + system of the child, which moves less with the load). Children get
     a private bytecode cache (PYTHONPYCACHEPREFIX, filled by a warm-up launch), as an
     installed wheel has; also reported: the ratio to importing all the core dependencies
-    (numpy, pydantic, yaml, typer, jinja2, rich);
+    (numpy, pydantic, yaml, typer, jinja2, rich); and where such a process spends its time
+    (dependency imports, project imports, workload/catalogs/rulebook, first and second
+    decision), timed inside one child per repeat;
   - one `decide_disaggregation` call through the MCP SDK's in-memory client
     (`benchmarks/mcp_latency.py`), when the `mcp` package is installed.
 
@@ -167,6 +169,43 @@ def startup_round(commands: dict[str, list[str]], runs: int) -> dict[str, float]
     return {k: statistics.median(v) for k, v in samples.items()}
 
 
+# Where a fresh verdict process spends its time beyond the dependency imports: the phases of
+# `entry.answer` timed in one child (wall, ms), so a regression shows where it landed.
+PHASES = """
+import json, sys, time
+clock = time.perf_counter
+marks = [clock()]
+import numpy, yaml
+from pydantic import BaseModel
+marks.append(clock())
+from pathlib import Path
+from disagg_decider.entry import skip_pydantic_plugin_discovery
+skip_pydantic_plugin_discovery()
+from disagg_decider.cli_verdict import pause_collector_for_process, verdict_json
+pause_collector_for_process()
+from disagg_decider.decide import decide
+from disagg_decider.workload import load_workload
+marks.append(clock())
+from disagg_decider.rules.loader import shipped
+path = Path(sys.argv[1])
+workload = load_workload(path)
+shipped()
+marks.append(clock())
+verdict_json(decide(workload, base_dir=path.parent))
+marks.append(clock())
+verdict_json(decide(workload, base_dir=path.parent))
+marks.append(clock())
+names = ["dependencies", "project imports", "workload, catalogs, rulebook", "first decision",
+         "second decision"]
+print(json.dumps({n: 1e3 * (b - a) for n, a, b in zip(names, marks, marks[1:])}))
+"""
+
+
+def phases_ms(path: Path) -> dict[str, float]:
+    cmd = [sys.executable, "-c", PHASES, str(path)]
+    return json.loads(subprocess.run(cmd, check=True, capture_output=True, env=_env()).stdout)
+
+
 def mcp_client_ms(workload: dict, calls: int) -> float | None:
     """Median ms of one decide_disaggregation call through the in-memory MCP client."""
     try:
@@ -230,12 +269,14 @@ def main() -> None:
 
     mcp_workload = yaml.safe_load(example.read_text())
     batch_calc, rule_rates, batch_full, one_full, rounds, mcp_ms = [], [], [], [], [], []
+    phases: list[dict[str, float]] = []
     for _ in range(args.repeats):  # interleaved: one sample of every measure per repeat
         batch_calc += batch_rates(analyze_many, resolved, 1)
         rule_rates += batch_rates(rules_only, pairs, 1)
         batch_full += batch_rates(decide_many, mix, 1)
         one_full += call_rates(decide, examples, args.seconds, 1)
         rounds.append(startup_round(commands, args.runs))
+        phases.append(phases_ms(example))
         client = mcp_client_ms(mcp_workload, args.mcp_calls)
         if client is not None:
             mcp_ms.append(client)
@@ -273,6 +314,9 @@ def main() -> None:
         f"  decide / the core dependencies ({', '.join(CORE_DEPENDENCIES)}): "
         f"{spread(core_ratio, '.2f')}"
     )
+    print("  where a verdict process spends it, ms wall (one child per repeat, median):")
+    for name in phases[0]:
+        print(f"    {name:30s} {statistics.median(p[name] for p in phases):6.1f}")
     if mcp_ms:
         print(f"MCP decide_disaggregation through the in-memory client ({args.mcp_calls} calls):")
         print(f"  ms per call: {spread(mcp_ms, '.2f')}")

@@ -76,17 +76,22 @@ def test_bimodal_mix_gets_the_conditional_advice(mix_verdict) -> None:
     v = mix_verdict
     assert v.layout == "conditional"
     advice = [f for f in v.fired_rules if f.kind == "advice"]
-    # 1.45x over always-split, 28% to prefill; both classes are cache-cold, so the ~72% kept
-    # local are prompts Dynamo's router would not keep local (DSG018, issue 14b); two classes,
-    # so the modes' one-log-normal figures carry DSG019's caveat
-    assert [f.id for f in advice] == ["DSG016", "DSG018", "DSG019"]
+    # 28% to prefill; both classes are cache-cold, so the ~72% kept local are prompts Dynamo's
+    # router would not keep local (DSG018, issue 14b); two classes, so DSG019's caveat. The
+    # gain over always-split is about 1.03x with the split priced class by class (simulated on
+    # the same pools, about 1.1x: the conditional layout's pool is priced on the long part's
+    # own p99, stricter than the 99% of all requests the simulator counts), under
+    # conditional_margin (1.2), so DSG016 is silent; at a margin under the gain it fires.
+    assert [f.id for f in advice] == ["DSG018", "DSG019"]
+    gain = v.conditional.gain_over_disaggregated
+    assert 1.0 < gain < 1.2
     assert v.metrics.conditional_cold_local_share == pytest.approx(
         1 - v.conditional.share_to_prefill
     )
-    compared = {c.metric: c.actual for c in advice[0].compared}
-    assert compared["conditional_gain_over_always"] == pytest.approx(
-        v.conditional.gain_over_disaggregated
-    )
+    lower = decide(bimodal(), overrides={"conditional_margin": 1.0})
+    fired = {f.id: f for f in lower.fired_rules}
+    compared = {c.metric: c.actual for c in fired["DSG016"].compared}
+    assert compared["conditional_gain_over_always"] == pytest.approx(gain)
     # the verdict stays colocated: the layout sentence says the pools are not the plan
     assert v.decision == "colocate"
     assert "what a split would run, not the plan" in v.summary
@@ -108,7 +113,7 @@ def test_terminal_table_has_the_conditional_column_within_80_columns(mix_verdict
     assert f"{k.threshold_tokens} ({k.share_to_prefill:.0%})" in row and "0 (all)" in row
     table = [line for line in text.splitlines() if line[:1] in "┏┃┡│└"]
     assert table and max(len(line) for line in table) <= 80
-    assert "DSG016" in text and " info " in text
+    assert "DSG018" in text and " info " in text
 
 
 def test_split_summary_says_which_layout_its_pools_belong_to() -> None:

@@ -144,7 +144,9 @@ def test_batch_command_refuses_an_empty_folder_and_an_existing_out(tmp_path):
 
 
 def test_bisection_finds_what_the_whole_grid_finds(alone, monkeypatch):
-    """One workload's colocated lines are evaluated at every batch; a batch's are bisected."""
+    """Small sets of colocated lines (a workload's decode workers) are evaluated at every
+    batch, larger ones bisected (`colocated.WHOLE_GRID_POINTS`); forcing bisection on all of
+    them changes nothing."""
     monkeypatch.setattr(colocated, "WHOLE_GRID_POINTS", 0)
     for one, many in zip(alone, decide_many(VARIANTS), strict=True):
         assert many.model_dump(mode="json") == one, one["workload"]

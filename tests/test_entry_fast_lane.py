@@ -130,3 +130,56 @@ def test_a_users_pydantic_plugin_setting_is_left_alone():
         [sys.executable, "-c", probe], capture_output=True, text=True, env=env, timeout=60
     )
     assert proc.stdout.split() == ["logfire", "False"]
+
+
+TEARDOWN_PROBE = """
+import atexit, sys
+atexit.register(lambda: sys.stderr.write("teardown ran\\n"))
+sys.argv = ["decide", *sys.argv[1:]]
+from disagg_decider.entry import console
+console()
+"""
+
+
+@pytest.mark.parametrize(
+    ("args", "code", "teardown"),
+    [
+        (["--workload", RAG, "--format", "json"], 0, False),  # the fast lane: ends at once
+        (["--workload", "no-such-file.yaml", "--format", "json"], 2, False),
+        ([f"--workload={RAG}", "--format", "json"], 0, True),  # typer: the ordinary end
+    ],
+    ids=["fast-lane", "fast-lane-error", "typer"],
+)
+def test_the_fast_lane_ends_the_process_without_the_teardown(args, code, teardown, tmp_path):
+    """`console` skips the interpreter's teardown (and so any exit handler) only after the
+    fast lane answered; the output is complete and the exit code kept either way."""
+    env = {**os.environ, "PYTHONPATH": str(ROOT / "skill")}
+    proc = subprocess.run(
+        [sys.executable, "-c", TEARDOWN_PROBE, *args],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=tmp_path,
+        timeout=120,
+    )
+    assert proc.returncode == code
+    assert ("teardown ran" in proc.stderr) is teardown
+    if code == 0:
+        assert json.loads(proc.stdout)["workload"]  # the whole verdict was flushed
+    else:
+        assert proc.stderr.startswith("error:")
+
+
+def test_a_stream_that_cannot_be_flushed_leaves_the_end_to_the_ordinary_shutdown(monkeypatch):
+    from disagg_decider import entry
+
+    class Closed:
+        def flush(self):
+            raise BrokenPipeError(32, "Broken pipe")
+
+    def no_exit(code):
+        raise AssertionError(f"os._exit({code}) with an unflushed stream")
+
+    monkeypatch.setattr(sys, "stdout", Closed())
+    monkeypatch.setattr(entry.os, "_exit", no_exit)
+    assert entry.end_process(0) is None  # returned: Python's own shutdown reports the pipe

@@ -20,19 +20,24 @@ from disagg_decider import mcp_server
 from tests.conftest import LLAMA_8B_CONFIG, ROOT
 
 # In a fresh interpreter (this test process has parsed everything long ago): count the YAML
-# documents parsed while building the server and during three calls.
+# documents parsed, and the shipped files read from their JSON snapshot (`shipped_data.py`),
+# while building the server and during three calls.
 PROBE = """
 import json, sys, anyio, yaml
 from mcp import Client
-from disagg_decider import mcp_server
+from disagg_decider import mcp_server, shipped_data
 workload = yaml.safe_load(open(sys.argv[1]))
 parsed = {"build": 0, "calls": 0}
 phase = "build"
-real_load = yaml.load
+real_load, real_shipped = yaml.load, shipped_data.load_shipped
 def counting_load(*args, **kwargs):
     parsed[phase] += 1
     return real_load(*args, **kwargs)
+def counting_shipped(path, parse):
+    parsed[phase] += 1  # a snapshot miss also counts its yaml.load: at least one either way
+    return real_shipped(path, parse)
 yaml.load = counting_load
+shipped_data.load_shipped = counting_shipped
 server = mcp_server.build_server()
 phase = "calls"
 async def calls():

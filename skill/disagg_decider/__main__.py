@@ -1,3 +1,3 @@
-from disagg_decider.entry import main
+from disagg_decider.entry import console
 
-main()
+console()

@@ -1,17 +1,19 @@
 """Request classes of mixed traffic as log-normal components, and the moments of their mix.
 
 A workload's traffic is one class (its `prompt_tokens`, `output_tokens`, prefix-cache hit rate)
-or several (`traffic.classes`, shares summing to 1). Modes that take one length distribution
-(colocated, always-disaggregated) take the mix as the log-normal with its mean and second
-moment, which keeps what the queues and batches depend on (Pollaczek-Khinchine: the mean and
-squared coefficient of variation of service). The conditional layout splits every class at the
-routing threshold (`calc/conditional.py`), which needs the partial moments below.
+or several (`traffic.classes`, shares summing to 1). The workload's one-class figures take the
+mix as the log-normal with its mean and second moment, which keeps what the queues' means
+depend on (Pollaczek-Khinchine: the mean and squared coefficient of variation of service);
+the colocated mode is priced on it. The always-disaggregated mode reads the mix's own shape
+(`calc/classes.py`: `mixture_quantiles`, `cached_per_uncached`, `batch_mix`). The conditional
+layout splits every class at the routing threshold (`calc/conditional.py`), which needs the
+partial moments below.
 """
 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import astuple, dataclass
 from typing import Any
 
 Z99 = 2.3263478740408408
@@ -66,6 +68,82 @@ def fit_moments(mean: float, second: float) -> tuple[float, float]:
     return mean / math.exp(var_log / 2.0), sigma
 
 
+def mixture_quantiles(comps: list[Component], probabilities) -> list[float]:
+    """Prompt lengths of the mix of classes at each probability (root of the mix's CDF in log
+    length: Newton steps kept inside a shrinking bisection bracket, to 1e-12 in log length).
+
+    The one log-normal with the mix's moments has not the mix's tail (a few long RAG prompts
+    among short chat turns have a shorter p99 than the log-normal with the same mean and
+    second moment), and a prefill pool's p99 TTFT is read off that tail.
+    """
+    logs = [(c.weight, math.log(c.prompt_p50), max(c.prompt_sigma, 1e-9)) for c in comps]
+    lo0 = min(m - 12.0 * s - 1.0 for _, m, s in logs)
+    hi0 = max(m + 12.0 * s + 1.0 for _, m, s in logs)
+
+    def cdf_pdf(x: float) -> tuple[float, float]:
+        cdf = pdf = 0.0
+        for w, m, s in logs:
+            z = (x - m) / s
+            cdf += w * _phi(z)
+            pdf += w * math.exp(-0.5 * z * z) / (s * _SQRT_2PI)
+        return cdf, pdf
+
+    out = []
+    for p in probabilities:
+        lo, hi = lo0, hi0
+        x = sum(w * m for w, m, _ in logs)
+        for _ in range(200):
+            cdf, pdf = cdf_pdf(x)
+            if cdf < p:
+                lo = x
+            else:
+                hi = x
+            step = (cdf - p) / pdf if pdf > 0 else math.inf
+            nxt = x - step
+            if not lo < nxt < hi:  # Newton left the bracket: bisect instead
+                nxt = 0.5 * (lo + hi)
+            if abs(nxt - x) < 1e-12 or hi - lo < 1e-12:
+                x = nxt
+                break
+            x = nxt
+        out.append(math.exp(x))
+    return out
+
+
+_SQRT_2PI = math.sqrt(2.0 * math.pi)
+
+
+def uncached(comps: list[Component]) -> list[Component]:
+    """The classes with their prompts cut to the uncached part (prompt x (1 - hit rate)):
+    the tokens a prefill computes and a KV transfer moves."""
+    return [Component(c.weight, c.prompt_p50 * (1.0 - c.hit_rate), *astuple(c)[2:]) for c in comps]
+
+
+def cached_per_uncached(comps: list[Component], uncached_tokens: float) -> float:
+    """Expected cached tokens per uncached token of a request with `uncached_tokens` uncached.
+
+    Classes hit the prefix cache at different rates; given a request's uncached length, the
+    class it came from is known only in probability (Bayes over the classes' log-normal
+    densities of uncached length), so its cached prefix is u x E[h / (1 - h) | u].
+    """
+    x = math.log(max(uncached_tokens, 1e-9))
+    posts, ratios = [], []
+    for c in comps:
+        u50 = c.prompt_p50 * (1.0 - c.hit_rate)
+        s = max(c.prompt_sigma, 1e-3)
+        z = (x - math.log(u50)) / s
+        posts.append(c.weight * math.exp(-0.5 * z * z) / s)
+        ratios.append(c.hit_rate / (1.0 - c.hit_rate))
+    total = sum(posts)
+    if total <= 0.0:  # beyond every class's reach: the nearest class in log length
+        nearest = min(
+            range(len(comps)),
+            key=lambda i: abs(x - math.log(comps[i].prompt_p50 * (1.0 - comps[i].hit_rate))),
+        )
+        return ratios[nearest]
+    return sum(w * r for w, r in zip(posts, ratios, strict=True)) / total
+
+
 def _phi(z: float) -> float:
     return 0.5 * math.erfc(-z / math.sqrt(2.0))
 
@@ -109,6 +187,15 @@ def mixture_percentiles(
     return prompt, output, cached / p1
 
 
+def _seats(comps: list[Component]) -> tuple[list[float], list[float], list[float]]:
+    """Per class: its share of decode seats (share x mean output: a request holds its seat for
+    its output, Little's law per class), mean prompt and mean output."""
+    p = [c.prompt_p50 * math.exp(c.prompt_sigma**2 / 2) for c in comps]
+    o = [c.output_p50 * math.exp(c.output_sigma**2 / 2) for c in comps]
+    seats = [c.weight * oi for c, oi in zip(comps, o, strict=True)]
+    return seats, p, o
+
+
 def batch_context_tokens(workload: Any) -> float:
     """The mean context of a decode batch serving the workload's classes; nan for one class.
 
@@ -120,7 +207,30 @@ def batch_context_tokens(workload: Any) -> float:
     comps = components(workload)
     if len(comps) == 1:
         return math.nan
-    p = [c.prompt_p50 * math.exp(c.prompt_sigma**2 / 2) for c in comps]
-    o = [c.output_p50 * math.exp(c.output_sigma**2 / 2) for c in comps]
-    seats = [c.weight * oi for c, oi in zip(comps, o, strict=True)]
+    seats, p, o = _seats(comps)
     return sum(s * (pi + oi / 2) for s, pi, oi in zip(seats, p, o, strict=True)) / sum(seats)
+
+
+def batch_mix(workload: Any) -> tuple[float, float]:
+    """What else a decode batch of the workload's classes holds: (context scv, held tokens).
+
+    - context scv: the squared coefficient of variation of a seat's context across classes
+      (seat-weighted class means, as `batch_context_tokens`). A batch of n seats reads
+      n x mean context of KV per step only on average: which classes hold the seats varies,
+      and with 16K-token RAG contexts beside 500-token chat turns the KV read per step varies
+      about sqrt(1 + scv) times as much as the seat count alone makes it (compound Poisson).
+    - held tokens: the KV a seat reserves (prompt + whole output, the reservation rule shared
+      with the simulator), seat-weighted: long-output classes hold more of the seats.
+
+    (nan, nan) for one class: the calculator's one-class convention applies there.
+    """
+    comps = components(workload)
+    if len(comps) == 1:
+        return math.nan, math.nan
+    seats, p, o = _seats(comps)
+    total = sum(seats)
+    ctx = [pi + oi / 2 for pi, oi in zip(p, o, strict=True)]
+    mean = sum(s * c for s, c in zip(seats, ctx, strict=True)) / total
+    second = sum(s * c * c for s, c in zip(seats, ctx, strict=True)) / total
+    held = sum(s * (pi + oi) for s, pi, oi in zip(seats, p, o, strict=True)) / total
+    return max(second / (mean * mean) - 1.0, 0.0), held

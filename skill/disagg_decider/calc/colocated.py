@@ -34,7 +34,10 @@ from disagg_decider.calc.frontier import (
 from disagg_decider.calc.lengths import Lengths
 from disagg_decider.calc.step import Engine, PassTerms, pass_terms
 
-WHOLE_GRID_POINTS = 20_000  # up to this many (line, batch) points, evaluate them all at once
+# Up to this many (line, batch) points, evaluate them all at once; beyond, bisect each line.
+# Measured (issue 17f, `benchmarks/decide_cpu.py`'s examples): bisecting is already cheaper at
+# ~290 lines x 16 batches (1.1 ms against 1.4), whole grids at ~100 lines (0.7 against 0.9).
+WHOLE_GRID_POINTS = 2_500
 
 
 @dataclass(frozen=True)
@@ -45,7 +48,7 @@ class ColocatedGrid:
     ttft_p99_ms: np.ndarray | None  # only when asked for (`evaluate(with_ttft=True)`)
     tpot_p99_ms: np.ndarray
     headroom: np.ndarray | None  # smallest normalised slack over all targets; >= 0 is
-    # feasible (not computed with `evaluate(with_headroom=False)`)
+    # feasible (None where not asked for: `evaluate(with_headroom=False)`)
     idle_ttft_ms: np.ndarray  # p99 TTFT with no queue
     idle_tpot_ms: np.ndarray  # TPOT with no prefill riding along
 
@@ -95,10 +98,11 @@ def evaluate(at: Lines, batch, t_empty=None, with_ttft=False, with_headroom=True
 
     `t_empty`, the pure decode step at `batch`, may be passed in by a caller that has it. The
     p99 TTFT itself is solved for only `with_ttft` (reports); the search needs only whether it
-    holds, which the probability of missing the target answers without solving for it. A
-    caller that only places loads on the grid (`colocated_load`) reads no headroom: without
-    `with_headroom` the miss probability (the pool's wait tail summed over the prompt nodes,
-    about half the work) is skipped and `headroom` is None; every other field is the same.
+    holds, which the probability of missing the target answers without solving for it. That
+    probability, over every quantile node, is most of the cost, and only the headroom reads
+    it: without `with_headroom` (loads placed on a grid, `colocated_load`, which reads rates,
+    TPOTs and idle values) neither is computed and `headroom` is None. The other fields are
+    the same either way.
     """
     b, c, lengths = batch, at.chunk, at.lengths
     if t_empty is None:
@@ -129,32 +133,33 @@ def evaluate(at: Lines, batch, t_empty=None, with_ttft=False, with_headroom=True
     )
     tpot_p99 = t_empty99 + np.minimum(1.0, carrying99 + spread) * slow99
 
-    # Prompts queue as one M/G/c pool (`prompt_queue`); the search needs only the miss
-    # probability at the target, a report the p99 itself.
     idle_ttft = queueing.node_quantile(q.nodes, queueing.P99_TAIL)
     ttft_p99 = _ttft_p99_of(at, q) if with_ttft else None
-    headroom = None
-    if with_headroom:
-        c_wait, theta = queueing.wait_tail(q.pool_rate, at.servers, q.mean_s, q.scv)
-        miss = queueing.sum_exceed_probability(c_wait, theta, q.nodes, at.ttft_ms)
-        with np.errstate(divide="ignore"):
-            ttft_ratio = 1.0 + np.log(miss / queueing.P99_TAIL) / np.log(1.0 / queueing.P99_TAIL)
-        # Headroom is the smallest normalised slack, 1 - value / limit, over every limit: one
-        # minus the largest ratio. Chunk sizes and targets are positive (validated).
-        worst = np.array(ttft_ratio, dtype=float)  # the one ratio whose value spans every axis
-        np.maximum(worst, b / c, out=worst)
-        np.maximum(worst, carrying, out=worst)
-        np.maximum(worst, b * at.inverse_memory_limit, out=worst)
-        np.maximum(worst, tpot_p99 / at.tpot_ms, out=worst)
-        headroom = 1.0 - worst
     return ColocatedGrid(
         rate_per_s=rate_per_ms * 1e3,
         ttft_p99_ms=ttft_p99,
         tpot_p99_ms=tpot_p99,
-        headroom=headroom,
+        headroom=_headroom(at, q, b, carrying, tpot_p99) if with_headroom else None,
         idle_ttft_ms=idle_ttft,
         idle_tpot_ms=t_empty,
     )
+
+
+def _headroom(at: Lines, q: PromptQueue, b, carrying, tpot_p99) -> np.ndarray:
+    """The smallest normalised slack, 1 - value / limit, over every limit: one minus the
+    largest ratio. Chunk sizes and targets are positive (validated)."""
+    # Prompts queue as one M/G/c pool (`prompt_queue`); the search needs only the miss
+    # probability at the target, a report the p99 itself.
+    c_wait, theta = queueing.wait_tail(q.pool_rate, at.servers, q.mean_s, q.scv)
+    miss = queueing.sum_exceed_probability(c_wait, theta, q.nodes, at.ttft_ms)
+    with np.errstate(divide="ignore"):
+        ttft_ratio = 1.0 + np.log(miss / queueing.P99_TAIL) / np.log(1.0 / queueing.P99_TAIL)
+    worst = np.array(ttft_ratio, dtype=float)  # the one ratio whose value spans every axis
+    np.maximum(worst, b / at.chunk, out=worst)
+    np.maximum(worst, carrying, out=worst)
+    np.maximum(worst, b * at.inverse_memory_limit, out=worst)
+    np.maximum(worst, tpot_p99 / at.tpot_ms, out=worst)
+    return 1.0 - worst
 
 
 class PromptQueue(NamedTuple):
@@ -172,7 +177,7 @@ class PromptQueue(NamedTuple):
 
 
 def prompt_queue(at: Lines, b, t_empty) -> PromptQueue:
-    """What `evaluate` and `ttft_p99_ms` share, computed by one function so both see the same
+    """What `evaluate` and `ttft_terms` share, computed by one function so both see the same
     bits."""
     c, lengths = at.chunk, at.lengths
     u_mean = lengths.uncached_mean
@@ -207,17 +212,23 @@ def prompt_queue(at: Lines, b, t_empty) -> PromptQueue:
 
 
 def _ttft_p99_of(at: Lines, q: PromptQueue) -> np.ndarray:
-    return queueing.p99_of_sum_ms(q.pool_rate, at.servers, q.mean_s, q.scv, q.nodes)
+    return queueing.p99_of_sum_ms(*_ttft_terms(at, q))
 
 
-def ttft_p99_ms(at: Lines, batch) -> np.ndarray:
-    """The p99 TTFT `evaluate(at, batch, with_ttft=True)` reports, without the rest.
+def _ttft_terms(at: Lines, q: PromptQueue) -> tuple:
+    return (q.pool_rate, at.servers, q.mean_s, q.scv, q.nodes)
 
-    `colocated_load.latencies_at_rate` needs only this at its fractional batches: the TPOT
-    p99, the miss probability and the headroom (two more roofline passes and a tail sum) would
-    be thrown away. Same function for the shared part (`prompt_queue`), so the same bits.
+
+def ttft_terms(at: Lines, batch) -> tuple:
+    """The arguments of the p99 TTFT bisection (`queueing.p99_of_sum_ms`) that
+    `evaluate(at, batch, with_ttft=True)` runs, without the rest.
+
+    `colocated_load.latencies_at_rate` needs only the p99 TTFT at its fractional batches: the
+    TPOT p99, the miss probability and the headroom (two more roofline passes and a tail sum)
+    would be thrown away; and a block solves its report-only bisections together
+    (`deferred_p99`). Same function for the shared part (`prompt_queue`), so the same bits.
     """
-    return _ttft_p99_of(at, prompt_queue(at, batch, at.empty_pass.ms(batch, 0.0)))
+    return _ttft_terms(at, prompt_queue(at, batch, at.empty_pass.ms(batch, 0.0)))
 
 
 @dataclass(frozen=True)
@@ -230,7 +241,7 @@ class ColocatedPoint:
 
 
 def best_points(
-    engine: Engine, lengths: Lengths, ttft_ms, tpot_ms, chunks, servers=1.0
+    engine: Engine, lengths: Lengths, ttft_ms, tpot_ms, chunks, servers=1.0, searched=None
 ) -> ColocatedPoint:
     """Largest feasible batch per chunk size (interpolated), then the best chunk size.
 
@@ -239,15 +250,25 @@ def best_points(
     lines (a batch of workloads) by bisection, which evaluates log2(n) batches instead of n.
     Both find the same crossing (`frontier`). Lines are flattened copies: numpy is several
     times faster on contiguous arrays than on broadcasts with a trailing axis of one.
+
+    `searched`, a mask on the (row, TP) axes, leaves the other lines out: each line is searched
+    on its own, so the rest get the same answers; the left-out ones read rate 0, chunk index 0
+    and batch 0 (for candidates a caller never reads, such as layouts a row may not use).
     """
     batches = batch_grid(engine.eff.max_decode_batch)
     c = np.asarray(chunks, dtype=float)[:, None]
     shape = np.broadcast_shapes(np.shape(lengths.prompt_p50), np.shape(engine.gpus), c.shape)
-    n_lines = int(np.prod(shape))
+    keep = (
+        None if searched is None else np.broadcast_to(np.asarray(searched)[..., None, None], shape)
+    )
+    keep = None if keep is None or keep.all() else keep.reshape(-1)
+    n_lines = int(np.prod(shape)) if keep is None else int(keep.sum())
     whole_grid = n_lines * batches.size <= WHOLE_GRID_POINTS
     line_shape = (n_lines, 1) if whole_grid else (n_lines,)
 
     def per_line(a) -> np.ndarray:
+        if keep is not None:
+            return np.broadcast_to(a, shape).reshape(-1)[keep].reshape(line_shape)
         return np.broadcast_to(a, shape).reshape(line_shape)
 
     at_lines = lines(
@@ -260,7 +281,9 @@ def best_points(
     )
     # Pure decode steps do not depend on the chunk size: one per (row, TP, batch), looked up.
     empty = decode_step_ms(engine, batches, lengths.decode_context_mean)
-    empty = np.broadcast_to(empty, (*shape[:-1], batches.size)).reshape(n_lines, -1)
+    empty = np.broadcast_to(empty, (*shape[:-1], batches.size)).reshape(-1, batches.size)
+    if keep is not None:
+        empty = empty[keep]
     if whole_grid:
         grid = evaluate(at_lines, batches, t_empty=empty)
         edge = boundary_index(grid.headroom)
@@ -278,6 +301,15 @@ def best_points(
 
         bisected = bisect_edge(at, batches.size, (n_lines,))
         rate, batch = bisected.value(0), bisected.value(1)
+    if keep is not None:
+        rate, batch = _spread(rate, keep), _spread(batch, keep)
     rate, batch = rate.reshape(shape[:-1]), batch.reshape(shape[:-1])
     best = rate.argmax(axis=-1)
     return ColocatedPoint(rate_per_s=pick(rate, best), chunk_index=best, batch=pick(batch, best))
+
+
+def _spread(values: np.ndarray, keep: np.ndarray) -> np.ndarray:
+    """Values of the kept lines back on every line, 0 on the others."""
+    out = np.zeros(keep.shape)
+    out[keep] = np.ravel(values)
+    return out

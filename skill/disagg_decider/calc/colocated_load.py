@@ -13,6 +13,7 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
+from disagg_decider.calc import queueing
 from disagg_decider.calc.arrays import broadcast, clip
 from disagg_decider.calc.colocated import (
     ColocatedGrid,
@@ -20,7 +21,7 @@ from disagg_decider.calc.colocated import (
     evaluate,
     lines,
     prompt_queue,
-    ttft_p99_ms,
+    ttft_terms,
 )
 from disagg_decider.calc.decode import batch_grid
 from disagg_decider.calc.frontier import interp_rows, value_at
@@ -46,10 +47,34 @@ def latencies_at_rate(
     `grid`, these rows' `evaluate` on the batch grid, may be passed in by a caller that has it
     (`rate_within_targets` tries many loads on the same rows).
     """
-    at = lines(engine, lengths, ttft_ms, tpot_ms, chunk, servers)
+    terms, reported, tpot = latency_terms(
+        engine, lengths, ttft_ms, tpot_ms, chunk, rate_per_s, servers, grid
+    )
+    return reported(queueing.p99_of_sum_ms(*terms)), tpot
+
+
+def latency_terms(
+    engine: Engine,
+    lengths: Lengths,
+    ttft_ms,
+    tpot_ms,
+    chunk,
+    rate_per_s,
+    servers=1.0,
+    grid=None,
+    on: tuple[Lines, ColocatedGrid] | None = None,
+):
+    """`latencies_at_rate` up to its TTFT bisection: the arguments of that bisection
+    (`queueing.p99_of_sum_ms`), the function that turns its answer into the reported TTFT,
+    and the TPOT. For a caller that solves several report-only bisections in one call
+    (`deferred_p99`). `on` as in `rate_within_targets` (then `grid` is its grid)."""
+    if on is not None:
+        at, grid = on
+    else:
+        at = lines(engine, lengths, ttft_ms, tpot_ms, chunk, servers)
     on = _on_curve(at, rate_per_s, grid)
-    ttft = np.ravel(ttft_p99_ms(on.at, on.batch[:, None]))
-    return on.toward_idle(ttft), on.tpot
+    terms = ttft_terms(on.at, on.batch[:, None])
+    return terms, lambda p99: on.toward_idle(np.ravel(p99)), on.tpot
 
 
 @dataclass(frozen=True)
@@ -124,6 +149,15 @@ def _meet_targets(at: Lines, rate_per_s, grid) -> np.ndarray:
     return ttft_ok & (on.tpot <= np.ravel(at.tpot_ms) * (1 + 1e-9))
 
 
+def lines_and_grid(
+    engine: Engine, lengths: Lengths, ttft_ms, tpot_ms, chunk, servers
+) -> tuple[Lines, ColocatedGrid]:
+    """Rows' lines and their evaluation on the batch grid: what `rate_within_targets` and
+    `latency_terms` build first, for a caller that asks both about the same rows."""
+    at = lines(engine, lengths, ttft_ms, tpot_ms, chunk, servers)
+    return at, evaluate(at, batch_grid(engine.eff.max_decode_batch), with_headroom=False)
+
+
 def rate_within_targets(
     engine: Engine,
     lengths: Lengths,
@@ -134,6 +168,7 @@ def rate_within_targets(
     rate_hi,
     points: int = 16,
     rounds: int = 3,
+    on: tuple[Lines, ColocatedGrid] | None = None,
 ) -> np.ndarray:
     """The largest load per replica, at most `rate_hi` (N,), whose reported latencies meet both
     targets with `servers` replicas behind the router (columns as in `latencies_at_rate`).
@@ -142,14 +177,14 @@ def rate_within_targets(
     pool of fewer replicas than the cluster holds queues more; where either makes the reported
     p99 overshoot its target at `rate_hi`, the load is lowered until it does not, so a
     mode that says it meets the SLO does. Only the rows that overshoot are searched, to
-    1 / points**rounds of `rate_hi`, and what is returned is a load that was checked.
+    1 / points**rounds of `rate_hi`, and what is returned is a load that was checked. `on`,
+    these rows' lines and batch grid (`lines_and_grid`), may be passed in by a caller that has
+    them.
     """
     rate_hi = np.asarray(rate_hi, dtype=float)
     n = len(rate_hi)
     # Every row's batch grid, evaluated once: the rounds below try 16 loads per row on it.
-    batches = batch_grid(engine.eff.max_decode_batch)
-    at = lines(engine, lengths, ttft_ms, tpot_ms, chunk, servers)
-    on_grid = evaluate(at, batches, with_headroom=False)  # placement reads no headroom
+    at, on_grid = on or lines_and_grid(engine, lengths, ttft_ms, tpot_ms, chunk, servers)
 
     def meets(rows: np.ndarray, rate: np.ndarray) -> np.ndarray:
         take = functools.partial(_row_subset, rows=rows, n=n)

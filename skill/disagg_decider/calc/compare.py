@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import math
 from bisect import bisect_left
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from functools import cache
 
@@ -32,10 +32,10 @@ from disagg_decider.calc import (
     prefill,
 )
 from disagg_decider.calc.arrays import sorted_unique
+from disagg_decider.calc.deferred_p99 import DeferredP99
 from disagg_decider.calc.kvpath import transfer_times
 from disagg_decider.calc.lengths import Lengths
 from disagg_decider.calc.limits import limits_for_block
-from disagg_decider.calc.pools import prefill_pool, rate_where
 from disagg_decider.calc.result import Analysis, ColocatedResult, DisaggregatedResult
 from disagg_decider.calc.search import (
     Found,
@@ -126,13 +126,17 @@ def _analyze_block(resolved: list[Resolved], modes_only: bool = False) -> list[A
         rows = np.arange(len(resolved))
         crossovers = _crossovers(members, grid, own_prompts, found.gain)
     own = _Own.of(members, rows)
-    colo = _colocated_results(own, found)
-    disagg, disagg_columns = _disaggregated_results(own, found)
+    # The modes' and the conditional layout's report-only p99 TTFTs, solved in one bisection
+    # once every choice is made (`deferred_p99`).
+    p99s = DeferredP99()
+    colo, colo_ttft = _colocated_results(own, found, p99s)
+    disagg, disagg_columns, disagg_ttft = _disaggregated_results(own, found, p99s)
     request = _per_request(own, disagg_columns)
     limits = limits_for_block(members, colo, disagg)
-    conds = (
-        [None] * len(resolved) if modes_only else conditional.evaluate_many(resolved, colo, disagg)
-    )
+    layouts = None if modes_only else conditional.evaluate_many_later(resolved, colo, disagg, p99s)
+    p99s.solve()
+    colo, disagg = _with_ttft(colo, colo_ttft()), _with_ttft(disagg, disagg_ttft())
+    conds = [None] * len(resolved) if layouts is None else layouts(colo, disagg)
     out = []
     for k in range(len(resolved)):
         c, d, cond = colo[k], disagg[k], conds[k]
@@ -300,7 +304,11 @@ def _replicas_needed(rate, per_replica):
     return np.where(per_replica > 0, np.maximum(need, 1.0), 1.0)
 
 
-def _colocated_results(o: _Own, f: Found) -> list[ColocatedResult]:
+def _colocated_results(
+    o: _Own, f: Found, p99s: DeferredP99
+) -> tuple[list[ColocatedResult], Callable[[], np.ndarray]]:
+    """The records without their p99 TTFT, and the function that gives that column once
+    `p99s` (where its bisection was added) is solved."""
     t = f.colo_best_t[o.row]
     tp = f.layouts["gpus"][t].astype(float)  # GPUs per replica
     chunk_i = f.colo_chunk_index[o.row, t]
@@ -313,9 +321,17 @@ def _colocated_results(o: _Own, f: Found) -> list[ColocatedResult]:
         o.tpot_slo_ms.reshape(-1, 1),
         np.asarray(chunks, dtype=float)[chunk_i].reshape(-1, 1),
     )
+
     # What one replica carries within the targets with the whole cluster behind the router,
     # then with the replicas the rate needs (fewer replicas pool less and queue more).
-    per_replica = colocated_load.rate_within_targets(*at, cap.reshape(-1, 1), f.colo_rate[o.row, t])
+    # Each pool size's lines and batch grid are built once: the loads within the targets and
+    # the reported latencies are read off the same rows (`servers` is the size `on` holds).
+    def within_at(servers: np.ndarray, rate_hi: np.ndarray):
+        on = colocated_load.lines_and_grid(*at, servers.reshape(-1, 1))
+        rate = colocated_load.rate_within_targets(*at, servers.reshape(-1, 1), rate_hi, on=on)
+        return rate, on
+
+    per_replica, on = within_at(cap, f.colo_rate[o.row, t])
     feasible = (per_replica > 0) & (o.budget // tp >= 1)
     within = np.where(feasible, cap * per_replica, 0.0)
     need = _replicas_needed(o.rate, per_replica)
@@ -323,7 +339,7 @@ def _colocated_results(o: _Own, f: Found) -> list[ColocatedResult]:
     for _ in range(4):  # more replicas carry more each; a few rounds settle the count
         replicas = np.where(feasible, np.minimum(need, cap), cap)
         if not np.array_equal(replicas, servers):
-            carried = colocated_load.rate_within_targets(*at, replicas.reshape(-1, 1), per_replica)
+            carried, on = within_at(replicas, per_replica)
             servers = replicas
         more = np.where(carried > 0, np.maximum(need, _replicas_needed(o.rate, carried)), need)
         if np.array_equal(more, need):
@@ -331,10 +347,13 @@ def _colocated_results(o: _Own, f: Found) -> list[ColocatedResult]:
         need = more
     replicas = np.where(feasible, np.minimum(need, cap), cap)
     if not np.array_equal(replicas, servers):
-        carried = colocated_load.rate_within_targets(*at, replicas.reshape(-1, 1), per_replica)
+        carried, on = within_at(replicas, per_replica)
     fits = feasible & (need <= cap)
     load = np.minimum(o.rate / replicas, carried)
-    ttft, tpot = colocated_load.latencies_at_rate(*at, load, replicas.reshape(-1, 1))
+    ttft_terms, ttft_of, tpot = colocated_load.latency_terms(
+        *at, load, replicas.reshape(-1, 1), on=on
+    )
+    ttft_p99 = p99s.add(*ttft_terms)
     served = np.minimum(o.rate, replicas * carried)
     columns = {
         "feasible": feasible,
@@ -343,20 +362,23 @@ def _colocated_results(o: _Own, f: Found) -> list[ColocatedResult]:
         "gpus_needed_for_rate": np.where(feasible, need * tp, np.nan),
         "max_rate_per_s": within,
         "goodput_per_gpu": within / o.budget,
-        "ttft_p99_ms": np.where(feasible, ttft, np.nan),
+        "ttft_p99_ms": np.full(len(o.row), np.nan),  # filled in once solved (`_with_ttft`)
         "tpot_p99_ms": np.where(feasible, tpot, np.nan),
         **_layout_columns("", f.layouts, t),
         "replicas": replicas.astype(int),
         "chunk_tokens": np.asarray(chunks)[chunk_i],
         "max_batch": _whole(f.colo_batch[o.row, t]),
     }
-    return _records(ColocatedResult, columns, _costs(o, replicas * tp, served))
+    records = _records(ColocatedResult, columns, _costs(o, replicas * tp, served))
+    return records, lambda: np.where(feasible, ttft_of(ttft_p99.value), np.nan)
 
 
 def _disaggregated_results(
-    o: _Own, f: Found
-) -> tuple[list[DisaggregatedResult], dict[str, np.ndarray]]:
-    """The records, and the columns they were built from (the per-request figures use them)."""
+    o: _Own, f: Found, p99s: DeferredP99
+) -> tuple[list[DisaggregatedResult], dict[str, np.ndarray], Callable[[], np.ndarray]]:
+    """The records without their p99 TTFT, the columns they were built from (the per-request
+    figures use them), and the function that gives the p99 TTFT column once `p99s` (where its
+    bisection was added) is solved."""
     i, j = f.best_pair[o.row, 0], f.best_pair[o.row, 1]
     p_tp, d_tp = f.layouts["gpus"][i].astype(float), f.layouts["gpus"][j].astype(float)
     p_atp, d_atp = f.layouts["tp"][i].astype(float), f.layouts["tp"][j].astype(float)
@@ -364,24 +386,21 @@ def _disaggregated_results(
     feasible = f.pair_served[o.row, i, j] > 0
     p_engine = _engine_at(o.first, f.layouts, i)
     d_engine = _engine_at(o.first, f.layouts, j)
-    path = o.members.path.take(np.arange(len(o.row)), (-1, 1))
-    join = decode.join_step_ms(d_engine, o.lengths)
-    pool = prefill_pool(
-        o.first,
-        p_engine,
-        o.lengths,
-        path,
-        o.ttft_slo_ms,
-        p_atp.reshape(-1, 1),
-        d_atp.reshape(-1, 1),
-        join_ms=join,
-    )
+    everyone = np.arange(len(o.row))
+    path = o.members.path.take(everyone, (-1, 1))
+    mix = o.members.mix  # mixed traffic: each mixed member's own row (`calc/classes.py`)
+    own = None if mix is None else mix.own(o.members.prompt_p50, everyone)
     most = np.maximum(np.floor((o.budget - d_tp) / p_tp), 1.0)
+    # The search priced this pair's prefill pool at the workload's own prompt (`prefill_pool`,
+    # element by element: the bits it would get built again here), and some of its rates.
+    rates = f.prefill_rates.at((o.row, i, j))
+    pool = rates.pool
+    all_rows = np.ones(len(o.row), dtype=bool)
     # Replicas the rate needs even beyond the cluster (reported when it does not fit); 1 where
     # one replica serves nothing, as for decode.
-    one = pool.max_rate_per_s(1.0)
-    sized = pool.sizing(o.rate, np.maximum(most, SIZING_REPLICAS), one)
-    x = np.where(one > 0, sized.servers, 1.0)
+    one = rates(np.ones(len(o.row)), all_rows)
+    needed, rates = rates.sizing(o.rate, np.maximum(most, SIZING_REPLICAS), one)
+    x = np.where(one > 0, needed, 1.0)
     y = _replicas_needed(o.rate, d_rate)
     needed = np.where(feasible, x * p_tp + y * d_tp, np.nan)
     fits = feasible & (x * p_tp + y * d_tp <= o.budget)
@@ -389,11 +408,14 @@ def _disaggregated_results(
     # smallest pair (one replica each), which the verdict never presents as a plan.
     x = np.where(fits, x, np.where(feasible, f.best_x[o.row, i, j], 1.0))
     y = np.where(fits, y, np.where(feasible, f.best_y[o.row, i, j], 1.0))
-    # The chosen size's rate: read back where the sizing tried it, bisected only elsewhere.
-    tried, known = sized.rate_at(x)
-    p_rate = np.where(known, tried, rate_where(pool, x, ~known))
-    u99 = o.lengths.prompt_p99 * o.lengths.uncached_share
-    p99_compute = prefill.p99_prefill_ms(p_engine, o.lengths)
+    # The chosen size's rate: read off the search's table or the sizing, bisected elsewhere.
+    p_rate = rates(x, all_rows)
+    if mix is None:
+        u99 = o.lengths.prompt_p99 * o.lengths.uncached_share
+        p99_compute = prefill.p99_prefill_ms(p_engine, o.lengths)
+    else:  # a mixed member's own row: its mix's p99 uncached prompt, with its cached prefix
+        u99, cached99 = mix.p99_at(o.lengths, own, everyone)
+        p99_compute = prefill.prefill_ms(p_engine, u99, cached99)
     _, _, transfer_p99 = transfer_times(
         o.first, path, u99, p99_compute, p_atp.reshape(-1, 1), d_atp.reshape(-1, 1)
     )
@@ -404,7 +426,7 @@ def _disaggregated_results(
     step = decode.step_at_rate_ms(d_engine, o.lengths, d_load)
     # The join is priced at batch 1, as the pool's TTFT budget prices it, so a split loaded to
     # its prefill capacity reports the TTFT it was sized for.
-    ttft = pool.ttft_p99_ms(x, p_load)
+    ttft_p99 = p99s.add_pool(pool, x, p_load)
     served = np.minimum(o.rate, np.minimum(p_rate, y * d_rate))
     gpus = x * p_tp + y * d_tp
     within = f.disagg_within[o.row]
@@ -415,9 +437,16 @@ def _disaggregated_results(
         "gpus_needed_for_rate": needed,
         "max_rate_per_s": within,
         "goodput_per_gpu": within / o.budget,
-        "ttft_p99_ms": np.where(feasible, ttft, np.nan),
+        "ttft_p99_ms": np.full(len(o.row), np.nan),  # filled in once solved (`_with_ttft`)
         "tpot_p99_ms": np.where(
-            feasible, decode.tpot_p99_at_rate_ms(d_engine, o.lengths, d_load), np.nan
+            feasible,
+            decode.tpot_p99_at_rate_ms(
+                d_engine,
+                o.lengths,
+                d_load,
+                None if mix is None else mix.batch_at(own, everyone, (-1, 1)),
+            ),
+            np.nan,
         ),
         **_layout_columns("prefill_", f.layouts, i),
         **_layout_columns("decode_", f.layouts, j),
@@ -429,7 +458,16 @@ def _disaggregated_results(
         "transfer_ms_p99": transfer_p99,
     }
     records = _records(DisaggregatedResult, columns, _costs(o, gpus, served))
-    return records, {**columns, "decode_step_ms": np.where(feasible, step, np.nan)}
+    columns = {**columns, "decode_step_ms": np.where(feasible, step, np.nan)}
+    return records, columns, lambda: np.where(feasible, ttft_p99.value, np.nan)
+
+
+def _with_ttft(records: list, ttft_p99_ms: np.ndarray) -> list:
+    """The records with their p99 TTFT (NaN stands for None, as in `_records`)."""
+    return [
+        r.model_copy(update={"ttft_p99_ms": None if v != v else v})
+        for r, v in zip(records, np.ravel(ttft_p99_ms).tolist(), strict=True)
+    ]
 
 
 def _engine_at(first: Resolved, layouts: dict[str, np.ndarray], index: np.ndarray):

@@ -25,11 +25,13 @@ the modes already sized, so the layout's goodput is never below either. Among th
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import replace
 
 import numpy as np
 
 from disagg_decider.calc import colocated_load, decode
+from disagg_decider.calc.deferred_p99 import DeferredP99
 from disagg_decider.calc.kvpath import TransferPath, transfer_path
 from disagg_decider.calc.lengths import Lengths
 from disagg_decider.calc.pools import prefill_pool
@@ -130,9 +132,12 @@ def report(r: Resolved, c: Candidate) -> Candidate:
     )
 
 
-def _report_rows(first: Resolved, rows: list[tuple[Resolved, Candidate]]) -> list[Candidate]:
+def _report_rows(
+    first: Resolved, rows: list[tuple[Resolved, Candidate]], p99s: DeferredP99
+) -> Callable[[], list[Candidate]]:
     """`report` for chosen candidates of workloads sharing `first`'s engine, one row each:
-    one prefill-pool time bisection and one decode-worker evaluation for all of them."""
+    one prefill-pool time bisection and one decode-worker evaluation for all of them, both
+    added to `p99s`; the returned function gives the candidates once `p99s` is solved."""
     column = lambda values: np.array(values, dtype=float).reshape(-1, 1)  # noqa: E731
     splits = [split_at(components(r.workload), c.threshold_tokens) for r, c in rows]
     p_tp, d_tp = column([c.prefill_tp for _, c in rows]), column([c.decode_tp for _, c in rows])
@@ -153,10 +158,8 @@ def _report_rows(first: Resolved, rows: list[tuple[Resolved, Candidate]]) -> lis
         join_ms=decode.join_step_ms(engine_for(first, d_tp), local),
     )
     servers = np.array([float(c.prefill_replicas) for _, c in rows])
-    long_ttft = np.ravel(
-        pool.ttft_p99_ms(servers, rate * np.array([c.long_share for _, c in rows]))
-    )
-    short_ttft, tpot99 = colocated_load.latencies_at_rate(
+    long_p99 = p99s.add_pool(pool, servers, rate * np.array([c.long_share for _, c in rows]))
+    short_terms, short_ttft_of, tpot99 = colocated_load.latency_terms(
         engine_for(first, d_tp),
         local,
         column([r.workload.slo.ttft_ms for r, _ in rows]),
@@ -165,10 +168,16 @@ def _report_rows(first: Resolved, rows: list[tuple[Resolved, Candidate]]) -> lis
         rate / ys,
         ys.reshape(-1, 1),
     )
-    return [
-        replace(c, ttft_p99_ms=max(float(lt), float(st)), tpot_p99_ms=float(tp))
-        for (_, c), lt, st, tp in zip(rows, long_ttft, short_ttft, tpot99, strict=True)
-    ]
+    short_p99 = p99s.add(*short_terms)
+
+    def reported() -> list[Candidate]:
+        long_ttft, short_ttft = np.ravel(long_p99.value), short_ttft_of(short_p99.value)
+        return [
+            replace(c, ttft_p99_ms=max(float(lt), float(st)), tpot_p99_ms=float(tp))
+            for (_, c), lt, st, tp in zip(rows, long_ttft, short_ttft, tpot99, strict=True)
+        ]
+
+    return reported
 
 
 def _col(v) -> np.ndarray:
@@ -276,17 +285,36 @@ def _by_threshold(found: list[Candidate]) -> dict[float, list[Candidate]]:
 def _best_of_groups(
     r: Resolved, groups: dict[float, list[Candidate]], firsts: list[Candidate]
 ) -> dict[float, Candidate]:
-    out = {}
-    for (t, group), best in zip(groups.items(), firsts, strict=True):
-        for c in group[1:]:
-            if best.goodput_rate_per_s >= c.goodput_rate_per_s:
-                break
-            settled = settle(r, c)
-            if settled.goodput_rate_per_s > best.goodput_rate_per_s:
-                best = settled
-        if best.goodput_rate_per_s > 0:
-            out[t] = best
-    return out
+    return _best_of_many(r, [(r, groups, firsts)])[0]
+
+
+def _best_of_many(
+    first: Resolved,
+    searched: list[tuple[Resolved, dict[float, list[Candidate]], list[Candidate]]],
+) -> list[dict[float, Candidate]]:
+    """Per workload (all sharing `first`'s engine) and threshold, the best settled candidate.
+
+    Each threshold's group is walked in order of grid goodput (an upper bound on the settled
+    one): the next candidate is settled while its bound beats the best settled so far. Groups
+    are independent, so each round settles the next candidate of every group still walking
+    in one bisection (`_settle_rows`), rather than one at a time; each group still takes the
+    same candidates in the same order, so the same best.
+    """
+    best = [dict(zip(groups, firsts, strict=True)) for _, groups, firsts in searched]
+    walking = [(w, t, 1) for w, (_, groups, _) in enumerate(searched) for t in groups]
+    while walking:
+        rows, keys = [], []
+        for w, t, k in walking:
+            r, group = searched[w][0], searched[w][1][t]
+            if k < len(group) and best[w][t].goodput_rate_per_s < group[k].goodput_rate_per_s:
+                rows.append((r, group[k]))
+                keys.append((w, t, k))
+        settled = _settle_rows(first, rows) if len(rows) > 1 else [settle(*row) for row in rows]
+        for (w, t, _), c in zip(keys, settled, strict=True):
+            if c.goodput_rate_per_s > best[w][t].goodput_rate_per_s:
+                best[w][t] = c
+        walking = [(w, t, k + 1) for w, t, k in keys]
+    return [{t: c for t, c in by_t.items() if c.goodput_rate_per_s > 0} for by_t in best]
 
 
 def evaluate(
@@ -309,6 +337,24 @@ def evaluate_many(
 ) -> list[ConditionalResult]:
     """`evaluate` with its search for workloads sharing an engine (`search.group_key`), in
     order: the thresholds and TP pairs of all of them are searched together."""
+    p99s = DeferredP99()
+    layouts = evaluate_many_later(resolved, colos, disaggs, p99s)
+    p99s.solve()
+    return layouts(colos, disaggs)
+
+
+def evaluate_many_later(
+    resolved: list[Resolved],
+    colos: list[ColocatedResult],
+    disaggs: list[DisaggregatedResult],
+    p99s: DeferredP99,
+) -> Callable[[list[ColocatedResult], list[DisaggregatedResult]], list[ConditionalResult]]:
+    """`evaluate_many` with the chosen layouts' report-only p99 bisections added to `p99s`.
+
+    The choice reads only the modes' goodputs and layouts, never their p99s; so the modes may
+    come with their p99s still to solve. Once `p99s` is solved, the returned function takes the
+    modes as reported (their p99s filled in) and gives the results.
+    """
     modes = list(zip(resolved, colos, disaggs, strict=True))
     pairs = [tp_pairs(r, c, d) if c.feasible or d.feasible else [] for r, c, d in modes]
     groups = [_by_threshold(f) for f in candidates_many(resolved, pairs)]
@@ -321,18 +367,27 @@ def evaluate_many(
         for g in gs.values()
     ]
     settled = iter(_settle_rows(resolved[0], pooled) if pooled else [])
-    out = []
-    for (r, c, d), gs in zip(modes, groups, strict=True):
+    searched = []
+    for r, gs in zip(resolved, groups, strict=True):
         tops = [g[0] for g in gs.values()]
         firsts = [next(settled) for _ in tops] if len(tops) > 1 else settle_many(r, tops)
-        out.append((r, c, d, _best_of_groups(r, gs, firsts)))
+        searched.append((r, gs, firsts))
+    best = _best_of_many(resolved[0], searched)
+    out = [(r, c, d, by_t) for (r, c, d), by_t in zip(modes, best, strict=True)]
     # The chosen conditional layouts' p99s at each workload's rate, all in one pass.
     chosen = [(r, by_t[t]) for r, c, d, by_t in out if (t := _chosen(c, d, by_t)) is not None]
-    reported = iter(_report_rows(resolved[0], chosen) if chosen else [])
-    return [
-        _layout(r, c, d, by_t, True, next(reported) if _chosen(c, d, by_t) is not None else None)
-        for r, c, d, by_t in out
-    ]
+    reports = _report_rows(resolved[0], chosen, p99s) if chosen else list
+
+    def layouts(
+        colos: list[ColocatedResult], disaggs: list[DisaggregatedResult]
+    ) -> list[ConditionalResult]:
+        reported = iter(reports())
+        return [
+            _layout(r, c, d, by_t, True, None if _chosen(c, d, by_t) is None else next(reported))
+            for (r, _, _, by_t), c, d in zip(out, colos, disaggs, strict=True)
+        ]
+
+    return layouts
 
 
 def _options(

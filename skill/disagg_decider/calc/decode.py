@@ -68,16 +68,22 @@ class DecodePoint:
     step_ms: np.ndarray
 
 
-def replica_capacity(engine: Engine, lengths: Lengths, tpot_slo_ms: float) -> DecodePoint:
+def replica_capacity(
+    engine: Engine, lengths: Lengths, tpot_slo_ms: float, mix: BatchMix | None = None
+) -> DecodePoint:
     """The largest batch whose p99 step (at the p99 batch) meets TPOT and whose KV fits.
 
-    KV ingress is capped separately, per (prefill TP, decode TP) pair (`search`)."""
+    KV ingress is capped separately, per (prefill TP, decode TP) pair (`search`). `mix`: rows
+    of mixed traffic price the p99 step as a mixed batch (`mixed_step_p99_ms`)."""
     grid = batch_grid(engine.eff.max_decode_batch)
     ctx = lengths.decode_context_mean
     decode = decode_pass(engine, ctx)
     step = decode.ms(grid, 0.0)
-    limit = memory_batch_limit(engine, lengths)
+    limit = seat_limit(engine, lengths, mix)
     step99 = decode.ms(p99_batch(grid, limit, engine.eff.max_decode_batch), 0.0)
+    if mix is not None:
+        mixed = mixed_step_p99_ms(engine, ctx, grid, limit, mix, step)
+        step99 = np.where(mix.mixed, mixed, step99)
     room = np.minimum(slack(tpot_slo_ms, step99), slack(limit, grid))
     edge = boundary_index(room)
     batch_grid_full = np.broadcast_to(grid, step.shape)
@@ -93,7 +99,9 @@ def p99_batch(batch, memory_limit, max_batch):
     return np.maximum(np.minimum(queueing.batch_p99(batch), cap), np.maximum(batch, 1.0))
 
 
-def tpot_p99_at_rate_ms(engine: Engine, lengths: Lengths, rate_per_s: np.ndarray) -> np.ndarray:
+def tpot_p99_at_rate_ms(
+    engine: Engine, lengths: Lengths, rate_per_s: np.ndarray, mix: BatchMix | None = None
+) -> np.ndarray:
     """p99 TPOT at each load (N,): the step at the p99 batch around the mean one.
 
     From batch 1 up it is read off the batch grid the capacity was found on (linear between
@@ -102,15 +110,92 @@ def tpot_p99_at_rate_ms(engine: Engine, lengths: Lengths, rate_per_s: np.ndarray
     """
     batch = np.asarray(batch_at_rate(engine, lengths, rate_per_s), dtype=float)
     grid = batch_grid(engine.eff.max_decode_batch)
-    limit = memory_batch_limit(engine, lengths)
+    limit = seat_limit(engine, lengths, mix)
     ctx = lengths.decode_context_mean
     decode = decode_pass(engine, ctx)
     step99 = decode.ms(p99_batch(grid, limit, engine.eff.max_decode_batch), 0.0)
-    step99 = np.broadcast_to(step99, (len(batch), grid.size))
-    on_grid = interp_rows(batch, np.broadcast_to(grid, step99.shape), step99)
     b99 = p99_batch(batch, np.ravel(limit), engine.eff.max_decode_batch)
     exact = np.ravel(decode.ms(b99[:, None], 0.0))
+    if mix is not None:
+        step99 = np.where(mix.mixed, mixed_step_p99_ms(engine, ctx, grid, limit, mix), step99)
+        below = mixed_step_p99_ms(engine, ctx, batch.reshape(np.shape(ctx)), limit, mix)
+        exact = np.where(np.ravel(mix.mixed), np.ravel(below), exact)
+    step99 = np.broadcast_to(step99, (len(batch), grid.size))
+    on_grid = interp_rows(batch, np.broadcast_to(grid, step99.shape), step99)
     return np.where(batch < grid[0], exact, on_grid)
+
+
+# --- mixed traffic: what a batch of several request classes costs at p99 ---------------------
+
+
+@dataclass(frozen=True)
+class BatchMix:
+    """Rows of mixed traffic, as their decode batch holds them (`classes.batch_mix`); arrays
+    shaped like the rows' lengths, nan on rows of one class (which keep the one-class pricing).
+    """
+
+    context_scv: np.ndarray  # squared CV of a seat's context across classes
+    held_tokens: np.ndarray  # KV tokens a seat reserves, seat-weighted over classes
+
+    @property
+    def mixed(self) -> np.ndarray:
+        return np.isfinite(self.context_scv)
+
+
+def seat_limit(engine: Engine, lengths: Lengths, mix: BatchMix | None):
+    """`memory_batch_limit`, with a mixed row's seats holding its classes' seat-weighted KV
+    (a long-output RAG class holds more of the seats than its share of requests)."""
+    limit = memory_batch_limit(engine, lengths)
+    if mix is None:
+        return limit
+    held = np.floor(engine.kv_capacity_bytes() / engine.kv_bytes_held(mix.held_tokens))
+    return np.where(mix.mixed, held, limit)
+
+
+def feedback_variance_factor(f):
+    """How much more the time-averaged batch of a request varies when the step slows with it.
+
+    Sequences join at the arrival rate and leave after output x step(B) ms; a step that grows
+    with the batch makes them leave more slowly when the batch is large, so the batch returns
+    to its mean at f times the M/G/inf speed, f = 1 - B step'(B) / step(B) (the share of the
+    step that does not grow with the batch). Linearised (an Ornstein-Uhlenbeck population),
+    the instantaneous variance is B / f and its correlation time lifetime / f, and the
+    variance of its average over one lifetime is B g(f) / f, g(x) = 2 (x - 1 + e^-x) / x^2.
+    Returned relative to f = 1, where `queueing.batch_p99`'s 2/3 B applies, so f = 1 gives 1.
+    """
+    f = np.clip(f, 0.05, 1.0)
+    g = 2.0 * (f - 1.0 + np.exp(-f)) / (f * f)
+    return g / (f * _G_ONE)
+
+
+_G_ONE = 2.0 * float(np.exp(-1.0))  # g(1)
+
+
+def mixed_step_p99_ms(engine: Engine, ctx, batch, limit, mix: BatchMix, step=None):
+    """p99 step of a mixed batch of mean size `batch` (last axis) around mean context `ctx`.
+
+    Two things a one-class batch does not have (measured with the simulator on the issue's
+    70/30 chat/RAG mix, one decode replica: batch sd 1.5x and total context sd 1.2x the
+    M/G/inf figures):
+    - the KV read per step varies with which classes hold the seats: its variance is
+      (1 + context scv) times the seat count's (compound Poisson);
+    - a long-context batch is KV-read bound, so its step grows with the batch and the batch
+      drifts back to its mean slowly (`feedback_variance_factor`).
+    The pass is priced at the p99 seat count and at the mean context that makes its KV read
+    the p99 of the batch's total context. `step`, the pass at `batch` (at least 1), may be
+    passed in.
+    """
+    decode = decode_pass(engine, ctx)
+    b = np.asarray(batch, dtype=float)
+    b1 = np.maximum(b, 1.0)  # an idle replica's step is one sequence's (no 0 / 0)
+    step = decode.ms(b1, 0.0) if step is None else step
+    f = 1.0 - b1 * (decode.ms(b1 + 1.0, 0.0) - step) / step
+    spread = queueing.Z99 * np.sqrt(2.0 * np.maximum(b, 0.0) / 3.0 * feedback_variance_factor(f))
+    cap = np.maximum(np.minimum(np.maximum(limit, 1.0), engine.eff.max_decode_batch), b)
+    b99 = np.maximum(np.minimum(b + spread, cap), np.maximum(b, 1.0))
+    read99 = np.minimum(b + spread * np.sqrt(1.0 + np.where(mix.mixed, mix.context_scv, 0.0)), cap)
+    ctx99 = ctx * np.maximum(read99, b99) / b99
+    return decode_pass(engine, ctx99).ms(b99, 0.0)
 
 
 def step_at_rate_ms(engine: Engine, lengths: Lengths, rate_per_s: np.ndarray) -> np.ndarray:

@@ -210,7 +210,7 @@ def _colocated_slo_limits(members: Members, idx: np.ndarray) -> list[Limit]:
         members.tpot_ms[idx].reshape(-1, 1, 1),
         chunks,
     )
-    point = colocated.evaluate(at, 1.0)
+    point = colocated.evaluate(at, 1.0, with_headroom=False)  # idle TTFT and TPOT only
     allowed = members.allowed["colocated"][idx]
     ok = (allowed & engine.fits().reshape(1, -1))[:, :, None]
     ttft = np.where(ok, point.idle_ttft_ms, np.inf).min(axis=(1, 2))

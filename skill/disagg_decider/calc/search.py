@@ -25,9 +25,11 @@ from dataclasses import astuple, dataclass, replace
 import numpy as np
 
 from disagg_decider.calc import colocated, decode, parallel, queueing
+from disagg_decider.calc.classes import MemberMix, PromptMix, member_mix
 from disagg_decider.calc.kvpath import TransferPath, transfer_path
 from disagg_decider.calc.lengths import Lengths
 from disagg_decider.calc.parallel import Layout
+from disagg_decider.calc.pool_rates import PoolRates
 from disagg_decider.calc.pools import ingress_rate_per_s, pooled_split, prefill_pool
 from disagg_decider.calc.step import Engine
 from disagg_decider.classes import batch_context_tokens
@@ -181,6 +183,10 @@ class Rows:
     budget: np.ndarray  # (S,) GPUs each mode may use
     path: TransferPath  # numeric fields (S, 1, 1)
     allowed: dict[str, np.ndarray]  # role -> (S, T): which TP candidates the row may use
+    # A mixed member's own rows (`calc/classes.py`): the prompts its prefill pool serves and
+    # its decode batch's mix; None where no row is one.
+    prompts: PromptMix | None = None
+    batch_mix: decode.BatchMix | None = None
 
 
 @dataclass(frozen=True)
@@ -204,6 +210,9 @@ class Members:
     # Mixed traffic: the decode batch's mean context, output-weighted over the classes
     # (`classes.batch_context_tokens`); nan for one class.
     batch_context: np.ndarray | None = None
+    # Mixed traffic: the classes' shape for the always-disaggregated mode (`calc/classes.py`);
+    # None when every member is one class.
+    mix: MemberMix | None = None
 
     @property
     def first(self) -> Resolved:
@@ -225,13 +234,17 @@ class Members:
         """One row per member and prompt: member k at each of `prompts[k]` (p50 lengths)."""
         index = np.repeat(np.arange(len(self.resolved)), [len(p) for p in prompts])
         shape = (-1, 1, 1, 1)
+        p50 = np.concatenate(prompts)
+        lengths = self.lengths(p50, index, shape)
+        mixed = {} if self.mix is None else self.mix.rows_at(lengths, p50, index, shape)
         return Rows(
-            lengths=self.lengths(np.concatenate(prompts), index, shape),
+            lengths=lengths,
             ttft_ms=self.ttft_ms[index].reshape(shape),
             tpot_ms=self.tpot_ms[index].reshape(shape),
             budget=self.budget[index],
             path=self.path.take(index, (-1, 1, 1)),
             allowed={role: mask[index] for role, mask in self.allowed.items()},
+            **mixed,
         )
 
 
@@ -248,12 +261,13 @@ def members_of(resolved: Sequence[Resolved]) -> Members:
     def each(values) -> np.ndarray:
         return np.array(list(values), dtype=float)
 
+    prompt_p50 = each(t.prompt_tokens.p50 for t in traffic)
     return Members(
         resolved=resolved,
         layouts={name: column[used] for name, column in lay.items()},
         allowed={role: m[:, used] for role, m in masks.items()},
         warnings=warnings,
-        prompt_p50=each(t.prompt_tokens.p50 for t in traffic),
+        prompt_p50=prompt_p50,
         prompt_sigma=each(lognormal_sigma(t.prompt_tokens) for t in traffic),
         hit_rate=each(t.prefix_cache_hit_rate for t in traffic),
         output_p50=each(t.output_tokens.p50 for t in traffic),
@@ -264,6 +278,7 @@ def members_of(resolved: Sequence[Resolved]) -> Members:
         paths=paths,
         path=TransferPath.stack(paths),
         batch_context=each(batch_context_tokens(r.workload) for r in resolved),
+        mix=member_mix(resolved, prompt_p50),
     )
 
 
@@ -294,6 +309,7 @@ class Found:
     colo_best_t: np.ndarray  # (S,)
     colo_within: np.ndarray  # (S,) req/s within the budget
     prefill_rate: np.ndarray  # the prefill pool of the best split, req/s, (S, Tp, Td)
+    prefill_rates: PoolRates  # the prefill pools' rates at whole sizes, where tabulated
     decode_rate: np.ndarray  # per decode replica, KV ingress included, (S, Tp, Td)
     decode_batch: np.ndarray  # (S, Td)
     pair_served: np.ndarray  # (S, Tp, Td) req/s within the budget
@@ -327,7 +343,10 @@ def search(r: Resolved, rows: Rows, layouts: dict[str, np.ndarray]) -> Found:
     # pooled queue.
     chunks = w.efficiency.chunk_tokens
     servers = np.maximum(budget[:, None] // tps, 1.0).reshape(n_rows, -1, 1, 1)
-    best = colocated.best_points(engine, lengths, rows.ttft_ms, rows.tpot_ms, chunks, servers)
+    # Layouts a row may not use are never chosen (masked below) nor read: not searched.
+    best = colocated.best_points(
+        engine, lengths, rows.ttft_ms, rows.tpot_ms, chunks, servers, rows.allowed["colocated"]
+    )
     colo_rate = np.where(served_rows[:, None], best.rate_per_s, 0.0)
     colo_within_t = (budget[:, None] // tps) * colo_rate
     colo_within_t = np.where(rows.allowed["colocated"], colo_within_t, -1.0)
@@ -339,17 +358,20 @@ def search(r: Resolved, rows: Rows, layouts: dict[str, np.ndarray]) -> Found:
     # (tp x dp); a request's KV moves between attention ranks (tp GPUs each side), and a
     # decode replica of dp ranks receives on each rank's NICs in parallel.
     path = rows.path
-    d_point = decode.replica_capacity(engine, lengths, rows.tpot_ms)
+    d_point = decode.replica_capacity(engine, lengths, rows.tpot_ms, rows.batch_mix)
     d_alone = d_point.rate_per_s[:, :, 0, 0]  # (S, Td) before KV ingress
     p_gpus, d_gpus = tps[None, :, None], tps[None, None, :]
     p_atp, d_atp = atp[None, :, None], atp[None, None, :]
     ingress = ingress_rate_per_s(r, path, lengths, p_atp, d_atp) * layouts["dp"][None, None, :]
     d_rate = np.minimum(d_alone[:, None, :], ingress)
     d_rate = np.where(served_rows[:, None, None], d_rate, 0.0)
-    pool = prefill_pool(r, engine, lengths, path, rows.ttft_ms.reshape(-1, 1, 1), atp)
+    target = rows.ttft_ms.reshape(-1, 1, 1)
+    pool = prefill_pool(r, engine, lengths, path, target, atp, prompts=rows.prompts)
     b3 = budget[:, None, None]
     allowed = pairs_allowed(w.engine, atp, atp, b3, tps, tps)
-    p_best, served, best_x, best_y = pooled_split(b3, p_gpus, d_gpus, pool, d_rate, allowed)
+    # Small splits' pools at every size in one bisection; the split and the verdict read them.
+    rates = PoolRates.tabulate(pool, np.floor((b3 - d_gpus) / p_gpus), allowed & (d_rate > 0))
+    p_best, served, best_x, best_y = pooled_split(b3, p_gpus, d_gpus, pool, d_rate, allowed, rates)
     tp_ok = rows.allowed["prefill"][:, :, None] & rows.allowed["decode"][:, None, :]
     flat = np.where(tp_ok, served, -1.0).reshape(n_rows, -1).argmax(axis=1)
     pair = np.stack(np.unravel_index(flat, served.shape[1:]), axis=1)
@@ -370,6 +392,7 @@ def search(r: Resolved, rows: Rows, layouts: dict[str, np.ndarray]) -> Found:
         colo_best_t=colo_t,
         colo_within=colo_within,
         prefill_rate=p_best,
+        prefill_rates=rates,
         decode_rate=d_rate,
         decode_batch=d_point.batch[:, :, 0, 0],
         pair_served=served,

@@ -8,7 +8,7 @@ Units are in the field names: `_tflops` (1e12 FLOP/s, dense), `_gb` (1e9 bytes),
 
 from functools import cache
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
@@ -89,8 +89,12 @@ class Link(_Record):
 
 
 def _load(kind: str, record: type[_Record]) -> dict[str, _Record]:
-    text = (Path(__file__).parent / f"{kind}.yaml").read_text("utf-8")
-    raw = load_yaml_text(text, f"catalog/{kind}.yaml")
+    from disagg_decider.shipped_data import load_shipped
+
+    def parse(path: Path) -> Any:
+        return load_yaml_text(path.read_text("utf-8"), f"catalog/{kind}.yaml")
+
+    raw = load_shipped(Path(__file__).resolve().parent / f"{kind}.yaml", parse)
     out: dict[str, _Record] = {}
     for entry in raw[kind]:
         fields = dict(entry)

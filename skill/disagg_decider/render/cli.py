@@ -42,8 +42,11 @@ def render_command(
     """Regenerate outputs/: the skill file, the Agent Skill folder and one report per example.
 
     Writes outputs/skill-disaggregation-decider.md, outputs/disaggregation-decider/SKILL.md and
-    outputs/reports/<example>.md. Example: decide render --check
+    outputs/reports/<example>.md; rendering the shipped rulebook into a checkout's outputs/ also
+    refreshes the package's shipped_data.jsonl (the shipped rulebook and catalogs as JSON, which
+    load faster than their YAML). Example: decide render --check
     """
+    from disagg_decider import shipped_data
     from disagg_decider.render.outputs import (
         expected_outputs,
         load_rulebook,
@@ -52,8 +55,17 @@ def render_command(
     )
 
     expected = expected_outputs(load_rulebook(rules_dir), examples_dir)
+    snapshot = _shown(shipped_data.SNAPSHOT)
+    # The snapshot goes with the repository's own outputs (the shipped rulebook rendered into
+    # <checkout>/outputs); renders elsewhere (tests, --rules-dir) leave it alone.
+    shipped_rules = rules_dir is None and out_dir.resolve() == _REPOSITORY_OUTPUTS
     if check:
         status = stale_outputs(expected, out_dir)
+        if shipped_rules and not shipped_data.snapshot_current():
+            typer.echo(f"stale: {snapshot} (the shipped YAML files as JSON)")
+            if not status.stale:
+                typer.echo("run `decide render` to regenerate it")
+                raise typer.Exit(code=1)
         if status.stale:
             for rel in status.changed:
                 typer.echo(f"stale: {out_dir / rel}")
@@ -66,9 +78,25 @@ def render_command(
         typer.echo(f"{out_dir}: {len(expected)} generated files are current")
         return
     written, removed = write_outputs(expected, out_dir, force)
+    try:
+        if shipped_rules and shipped_data.write_snapshot():
+            typer.echo(f"wrote {snapshot}")
+    except OSError as exc:  # an installed package's folder may be read-only; only speed is lost
+        typer.echo(f"warning: could not write {snapshot}: {exc.strerror or exc}", err=True)
     for rel in written:
         typer.echo(f"wrote {out_dir / rel}")
     for rel in removed:
         typer.echo(f"removed {out_dir / rel}")
     if not written and not removed:
         typer.echo(f"{out_dir}: {len(expected)} generated files already current")
+
+
+_REPOSITORY_OUTPUTS = Path(__file__).resolve().parents[3] / "outputs"  # in a checkout
+
+
+def _shown(path: Path) -> Path:
+    """`path` relative to the working folder where it lies below it."""
+    try:
+        return path.relative_to(Path.cwd())
+    except ValueError:
+        return path
