@@ -24,6 +24,7 @@ from typing import NamedTuple
 import numpy as np
 
 from disagg_decider.calc import queueing
+from disagg_decider.calc.arrays import broadcast
 from disagg_decider.calc.decode import batch_grid, decode_step_ms, memory_batch_limit
 from disagg_decider.calc.frontier import (
     bisect_edge,
@@ -266,10 +267,10 @@ def best_points(
     whole_grid = n_lines * batches.size <= WHOLE_GRID_POINTS
     line_shape = (n_lines, 1) if whole_grid else (n_lines,)
 
-    def per_line(a) -> np.ndarray:
+    def per_line(a) -> np.ndarray:  # `arrays.broadcast`: np.broadcast_to's elements, cheaper
         if keep is not None:
-            return np.broadcast_to(a, shape).reshape(-1)[keep].reshape(line_shape)
-        return np.broadcast_to(a, shape).reshape(line_shape)
+            return broadcast(a, shape).reshape(-1)[keep].reshape(line_shape)
+        return broadcast(a, shape).reshape(line_shape)
 
     at_lines = lines(
         replace(engine, tp=per_line(engine.tp), dp=per_line(engine.dp), ep=per_line(engine.ep)),
