@@ -84,6 +84,8 @@ def test_a_mixed_decode_batch_agrees_with_the_simulator() -> None:
     # Simulated p99 TPOT at 17 req/s: 22-25 ms over three seeds; the one-class tail said 20.
     sim = float(np.mean(sims))
     assert abs(calc / sim - 1.0) < 0.07, (calc, sims)
+    # Without the mix (the classes' context spread) it is still >10% low: 20.0 ms with the
+    # M/G/inf batch tail, 21.6 since the batch-feedback tail prices every row (issue 14d).
     assert old / sim < 0.9, (old, sims)
     # The replica's capacity within the 25 ms target against the simulated goodput of the
     # split (3,000 requests, seed 1; its prefill pool has room to spare at that rate).
@@ -92,7 +94,10 @@ def test_a_mixed_decode_batch_agrees_with_the_simulator() -> None:
     base = run.synthetic_requests(r, 3000, seed=1)
     goodput = run.goodput(setup, "disaggregated", base, 0.99, capacity)
     assert 0.92 <= capacity / goodput <= 1.08, (capacity, goodput)
-    assert one_class / goodput > 1.1, (one_class, goodput)
+    # Without the mix: 19.5 req/s (13% high) with the M/G/inf batch tail, 18.6 (8% high)
+    # since the batch-feedback tail prices every row (issue 14d); the classes' context spread
+    # is the rest.
+    assert one_class / goodput > 1.05, (one_class, goodput)
 
 
 def test_batch_mix_is_the_seat_weighted_spread_of_class_contexts() -> None:

@@ -71,19 +71,15 @@ class DecodePoint:
 def replica_capacity(
     engine: Engine, lengths: Lengths, tpot_slo_ms: float, mix: BatchMix | None = None
 ) -> DecodePoint:
-    """The largest batch whose p99 step (at the p99 batch) meets TPOT and whose KV fits.
+    """The largest batch whose p99 step (`step_p99_ms`) meets TPOT and whose KV fits.
 
     KV ingress is capped separately, per (prefill TP, decode TP) pair (`search`). `mix`: rows
-    of mixed traffic price the p99 step as a mixed batch (`mixed_step_p99_ms`)."""
+    of mixed traffic price the p99 step as a mixed batch."""
     grid = batch_grid(engine.eff.max_decode_batch)
     ctx = lengths.decode_context_mean
-    decode = decode_pass(engine, ctx)
-    step = decode.ms(grid, 0.0)
+    step = decode_pass(engine, ctx).ms(grid, 0.0)
     limit = seat_limit(engine, lengths, mix)
-    step99 = decode.ms(p99_batch(grid, limit, engine.eff.max_decode_batch), 0.0)
-    if mix is not None:
-        mixed = mixed_step_p99_ms(engine, ctx, grid, limit, mix, step)
-        step99 = np.where(mix.mixed, mixed, step99)
+    step99 = step_p99_ms(engine, ctx, grid, limit, mix, step)
     room = np.minimum(slack(tpot_slo_ms, step99), slack(limit, grid))
     edge = boundary_index(room)
     batch_grid_full = np.broadcast_to(grid, step.shape)
@@ -93,16 +89,10 @@ def replica_capacity(
     return DecodePoint(rate_per_s=rate, batch=best, step_ms=best_step)
 
 
-def p99_batch(batch, memory_limit, max_batch):
-    """The p99 batch a request decodes with (`queueing.batch_p99`), within the replica's caps."""
-    cap = np.minimum(np.maximum(memory_limit, 1.0), max_batch)
-    return np.maximum(np.minimum(queueing.batch_p99(batch), cap), np.maximum(batch, 1.0))
-
-
 def tpot_p99_at_rate_ms(
     engine: Engine, lengths: Lengths, rate_per_s: np.ndarray, mix: BatchMix | None = None
 ) -> np.ndarray:
-    """p99 TPOT at each load (N,): the step at the p99 batch around the mean one.
+    """p99 TPOT at each load (N,): the step at the p99 batch around the mean one (`step_p99_ms`).
 
     From batch 1 up it is read off the batch grid the capacity was found on (linear between
     points, as `replica_capacity` interpolates), so a replica loaded to its capacity reports the
@@ -112,20 +102,14 @@ def tpot_p99_at_rate_ms(
     grid = batch_grid(engine.eff.max_decode_batch)
     limit = seat_limit(engine, lengths, mix)
     ctx = lengths.decode_context_mean
-    decode = decode_pass(engine, ctx)
-    step99 = decode.ms(p99_batch(grid, limit, engine.eff.max_decode_batch), 0.0)
-    b99 = p99_batch(batch, np.ravel(limit), engine.eff.max_decode_batch)
-    exact = np.ravel(decode.ms(b99[:, None], 0.0))
-    if mix is not None:
-        step99 = np.where(mix.mixed, mixed_step_p99_ms(engine, ctx, grid, limit, mix), step99)
-        below = mixed_step_p99_ms(engine, ctx, batch.reshape(np.shape(ctx)), limit, mix)
-        exact = np.where(np.ravel(mix.mixed), np.ravel(below), exact)
+    step99 = step_p99_ms(engine, ctx, grid, limit, mix)
+    exact = np.ravel(step_p99_ms(engine, ctx, batch[:, None], limit, mix))
     step99 = np.broadcast_to(step99, (len(batch), grid.size))
     on_grid = interp_rows(batch, np.broadcast_to(grid, step99.shape), step99)
     return np.where(batch < grid[0], exact, on_grid)
 
 
-# --- mixed traffic: what a batch of several request classes costs at p99 ---------------------
+# --- what a decode batch costs at p99: one class or several ----------------------------------
 
 
 @dataclass(frozen=True)
@@ -171,19 +155,21 @@ def feedback_variance_factor(f):
 _G_ONE = 2.0 * float(np.exp(-1.0))  # g(1)
 
 
-def mixed_step_p99_ms(engine: Engine, ctx, batch, limit, mix: BatchMix, step=None):
-    """p99 step of a mixed batch of mean size `batch` (last axis) around mean context `ctx`.
+def step_p99_ms(engine: Engine, ctx, batch, limit, mix: BatchMix | None = None, step=None):
+    """p99 step of a decode batch of mean size `batch` (last axis) around mean context `ctx`.
 
-    Two things a one-class batch does not have (measured with the simulator on the issue's
-    70/30 chat/RAG mix, one decode replica: batch sd 1.5x and total context sd 1.2x the
-    M/G/inf figures):
-    - the KV read per step varies with which classes hold the seats: its variance is
-      (1 + context scv) times the seat count's (compound Poisson);
-    - a long-context batch is KV-read bound, so its step grows with the batch and the batch
-      drifts back to its mean slowly (`feedback_variance_factor`).
-    The pass is priced at the p99 seat count and at the mean context that makes its KV read
-    the p99 of the batch's total context. `step`, the pass at `batch` (at least 1), may be
-    passed in.
+    A request's TPOT averages the batch over its lifetime (`queueing.batch_p99`, M/G/inf),
+    widened because a long-context batch is KV-read bound: its step grows with the batch, so
+    the batch drifts back to its mean slowly (`feedback_variance_factor`; measured with the
+    simulator: batch sd 1.5x the M/G/inf figure on a 70/30 chat/RAG mix, p99/p50 TPOT 1.22
+    where M/G/inf says 1.12 on one 5000/200-token class). One class and the same traffic
+    written as several identical classes therefore price the same. A mixed row (`mix`) has
+    one more spread: the KV read per step varies with which classes hold the seats, its
+    variance (1 + context scv) times the seat count's (compound Poisson), so the pass is
+    priced at the p99 seat count and at the mean context that makes its KV read the p99 of
+    the batch's total context (scv 0, the seat count's p99, on one class). The p99 batch
+    stays within the replica's seats (`limit`, the engine's cap) and at least the mean.
+    `step`, the pass at `batch` (at least 1), may be passed in.
     """
     decode = decode_pass(engine, ctx)
     b = np.asarray(batch, dtype=float)
@@ -193,6 +179,8 @@ def mixed_step_p99_ms(engine: Engine, ctx, batch, limit, mix: BatchMix, step=Non
     spread = queueing.Z99 * np.sqrt(2.0 * np.maximum(b, 0.0) / 3.0 * feedback_variance_factor(f))
     cap = np.maximum(np.minimum(np.maximum(limit, 1.0), engine.eff.max_decode_batch), b)
     b99 = np.maximum(np.minimum(b + spread, cap), np.maximum(b, 1.0))
+    if mix is None:
+        return decode.ms(b99, 0.0)
     read99 = np.minimum(b + spread * np.sqrt(1.0 + np.where(mix.mixed, mix.context_scv, 0.0)), cap)
     ctx99 = ctx * np.maximum(read99, b99) / b99
     return decode_pass(engine, ctx99).ms(b99, 0.0)
