@@ -26,15 +26,17 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from dataclasses import replace
+from dataclasses import dataclass, replace
 
 import numpy as np
 
-from disagg_decider.calc import colocated_load, decode
+from disagg_decider.calc import colocated_load, decode, overall_miss
 from disagg_decider.calc.deferred_p99 import DeferredP99
 from disagg_decider.calc.kvpath import TransferPath, transfer_path
 from disagg_decider.calc.lengths import Lengths
-from disagg_decider.calc.pools import prefill_pool
+from disagg_decider.calc.overall_miss import Layouts
+from disagg_decider.calc.pools import ingress_rate_per_s, prefill_pool
+from disagg_decider.calc.prefill import Pool
 from disagg_decider.calc.result import (
     ColocatedResult,
     ConditionalResult,
@@ -108,28 +110,12 @@ def _settle_rows(first: Resolved, rows: list[tuple[Resolved, Candidate]]) -> lis
 
 
 def report(r: Resolved, c: Candidate) -> Candidate:
-    """The chosen candidate with its p99 TTFT (the worse of local and pooled prefill) and
-    TPOT at the workload's rate, capped at its goodput."""
-    w = r.workload
-    split = split_at(components(w), c.threshold_tokens)
-    ys = float(c.decode_replicas)
-    rate = min(float(w.traffic.requests_per_second), c.goodput_rate_per_s)
-    pool = prefill_pool(
-        r,
-        engine_for(r, _col(c.prefill_tp)),
-        _column(split.long),
-        transfer_path(r),
-        np.array([w.slo.ttft_ms]),
-        _col(c.prefill_tp),
-        _col(c.decode_tp),
-        join_ms=decode.join_step_ms(engine_for(r, _col(c.decode_tp)), _column(split.local)),
-    )
-    long_ttft = float(np.ravel(pool.ttft_p99_ms(float(c.prefill_replicas), rate * c.long_share))[0])
-    at = _worker_columns(r, c, split)
-    short_ttft, tpot99 = colocated_load.latencies_at_rate(*at, np.array([rate / ys]), _col(ys))
-    return replace(
-        c, ttft_p99_ms=max(long_ttft, float(short_ttft[0])), tpot_p99_ms=float(tpot99[0])
-    )
+    """The chosen candidate with its p99 TTFT over all requests (`overall_miss`) and its TPOT
+    at the workload's rate, capped at its goodput: `_report_rows` on one row."""
+    p99s = DeferredP99()
+    reported = _report_rows(r, [(r, c)], p99s)
+    p99s.solve()
+    return reported()[0]
 
 
 def _report_rows(
@@ -139,26 +125,13 @@ def _report_rows(
     one prefill-pool time bisection and one decode-worker evaluation for all of them, both
     added to `p99s`; the returned function gives the candidates once `p99s` is solved."""
     column = lambda values: np.array(values, dtype=float).reshape(-1, 1)  # noqa: E731
-    splits = [split_at(components(r.workload), c.threshold_tokens) for r, c in rows]
-    p_tp, d_tp = column([c.prefill_tp for _, c in rows]), column([c.decode_tp for _, c in rows])
-    ys = np.array([float(c.decode_replicas) for _, c in rows])
+    parts = _Rows.of(first, rows)
+    d_tp, ys, local, pool = parts.d_tp, parts.ys, parts.local, parts.pool
     rate = np.array(
         [min(float(r.workload.traffic.requests_per_second), c.goodput_rate_per_s) for r, c in rows]
     )
-    paths = TransferPath.stack([transfer_path(r) for r, _ in rows])
-    local = stack_rows([split.local for split in splits], (-1, 1))
-    pool = prefill_pool(
-        first,
-        engine_for(first, p_tp),
-        stack_rows([split.long for split in splits], (-1, 1)),
-        paths.take(np.arange(len(rows)), (-1, 1)),
-        np.array([r.workload.slo.ttft_ms for r, _ in rows], dtype=float),
-        p_tp,
-        d_tp,
-        join_ms=decode.join_step_ms(engine_for(first, d_tp), local),
-    )
     servers = np.array([float(c.prefill_replicas) for _, c in rows])
-    long_p99 = p99s.add_pool(pool, servers, rate * np.array([c.long_share for _, c in rows]))
+    long_p99 = p99s.add_pool(pool, servers, rate * parts.shares)
     short_terms, short_ttft_of, tpot99 = colocated_load.latency_terms(
         engine_for(first, d_tp),
         local,
@@ -172,12 +145,117 @@ def _report_rows(
 
     def reported() -> list[Candidate]:
         long_ttft, short_ttft = np.ravel(long_p99.value), short_ttft_of(short_p99.value)
+        ttft = overall_miss.overall_p99_ms(parts.layouts(rows), rate, long_ttft, short_ttft)
         return [
-            replace(c, ttft_p99_ms=max(float(lt), float(st)), tpot_p99_ms=float(tp))
-            for (_, c), lt, st, tp in zip(rows, long_ttft, short_ttft, tpot99, strict=True)
+            replace(
+                c,
+                ttft_p99_ms=float(t),
+                pooled_ttft_p99_ms=float(lt),
+                local_ttft_p99_ms=float(st),
+                tpot_p99_ms=float(tp),
+            )
+            for (_, c), t, lt, st, tp in zip(rows, ttft, long_ttft, short_ttft, tpot99, strict=True)
         ]
 
     return reported
+
+
+@dataclass(frozen=True)
+class _Rows:
+    """Candidates of workloads sharing an engine as rows (N, 1): each one's parts at its
+    threshold, its prefill pool (one pair per row) and its decode workers' columns."""
+
+    first: Resolved
+    shares: np.ndarray  # (N,) requests sent to the prefill pool
+    p_tp: np.ndarray
+    d_tp: np.ndarray
+    ys: np.ndarray  # (N,) decode replicas
+    long: Lengths
+    local: Lengths
+    paths: TransferPath
+    pool: Pool
+
+    @classmethod
+    def of(cls, first: Resolved, rows: list[tuple[Resolved, Candidate]]) -> _Rows:
+        column = lambda values: np.array(values, dtype=float).reshape(-1, 1)  # noqa: E731
+        splits = [split_at(components(r.workload), c.threshold_tokens) for r, c in rows]
+        p_tp, d_tp = column([c.prefill_tp for _, c in rows]), column([c.decode_tp for _, c in rows])
+        paths = TransferPath.stack([transfer_path(r) for r, _ in rows])
+        paths = paths.take(np.arange(len(rows)), (-1, 1))
+        local = stack_rows([split.local for split in splits], (-1, 1))
+        long = stack_rows([split.long for split in splits], (-1, 1))
+        pool = prefill_pool(
+            first,
+            engine_for(first, p_tp),
+            long,
+            paths,
+            np.array([r.workload.slo.ttft_ms for r, _ in rows], dtype=float),
+            p_tp,
+            d_tp,
+            join_ms=decode.join_step_ms(engine_for(first, d_tp), local),
+        )
+        return cls(
+            first=first,
+            shares=np.array([c.long_share for _, c in rows]),
+            p_tp=p_tp,
+            d_tp=d_tp,
+            ys=np.array([float(c.decode_replicas) for _, c in rows]),
+            long=long,
+            local=local,
+            paths=paths,
+            pool=pool,
+        )
+
+    def layouts(self, rows: list[tuple[Resolved, Candidate]]) -> Layouts:
+        """Both parts as `overall_miss` reads them."""
+        n = len(rows)
+        k = np.shape(self.pool.nodes_ms)[-1]
+        ttft = np.array([r.workload.slo.ttft_ms for r, _ in rows], dtype=float)
+        pool = Pool(
+            mean_ms=np.broadcast_to(np.ravel(self.pool.mean_ms), (n,)),
+            scv=np.broadcast_to(np.ravel(self.pool.scv), (n,)),
+            nodes_ms=np.broadcast_to(np.reshape(self.pool.nodes_ms, (-1, k)), (n, k)),
+            target_ms=ttft,
+        )
+        return Layouts(
+            pool=pool,
+            engine=engine_for(self.first, self.d_tp),
+            lengths=self.local,
+            chunk=np.array([float(c.chunk_tokens) for _, c in rows]).reshape(-1, 1),
+            prefill_servers=np.array([float(c.prefill_replicas) for _, c in rows]),
+            decode_servers=self.ys,
+            long_share=self.shares,
+            ttft_ms=ttft,
+            tpot_ms=np.array([r.workload.slo.tpot_ms for r, _ in rows], dtype=float),
+        )
+
+
+def _lift_rows(first: Resolved, rows: list[tuple[Resolved, Candidate]]) -> list[Candidate]:
+    """Settled candidates with their goodput on the overall TTFT target (`overall_miss.lift`):
+    the most requests per second at which 1% of all of them, pooled and local together, miss
+    it, at least the settled (part by part) goodput."""
+    if not rows:
+        return []
+    parts = _Rows.of(first, rows)
+    n = len(rows)
+    shape3 = lambda a: np.reshape(a, (-1, 1, 1))  # noqa: E731
+    worker_cap = overall_miss.worker_capacity_per_s(
+        engine_for(first, shape3(parts.d_tp)),
+        Lengths(**{k: shape3(v) for k, v in vars(parts.local).items()}),
+        shape3([r.workload.slo.tpot_ms for r, _ in rows]).astype(float),
+        np.array([float(c.chunk_tokens) for _, c in rows]),
+        shape3(parts.ys),
+    )
+    # Each decode worker receives its share of the long requests' KV over its NICs.
+    ingress = np.ravel(ingress_rate_per_s(first, parts.paths, parts.long, parts.p_tp, parts.d_tp))
+    ingress = ingress / parts.shares
+    settled = np.array([c.goodput_rate_per_s for _, c in rows])
+    cap = parts.ys * np.minimum(np.reshape(worker_cap, n), ingress)
+    lifted = overall_miss.lift(parts.layouts(rows), settled, cap)
+    return [
+        replace(c, goodput_rate_per_s=float(g))
+        for (_, c), g in zip(rows, np.maximum(lifted, settled).tolist(), strict=True)
+    ]
 
 
 def _col(v) -> np.ndarray:
@@ -285,7 +363,7 @@ def _by_threshold(found: list[Candidate]) -> dict[float, list[Candidate]]:
 def _best_of_groups(
     r: Resolved, groups: dict[float, list[Candidate]], firsts: list[Candidate]
 ) -> dict[float, Candidate]:
-    return _best_of_many(r, [(r, groups, firsts)])[0]
+    return _lifted([r], _best_of_many(r, [(r, groups, firsts)]))[0]
 
 
 def _best_of_many(
@@ -315,6 +393,21 @@ def _best_of_many(
                 best[w][t] = c
         walking = [(w, t, k + 1) for w, t, k in keys]
     return [{t: c for t, c in by_t.items() if c.goodput_rate_per_s > 0} for by_t in best]
+
+
+def _lifted(
+    resolved: list[Resolved], best: list[dict[float, Candidate]]
+) -> list[dict[float, Candidate]]:
+    """Each workload's best candidate per threshold (`_best_of_many`; all sharing the first
+    workload's engine), its goodput priced on the overall TTFT target (`_lift_rows`), all in
+    one search. The walk settles part by part, a lower bound on the lifted goodput: which
+    TP pair and split each threshold takes is chosen as before, then lifted."""
+    kept = [(w, t) for w, by_t in enumerate(best) for t in by_t]
+    lifted = _lift_rows(resolved[0], [(resolved[w], best[w][t]) for w, t in kept])
+    out: list[dict[float, Candidate]] = [{} for _ in best]
+    for (w, t), c in zip(kept, lifted, strict=True):
+        out[w][t] = c
+    return out
 
 
 def evaluate(
@@ -372,7 +465,7 @@ def evaluate_many_later(
         tops = [g[0] for g in gs.values()]
         firsts = [next(settled) for _ in tops] if len(tops) > 1 else settle_many(r, tops)
         searched.append((r, gs, firsts))
-    best = _best_of_many(resolved[0], searched)
+    best = _lifted(resolved, _best_of_many(resolved[0], searched))
     out = [(r, c, d, by_t) for (r, c, d), by_t in zip(modes, best, strict=True)]
     # The chosen conditional layouts' p99s at each workload's rate, all in one pass.
     chosen = [(r, by_t[t]) for r, c, d, by_t in out if (t := _chosen(c, d, by_t)) is not None]
@@ -508,6 +601,8 @@ def _layout(
         chunk_tokens=c.chunk_tokens,
         ttft_p99_ms=c.ttft_p99_ms,
         tpot_p99_ms=c.tpot_p99_ms,
+        pooled_ttft_p99_ms=c.pooled_ttft_p99_ms,
+        local_ttft_p99_ms=c.local_ttft_p99_ms,
         **common,
     )
 
