@@ -11,7 +11,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from disagg_decider.calc import conditional, overall_miss, queueing
+from disagg_decider.calc import conditional, conditional_rows, overall_miss, queueing
 from disagg_decider.classes import components
 from disagg_decider.decide import decide
 from disagg_decider.workload import resolve
@@ -43,7 +43,7 @@ def _chosen_rows(r, k):
         tpot_p99_ms=None,
     )
     rows = [(r, cand)]
-    return conditional._Rows.of(r, rows).layouts(rows)
+    return conditional_rows.Rows.of(r, rows).layouts(rows)
 
 
 def test_overall_miss_within_one_percent_while_the_pooled_part_alone_is_not(at_capacity):

@@ -17,6 +17,12 @@ Lengths are log-normal (per class for mixed traffic, `disagg_decider.classes`); 
 log-normal below or above T has closed-form partial moments, and each part is carried as the
 log-normal with its mean and second moment (the calculator's one length shape).
 
+The TTFT target counts all requests, as the SLO and the simulator do: the layout meets it while
+s P(pooled TTFT > target) + (1 - s) P(local TTFT > target) <= 1% (`overall_miss`). The search
+and the walk over TP pairs price each part on its own p99 (an inner bound, cheap on the grid);
+each threshold's best is then priced on the overall target (`conditional_rows.lift_rows`), and
+the chosen layout reports the p99 over all requests with each part's own.
+
 T = 0 is always-disaggregated and "no prefill pool" is colocated: the chooser takes both from
 the modes already sized, so the layout's goodput is never below either. Among thresholds within
 1% of the best goodput it picks the largest (fewest KV transfers).
@@ -26,17 +32,14 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from dataclasses import dataclass, replace
+from dataclasses import replace
 
 import numpy as np
 
-from disagg_decider.calc import colocated_load, decode, overall_miss
+from disagg_decider.calc import colocated_load, overall_miss
+from disagg_decider.calc.conditional_rows import Rows, lift_rows
 from disagg_decider.calc.deferred_p99 import DeferredP99
-from disagg_decider.calc.kvpath import TransferPath, transfer_path
 from disagg_decider.calc.lengths import Lengths
-from disagg_decider.calc.overall_miss import Layouts
-from disagg_decider.calc.pools import ingress_rate_per_s, prefill_pool
-from disagg_decider.calc.prefill import Pool
 from disagg_decider.calc.result import (
     ColocatedResult,
     ConditionalResult,
@@ -63,7 +66,8 @@ NEAR_BEST = 0.99  # thresholds within 1% of the best goodput count as equally go
 
 
 def settle(r: Resolved, c: Candidate) -> Candidate:
-    """The candidate with its goodput checked against the reported p99s.
+    """The candidate with its goodput checked against each part's own reported p99s (the
+    walk's measure; `conditional_rows.lift_rows` prices the chosen ones on all requests).
 
     The colocated search reads capacity off a grid; the decode workers' load is bisected down
     where the reported p99 would overshoot, so a layout that says it meets the SLO does.
@@ -125,7 +129,7 @@ def _report_rows(
     one prefill-pool time bisection and one decode-worker evaluation for all of them, both
     added to `p99s`; the returned function gives the candidates once `p99s` is solved."""
     column = lambda values: np.array(values, dtype=float).reshape(-1, 1)  # noqa: E731
-    parts = _Rows.of(first, rows)
+    parts = Rows.of(first, rows)
     d_tp, ys, local, pool = parts.d_tp, parts.ys, parts.local, parts.pool
     rate = np.array(
         [min(float(r.workload.traffic.requests_per_second), c.goodput_rate_per_s) for r, c in rows]
@@ -158,104 +162,6 @@ def _report_rows(
         ]
 
     return reported
-
-
-@dataclass(frozen=True)
-class _Rows:
-    """Candidates of workloads sharing an engine as rows (N, 1): each one's parts at its
-    threshold, its prefill pool (one pair per row) and its decode workers' columns."""
-
-    first: Resolved
-    shares: np.ndarray  # (N,) requests sent to the prefill pool
-    p_tp: np.ndarray
-    d_tp: np.ndarray
-    ys: np.ndarray  # (N,) decode replicas
-    long: Lengths
-    local: Lengths
-    paths: TransferPath
-    pool: Pool
-
-    @classmethod
-    def of(cls, first: Resolved, rows: list[tuple[Resolved, Candidate]]) -> _Rows:
-        column = lambda values: np.array(values, dtype=float).reshape(-1, 1)  # noqa: E731
-        splits = [split_at(components(r.workload), c.threshold_tokens) for r, c in rows]
-        p_tp, d_tp = column([c.prefill_tp for _, c in rows]), column([c.decode_tp for _, c in rows])
-        paths = TransferPath.stack([transfer_path(r) for r, _ in rows])
-        paths = paths.take(np.arange(len(rows)), (-1, 1))
-        local = stack_rows([split.local for split in splits], (-1, 1))
-        long = stack_rows([split.long for split in splits], (-1, 1))
-        pool = prefill_pool(
-            first,
-            engine_for(first, p_tp),
-            long,
-            paths,
-            np.array([r.workload.slo.ttft_ms for r, _ in rows], dtype=float),
-            p_tp,
-            d_tp,
-            join_ms=decode.join_step_ms(engine_for(first, d_tp), local),
-        )
-        return cls(
-            first=first,
-            shares=np.array([c.long_share for _, c in rows]),
-            p_tp=p_tp,
-            d_tp=d_tp,
-            ys=np.array([float(c.decode_replicas) for _, c in rows]),
-            long=long,
-            local=local,
-            paths=paths,
-            pool=pool,
-        )
-
-    def layouts(self, rows: list[tuple[Resolved, Candidate]]) -> Layouts:
-        """Both parts as `overall_miss` reads them."""
-        n = len(rows)
-        k = np.shape(self.pool.nodes_ms)[-1]
-        ttft = np.array([r.workload.slo.ttft_ms for r, _ in rows], dtype=float)
-        pool = Pool(
-            mean_ms=np.broadcast_to(np.ravel(self.pool.mean_ms), (n,)),
-            scv=np.broadcast_to(np.ravel(self.pool.scv), (n,)),
-            nodes_ms=np.broadcast_to(np.reshape(self.pool.nodes_ms, (-1, k)), (n, k)),
-            target_ms=ttft,
-        )
-        return Layouts(
-            pool=pool,
-            engine=engine_for(self.first, self.d_tp),
-            lengths=self.local,
-            chunk=np.array([float(c.chunk_tokens) for _, c in rows]).reshape(-1, 1),
-            prefill_servers=np.array([float(c.prefill_replicas) for _, c in rows]),
-            decode_servers=self.ys,
-            long_share=self.shares,
-            ttft_ms=ttft,
-            tpot_ms=np.array([r.workload.slo.tpot_ms for r, _ in rows], dtype=float),
-        )
-
-
-def _lift_rows(first: Resolved, rows: list[tuple[Resolved, Candidate]]) -> list[Candidate]:
-    """Settled candidates with their goodput on the overall TTFT target (`overall_miss.lift`):
-    the most requests per second at which 1% of all of them, pooled and local together, miss
-    it, at least the settled (part by part) goodput."""
-    if not rows:
-        return []
-    parts = _Rows.of(first, rows)
-    n = len(rows)
-    shape3 = lambda a: np.reshape(a, (-1, 1, 1))  # noqa: E731
-    worker_cap = overall_miss.worker_capacity_per_s(
-        engine_for(first, shape3(parts.d_tp)),
-        Lengths(**{k: shape3(v) for k, v in vars(parts.local).items()}),
-        shape3([r.workload.slo.tpot_ms for r, _ in rows]).astype(float),
-        np.array([float(c.chunk_tokens) for _, c in rows]),
-        shape3(parts.ys),
-    )
-    # Each decode worker receives its share of the long requests' KV over its NICs.
-    ingress = np.ravel(ingress_rate_per_s(first, parts.paths, parts.long, parts.p_tp, parts.d_tp))
-    ingress = ingress / parts.shares
-    settled = np.array([c.goodput_rate_per_s for _, c in rows])
-    cap = parts.ys * np.minimum(np.reshape(worker_cap, n), ingress)
-    lifted = overall_miss.lift(parts.layouts(rows), settled, cap)
-    return [
-        replace(c, goodput_rate_per_s=float(g))
-        for (_, c), g in zip(rows, np.maximum(lifted, settled).tolist(), strict=True)
-    ]
 
 
 def _col(v) -> np.ndarray:
@@ -403,7 +309,7 @@ def _lifted(
     one search. The walk settles part by part, a lower bound on the lifted goodput: which
     TP pair and split each threshold takes is chosen as before, then lifted."""
     kept = [(w, t) for w, by_t in enumerate(best) for t in by_t]
-    lifted = _lift_rows(resolved[0], [(resolved[w], best[w][t]) for w, t in kept])
+    lifted = lift_rows(resolved[0], [(resolved[w], best[w][t]) for w, t in kept])
     out: list[dict[float, Candidate]] = [{} for _ in best]
     for (w, t), c in zip(kept, lifted, strict=True):
         out[w][t] = c
