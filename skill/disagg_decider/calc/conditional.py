@@ -136,6 +136,8 @@ def _report_rows(
     )
     servers = np.array([float(c.prefill_replicas) for _, c in rows])
     long_p99 = p99s.add_pool(pool, servers, rate * parts.shares)
+    # The decode workers' lines and batch grid, built once for their p99s and the overall one.
+    layouts = parts.layouts(rows)
     short_terms, short_ttft_of, tpot99 = colocated_load.latency_terms(
         engine_for(first, d_tp),
         local,
@@ -144,12 +146,13 @@ def _report_rows(
         column([c.chunk_tokens for _, c in rows]),
         rate / ys,
         ys.reshape(-1, 1),
+        on=layouts.workers,
     )
     short_p99 = p99s.add(*short_terms)
 
     def reported() -> list[Candidate]:
         long_ttft, short_ttft = np.ravel(long_p99.value), short_ttft_of(short_p99.value)
-        ttft = overall_miss.overall_p99_ms(parts.layouts(rows), rate, long_ttft, short_ttft)
+        ttft = overall_miss.overall_p99_ms(layouts, rate, long_ttft, short_ttft)
         return [
             replace(
                 c,
