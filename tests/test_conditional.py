@@ -55,13 +55,15 @@ def test_bimodal_conditional_beats_both_modes_with_threshold_between_classes(bim
     v = bimodal_verdict
     k = v.conditional
     assert v.layout == "conditional"
-    # The margins are small in the calculator and wide in the simulator (below): its colocated
-    # mode is a little optimistic on this mix (calc/sim 1.07), its always-split mode, priced
-    # class by class, close or a little low (`test_bimodal_always_split_agrees_with_the_
-    # simulator`), and the conditional layout about 10% low (each part's own p99 must meet
-    # the target, stricter than the 99% of all requests the simulator counts).
-    assert k.goodput_per_gpu > 1.02 * v.colocated.goodput_per_gpu
-    assert k.goodput_per_gpu > 1.02 * v.disaggregated.goodput_per_gpu
+    # Its colocated mode is a little optimistic on this mix (calc/sim 1.07), its always-split
+    # mode, priced class by class, close or a little low (`test_bimodal_always_split_agrees_
+    # with_the_simulator`). The conditional layout, priced on 99% of all requests within the
+    # TTFT target (`calc/overall_miss.py`, issue 14e) rather than each part's own p99, is
+    # within a few % of the simulator (calc/sim 0.98), and so the margins are 5% again
+    # (1.18x colocated and 1.13x always-split; 1.08x and 1.03x when priced part by part,
+    # which is when they were relaxed to 2%).
+    assert k.goodput_per_gpu > 1.05 * v.colocated.goodput_per_gpu
+    assert k.goodput_per_gpu > 1.05 * v.disaggregated.goodput_per_gpu
     # Between the chat prompts' p99 and the RAG prompts' p50.
     assert 1200 < v.conditional_disagg_threshold_tokens < 16000
     # It sends about the RAG share: none of the chat class, most of the RAG class (whose

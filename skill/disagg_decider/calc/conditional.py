@@ -17,6 +17,12 @@ Lengths are log-normal (per class for mixed traffic, `disagg_decider.classes`); 
 log-normal below or above T has closed-form partial moments, and each part is carried as the
 log-normal with its mean and second moment (the calculator's one length shape).
 
+The TTFT target counts all requests, as the SLO and the simulator do: the layout meets it while
+s P(pooled TTFT > target) + (1 - s) P(local TTFT > target) <= 1% (`overall_miss`). The search
+and the walk over TP pairs price each part on its own p99 (an inner bound, cheap on the grid);
+each threshold's best is then priced on the overall target (`conditional_rows.lift_rows`), and
+the chosen layout reports the p99 over all requests with each part's own.
+
 T = 0 is always-disaggregated and "no prefill pool" is colocated: the chooser takes both from
 the modes already sized, so the layout's goodput is never below either. Among thresholds within
 1% of the best goodput it picks the largest (fewest KV transfers).
@@ -30,11 +36,10 @@ from dataclasses import replace
 
 import numpy as np
 
-from disagg_decider.calc import colocated_load, decode
+from disagg_decider.calc import colocated_load, overall_miss
+from disagg_decider.calc.conditional_rows import Rows, lift_rows
 from disagg_decider.calc.deferred_p99 import DeferredP99
-from disagg_decider.calc.kvpath import TransferPath, transfer_path
 from disagg_decider.calc.lengths import Lengths
-from disagg_decider.calc.pools import prefill_pool
 from disagg_decider.calc.result import (
     ColocatedResult,
     ConditionalResult,
@@ -61,7 +66,8 @@ NEAR_BEST = 0.99  # thresholds within 1% of the best goodput count as equally go
 
 
 def settle(r: Resolved, c: Candidate) -> Candidate:
-    """The candidate with its goodput checked against the reported p99s.
+    """The candidate with its goodput checked against each part's own reported p99s (the
+    walk's measure; `conditional_rows.lift_rows` prices the chosen ones on all requests).
 
     The colocated search reads capacity off a grid; the decode workers' load is bisected down
     where the reported p99 would overshoot, so a layout that says it meets the SLO does.
@@ -108,28 +114,12 @@ def _settle_rows(first: Resolved, rows: list[tuple[Resolved, Candidate]]) -> lis
 
 
 def report(r: Resolved, c: Candidate) -> Candidate:
-    """The chosen candidate with its p99 TTFT (the worse of local and pooled prefill) and
-    TPOT at the workload's rate, capped at its goodput."""
-    w = r.workload
-    split = split_at(components(w), c.threshold_tokens)
-    ys = float(c.decode_replicas)
-    rate = min(float(w.traffic.requests_per_second), c.goodput_rate_per_s)
-    pool = prefill_pool(
-        r,
-        engine_for(r, _col(c.prefill_tp)),
-        _column(split.long),
-        transfer_path(r),
-        np.array([w.slo.ttft_ms]),
-        _col(c.prefill_tp),
-        _col(c.decode_tp),
-        join_ms=decode.join_step_ms(engine_for(r, _col(c.decode_tp)), _column(split.local)),
-    )
-    long_ttft = float(np.ravel(pool.ttft_p99_ms(float(c.prefill_replicas), rate * c.long_share))[0])
-    at = _worker_columns(r, c, split)
-    short_ttft, tpot99 = colocated_load.latencies_at_rate(*at, np.array([rate / ys]), _col(ys))
-    return replace(
-        c, ttft_p99_ms=max(long_ttft, float(short_ttft[0])), tpot_p99_ms=float(tpot99[0])
-    )
+    """The chosen candidate with its p99 TTFT over all requests (`overall_miss`) and its TPOT
+    at the workload's rate, capped at its goodput: `_report_rows` on one row."""
+    p99s = DeferredP99()
+    reported = _report_rows(r, [(r, c)], p99s)
+    p99s.solve()
+    return reported()[0]
 
 
 def _report_rows(
@@ -139,26 +129,15 @@ def _report_rows(
     one prefill-pool time bisection and one decode-worker evaluation for all of them, both
     added to `p99s`; the returned function gives the candidates once `p99s` is solved."""
     column = lambda values: np.array(values, dtype=float).reshape(-1, 1)  # noqa: E731
-    splits = [split_at(components(r.workload), c.threshold_tokens) for r, c in rows]
-    p_tp, d_tp = column([c.prefill_tp for _, c in rows]), column([c.decode_tp for _, c in rows])
-    ys = np.array([float(c.decode_replicas) for _, c in rows])
+    parts = Rows.of(first, rows)
+    d_tp, ys, local, pool = parts.d_tp, parts.ys, parts.local, parts.pool
     rate = np.array(
         [min(float(r.workload.traffic.requests_per_second), c.goodput_rate_per_s) for r, c in rows]
     )
-    paths = TransferPath.stack([transfer_path(r) for r, _ in rows])
-    local = stack_rows([split.local for split in splits], (-1, 1))
-    pool = prefill_pool(
-        first,
-        engine_for(first, p_tp),
-        stack_rows([split.long for split in splits], (-1, 1)),
-        paths.take(np.arange(len(rows)), (-1, 1)),
-        np.array([r.workload.slo.ttft_ms for r, _ in rows], dtype=float),
-        p_tp,
-        d_tp,
-        join_ms=decode.join_step_ms(engine_for(first, d_tp), local),
-    )
     servers = np.array([float(c.prefill_replicas) for _, c in rows])
-    long_p99 = p99s.add_pool(pool, servers, rate * np.array([c.long_share for _, c in rows]))
+    long_p99 = p99s.add_pool(pool, servers, rate * parts.shares)
+    # The decode workers' lines and batch grid, built once for their p99s and the overall one.
+    layouts = parts.layouts(rows)
     short_terms, short_ttft_of, tpot99 = colocated_load.latency_terms(
         engine_for(first, d_tp),
         local,
@@ -167,14 +146,22 @@ def _report_rows(
         column([c.chunk_tokens for _, c in rows]),
         rate / ys,
         ys.reshape(-1, 1),
+        on=layouts.workers,
     )
     short_p99 = p99s.add(*short_terms)
 
     def reported() -> list[Candidate]:
         long_ttft, short_ttft = np.ravel(long_p99.value), short_ttft_of(short_p99.value)
+        ttft = overall_miss.overall_p99_ms(layouts, rate, long_ttft, short_ttft)
         return [
-            replace(c, ttft_p99_ms=max(float(lt), float(st)), tpot_p99_ms=float(tp))
-            for (_, c), lt, st, tp in zip(rows, long_ttft, short_ttft, tpot99, strict=True)
+            replace(
+                c,
+                ttft_p99_ms=float(t),
+                pooled_ttft_p99_ms=float(lt),
+                local_ttft_p99_ms=float(st),
+                tpot_p99_ms=float(tp),
+            )
+            for (_, c), t, lt, st, tp in zip(rows, ttft, long_ttft, short_ttft, tpot99, strict=True)
         ]
 
     return reported
@@ -285,7 +272,7 @@ def _by_threshold(found: list[Candidate]) -> dict[float, list[Candidate]]:
 def _best_of_groups(
     r: Resolved, groups: dict[float, list[Candidate]], firsts: list[Candidate]
 ) -> dict[float, Candidate]:
-    return _best_of_many(r, [(r, groups, firsts)])[0]
+    return _lifted([r], _best_of_many(r, [(r, groups, firsts)]))[0]
 
 
 def _best_of_many(
@@ -315,6 +302,21 @@ def _best_of_many(
                 best[w][t] = c
         walking = [(w, t, k + 1) for w, t, k in keys]
     return [{t: c for t, c in by_t.items() if c.goodput_rate_per_s > 0} for by_t in best]
+
+
+def _lifted(
+    resolved: list[Resolved], best: list[dict[float, Candidate]]
+) -> list[dict[float, Candidate]]:
+    """Each workload's best candidate per threshold (`_best_of_many`; all sharing the first
+    workload's engine), its goodput priced on the overall TTFT target (`_lift_rows`), all in
+    one search. The walk settles part by part, a lower bound on the lifted goodput: which
+    TP pair and split each threshold takes is chosen as before, then lifted."""
+    kept = [(w, t) for w, by_t in enumerate(best) for t in by_t]
+    lifted = lift_rows(resolved[0], [(resolved[w], best[w][t]) for w, t in kept])
+    out: list[dict[float, Candidate]] = [{} for _ in best]
+    for (w, t), c in zip(kept, lifted, strict=True):
+        out[w][t] = c
+    return out
 
 
 def evaluate(
@@ -372,7 +374,7 @@ def evaluate_many_later(
         tops = [g[0] for g in gs.values()]
         firsts = [next(settled) for _ in tops] if len(tops) > 1 else settle_many(r, tops)
         searched.append((r, gs, firsts))
-    best = _best_of_many(resolved[0], searched)
+    best = _lifted(resolved, _best_of_many(resolved[0], searched))
     out = [(r, c, d, by_t) for (r, c, d), by_t in zip(modes, best, strict=True)]
     # The chosen conditional layouts' p99s at each workload's rate, all in one pass.
     chosen = [(r, by_t[t]) for r, c, d, by_t in out if (t := _chosen(c, d, by_t)) is not None]
@@ -508,6 +510,8 @@ def _layout(
         chunk_tokens=c.chunk_tokens,
         ttft_p99_ms=c.ttft_p99_ms,
         tpot_p99_ms=c.tpot_p99_ms,
+        pooled_ttft_p99_ms=c.pooled_ttft_p99_ms,
+        local_ttft_p99_ms=c.local_ttft_p99_ms,
         **common,
     )
 

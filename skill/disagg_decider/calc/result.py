@@ -88,8 +88,12 @@ class ConditionalResult(_Out):
     prefill_replicas: int
     decode_replicas: int
     chunk_tokens: int | None  # the decode workers' max_num_batched_tokens when they prefill
-    ttft_p99_ms: float | None  # the worse of local and pooled prefill
+    ttft_p99_ms: float | None  # over all requests, pooled and local (99% of them within it)
     tpot_p99_ms: float | None
+    # Each part's own p99 TTFT where the layout is conditional (one may exceed the target
+    # while 99% of all requests meet it), else None.
+    pooled_ttft_p99_ms: float | None = None
+    local_ttft_p99_ms: float | None = None
     gain_over_colocated: float | None
     gain_over_disaggregated: float | None
     curve: list[ThresholdPoint]

@@ -37,17 +37,19 @@ class Candidate:
 
     threshold_tokens: float
     long_share: float  # requests sent to the prefill pool
-    goodput_rate_per_s: float  # within both p99 targets on the whole cluster
+    goodput_rate_per_s: float  # within both targets for 99% of all requests, whole cluster
     prefill_tp: int
     decode_tp: int
     prefill_replicas: int
     decode_replicas: int
     chunk_tokens: int
-    ttft_p99_ms: float | None  # the worse of the two request kinds, at the workload's rate
+    ttft_p99_ms: float | None  # over all requests (`overall_miss`), at the workload's rate
     tpot_p99_ms: float | None
     pool_rate_per_s: float = 0.0  # total requests the prefill pool admits (its share of them)
     per_replica_rate_per_s: float = 0.0  # a decode worker's capacity read off the grid
     settled: bool = False  # goodput checked against the reported p99s (`settle`)
+    pooled_ttft_p99_ms: float | None = None  # the pooled long prompts' own p99 TTFT (report)
+    local_ttft_p99_ms: float | None = None  # the locally prefilled prompts' own p99 TTFT
 
 
 @dataclass(frozen=True)

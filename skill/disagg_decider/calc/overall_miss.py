@@ -1,0 +1,307 @@
+"""The conditional layout's TTFT target on all requests: 99% of them, not 99% of each part.
+
+The SLO (and the simulator's goodput) counts every request: a layout meets it when at most 1%
+of ALL requests miss the TTFT target. The conditional layout serves two kinds of request,
+the long prompts prefilled by the pool (a share s of them) and the short ones prefilled on
+the decode workers, so it meets the target when
+
+    s P(pooled TTFT > target) + (1 - s) P(local TTFT > target) <= 1%
+
+which lets the part with slack carry some of the other's misses: requiring each part's own
+p99 within the target (what the search prices, an inner bound) prices the layout low, most
+where one part binds and the other has room (issue 14e's diagnosis: at 21 req/s the long
+prompts' p99 was 2.46 s while 98.9% of all requests met 2 s).
+
+Here, for a candidate already sized and settled part by part (its goodput a rate at which
+both parts meet their own p99, so the sum meets 1% too), `lift` finds the largest rate the
+combined miss allows, by bisection on the rate between that goodput and the candidate's
+capacity on every other limit (the prefill pool at `queueing.RHO_MAX`, the decode workers'
+TPOT, memory and chunk limits, the KV ingress); `overall_p99_ms` is the layout's p99 TTFT
+over all requests at a rate (the time whose combined miss is 1%). Both read each part's miss
+probability off the same queueing primitives the parts are sized with (`queueing.wait_tail`,
+`queueing.sum_exceed_probability`), so a layout priced here reports an overall p99 within
+its target. The TPOT is one part already (every request decodes on the decode workers).
+
+Every operation is element-wise per row (no reduction across rows), so a row gets the same
+bits in a batch of workloads as alone.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+
+import numpy as np
+
+from disagg_decider.calc import colocated, colocated_load, queueing
+from disagg_decider.calc.lengths import Lengths
+from disagg_decider.calc.prefill import Pool
+from disagg_decider.calc.step import Engine
+
+LIFT_POINTS = 16  # rates tried per row in each round of `lift`
+LIFT_ROUNDS = 3  # to 1 / 16^3 of the bracket
+TIME_ROUNDS = 4  # rounds of `LIFT_POINTS` times for the overall p99: 1 / 16^4 of its bracket
+NO_TTFT_MS = 1e9  # a TTFT target no queue misses while stable (its limit lifted)
+
+
+@dataclass(frozen=True)
+class Layouts:
+    """Candidates as rows (N,): each part's queue and the decode workers' columns.
+
+    `pool` holds the pooled part's service (mean, scv (N,), S' nodes (N, K)); the decode
+    workers are `engine`, `lengths` and `chunk` as columns (N, 1); `prefill_servers`,
+    `decode_servers` the replica counts, `long_share` the share of requests sent to the pool.
+    """
+
+    pool: Pool
+    engine: Engine
+    lengths: Lengths
+    chunk: np.ndarray
+    prefill_servers: np.ndarray
+    decode_servers: np.ndarray
+    long_share: np.ndarray
+    ttft_ms: np.ndarray
+    tpot_ms: np.ndarray
+    _workers: list = field(default_factory=list, compare=False, repr=False)
+
+    @property
+    def workers(self):
+        """The decode workers' lines and batch grid (`colocated_load.lines_and_grid`)."""
+        if not self._workers:
+            self._workers.append(
+                colocated_load.lines_and_grid(
+                    self.engine,
+                    self.lengths,
+                    self.ttft_ms[:, None],
+                    self.tpot_ms[:, None],
+                    self.chunk,
+                    self.decode_servers[:, None],
+                )
+            )
+        return self._workers[0]
+
+    def repeat(self, k: int) -> Layouts:
+        """Every row k times in a row (for trying k rates per row in one pass)."""
+
+        def rep(a):
+            return np.repeat(np.asarray(a), k, axis=0)
+
+        rows = lambda a: np.broadcast_to(a, (len(self.long_share), *np.shape(a)[1:]))  # noqa: E731
+        return Layouts(
+            pool=Pool(*(rep(rows(getattr(self.pool, f))) for f in Pool.__dataclass_fields__)),
+            engine=replace(self.engine, tp=rep(rows(np.asarray(self.engine.tp)))),
+            lengths=Lengths(**{n: rep(rows(v)) for n, v in vars(self.lengths).items()}),
+            chunk=rep(rows(self.chunk)),
+            prefill_servers=rep(self.prefill_servers),
+            decode_servers=rep(self.decode_servers),
+            long_share=rep(self.long_share),
+            ttft_ms=rep(self.ttft_ms),
+            tpot_ms=rep(self.tpot_ms),
+        )
+
+    def pooled(self, rate_per_s: np.ndarray) -> _Part:
+        """The pool's queue at a total rate (it takes its share of it)."""
+        c_wait, theta = queueing.wait_tail(
+            rate_per_s * self.long_share / 1e3,
+            self.prefill_servers,
+            self.pool.mean_ms,
+            self.pool.scv,
+        )
+        one = np.ones_like(c_wait)
+        return _Part(c_wait, theta, self.pool.nodes_ms, np.zeros_like(c_wait), one, None)
+
+    def local(self, rate_per_s: np.ndarray) -> _Part:
+        """The decode workers at a total rate: their local prompts' queue and TPOT."""
+        at, grid = self.workers
+        terms, reported, tpot = colocated_load.latency_terms(
+            at.engine,
+            at.lengths,
+            at.ttft_ms,
+            at.tpot_ms,
+            at.chunk,
+            rate_per_s / self.decode_servers,
+            self.decode_servers[:, None],
+            on=(at, grid),
+        )
+        rate_per_ms, servers, mean_ms, scv, nodes_ms = terms
+        c_wait, theta = queueing.wait_tail(rate_per_ms, servers, mean_ms, scv)
+        # Below batch 1 the reported TTFT falls linearly towards its idle value
+        # (`colocated_load`): reported = a + b x, read off the map itself; the miss of the
+        # reported time t is the queue's miss of the time that maps onto it.
+        n = len(rate_per_s)
+        a = np.ravel(reported(np.zeros(n)))
+        b = np.ravel(reported(np.ones(n))) - a
+        nodes = np.asarray(nodes_ms, dtype=float)
+        nodes = np.broadcast_to(nodes.reshape(-1, nodes.shape[-1]), (n, nodes.shape[-1]))
+        return _Part(np.ravel(c_wait), np.ravel(theta), nodes, a, b, np.ravel(tpot))
+
+    def miss(self, t_ms: np.ndarray, pooled: _Part, local: _Part) -> np.ndarray:
+        """The share of all requests whose TTFT exceeds t, with both parts at one rate."""
+        s = self.long_share
+        return s * pooled.miss(t_ms) + (1.0 - s) * local.miss(t_ms)
+
+    def miss_at(self, rate_per_s: np.ndarray, t_ms: np.ndarray) -> np.ndarray:
+        """`miss` at a total rate."""
+        return self.miss(t_ms, self.pooled(rate_per_s), self.local(rate_per_s))
+
+
+@dataclass(frozen=True)
+class _Part:
+    """One part's TTFT at a rate: the pooled wait (C, theta), S' at the z nodes, the map
+    a + b x onto the reported TTFT, and (the decode workers) the TPOT."""
+
+    c_wait: np.ndarray
+    theta: np.ndarray
+    nodes_ms: np.ndarray  # (N, K)
+    a: np.ndarray
+    b: np.ndarray
+    tpot_ms: np.ndarray | None
+
+    def columns(self) -> _Part:
+        """The part with its rows as columns (N, 1), for times (N, P)."""
+        col = lambda a: None if a is None else np.asarray(a)[:, None]  # noqa: E731
+        return _Part(
+            col(self.c_wait),
+            col(self.theta),
+            np.asarray(self.nodes_ms)[:, None, :],
+            col(self.a),
+            col(self.b),
+            col(self.tpot_ms),
+        )
+
+    def miss(self, t_ms: np.ndarray) -> np.ndarray:
+        """P(reported TTFT > t)."""
+        with np.errstate(divide="ignore", invalid="ignore"):
+            x = np.where(self.b > 0, (t_ms - self.a) / self.b, np.where(t_ms >= self.a, np.inf, 0))
+        x = np.where(np.isnan(x), np.inf, x)
+        tail = queueing.sum_exceed_probability(
+            self.c_wait, self.theta, self.nodes_ms, np.minimum(x, 1e300)
+        )
+        return np.where(np.isposinf(x), 0.0, tail)
+
+
+def worker_capacity_per_s(engine, lengths, tpot_ms, chunk, servers) -> np.ndarray:
+    """A decode worker's capacity (N,) on every limit but TTFT (its TPOT, memory and chunk
+    limits, `colocated.best_points` with the TTFT target out of reach) at each row's chunk.
+
+    Inputs on the search's axes (N, 1, 1); `chunk` (N,). `best_points` takes one list of
+    chunks for all rows, so it runs once per distinct chunk (a workload has a few).
+    """
+    chunk = np.ravel(chunk)
+    out = np.zeros(chunk.size)
+    n = chunk.size
+    for value in sorted(set(chunk.tolist())):  # not np.unique: it imports numpy.ma
+        found = colocated.best_points(
+            engine,
+            lengths,
+            np.full((n, 1, 1), NO_TTFT_MS),
+            tpot_ms,
+            np.array([value]),
+            servers=servers,
+        )
+        out = np.where(chunk == value, np.ravel(found.rate_per_s), out)
+    return out
+
+
+def lift(layouts: Layouts, settled_per_s: np.ndarray, cap_per_s: np.ndarray) -> np.ndarray:
+    """The largest total rate (N,) at which at most 1% of all requests miss the TTFT target
+    and the decode workers meet the TPOT target, at least the settled goodput (which meets
+    both parts' own p99s, so the sum too).
+
+    The upper end is every limit but TTFT: the prefill pool at `queueing.RHO_MAX` of its
+    capacity for its share, and `cap_per_s` for the decode workers (their capacity on every
+    other limit, `worker_capacity_per_s`, and their KV ingress, times their number). The
+    combined miss and the TPOT grow with the rate, so each round tries `LIFT_POINTS` rates
+    per row in one pass and keeps the step between the largest that meets both and the next
+    (as `colocated_load.rate_within_targets` searches): what is returned was checked.
+    """
+    lo = np.asarray(settled_per_s, dtype=float)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        pool_cap = (
+            queueing.RHO_MAX
+            * layouts.prefill_servers
+            / layouts.pool.mean_ms
+            * 1e3
+            / layouts.long_share
+        )
+    hi = np.minimum(pool_cap, cap_per_s)
+    hi = np.maximum(np.where(np.isfinite(hi), hi, lo), lo)
+    todo = np.flatnonzero(hi > lo)
+    if not todo.size:
+        return lo
+    tried = _rows_of(layouts, todo).repeat(LIFT_POINTS)
+    step = np.arange(1, LIFT_POINTS + 1) / LIFT_POINTS
+    each = np.arange(todo.size)
+    low, high = lo[todo], hi[todo]
+    for _ in range(LIFT_ROUNDS):
+        grid = low[:, None] + (high - low)[:, None] * step  # (B, points), ascending
+        ok = within(tried, grid.ravel()).reshape(todo.size, LIFT_POINTS)
+        last = LIFT_POINTS - 1 - np.argmax(ok[:, ::-1], axis=1)  # largest that meets
+        found = ok.any(axis=1)
+        above = np.where(
+            last < LIFT_POINTS - 1, grid[each, np.minimum(last + 1, LIFT_POINTS - 1)], high
+        )
+        low, high = np.where(found, grid[each, last], low), np.where(found, above, grid[:, 0])
+    out = lo.copy()
+    out[todo] = low
+    return out
+
+
+def _rows_of(layouts: Layouts, rows: np.ndarray) -> Layouts:
+    """`layouts` at some rows."""
+    n = len(layouts.long_share)
+
+    def take(a):
+        a = np.asarray(a)
+        return np.broadcast_to(a, (n, *a.shape[1:]))[rows] if a.ndim else a
+
+    return Layouts(
+        pool=Pool(*(take(getattr(layouts.pool, f)) for f in Pool.__dataclass_fields__)),
+        engine=replace(layouts.engine, tp=take(np.asarray(layouts.engine.tp))),
+        lengths=Lengths(**{k: take(v) for k, v in vars(layouts.lengths).items()}),
+        chunk=take(layouts.chunk),
+        prefill_servers=take(layouts.prefill_servers),
+        decode_servers=take(layouts.decode_servers),
+        long_share=take(layouts.long_share),
+        ttft_ms=take(layouts.ttft_ms),
+        tpot_ms=take(layouts.tpot_ms),
+    )
+
+
+def within(layouts: Layouts, rate_per_s: np.ndarray) -> np.ndarray:
+    """Whether at most 1% of all requests miss the TTFT target and the TPOT meets its target."""
+    local = layouts.local(rate_per_s)
+    miss = layouts.miss(layouts.ttft_ms, layouts.pooled(rate_per_s), local)
+    return (miss <= queueing.P99_TAIL) & (local.tpot_ms <= layouts.tpot_ms * (1 + 1e-9))
+
+
+def overall_p99_ms(
+    layouts: Layouts, rate_per_s: np.ndarray, pooled_p99_ms: np.ndarray, local_p99_ms: np.ndarray
+) -> np.ndarray:
+    """The p99 TTFT over all requests at a total rate (N,): the time whose combined miss is 1%.
+
+    It lies between the two parts' own p99s (at the larger both parts miss at most 1%, at the
+    smaller both at least 1%), which bracket the bisection. Where the target itself is within
+    1% the bracket's top starts there, so a layout within its target reports so.
+    """
+    pooled, local = layouts.pooled(rate_per_s), layouts.local(rate_per_s)
+    lo = np.minimum(pooled_p99_ms, local_p99_ms)
+    hi = np.maximum(pooled_p99_ms, local_p99_ms)
+    at_target = layouts.miss(layouts.ttft_ms, pooled, local) <= queueing.P99_TAIL
+    hi = np.where(at_target & (layouts.ttft_ms < hi), np.maximum(layouts.ttft_ms, lo), hi)
+    finite = np.isfinite(hi)
+    lo, hi = np.where(finite, lo, 0.0), np.where(finite, hi, 0.0)
+    # Each round tries `LIFT_POINTS` times per row in one pass and keeps the step in which the
+    # combined miss falls to 1% (it falls with the time); the answer is that step's top.
+    pooled_at, local_at = pooled.columns(), local.columns()
+    share = layouts.long_share[:, None]
+    step = np.arange(1, LIFT_POINTS + 1) / LIFT_POINTS
+    each = np.arange(lo.size)
+    for _ in range(TIME_ROUNDS):
+        grid = lo[:, None] + (hi - lo)[:, None] * step
+        miss = share * pooled_at.miss(grid) + (1.0 - share) * local_at.miss(grid)
+        within_ = miss <= queueing.P99_TAIL
+        first = np.argmax(within_, axis=1)  # the first time within 1% (the top if none)
+        first = np.where(within_.any(axis=1), first, LIFT_POINTS - 1)
+        lo = np.where(first > 0, grid[each, np.maximum(first - 1, 0)], lo)
+        hi = grid[each, first]
+    return np.where(finite, hi, np.inf)
