@@ -1,12 +1,12 @@
 """A prefill pool's rate at every whole size, bisected once for a search and read back after.
 
 The disaggregated search prices each (row, prefill layout, decode layout) entry's prefill pool
-at a chain of sizes (`pools.pooled_split`: one replica, the ideal size, the four sizes next to
-it), and the verdict prices the chosen pair's pool again (one replica, `Pool.sizing`, the
-chosen size). Each of those is a load bisection of its own, and on a small cluster every one
-of them lands on a size the cluster allows, 1 .. most. Where an entry allows at most
-`TABLE_SIZES` prefill replicas, this bisects every allowed size of it in one call up front
-(one replica of the others); the later questions are then read off the table.
+at a chain of sizes (`pools.pooled_split`: one replica, the ideal size, the sizes bracketing
+the best split), and the verdict prices the chosen pair's pool again (one replica,
+`Pool.sizing`, the chosen size). Each of those is a load bisection of its own, and on a small
+cluster every one of them lands on a size the cluster allows, 1 .. most. Where an entry
+allows at most `TABLE_SIZES` prefill replicas, this bisects every allowed size of it in one
+call up front (one replica of the others); the later questions are then read off the table.
 
 Why the answers stay exact: `queueing.max_rate_per_ms` prices every entry on its own (the
 same operations on the entry's own inputs, whatever else is in the call), so a tabulated rate

@@ -85,21 +85,72 @@ def ingress_rate_per_s(r: Resolved, path: TransferPath, lengths: Lengths, p_tp, 
     return 0.9 * np.asarray(bw) * 1e9 / per_request
 
 
+SPLIT_PROBES = 4  # sizes a pass of the split's bracketing prices per entry
+
+
 def pooled_split(budget, p_tp, d_tp, pool: prefill.Pool, d_rate, allowed, rates=None):
     """Best whole split (x prefill, y decode replicas) of every pair, with pooled prefill.
 
-    A pool's rate grows faster than its size (pooling), so the ideal x of the relaxed problem
-    (x P = y D) is found with the per-replica rate of a pool near that size, then the whole
-    sizes next to it are tried exactly. Returns (prefill pool rate, served, x, y). `rates`,
-    answering as `rate_where(pool, ...)` does, may be passed in by a caller that has some of
-    the pool's rates already (`pool_rates.PoolRates`).
+    The best split is exact: the largest min(P(x), D(x)) over every x in 1 .. most, where
+    P(x) is the prefill pool's rate at x replicas and D(x) = y(x) d_rate the decode pool's,
+    y(x) = floor((budget - x p_tp) / d_tp) (>= 1 up to most, by most's definition); ties go
+    to the fewest prefill replicas. It is found by bracketing, not by trying every x:
+
+    - P is non-decreasing in x (a bigger pool carries at least what a smaller one does) and
+      D non-increasing (y's floor only steps down as x grows), so g(x) = P(x) - D(x) is
+      non-decreasing. Let x* be the last x with g(x) <= 0 (0 where there is none; g(0) <= 0
+      with P(0) = 0) and x* + 1 the first with g > 0 (most + 1 where there is none: y <= 0
+      there, so g > 0).
+    - Up to x*, min(P, D) = P (P(x) <= P(x*) <= D(x*) <= D(x)), non-decreasing: the best of
+      them is at x*. Past it, min(P, D) = D, non-increasing: the best is at x* + 1. So the
+      maximum is the larger of the two, x* where they tie. A split left of x* ties x* only
+      where P is flat up to x* (the pool gains nothing from a replica), and one right of
+      x* + 1 can tie it but not beat it, being further right; with ties to the fewest
+      prefill replicas this is the split trying every x picks wherever P is increasing.
+    - x* is bracketed by lo < hi with g(lo) <= 0 < g(hi): the sizes the estimate prices
+      anyway (one replica; the relaxed ideal x of x P = y D, ignoring y's floor, with one
+      replica's per-replica rate, then with that size's; the four whole sizes next to it)
+      narrow it, most often to one step; where y's floor moved the crossing away from the
+      relaxed ideal (a few large decode replicas), passes of `SPLIT_PROBES` sizes spread
+      over the bracket close the rest (two or three passes on 32 GPUs).
+
+    The rates are the load bisection's (`rate_where`), non-decreasing in the pool's size on
+    every split the tests price one by one (tests/test_split_search.py: the 800-workload
+    mix's #420 and generated pools, bit for bit); the bracket stays ordered even if they
+    were not.
+
+    Returns (prefill pool rate, served, x, y) of the best split (0, 0, 1, y(1) where no split
+    serves anything). `rates`, answering as `rate_where(pool, ...)` does, may be passed in by
+    a caller that has some of the pool's rates already (`pool_rates.PoolRates`, which holds
+    every size of small splits: their bracket is read off it).
     """
     rate_where_ = (lambda x, m: rate_where(pool, x, m)) if rates is None else rates
     most = np.maximum(np.floor((budget - d_tp) / p_tp), 0.0)
-    top = np.maximum(most, 1.0)
     feasible = allowed & (most >= 1) & (d_rate > 0)
-    one = rate_where_(np.ones(np.shape(feasible)), feasible)
+    shape = np.shape(feasible)
+    most = np.broadcast_to(most, shape)
+    top = np.maximum(most, 1.0)
+    shape_1 = (1,) * len(shape)  # a leading axis of sizes broadcasts over the entries
+
+    def decode_served(x):
+        return np.floor((budget - x * p_tp) / d_tp) * d_rate
+
+    lo, hi = np.zeros(shape), most + 1.0  # g(lo) <= 0 < g(hi), the sentinels by definition
+    p_lo, p_hi = np.zeros(shape), np.zeros(shape)
+
+    def narrow(x, p, mask):
+        """Tighten the bracket with P at sizes `x` (a leading axis of sizes or not)."""
+        nonlocal lo, hi, p_lo, p_hi
+        for xs, ps, ms in zip(*(np.reshape(a, (-1, *shape)) for a in (x, p, mask)), strict=True):
+            below = ps <= decode_served(xs)
+            inside = ms & (xs > lo) & (xs < hi)  # lo < hi holds whatever the rates do
+            up, down = inside & below, inside & ~below
+            lo, p_lo = np.where(up, xs, lo), np.where(up, ps, p_lo)
+            hi, p_hi = np.where(down, xs, hi), np.where(down, ps, p_hi)
+
+    one = rate_where_(np.ones(shape), feasible)
     feasible &= one > 0
+    narrow(np.ones(shape), one, feasible)
 
     def ideal(per_replica):
         with np.errstate(divide="ignore", invalid="ignore"):
@@ -107,17 +158,32 @@ def pooled_split(budget, p_tp, d_tp, pool: prefill.Pool, d_rate, allowed, rates=
         return np.clip(np.floor(np.where(np.isfinite(x), x, 1.0)), 1.0, top)
 
     first = ideal(one)  # with one replica's rate: a lower bound on the per-replica rate
-    x0 = ideal(rate_where_(first, feasible) / first)
-    # The whole sizes next to the ideal, all four in one pass (a new leading axis).
-    x = np.clip(x0 + np.array([-1.0, 0.0, 1.0, 2.0]).reshape(-1, *[1] * np.ndim(x0)), 1.0, top)
-    p = rate_where_(x, np.broadcast_to(feasible, x.shape))
-    y = np.floor((budget - x * p_tp) / d_tp)
-    value = np.where(feasible & (y >= 1), np.minimum(p, y * d_rate), 0.0)
-    k = value.argmax(axis=0)[None]
-    best, best_x, best_y, best_p = (
-        np.take_along_axis(np.broadcast_to(v, value.shape), k, axis=0)[0] for v in (value, x, y, p)
-    )
-    return best_p, best, best_x, best_y
+    at_first = rate_where_(first, feasible)
+    narrow(first, at_first, feasible)
+    x0 = ideal(at_first / np.where(feasible, first, 1.0))
+    # The four whole sizes next to the estimate, in one pass (a new leading axis).
+    x = np.clip(x0 + np.array([-1.0, 0.0, 1.0, 2.0]).reshape(-1, *shape_1), 1.0, top)
+    ask = feasible & (x > lo) & (x < hi)
+    narrow(x, rate_where_(x, ask), ask)
+    # What is left: SPLIT_PROBES sizes spread over each open bracket per pass, one call each
+    # (a call's fixed cost outweighs a few more entries in it); each pass leaves about a
+    # fifth of the bracket open, and closes one with at most five sizes inside.
+    spread = (np.arange(1.0, SPLIT_PROBES + 1.0) / (SPLIT_PROBES + 1.0)).reshape(-1, *shape_1)
+    while (open_ := feasible & (hi - lo > 1.0)).any():
+        probes = lo + np.floor((hi - lo) * spread)
+        ask = open_ & (probes > lo)
+        ask[1:] &= probes[1:] != probes[:-1]  # a size once per entry
+        narrow(probes, rate_where_(probes, ask), ask)
+    # lo is x* (0: every split is decode-bound), hi = x* + 1 (most + 1: prefill-bound).
+    at_lo = np.where(lo >= 1.0, p_lo, -1.0)  # min(P, D) = P at x*
+    at_hi = np.where(hi <= most, decode_served(hi), -1.0)  # = D at x* + 1
+    take_lo = at_lo >= at_hi
+    best_x = np.where(take_lo, lo, hi)
+    served = np.where(feasible, np.maximum(at_lo, at_hi), 0.0)
+    best_x = np.where(feasible, best_x, 1.0)
+    best_p = np.where(feasible, np.where(take_lo, p_lo, p_hi), 0.0)
+    best_y = np.floor((budget - best_x * p_tp) / d_tp) * np.ones(shape)
+    return best_p, served, best_x, best_y
 
 
 def rate_where(pool: prefill.Pool, servers: np.ndarray, mask: np.ndarray) -> np.ndarray:
