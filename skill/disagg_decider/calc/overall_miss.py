@@ -137,7 +137,8 @@ class Layouts:
     def miss(self, t_ms: np.ndarray, pooled: _Part, local: _Part) -> np.ndarray:
         """The share of all requests whose TTFT exceeds t, with both parts at one rate."""
         s = self.long_share
-        return s * pooled.miss(t_ms) + (1.0 - s) * local.miss(t_ms)
+        pooled_miss, local_miss = _both_miss(pooled, local, t_ms)
+        return s * pooled_miss + (1.0 - s) * local_miss
 
     def miss_at(self, rate_per_s: np.ndarray, t_ms: np.ndarray) -> np.ndarray:
         """`miss` at a total rate."""
@@ -179,27 +180,49 @@ class _Part:
         return np.where(np.isposinf(x), 0.0, tail)
 
 
+_STACKED = ("c_wait", "theta", "nodes_ms", "a", "b")
+
+
+def _both_miss(pooled: _Part, local: _Part, t_ms: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(`pooled.miss(t)`, `local.miss(t)`) in one pass: the two parts' rows stacked (the
+    pooled part's first) and read at once, then split.
+
+    Each part's miss is element-wise in its rows (the tail sum reduces over each row's own
+    nodes only, a contiguous last axis either way), so a row gets the same bits stacked as
+    alone; one pass saves the fixed cost of the other (the parts have as many rows, which a
+    decision's few candidates make small).
+    """
+    t = np.asarray(t_ms, dtype=float)
+    n = len(pooled.c_wait)
+    assert np.shape(pooled.nodes_ms) == np.shape(local.nodes_ms)
+    # Both parts' fields have one row per candidate (N, ...) in the same shapes.
+    stacked = _Part(
+        *(np.concatenate((getattr(pooled, k), getattr(local, k))) for k in _STACKED), None
+    )
+    both = stacked.miss(np.concatenate((t, t)))
+    return both[:n], both[n:]
+
+
 def worker_capacity_per_s(engine, lengths, tpot_ms, chunk, servers) -> np.ndarray:
     """A decode worker's capacity (N,) on every limit but TTFT (its TPOT, memory and chunk
     limits, `colocated.best_points` with the TTFT target out of reach) at each row's chunk.
 
-    Inputs on the search's axes (N, 1, 1); `chunk` (N,). `best_points` takes one list of
-    chunks for all rows, so it runs once per distinct chunk (a workload has a few).
+    Inputs on the search's axes (N, 1, 1); `chunk` (N,). Each row's own chunk is its one
+    chunk (the chunk list given as a column (N, 1), so `best_points` lays out one line per
+    row and its best chunk is that one): one search for all rows. Each line is searched on
+    its own from its own inputs, so a row gets the bits the search at a list of that one
+    chunk for every row gives (what this did before, once per distinct chunk).
     """
     chunk = np.ravel(chunk)
-    out = np.zeros(chunk.size)
-    n = chunk.size
-    for value in sorted(set(chunk.tolist())):  # not np.unique: it imports numpy.ma
-        found = colocated.best_points(
-            engine,
-            lengths,
-            np.full((n, 1, 1), NO_TTFT_MS),
-            tpot_ms,
-            np.array([value]),
-            servers=servers,
-        )
-        out = np.where(chunk == value, np.ravel(found.rate_per_s), out)
-    return out
+    found = colocated.best_points(
+        engine,
+        lengths,
+        np.full((chunk.size, 1, 1), NO_TTFT_MS),
+        tpot_ms,
+        chunk.reshape(-1, 1),
+        servers=servers,
+    )
+    return np.ravel(found.rate_per_s)
 
 
 def lift(layouts: Layouts, settled_per_s: np.ndarray, cap_per_s: np.ndarray) -> np.ndarray:
@@ -298,7 +321,8 @@ def overall_p99_ms(
     each = np.arange(lo.size)
     for _ in range(TIME_ROUNDS):
         grid = lo[:, None] + (hi - lo)[:, None] * step
-        miss = share * pooled_at.miss(grid) + (1.0 - share) * local_at.miss(grid)
+        pooled_miss, local_miss = _both_miss(pooled_at, local_at, grid)
+        miss = share * pooled_miss + (1.0 - share) * local_miss
         within_ = miss <= queueing.P99_TAIL
         first = np.argmax(within_, axis=1)  # the first time within 1% (the top if none)
         first = np.where(within_.any(axis=1), first, LIFT_POINTS - 1)
