@@ -28,11 +28,14 @@ bits in a batch of workloads as alone.
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass, field, replace
 
 import numpy as np
 
 from disagg_decider.calc import colocated, colocated_load, queueing
+from disagg_decider.calc.colocated import ColocatedGrid
+from disagg_decider.calc.colocated_load import _lines_at_rows, _row_subset
 from disagg_decider.calc.lengths import Lengths
 from disagg_decider.calc.prefill import Pool
 from disagg_decider.calc.step import Engine
@@ -79,24 +82,39 @@ class Layouts:
             )
         return self._workers[0]
 
-    def repeat(self, k: int) -> Layouts:
-        """Every row k times in a row (for trying k rates per row in one pass)."""
+    def take(self, rows: np.ndarray) -> Layouts:
+        """`self` at some rows (in any order, repeated: `lift` tries many rates per row).
 
-        def rep(a):
-            return np.repeat(np.asarray(a), k, axis=0)
+        Every field is a row's own (leading axis N, or 1 for all rows) and so are the decode
+        workers' lines and batch grid: each is computed element by element from the row's
+        inputs, so rows taken from them give the bits a fresh `lines_and_grid` on the taken
+        rows would (what `colocated_load.rate_within_targets` relies on). They are built
+        once on these rows (kept for the next `take`: the report reads the chosen rows'),
+        then taken.
+        """
+        n = len(self.long_share)
 
-        rows = lambda a: np.broadcast_to(a, (len(self.long_share), *np.shape(a)[1:]))  # noqa: E731
-        return Layouts(
-            pool=Pool(*(rep(rows(getattr(self.pool, f))) for f in Pool.__dataclass_fields__)),
-            engine=replace(self.engine, tp=rep(rows(np.asarray(self.engine.tp)))),
-            lengths=Lengths(**{n: rep(rows(v)) for n, v in vars(self.lengths).items()}),
-            chunk=rep(rows(self.chunk)),
-            prefill_servers=rep(self.prefill_servers),
-            decode_servers=rep(self.decode_servers),
-            long_share=rep(self.long_share),
-            ttft_ms=rep(self.ttft_ms),
-            tpot_ms=rep(self.tpot_ms),
+        def take(a):
+            a = np.asarray(a)
+            return np.broadcast_to(a, (n, *a.shape[1:]))[rows] if a.ndim else a
+
+        out = Layouts(
+            pool=Pool(*(take(getattr(self.pool, f)) for f in Pool.__dataclass_fields__)),
+            engine=replace(self.engine, tp=take(np.asarray(self.engine.tp))),
+            lengths=Lengths(**{k: take(v) for k, v in vars(self.lengths).items()}),
+            chunk=take(self.chunk),
+            prefill_servers=take(self.prefill_servers),
+            decode_servers=take(self.decode_servers),
+            long_share=take(self.long_share),
+            ttft_ms=take(self.ttft_ms),
+            tpot_ms=take(self.tpot_ms),
         )
+        at, grid = self.workers
+        pick = functools.partial(_row_subset, rows=rows, n=n)
+        out._workers.append(
+            (_lines_at_rows(at, pick), ColocatedGrid(**{k: pick(v) for k, v in vars(grid).items()}))
+        )
+        return out
 
     def pooled(self, rate_per_s: np.ndarray) -> _Part:
         """The pool's queue at a total rate (it takes its share of it)."""
@@ -251,7 +269,7 @@ def lift(layouts: Layouts, settled_per_s: np.ndarray, cap_per_s: np.ndarray) -> 
     todo = np.flatnonzero(hi > lo)
     if not todo.size:
         return lo
-    tried = _rows_of(layouts, todo).repeat(LIFT_POINTS)
+    tried = layouts.take(np.repeat(todo, LIFT_POINTS))
     step = np.arange(1, LIFT_POINTS + 1) / LIFT_POINTS
     each = np.arange(todo.size)
     low, high = lo[todo], hi[todo]
@@ -267,27 +285,6 @@ def lift(layouts: Layouts, settled_per_s: np.ndarray, cap_per_s: np.ndarray) -> 
     out = lo.copy()
     out[todo] = low
     return out
-
-
-def _rows_of(layouts: Layouts, rows: np.ndarray) -> Layouts:
-    """`layouts` at some rows."""
-    n = len(layouts.long_share)
-
-    def take(a):
-        a = np.asarray(a)
-        return np.broadcast_to(a, (n, *a.shape[1:]))[rows] if a.ndim else a
-
-    return Layouts(
-        pool=Pool(*(take(getattr(layouts.pool, f)) for f in Pool.__dataclass_fields__)),
-        engine=replace(layouts.engine, tp=take(np.asarray(layouts.engine.tp))),
-        lengths=Lengths(**{k: take(v) for k, v in vars(layouts.lengths).items()}),
-        chunk=take(layouts.chunk),
-        prefill_servers=take(layouts.prefill_servers),
-        decode_servers=take(layouts.decode_servers),
-        long_share=take(layouts.long_share),
-        ttft_ms=take(layouts.ttft_ms),
-        tpot_ms=take(layouts.tpot_ms),
-    )
 
 
 def within(layouts: Layouts, rate_per_s: np.ndarray) -> np.ndarray:
