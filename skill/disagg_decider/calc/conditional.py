@@ -139,29 +139,21 @@ def _report_rows(
         pool, layouts = parts.pool, parts.layouts(rows)
     else:
         pool, layouts = taken
-    shares, ys = layouts.long_share, layouts.decode_servers
+    shares = layouts.long_share
     rate = np.array(
         [min(float(r.workload.traffic.requests_per_second), c.goodput_rate_per_s) for r, c in rows]
     )
     servers = np.array([float(c.prefill_replicas) for _, c in rows])
     long_p99 = p99s.add_pool(pool, servers, rate * shares)
-    # The decode workers' lines and batch grid, built once for their p99s and the overall one.
-    at, grid = layouts.workers
-    short_terms, short_ttft_of, tpot99 = colocated_load.latency_terms(
-        at.engine,
-        at.lengths,
-        at.ttft_ms,
-        at.tpot_ms,
-        at.chunk,
-        rate / ys,
-        ys.reshape(-1, 1),
-        on=(at, grid),
-    )
+    # The decode workers at the rate, once for their own p99s and the overall one.
+    terms = layouts.worker_terms(rate)
+    short_terms, short_ttft_of, tpot99 = terms
+    local = layouts.local_of(rate, terms)
     short_p99 = p99s.add(*short_terms)
 
     def reported() -> list[Candidate]:
         long_ttft, short_ttft = np.ravel(long_p99.value), short_ttft_of(short_p99.value)
-        ttft = overall_miss.overall_p99_ms(layouts, rate, long_ttft, short_ttft)
+        ttft = overall_miss.overall_p99_ms(layouts, rate, long_ttft, short_ttft, local)
         return [
             replace(
                 c,

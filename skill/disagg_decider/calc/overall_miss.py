@@ -129,8 +129,13 @@ class Layouts:
 
     def local(self, rate_per_s: np.ndarray) -> _Part:
         """The decode workers at a total rate: their local prompts' queue and TPOT."""
+        return self.local_of(rate_per_s, self.worker_terms(rate_per_s))
+
+    def worker_terms(self, rate_per_s: np.ndarray) -> tuple:
+        """`colocated_load.latency_terms` of the decode workers at a total rate (their own
+        p99s' bisection terms, the map onto the reported TTFT, the TPOT)."""
         at, grid = self.workers
-        terms, reported, tpot = colocated_load.latency_terms(
+        return colocated_load.latency_terms(
             at.engine,
             at.lengths,
             at.ttft_ms,
@@ -140,6 +145,11 @@ class Layouts:
             self.decode_servers[:, None],
             on=(at, grid),
         )
+
+    def local_of(self, rate_per_s: np.ndarray, worker_terms: tuple) -> _Part:
+        """`local` from the decode workers' `worker_terms` at that rate (a caller that has
+        them: the report solves their own p99s from the same terms)."""
+        terms, reported, tpot = worker_terms
         rate_per_ms, servers, mean_ms, scv, nodes_ms = terms
         c_wait, theta = queueing.wait_tail(rate_per_ms, servers, mean_ms, scv)
         # Below batch 1 the reported TTFT falls linearly towards its idle value
@@ -295,15 +305,21 @@ def within(layouts: Layouts, rate_per_s: np.ndarray) -> np.ndarray:
 
 
 def overall_p99_ms(
-    layouts: Layouts, rate_per_s: np.ndarray, pooled_p99_ms: np.ndarray, local_p99_ms: np.ndarray
+    layouts: Layouts,
+    rate_per_s: np.ndarray,
+    pooled_p99_ms: np.ndarray,
+    local_p99_ms: np.ndarray,
+    local: _Part | None = None,
 ) -> np.ndarray:
     """The p99 TTFT over all requests at a total rate (N,): the time whose combined miss is 1%.
 
     It lies between the two parts' own p99s (at the larger both parts miss at most 1%, at the
     smaller both at least 1%), which bracket the bisection. Where the target itself is within
-    1% the bracket's top starts there, so a layout within its target reports so.
+    1% the bracket's top starts there, so a layout within its target reports so. `local`,
+    `layouts.local(rate_per_s)`, may be passed in by a caller that has it.
     """
-    pooled, local = layouts.pooled(rate_per_s), layouts.local(rate_per_s)
+    pooled = layouts.pooled(rate_per_s)
+    local = layouts.local(rate_per_s) if local is None else local
     lo = np.minimum(pooled_p99_ms, local_p99_ms)
     hi = np.maximum(pooled_p99_ms, local_p99_ms)
     at_target = layouts.miss(layouts.ttft_ms, pooled, local) <= queueing.P99_TAIL
