@@ -20,7 +20,7 @@ log-normal with its mean and second moment (the calculator's one length shape).
 The TTFT target counts all requests, as the SLO and the simulator do: the layout meets it while
 s P(pooled TTFT > target) + (1 - s) P(local TTFT > target) <= 1% (`overall_miss`). The search
 and the walk over TP pairs price each part on its own p99 (an inner bound, cheap on the grid);
-each threshold's best is then priced on the overall target (`conditional_rows.lift_rows`), and
+each threshold's best is then priced on the overall target (`conditional_rows.priced_rows`), and
 the chosen layout reports the p99 over all requests with each part's own.
 
 T = 0 is always-disaggregated and "no prefill pool" is colocated: the chooser takes both from
@@ -37,7 +37,7 @@ from dataclasses import replace
 import numpy as np
 
 from disagg_decider.calc import colocated_load, overall_miss
-from disagg_decider.calc.conditional_rows import Rows, lift_rows
+from disagg_decider.calc.conditional_rows import Lifted, Rows, priced_rows
 from disagg_decider.calc.deferred_p99 import DeferredP99
 from disagg_decider.calc.lengths import Lengths
 from disagg_decider.calc.result import (
@@ -67,7 +67,7 @@ NEAR_BEST = 0.99  # thresholds within 1% of the best goodput count as equally go
 
 def settle(r: Resolved, c: Candidate) -> Candidate:
     """The candidate with its goodput checked against each part's own reported p99s (the
-    walk's measure; `conditional_rows.lift_rows` prices the chosen ones on all requests).
+    walk's measure; `conditional_rows.priced_rows` prices the chosen ones on all requests).
 
     The colocated search reads capacity off a grid; the decode workers' load is bisected down
     where the reported p99 would overshoot, so a layout that says it meets the SLO does.
@@ -123,36 +123,37 @@ def report(r: Resolved, c: Candidate) -> Candidate:
 
 
 def _report_rows(
-    first: Resolved, rows: list[tuple[Resolved, Candidate]], p99s: DeferredP99
+    first: Resolved,
+    rows: list[tuple[Resolved, Candidate]],
+    p99s: DeferredP99,
+    lifted: Lifted | None = None,
 ) -> Callable[[], list[Candidate]]:
     """`report` for chosen candidates of workloads sharing `first`'s engine, one row each:
     one prefill-pool time bisection and one decode-worker evaluation for all of them, both
-    added to `p99s`; the returned function gives the candidates once `p99s` is solved."""
-    column = lambda values: np.array(values, dtype=float).reshape(-1, 1)  # noqa: E731
-    parts = Rows.of(first, rows)
-    d_tp, ys, local, pool = parts.d_tp, parts.ys, parts.local, parts.pool
+    added to `p99s`; the returned function gives the candidates once `p99s` is solved.
+    `lifted`, where the candidates come from it, gives their rows (the prefill pools, the
+    decode workers' lines and batch grid) as priced there: the same bits, not built again."""
+    taken = None if lifted is None else lifted.at([c for _, c in rows])
+    if taken is None:
+        parts = Rows.of(first, rows)
+        pool, layouts = parts.pool, parts.layouts(rows)
+    else:
+        pool, layouts = taken
+    shares = layouts.long_share
     rate = np.array(
         [min(float(r.workload.traffic.requests_per_second), c.goodput_rate_per_s) for r, c in rows]
     )
     servers = np.array([float(c.prefill_replicas) for _, c in rows])
-    long_p99 = p99s.add_pool(pool, servers, rate * parts.shares)
-    # The decode workers' lines and batch grid, built once for their p99s and the overall one.
-    layouts = parts.layouts(rows)
-    short_terms, short_ttft_of, tpot99 = colocated_load.latency_terms(
-        engine_for(first, d_tp),
-        local,
-        column([r.workload.slo.ttft_ms for r, _ in rows]),
-        column([r.workload.slo.tpot_ms for r, _ in rows]),
-        column([c.chunk_tokens for _, c in rows]),
-        rate / ys,
-        ys.reshape(-1, 1),
-        on=layouts.workers,
-    )
+    long_p99 = p99s.add_pool(pool, servers, rate * shares)
+    # The decode workers at the rate, once for their own p99s and the overall one.
+    terms = layouts.worker_terms(rate)
+    short_terms, short_ttft_of, tpot99 = terms
+    local = layouts.local_of(rate, terms)
     short_p99 = p99s.add(*short_terms)
 
     def reported() -> list[Candidate]:
         long_ttft, short_ttft = np.ravel(long_p99.value), short_ttft_of(short_p99.value)
-        ttft = overall_miss.overall_p99_ms(layouts, rate, long_ttft, short_ttft)
+        ttft = overall_miss.overall_p99_ms(layouts, rate, long_ttft, short_ttft, local)
         return [
             replace(
                 c,
@@ -307,16 +308,27 @@ def _best_of_many(
 def _lifted(
     resolved: list[Resolved], best: list[dict[float, Candidate]]
 ) -> list[dict[float, Candidate]]:
+    """`_lifted_rows` without the rows."""
+    return _lifted_rows(resolved, best)[0]
+
+
+def _lifted_rows(
+    resolved: list[Resolved], best: list[dict[float, Candidate]]
+) -> tuple[list[dict[float, Candidate]], Lifted | None]:
     """Each workload's best candidate per threshold (`_best_of_many`; all sharing the first
-    workload's engine), its goodput priced on the overall TTFT target (`_lift_rows`), all in
-    one search. The walk settles part by part, a lower bound on the lifted goodput: which
-    TP pair and split each threshold takes is chosen as before, then lifted."""
+    workload's engine), its goodput priced on the overall TTFT target
+    (`conditional_rows.priced_rows`), all in one search; with the rows they were priced on
+    (None where there was none), for the report. The walk settles part by part, a lower
+    bound on the lifted goodput: which TP pair and split each threshold takes is chosen as
+    before, then lifted."""
     kept = [(w, t) for w, by_t in enumerate(best) for t in by_t]
-    lifted = lift_rows(resolved[0], [(resolved[w], best[w][t]) for w, t in kept])
     out: list[dict[float, Candidate]] = [{} for _ in best]
-    for (w, t), c in zip(kept, lifted, strict=True):
+    if not kept:
+        return out, None
+    lifted = priced_rows(resolved[0], [(resolved[w], best[w][t]) for w, t in kept])
+    for (w, t), c in zip(kept, lifted.candidates, strict=True):
         out[w][t] = c
-    return out
+    return out, lifted
 
 
 def evaluate(
@@ -374,11 +386,11 @@ def evaluate_many_later(
         tops = [g[0] for g in gs.values()]
         firsts = [next(settled) for _ in tops] if len(tops) > 1 else settle_many(r, tops)
         searched.append((r, gs, firsts))
-    best = _lifted(resolved, _best_of_many(resolved[0], searched))
+    best, lifted = _lifted_rows(resolved, _best_of_many(resolved[0], searched))
     out = [(r, c, d, by_t) for (r, c, d), by_t in zip(modes, best, strict=True)]
     # The chosen conditional layouts' p99s at each workload's rate, all in one pass.
     chosen = [(r, by_t[t]) for r, c, d, by_t in out if (t := _chosen(c, d, by_t)) is not None]
-    reports = _report_rows(resolved[0], chosen, p99s) if chosen else list
+    reports = _report_rows(resolved[0], chosen, p99s, lifted) if chosen else list
 
     def layouts(
         colos: list[ColocatedResult], disaggs: list[DisaggregatedResult]

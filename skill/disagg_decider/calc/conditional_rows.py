@@ -3,7 +3,7 @@
 Candidates (a threshold, a TP pair, a split of the cluster, a chunk) of workloads sharing an
 engine, laid out one per row for `overall_miss`: each one's parts at its threshold
 (`thresholds.split_at`), its prefill pool for the long part and its decode workers' columns.
-`lift_rows` prices their goodput on 99% of all requests within the TTFT target; the report
+`priced_rows` prices their goodput on 99% of all requests within the TTFT target; the report
 (`conditional._report_rows`) reads the overall p99 off the same rows.
 """
 
@@ -95,12 +95,45 @@ class Rows:
         )
 
 
-def lift_rows(first: Resolved, rows: list[tuple[Resolved, Candidate]]) -> list[Candidate]:
+@dataclass(frozen=True)
+class Lifted:
+    """Candidates priced by `priced_rows`, with the rows they were priced on: the prefill pools
+    as `Rows.of` builds them and the layouts (with the decode workers' lines and batch grid,
+    where the lift built them), for the report of the chosen ones (`conditional._report_rows`)
+    to take rather than build again."""
+
+    candidates: list[Candidate]
+    pool: Pool
+    layouts: Layouts
+
+    def at(self, chosen: list[Candidate]) -> tuple[Pool, Layouts] | None:
+        """The pools and layouts of `chosen` (these very candidates), or None where one of
+        them was not priced here.
+
+        Rows taken give the bits `Rows.of` and `Rows.layouts` on the chosen candidates alone
+        would: every field is computed element by element from the row's own candidate and
+        workload (one pair per row; the pool's moments reduce over its own quantile nodes
+        only), as `Layouts.take` says of the decode workers' grid.
+        """
+        index = {id(c): i for i, c in enumerate(self.candidates)}
+        found = [index.get(id(c)) for c in chosen]
+        if None in found:
+            return None
+        rows = np.array(found)
+        n = len(self.candidates)
+
+        def take(a):
+            a = np.asarray(a)
+            return np.broadcast_to(a, (n, *a.shape[1:]))[rows] if a.ndim else a
+
+        pool = Pool(*(take(getattr(self.pool, f)) for f in Pool.__dataclass_fields__))
+        return pool, self.layouts.take(rows)
+
+
+def priced_rows(first: Resolved, rows: list[tuple[Resolved, Candidate]]) -> Lifted:
     """Settled candidates with their goodput on the overall TTFT target (`overall_miss.lift`):
     the most requests per second at which 1% of all of them, pooled and local together, miss
-    it, at least the settled (part by part) goodput."""
-    if not rows:
-        return []
+    it, at least the settled (part by part) goodput; `rows` not empty."""
     parts = Rows.of(first, rows)
     n = len(rows)
     shape3 = lambda a: np.reshape(a, (-1, 1, 1))  # noqa: E731
@@ -116,8 +149,10 @@ def lift_rows(first: Resolved, rows: list[tuple[Resolved, Candidate]]) -> list[C
     ingress = ingress / parts.shares
     settled = np.array([c.goodput_rate_per_s for _, c in rows])
     cap = parts.ys * np.minimum(np.reshape(worker_cap, n), ingress)
-    lifted = overall_miss.lift(parts.layouts(rows), settled, cap)
-    return [
+    layouts = parts.layouts(rows)
+    lifted = overall_miss.lift(layouts, settled, cap)
+    priced = [
         replace(c, goodput_rate_per_s=float(g))
         for (_, c), g in zip(rows, np.maximum(lifted, settled).tolist(), strict=True)
     ]
+    return Lifted(priced, parts.pool, layouts)

@@ -28,11 +28,14 @@ bits in a batch of workloads as alone.
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass, field, replace
 
 import numpy as np
 
 from disagg_decider.calc import colocated, colocated_load, queueing
+from disagg_decider.calc.colocated import ColocatedGrid
+from disagg_decider.calc.colocated_load import _lines_at_rows, _row_subset
 from disagg_decider.calc.lengths import Lengths
 from disagg_decider.calc.prefill import Pool
 from disagg_decider.calc.step import Engine
@@ -79,24 +82,39 @@ class Layouts:
             )
         return self._workers[0]
 
-    def repeat(self, k: int) -> Layouts:
-        """Every row k times in a row (for trying k rates per row in one pass)."""
+    def take(self, rows: np.ndarray) -> Layouts:
+        """`self` at some rows (in any order, repeated: `lift` tries many rates per row).
 
-        def rep(a):
-            return np.repeat(np.asarray(a), k, axis=0)
+        Every field is a row's own (leading axis N, or 1 for all rows) and so are the decode
+        workers' lines and batch grid: each is computed element by element from the row's
+        inputs, so rows taken from them give the bits a fresh `lines_and_grid` on the taken
+        rows would (what `colocated_load.rate_within_targets` relies on). They are built
+        once on these rows (kept for the next `take`: the report reads the chosen rows'),
+        then taken.
+        """
+        n = len(self.long_share)
 
-        rows = lambda a: np.broadcast_to(a, (len(self.long_share), *np.shape(a)[1:]))  # noqa: E731
-        return Layouts(
-            pool=Pool(*(rep(rows(getattr(self.pool, f))) for f in Pool.__dataclass_fields__)),
-            engine=replace(self.engine, tp=rep(rows(np.asarray(self.engine.tp)))),
-            lengths=Lengths(**{n: rep(rows(v)) for n, v in vars(self.lengths).items()}),
-            chunk=rep(rows(self.chunk)),
-            prefill_servers=rep(self.prefill_servers),
-            decode_servers=rep(self.decode_servers),
-            long_share=rep(self.long_share),
-            ttft_ms=rep(self.ttft_ms),
-            tpot_ms=rep(self.tpot_ms),
+        def take(a):
+            a = np.asarray(a)
+            return np.broadcast_to(a, (n, *a.shape[1:]))[rows] if a.ndim else a
+
+        out = Layouts(
+            pool=Pool(*(take(getattr(self.pool, f)) for f in Pool.__dataclass_fields__)),
+            engine=replace(self.engine, tp=take(np.asarray(self.engine.tp))),
+            lengths=Lengths(**{k: take(v) for k, v in vars(self.lengths).items()}),
+            chunk=take(self.chunk),
+            prefill_servers=take(self.prefill_servers),
+            decode_servers=take(self.decode_servers),
+            long_share=take(self.long_share),
+            ttft_ms=take(self.ttft_ms),
+            tpot_ms=take(self.tpot_ms),
         )
+        at, grid = self.workers
+        pick = functools.partial(_row_subset, rows=rows, n=n)
+        out._workers.append(
+            (_lines_at_rows(at, pick), ColocatedGrid(**{k: pick(v) for k, v in vars(grid).items()}))
+        )
+        return out
 
     def pooled(self, rate_per_s: np.ndarray) -> _Part:
         """The pool's queue at a total rate (it takes its share of it)."""
@@ -111,8 +129,13 @@ class Layouts:
 
     def local(self, rate_per_s: np.ndarray) -> _Part:
         """The decode workers at a total rate: their local prompts' queue and TPOT."""
+        return self.local_of(rate_per_s, self.worker_terms(rate_per_s))
+
+    def worker_terms(self, rate_per_s: np.ndarray) -> tuple:
+        """`colocated_load.latency_terms` of the decode workers at a total rate (their own
+        p99s' bisection terms, the map onto the reported TTFT, the TPOT)."""
         at, grid = self.workers
-        terms, reported, tpot = colocated_load.latency_terms(
+        return colocated_load.latency_terms(
             at.engine,
             at.lengths,
             at.ttft_ms,
@@ -122,6 +145,11 @@ class Layouts:
             self.decode_servers[:, None],
             on=(at, grid),
         )
+
+    def local_of(self, rate_per_s: np.ndarray, worker_terms: tuple) -> _Part:
+        """`local` from the decode workers' `worker_terms` at that rate (a caller that has
+        them: the report solves their own p99s from the same terms)."""
+        terms, reported, tpot = worker_terms
         rate_per_ms, servers, mean_ms, scv, nodes_ms = terms
         c_wait, theta = queueing.wait_tail(rate_per_ms, servers, mean_ms, scv)
         # Below batch 1 the reported TTFT falls linearly towards its idle value
@@ -137,7 +165,8 @@ class Layouts:
     def miss(self, t_ms: np.ndarray, pooled: _Part, local: _Part) -> np.ndarray:
         """The share of all requests whose TTFT exceeds t, with both parts at one rate."""
         s = self.long_share
-        return s * pooled.miss(t_ms) + (1.0 - s) * local.miss(t_ms)
+        pooled_miss, local_miss = _both_miss(pooled, local, t_ms)
+        return s * pooled_miss + (1.0 - s) * local_miss
 
     def miss_at(self, rate_per_s: np.ndarray, t_ms: np.ndarray) -> np.ndarray:
         """`miss` at a total rate."""
@@ -179,27 +208,49 @@ class _Part:
         return np.where(np.isposinf(x), 0.0, tail)
 
 
+_STACKED = ("c_wait", "theta", "nodes_ms", "a", "b")
+
+
+def _both_miss(pooled: _Part, local: _Part, t_ms: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(`pooled.miss(t)`, `local.miss(t)`) in one pass: the two parts' rows stacked (the
+    pooled part's first) and read at once, then split.
+
+    Each part's miss is element-wise in its rows (the tail sum reduces over each row's own
+    nodes only, a contiguous last axis either way), so a row gets the same bits stacked as
+    alone; one pass saves the fixed cost of the other (the parts have as many rows, which a
+    decision's few candidates make small).
+    """
+    t = np.asarray(t_ms, dtype=float)
+    n = len(pooled.c_wait)
+    assert np.shape(pooled.nodes_ms) == np.shape(local.nodes_ms)
+    # Both parts' fields have one row per candidate (N, ...) in the same shapes.
+    stacked = _Part(
+        *(np.concatenate((getattr(pooled, k), getattr(local, k))) for k in _STACKED), None
+    )
+    both = stacked.miss(np.concatenate((t, t)))
+    return both[:n], both[n:]
+
+
 def worker_capacity_per_s(engine, lengths, tpot_ms, chunk, servers) -> np.ndarray:
     """A decode worker's capacity (N,) on every limit but TTFT (its TPOT, memory and chunk
     limits, `colocated.best_points` with the TTFT target out of reach) at each row's chunk.
 
-    Inputs on the search's axes (N, 1, 1); `chunk` (N,). `best_points` takes one list of
-    chunks for all rows, so it runs once per distinct chunk (a workload has a few).
+    Inputs on the search's axes (N, 1, 1); `chunk` (N,). Each row's own chunk is its one
+    chunk (the chunk list given as a column (N, 1), so `best_points` lays out one line per
+    row and its best chunk is that one): one search for all rows. Each line is searched on
+    its own from its own inputs, so a row gets the bits the search at a list of that one
+    chunk for every row gives (what this did before, once per distinct chunk).
     """
     chunk = np.ravel(chunk)
-    out = np.zeros(chunk.size)
-    n = chunk.size
-    for value in sorted(set(chunk.tolist())):  # not np.unique: it imports numpy.ma
-        found = colocated.best_points(
-            engine,
-            lengths,
-            np.full((n, 1, 1), NO_TTFT_MS),
-            tpot_ms,
-            np.array([value]),
-            servers=servers,
-        )
-        out = np.where(chunk == value, np.ravel(found.rate_per_s), out)
-    return out
+    found = colocated.best_points(
+        engine,
+        lengths,
+        np.full((chunk.size, 1, 1), NO_TTFT_MS),
+        tpot_ms,
+        chunk.reshape(-1, 1),
+        servers=servers,
+    )
+    return np.ravel(found.rate_per_s)
 
 
 def lift(layouts: Layouts, settled_per_s: np.ndarray, cap_per_s: np.ndarray) -> np.ndarray:
@@ -228,7 +279,7 @@ def lift(layouts: Layouts, settled_per_s: np.ndarray, cap_per_s: np.ndarray) -> 
     todo = np.flatnonzero(hi > lo)
     if not todo.size:
         return lo
-    tried = _rows_of(layouts, todo).repeat(LIFT_POINTS)
+    tried = layouts.take(np.repeat(todo, LIFT_POINTS))
     step = np.arange(1, LIFT_POINTS + 1) / LIFT_POINTS
     each = np.arange(todo.size)
     low, high = lo[todo], hi[todo]
@@ -246,27 +297,6 @@ def lift(layouts: Layouts, settled_per_s: np.ndarray, cap_per_s: np.ndarray) -> 
     return out
 
 
-def _rows_of(layouts: Layouts, rows: np.ndarray) -> Layouts:
-    """`layouts` at some rows."""
-    n = len(layouts.long_share)
-
-    def take(a):
-        a = np.asarray(a)
-        return np.broadcast_to(a, (n, *a.shape[1:]))[rows] if a.ndim else a
-
-    return Layouts(
-        pool=Pool(*(take(getattr(layouts.pool, f)) for f in Pool.__dataclass_fields__)),
-        engine=replace(layouts.engine, tp=take(np.asarray(layouts.engine.tp))),
-        lengths=Lengths(**{k: take(v) for k, v in vars(layouts.lengths).items()}),
-        chunk=take(layouts.chunk),
-        prefill_servers=take(layouts.prefill_servers),
-        decode_servers=take(layouts.decode_servers),
-        long_share=take(layouts.long_share),
-        ttft_ms=take(layouts.ttft_ms),
-        tpot_ms=take(layouts.tpot_ms),
-    )
-
-
 def within(layouts: Layouts, rate_per_s: np.ndarray) -> np.ndarray:
     """Whether at most 1% of all requests miss the TTFT target and the TPOT meets its target."""
     local = layouts.local(rate_per_s)
@@ -275,15 +305,21 @@ def within(layouts: Layouts, rate_per_s: np.ndarray) -> np.ndarray:
 
 
 def overall_p99_ms(
-    layouts: Layouts, rate_per_s: np.ndarray, pooled_p99_ms: np.ndarray, local_p99_ms: np.ndarray
+    layouts: Layouts,
+    rate_per_s: np.ndarray,
+    pooled_p99_ms: np.ndarray,
+    local_p99_ms: np.ndarray,
+    local: _Part | None = None,
 ) -> np.ndarray:
     """The p99 TTFT over all requests at a total rate (N,): the time whose combined miss is 1%.
 
     It lies between the two parts' own p99s (at the larger both parts miss at most 1%, at the
     smaller both at least 1%), which bracket the bisection. Where the target itself is within
-    1% the bracket's top starts there, so a layout within its target reports so.
+    1% the bracket's top starts there, so a layout within its target reports so. `local`,
+    `layouts.local(rate_per_s)`, may be passed in by a caller that has it.
     """
-    pooled, local = layouts.pooled(rate_per_s), layouts.local(rate_per_s)
+    pooled = layouts.pooled(rate_per_s)
+    local = layouts.local(rate_per_s) if local is None else local
     lo = np.minimum(pooled_p99_ms, local_p99_ms)
     hi = np.maximum(pooled_p99_ms, local_p99_ms)
     at_target = layouts.miss(layouts.ttft_ms, pooled, local) <= queueing.P99_TAIL
@@ -298,7 +334,8 @@ def overall_p99_ms(
     each = np.arange(lo.size)
     for _ in range(TIME_ROUNDS):
         grid = lo[:, None] + (hi - lo)[:, None] * step
-        miss = share * pooled_at.miss(grid) + (1.0 - share) * local_at.miss(grid)
+        pooled_miss, local_miss = _both_miss(pooled_at, local_at, grid)
+        miss = share * pooled_miss + (1.0 - share) * local_miss
         within_ = miss <= queueing.P99_TAIL
         first = np.argmax(within_, axis=1)  # the first time within 1% (the top if none)
         first = np.where(within_.any(axis=1), first, LIFT_POINTS - 1)
