@@ -9,7 +9,8 @@ requests within both p99 targets, by bisection over the rate) is divided into th
 calculator's. It also reports how often the conditional layout beats both other modes in the
 simulator, each mode on the verdict's own pools (all sized on the whole cluster: the rate asked
 for is beyond every cluster here), and the two modes' own calc/sim goodput ratios on this mixed
-traffic (colocated prices the mix as one log-normal, always-disaggregated class by class,
+traffic (colocated prices the mix as one log-normal with class-aware chunk and KV-read
+terms, always-disaggregated class by class,
 `calc/classes.py`; rule DSG019 quotes these figures). The first
 workload is examples/mixed-chat-rag-dynamo.yaml.
 
