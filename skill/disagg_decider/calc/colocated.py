@@ -171,7 +171,8 @@ def _steps_at_p99(at: Lines, b, b99, room99) -> tuple[np.ndarray, np.ndarray]:
     if at.context_scv is None:
         return empty, full
     cap = np.maximum(np.minimum(at.chunk - 1.0, 1.0 / at.inverse_memory_limit), b)
-    ctx99 = read_context(at.lengths.decode_context_mean, b, b99 - b, b99, cap, at.context_scv)
+    seats = np.maximum(b99, 1e-9)  # an idle line's p99 batch may be 0: its context stays
+    ctx99 = read_context(at.lengths.decode_context_mean, b, b99 - b, seats, cap, at.context_scv)
     mixed = at.context_scv > 0.0
     wide_empty = pass_terms(at.engine, ctx99, 0.0).ms(b99, 0.0)
     wide_full = pass_terms(at.engine, ctx99, at.full_pass.prefill_context).ms(b99, room99)
