@@ -9,9 +9,10 @@ requests within both p99 targets, by bisection over the rate) is divided into th
 calculator's. It also reports how often the conditional layout beats both other modes in the
 simulator, each mode on the verdict's own pools (all sized on the whole cluster: the rate asked
 for is beyond every cluster here), and the two modes' own calc/sim goodput ratios on this mixed
-traffic (colocated prices the mix as one log-normal, always-disaggregated class by class,
+traffic (colocated prices the mix as one log-normal with class-aware chunk and KV-read
+terms, always-disaggregated class by class,
 `calc/classes.py`; rule DSG019 quotes these figures). The first
-workload is examples/mixed-chat-rag-colocate.yaml.
+workload is examples/mixed-chat-rag-dynamo.yaml.
 
     python benchmarks/conditional_vs_sim.py                # 20 workloads
     python benchmarks/conditional_vs_sim.py --workloads 8 --requests 2000
@@ -36,7 +37,7 @@ from disagg_decider.sim import conditional as sim_conditional  # noqa: E402
 from disagg_decider.sim import run  # noqa: E402
 from disagg_decider.workload import Workload, load_workload, resolve  # noqa: E402
 
-EXAMPLE = ROOT / "examples" / "mixed-chat-rag-colocate.yaml"
+EXAMPLE = ROOT / "examples" / "mixed-chat-rag-dynamo.yaml"
 
 SETUPS = [  # (model, weights, gpu, gpus, network)
     ("qwen3-32b", "fp8", "h200", 16, "ib-ndr-400"),

@@ -10,6 +10,7 @@ import pytest
 
 from disagg_decider.calc.compare import gain_curve
 from disagg_decider.decide import decide
+from disagg_decider.deploy.routing import dynamo_needs_always_split
 from disagg_decider.render.report import chart_prompt_grid, render_report
 from disagg_decider.render.text import tokens_label
 from disagg_decider.workload import load_workload, parse_workload, resolve
@@ -120,7 +121,10 @@ def test_sizing_names_the_pools(example) -> None:
     threshold = str(verdict.conditional_disagg_threshold_tokens)
     conditional = verdict.layout == "conditional"
     assert ("**Conditional disaggregation:**" in sizing) == conditional
-    if conditional and verdict.decision == "dynamo":
+    if conditional and verdict.decision == "dynamo" and dynamo_needs_always_split(verdict):
+        # cache-cold local prompts: Dynamo runs the always-split pools (the mixed example)
+        assert "no conditional-disagg config" in sizing and "eff_isl_threshold" not in sizing
+    elif conditional and verdict.decision == "dynamo":
         assert f'"eff_isl_threshold":{threshold}' in sizing
     elif conditional and verdict.decision == "llm-d":
         assert f"nonCachedTokens: {threshold}" in sizing

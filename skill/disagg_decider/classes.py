@@ -229,8 +229,39 @@ def batch_mix(workload: Any) -> tuple[float, float]:
         return math.nan, math.nan
     seats, p, o = _seats(comps)
     total = sum(seats)
+    held = sum(s * (pi + oi) for s, pi, oi in zip(seats, p, o, strict=True)) / total
+    return seat_context_scv(comps), held
+
+
+def seat_context_scv(comps: list[Component]) -> float:
+    """The squared CV of a decode seat's context across the classes (seat-weighted class
+    means, `batch_mix`); 0 for one class."""
+    seats, p, o = _seats(comps)
+    total = sum(seats)
     ctx = [pi + oi / 2 for pi, oi in zip(p, o, strict=True)]
     mean = sum(s * c for s, c in zip(seats, ctx, strict=True)) / total
     second = sum(s * c * c for s, c in zip(seats, ctx, strict=True)) / total
-    held = sum(s * (pi + oi) for s, pi, oi in zip(seats, p, o, strict=True)) / total
-    return max(second / (mean * mean) - 1.0, 0.0), held
+    return max(second / (mean * mean) - 1.0, 0.0)
+
+
+def chunk_prompt_tokens(workload: Any) -> float:
+    """The uncached prompt a chunked-prefill token belongs to, on average over the classes'
+    means; nan for one class.
+
+    A chunk's attention reads the prompt computed before it, so a chunk-carrying iteration
+    costs what a token at the middle of the prompt it belongs to costs. Prompt tokens belong
+    to long prompts more often than prompts are long (size-biased): with 16K-token RAG prompts
+    beside 500-token chat turns the average token sits in a prompt ~4x the mean prompt. The
+    spread between class means is counted, sum(w u^2) / sum(w u) over the classes' mean
+    uncached prompts u; the spread within a class keeps the one-class convention (the mean
+    prompt), so one class and several identical classes price the same.
+    """
+    comps = components(workload)
+    return math.nan if len(comps) == 1 else class_size_biased(comps)
+
+
+def class_size_biased(comps: list[Component]) -> float:
+    """sum(w u^2) / sum(w u) over the classes' mean uncached prompts u (`chunk_prompt_tokens`)."""
+    u = [(1.0 - c.hit_rate) * c.prompt_p50 * math.exp(c.prompt_sigma**2 / 2) for c in comps]
+    first = sum(c.weight * ui for c, ui in zip(comps, u, strict=True))
+    return sum(c.weight * ui * ui for c, ui in zip(comps, u, strict=True)) / first

@@ -25,7 +25,12 @@ import numpy as np
 
 from disagg_decider.calc import queueing
 from disagg_decider.calc.arrays import broadcast
-from disagg_decider.calc.decode import batch_grid, decode_step_ms, memory_batch_limit
+from disagg_decider.calc.decode import (
+    batch_grid,
+    decode_step_ms,
+    memory_batch_limit,
+    read_context,
+)
 from disagg_decider.calc.frontier import (
     bisect_edge,
     boundary_index,
@@ -71,11 +76,15 @@ class Lines:
     inverse_memory_limit: np.ndarray  # 1 / sequences whose KV fits; inf when none does
     uncached_nodes: np.ndarray  # uncached prompt tokens at `queueing.Z_NODES`, a new last axis
     servers: np.ndarray  # replicas in the pool behind the join-shortest-queue router
+    # Mixed traffic: the seat context's squared CV across classes (`Lengths.context_scv`);
+    # None where no line is mixed, which keeps the one-class pricing bit for bit.
+    context_scv: np.ndarray | None = None
 
 
 def lines(engine: Engine, lengths: Lengths, ttft_ms, tpot_ms, chunk, servers=1.0) -> Lines:
     ctx = lengths.decode_context_mean
     cached = lengths.prompt_mean * lengths.hit_rate
+    scv = np.asarray(lengths.context_scv, dtype=float)
     limit = memory_batch_limit(engine, lengths)
     with np.errstate(divide="ignore"):
         inverse_limit = np.where(limit > 0, 1.0 / limit, np.inf)
@@ -85,12 +94,15 @@ def lines(engine: Engine, lengths: Lengths, ttft_ms, tpot_ms, chunk, servers=1.0
         ttft_ms=np.asarray(ttft_ms, dtype=float),
         tpot_ms=np.asarray(tpot_ms, dtype=float),
         chunk=np.asarray(chunk, dtype=float),
-        full_pass=pass_terms(engine, ctx, cached + lengths.uncached_mean / 2.0),
+        # A chunk's tokens sit, on average, halfway through the prompt they belong to (on
+        # mixed traffic a size-biased prompt: `classes.chunk_prompt_tokens`).
+        full_pass=pass_terms(engine, ctx, cached + lengths.chunk_prompt_tokens / 2.0),
         empty_pass=pass_terms(engine, ctx, 0.0),
         inverse_memory_limit=inverse_limit,
         uncached_nodes=np.asarray(lengths.prompt_p50 * lengths.uncached_share)[..., None]
         * np.exp(np.asarray(lengths.prompt_sigma)[..., None] * queueing.Z_NODES),
         servers=np.asarray(servers, dtype=float),
+        context_scv=scv if np.any(scv > 0.0) else None,
     )
 
 
@@ -127,8 +139,8 @@ def evaluate(at: Lines, batch, t_empty=None, with_ttft=False, with_headroom=True
     # be chunked alongside. Its p99 prices the batch at `queueing.batch_p99`.
     b99 = np.minimum(queueing.batch_p99(b), c - 1.0)
     b99 = np.maximum(np.minimum(b99, 1.0 / at.inverse_memory_limit), b)
-    t_empty99 = at.empty_pass.ms(b99, 0.0)
-    slow99 = at.full_pass.ms(b99, np.maximum(c - b99, 1.0)) - t_empty99
+    t_empty99, t_full99 = _steps_at_p99(at, b, b99, np.maximum(c - b99, 1.0))
+    slow99 = t_full99 - t_empty99
     carrying99 = (
         carrying * (b99 / np.maximum(b, 1e-9)) * (np.maximum(c - b, 1.0) / np.maximum(c - b99, 1.0))
     )
@@ -144,6 +156,27 @@ def evaluate(at: Lines, batch, t_empty=None, with_ttft=False, with_headroom=True
         idle_ttft_ms=idle_ttft,
         idle_tpot_ms=t_empty,
     )
+
+
+def _steps_at_p99(at: Lines, b, b99, room99) -> tuple[np.ndarray, np.ndarray]:
+    """The pure decode and the chunk-carrying iteration at the p99 batch (ms).
+
+    On mixed lines the batch's KV read varies with which classes hold the seats as well as
+    with how many there are: it is read at the p99 of the batch's total context
+    (`decode.read_context`, the decode pools' formula) over the M/G/inf seat spread. Other
+    lines keep their own passes, bit for bit.
+    """
+    empty = at.empty_pass.ms(b99, 0.0)
+    full = at.full_pass.ms(b99, room99)
+    if at.context_scv is None:
+        return empty, full
+    cap = np.maximum(np.minimum(at.chunk - 1.0, 1.0 / at.inverse_memory_limit), b)
+    seats = np.maximum(b99, 1e-9)  # an idle line's p99 batch may be 0: its context stays
+    ctx99 = read_context(at.lengths.decode_context_mean, b, b99 - b, seats, cap, at.context_scv)
+    mixed = at.context_scv > 0.0
+    wide_empty = pass_terms(at.engine, ctx99, 0.0).ms(b99, 0.0)
+    wide_full = pass_terms(at.engine, ctx99, at.full_pass.prefill_context).ms(b99, room99)
+    return np.where(mixed, wide_empty, empty), np.where(mixed, wide_full, full)
 
 
 def _headroom(at: Lines, q: PromptQueue, b, carrying, tpot_p99) -> np.ndarray:

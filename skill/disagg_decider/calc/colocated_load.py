@@ -246,6 +246,7 @@ def _lines_at_rows(at: Lines, take) -> Lines:
         inverse_memory_limit=take(at.inverse_memory_limit),
         uncached_nodes=take(at.uncached_nodes),
         servers=take(at.servers),
+        context_scv=None if at.context_scv is None else take(at.context_scv),
     )
 
 

@@ -181,9 +181,20 @@ def step_p99_ms(engine: Engine, ctx, batch, limit, mix: BatchMix | None = None, 
     b99 = np.maximum(np.minimum(b + spread, cap), np.maximum(b, 1.0))
     if mix is None:
         return decode.ms(b99, 0.0)
-    read99 = np.minimum(b + spread * np.sqrt(1.0 + np.where(mix.mixed, mix.context_scv, 0.0)), cap)
-    ctx99 = ctx * np.maximum(read99, b99) / b99
+    ctx99 = read_context(ctx, b, spread, b99, cap, np.where(mix.mixed, mix.context_scv, 0.0))
     return decode_pass(engine, ctx99).ms(b99, 0.0)
+
+
+def read_context(ctx, batch, spread, b99, cap, context_scv):
+    """The mean context at which `b99` seats read the p99 of a mixed batch's total KV.
+
+    The seat count's spread (`spread` above the mean `batch`) widens by sqrt(1 + scv) for the
+    total context (compound Poisson: each seat's context varies across classes with squared
+    CV `context_scv`), capped at `cap` seats of mean context; never below the mean context.
+    The decode pools (`step_p99_ms`) and the colocated replicas (`colocated`) both read it.
+    """
+    read99 = np.minimum(batch + spread * np.sqrt(1.0 + context_scv), cap)
+    return ctx * np.maximum(read99, b99) / b99
 
 
 def step_at_rate_ms(engine: Engine, lengths: Lengths, rate_per_s: np.ndarray) -> np.ndarray:

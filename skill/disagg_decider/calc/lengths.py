@@ -32,6 +32,12 @@ class Lengths:
     uncached_size_biased: np.ndarray
     output_mean: np.ndarray
     decode_context_mean: np.ndarray  # ISL + OSL/2, the convention of Dynamo's planner
+    # Mixed traffic (set on a mixed workload's own rows, `classes`): the uncached prompt a
+    # chunked-prefill token belongs to (`classes.chunk_prompt_tokens`; the mean uncached prompt
+    # otherwise), and the squared CV of a decode seat's context across the classes
+    # (`classes.seat_context_scv`; 0 otherwise). The colocated model reads both.
+    chunk_prompt_tokens: np.ndarray
+    context_scv: np.ndarray
 
     @classmethod
     def of(cls, workload: Workload, prompt_p50=None) -> Lengths:
@@ -54,6 +60,7 @@ class Lengths:
         mean = queueing.lognormal_mean(p50, sigma)
         second = (share * p50) ** 2 * np.exp(2.0 * sigma * sigma)
         out_mean = queueing.lognormal_mean(output_p50, output_sigma)
+        uncached_mean = mean * share
         return cls(
             prompt_p50=p50,
             prompt_sigma=sigma,
@@ -63,9 +70,11 @@ class Lengths:
             prompt_mean=mean,
             prompt_p99=queueing.lognormal_p99(p50, sigma),
             uncached_share=share,
-            uncached_mean=mean * share,
+            uncached_mean=uncached_mean,
             uncached_second_moment=second,
-            uncached_size_biased=second / np.maximum(mean * share, 1e-9),
+            uncached_size_biased=second / np.maximum(uncached_mean, 1e-9),
             output_mean=out_mean,
             decode_context_mean=mean + out_mean / 2.0,
+            chunk_prompt_tokens=uncached_mean,
+            context_scv=np.zeros(np.shape(uncached_mean)),
         )

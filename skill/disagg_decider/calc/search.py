@@ -32,7 +32,11 @@ from disagg_decider.calc.parallel import Layout
 from disagg_decider.calc.pool_rates import PoolRates
 from disagg_decider.calc.pools import ingress_rate_per_s, pooled_split, prefill_pool
 from disagg_decider.calc.step import Engine
-from disagg_decider.classes import batch_context_tokens
+from disagg_decider.classes import (
+    batch_context_tokens,
+    batch_mix,
+    chunk_prompt_tokens,
+)
 from disagg_decider.workload import Resolved, Workload, lognormal_sigma
 
 TP_CANDIDATES = parallel.TP_DEGREES
@@ -210,6 +214,10 @@ class Members:
     # Mixed traffic: the decode batch's mean context, output-weighted over the classes
     # (`classes.batch_context_tokens`); nan for one class.
     batch_context: np.ndarray | None = None
+    # Mixed traffic: the uncached prompt a chunked token belongs to and the seat context's
+    # squared CV (`classes.chunk_prompt_tokens`, `classes.batch_mix`); nan for one class.
+    chunk_prompt: np.ndarray | None = None
+    seat_scv: np.ndarray | None = None
     # Mixed traffic: the classes' shape for the always-disaggregated mode (`calc/classes.py`);
     # None when every member is one class.
     mix: MemberMix | None = None
@@ -278,20 +286,33 @@ def members_of(resolved: Sequence[Resolved]) -> Members:
         paths=paths,
         path=TransferPath.stack(paths),
         batch_context=each(batch_context_tokens(r.workload) for r in resolved),
+        chunk_prompt=each(chunk_prompt_tokens(r.workload) for r in resolved),
+        seat_scv=each(batch_mix(r.workload)[0] for r in resolved),
         mix=member_mix(resolved, prompt_p50),
     )
 
 
 def batch_context(lengths: Lengths, m: Members, prompt_p50, index, shape) -> Lengths:
-    """A mixed-traffic member's own row takes its classes' output-weighted batch context."""
+    """A mixed-traffic member's own row takes its classes' output-weighted batch context, and
+    for the colocated model the prompt a chunked token belongs to and the seat context's
+    spread across classes."""
     if m.batch_context is None or np.isnan(m.batch_context).all():
         return lengths
     ctx = m.batch_context[index]
     own = np.isfinite(ctx) & (np.ravel(prompt_p50) == m.prompt_p50[index])
     if not own.any():
         return lengths
-    mixed = np.where(own, ctx, np.ravel(lengths.decode_context_mean)).reshape(shape)
-    return replace(lengths, decode_context_mean=mixed)
+
+    def on_own(values: np.ndarray, plain: np.ndarray) -> np.ndarray:
+        plain = np.broadcast_to(plain, np.shape(lengths.decode_context_mean))
+        return np.where(own, values, np.ravel(plain)).reshape(shape)
+
+    return replace(
+        lengths,
+        decode_context_mean=on_own(ctx, lengths.decode_context_mean),
+        chunk_prompt_tokens=on_own(m.chunk_prompt[index], lengths.chunk_prompt_tokens),
+        context_scv=on_own(m.seat_scv[index], lengths.context_scv),
+    )
 
 
 # --- the search -------------------------------------------------------------------------------

@@ -24,7 +24,14 @@ from disagg_decider.calc.kvpath import TransferPath, transfer_path
 from disagg_decider.calc.lengths import Lengths
 from disagg_decider.calc.pools import ingress_rate_per_s, prefill_pool, rate_where
 from disagg_decider.calc.search import engine_for
-from disagg_decider.classes import Component, components, fit_moments, partial_moments
+from disagg_decider.classes import (
+    Component,
+    class_size_biased,
+    components,
+    fit_moments,
+    partial_moments,
+    seat_context_scv,
+)
 from disagg_decider.workload import Resolved
 
 THRESHOLD_POINTS = 16  # candidate thresholds between the shortest and longest prompts
@@ -74,6 +81,7 @@ def split_at(comps: list[Component], threshold: float) -> Parts:
 def _split_at(comps: tuple[Component, ...], threshold: float) -> Parts:
     long_w = long_m1 = long_m2 = long_c1 = out_long1 = out_long2 = 0.0
     short_w = short_m1 = short_m2 = 0.0
+    short_biased = 0.0  # sum over classes of w x (tokens below T)^2 / (share below T)
     for c in comps:
         share = 1.0 - c.hit_rate
         # The class's uncached tokens are log-normal with median p50 * share, same sigma.
@@ -93,6 +101,8 @@ def _split_at(comps: tuple[Component, ...], threshold: float) -> Parts:
         short_w += c.weight * below0
         short_m1 += c.weight * below1
         short_m2 += c.weight * below2
+        if below0 > 0.0:
+            short_biased += c.weight * below1 * below1 / below0
     whole = _whole_mix(comps)
     long = whole
     # A part whose mean cancels to zero (a tail far past T, or below it) has no moments to fit;
@@ -116,6 +126,15 @@ def _split_at(comps: tuple[Component, ...], threshold: float) -> Parts:
             uncached_mean=np.asarray(short_m1),
             uncached_second_moment=np.asarray(short_m2),
             uncached_size_biased=np.asarray(short_m2) / np.maximum(np.asarray(short_m1), 1e-9),
+            # The prompt a locally chunked token belongs to: the convention (the work per
+            # arriving request) times 1 + the spread between the classes' local prompts
+            # (`classes.chunk_prompt_tokens`): sum(w m1^2 / m0) x sum(w m0) / sum(w m1)^2 with
+            # m0, m1 a class's share and tokens below T; exactly 1 for one class.
+            chunk_prompt_tokens=np.asarray(
+                short_m1 * (short_biased * short_w / (short_m1 * short_m1))
+                if len(comps) > 1
+                else short_m1
+            ),
         )
     return Parts(long_share=long_w, long=long, local=local)
 
@@ -157,6 +176,8 @@ def batch_weighted(lengths: Lengths, comps: list[Component]) -> Lengths:
         lengths,
         decode_context_mean=np.asarray(ctx),
         prompt_mean=np.asarray(held - float(lengths.output_mean)),
+        chunk_prompt_tokens=np.asarray(class_size_biased(comps)),
+        context_scv=np.asarray(seat_context_scv(comps)),
     )
 
 
