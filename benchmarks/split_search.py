@@ -28,22 +28,6 @@ from disagg_decider.decide import decide_many  # noqa: E402
 from workload_mix import workload_mix  # noqa: E402
 
 
-def brute_force(budget, p_tp, d_tp, pool, d_rate, allowed) -> tuple[np.ndarray, np.ndarray]:
-    """(served, x) of the best whole split of every entry, trying every x; (0, 0) for none."""
-    most = np.maximum(np.floor((budget - d_tp) / p_tp), 0.0)
-    feasible = allowed & (most >= 1) & (d_rate > 0)
-    most = np.broadcast_to(most, feasible.shape)
-    top = int(np.max(np.where(feasible, most, 1.0)))
-    xs = np.arange(1.0, top + 1.0).reshape(-1, *(1,) * feasible.ndim)
-    mask = feasible & (xs <= most)
-    p = pools.rate_where(pool, np.broadcast_to(xs, mask.shape), mask)
-    y = np.floor((budget - xs * p_tp) / d_tp)
-    value = np.where(mask & (y >= 1), np.minimum(p, y * d_rate), 0.0)
-    k = value.argmax(axis=0)
-    best = np.take_along_axis(value, k[None], axis=0)[0]
-    return best, np.where(best > 0, k + 1.0, 0.0)
-
-
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--workloads", type=int, default=800)
@@ -66,7 +50,7 @@ def main() -> int:
             out = pools.pooled_split(budget, p_tp, d_tp, pool, d_rate, allowed, rates)
         finally:
             in_split[0] = False
-        want, want_x = brute_force(budget, p_tp, d_tp, pool, d_rate, allowed)
+        want, want_x = pools.every_split_best(budget, p_tp, d_tp, pool, d_rate, allowed)
         on = want > 0
         tally["splits"] += 1
         tally["entries"] += int(on.sum())

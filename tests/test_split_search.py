@@ -16,29 +16,13 @@ import pytest
 from disagg_decider.calc import queueing
 from disagg_decider.calc import search as search_module
 from disagg_decider.calc.pool_rates import TABLE_SIZES, PoolRates
+from disagg_decider.calc.pools import every_split_best as brute_force
 from disagg_decider.calc.pools import pooled_split, rate_where
 from disagg_decider.calc.prefill import Pool
 from disagg_decider.decide import decide
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
 from workload_mix import workload_mix
-
-
-def brute_force(budget, p_tp, d_tp, pool, d_rate, allowed):
-    """Every whole split priced: (served, x) of the best, the fewest prefill replicas on ties;
-    (0, 0) where none serves anything."""
-    most = np.maximum(np.floor((budget - d_tp) / p_tp), 0.0)
-    feasible = allowed & (most >= 1) & (d_rate > 0)
-    most = np.broadcast_to(most, feasible.shape)
-    top = int(np.max(np.where(feasible, most, 1.0)))
-    xs = np.arange(1.0, top + 1.0).reshape(-1, *(1,) * feasible.ndim)
-    mask = feasible & (xs <= most)
-    p = rate_where(pool, np.broadcast_to(xs, mask.shape), mask)
-    y = np.floor((budget - xs * p_tp) / d_tp)
-    value = np.where(mask & (y >= 1), np.minimum(p, y * d_rate), 0.0)
-    k = value.argmax(axis=0)
-    best = np.take_along_axis(value, k[None], axis=0)[0]
-    return best, np.where(best > 0, k + 1.0, 0.0)
 
 
 def _same(a, b) -> bool:

@@ -307,7 +307,7 @@ def best_points(
 
     at_lines = lines(
         replace(engine, tp=per_line(engine.tp), dp=per_line(engine.dp), ep=per_line(engine.ep)),
-        Lengths(**{k: per_line(v) for k, v in vars(lengths).items()}),
+        lengths.map(per_line),
         per_line(ttft_ms),
         per_line(tpot_ms),
         per_line(c),

@@ -237,7 +237,7 @@ def _lines_at_rows(at: Lines, take) -> Lines:
 
     return Lines(
         engine=engine,
-        lengths=Lengths(**{k: take(v) for k, v in vars(at.lengths).items()}),
+        lengths=at.lengths.map(take),
         ttft_ms=take(at.ttft_ms),
         tpot_ms=take(at.tpot_ms),
         chunk=take(at.chunk),

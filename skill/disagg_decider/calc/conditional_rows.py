@@ -139,7 +139,7 @@ def priced_rows(first: Resolved, rows: list[tuple[Resolved, Candidate]]) -> Lift
     shape3 = lambda a: np.reshape(a, (-1, 1, 1))  # noqa: E731
     worker_cap = overall_miss.worker_capacity_per_s(
         engine_for(first, shape3(parts.d_tp)),
-        Lengths(**{k: shape3(v) for k, v in vars(parts.local).items()}),
+        parts.local.map(shape3),
         shape3([r.workload.slo.tpot_ms for r, _ in rows]).astype(float),
         np.array([float(c.chunk_tokens) for _, c in rows]),
         shape3(parts.ys),

@@ -7,6 +7,7 @@ computed once here, since the search reads them many times.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
@@ -38,6 +39,11 @@ class Lengths:
     # (`classes.seat_context_scv`; 0 otherwise). The colocated model reads both.
     chunk_prompt_tokens: np.ndarray
     context_scv: np.ndarray
+
+    def map(self, each: Callable[[np.ndarray], np.ndarray]) -> Lengths:
+        """Every field through `each` (take rows, repeat, reshape): the callers that lay out
+        lengths for other axes do it to all fields alike, including ones added later."""
+        return Lengths(**{name: each(value) for name, value in vars(self).items()})
 
     @classmethod
     def of(cls, workload: Workload, prompt_p50=None) -> Lengths:

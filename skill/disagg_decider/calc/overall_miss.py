@@ -101,7 +101,7 @@ class Layouts:
         out = Layouts(
             pool=Pool(*(take(getattr(self.pool, f)) for f in Pool.__dataclass_fields__)),
             engine=replace(self.engine, tp=take(np.asarray(self.engine.tp))),
-            lengths=Lengths(**{k: take(v) for k, v in vars(self.lengths).items()}),
+            lengths=self.lengths.map(take),
             chunk=take(self.chunk),
             prefill_servers=take(self.prefill_servers),
             decode_servers=take(self.decode_servers),

@@ -91,13 +91,9 @@ def p99_of_sum_within(rate_per_ms, servers, mean_service_ms, scv, nodes_ms, with
             lo, hi = np.where(over, mid, lo), np.where(over, hi, mid)
             if step % CHECK_EVERY or step == BISECTIONS:
                 continue
-            passed = within(hi, rows)
-            failed = ~within(lo, rows)
-            done = passed | failed
-            if not done.any():
+            keep = _settle(within, ok, rows, lo, hi)
+            if keep is None:
                 continue
-            ok[rows[passed]] = True  # `failed` rows stay False
-            keep = ~done
             if not keep.any():
                 return ok
             rows, lo, hi, c_wait = rows[keep], lo[keep], hi[keep], c_wait[keep]
@@ -105,6 +101,21 @@ def p99_of_sum_within(rate_per_ms, servers, mean_service_ms, scv, nodes_ms, with
             grid = None
     ok[rows] = within(hi, rows)
     return ok
+
+
+def _settle(
+    within: Within, ok: np.ndarray, rows: np.ndarray, lo: np.ndarray, hi: np.ndarray
+) -> np.ndarray | None:
+    """One check of the bracket, shared by the array and the float loops: rows whose upper end
+    already meets the target pass (set in `ok`), rows whose lower end misses it fail (stay
+    False). Returns which rows to keep bisecting, or None when no row was decided."""
+    passed = within(hi, rows)
+    failed = ~within(lo, rows)
+    done = passed | failed
+    if not done.any():
+        return None
+    ok[rows[passed]] = True
+    return ~done
 
 
 def _in_floats(s_rows: np.ndarray, lo: np.ndarray, hi: np.ndarray) -> bool:
@@ -152,13 +163,9 @@ def _finish_in_floats(left: _Rows, steps_done: int, within: Within, ok: np.ndarr
                 hi[i] = mid[i]
         if step % CHECK_EVERY or step == BISECTIONS:
             continue
-        passed = within(np.array(hi), rows)
-        failed = ~within(np.array(lo), rows)
-        done = passed | failed
-        if not done.any():
+        keep = _settle(within, ok, rows, np.array(lo), np.array(hi))
+        if keep is None:
             continue
-        ok[rows[passed]] = True  # `failed` rows stay False
-        keep = ~done
         if not keep.any():
             return ok
         rows, s_rows, neg_theta = rows[keep], s_rows[keep], neg_theta[keep]

@@ -186,6 +186,27 @@ def pooled_split(budget, p_tp, d_tp, pool: prefill.Pool, d_rate, allowed, rates=
     return best_p, served, best_x, best_y
 
 
+def every_split_best(budget, p_tp, d_tp, pool: prefill.Pool, d_rate, allowed):
+    """(served, x) of the best whole split of every entry, every x priced: the reference that
+    `pooled_split` must equal (the fewest prefill replicas on ties; (0, 0) where none serves).
+
+    Kept beside the search so its test and `benchmarks/split_search.py` check it against one
+    definition; it prices every size, so it is never on a decision's path.
+    """
+    most = np.maximum(np.floor((budget - d_tp) / p_tp), 0.0)
+    feasible = allowed & (most >= 1) & (d_rate > 0)
+    most = np.broadcast_to(most, feasible.shape)
+    top = int(np.max(np.where(feasible, most, 1.0)))
+    xs = np.arange(1.0, top + 1.0).reshape(-1, *(1,) * feasible.ndim)
+    mask = feasible & (xs <= most)
+    p = rate_where(pool, np.broadcast_to(xs, mask.shape), mask)
+    y = np.floor((budget - xs * p_tp) / d_tp)
+    value = np.where(mask & (y >= 1), np.minimum(p, y * d_rate), 0.0)
+    k = value.argmax(axis=0)
+    best = np.take_along_axis(value, k[None], axis=0)[0]
+    return best, np.where(best > 0, k + 1.0, 0.0)
+
+
 def rate_where(pool: prefill.Pool, servers: np.ndarray, mask: np.ndarray) -> np.ndarray:
     """`pool.max_rate_per_s(servers)` where `mask` holds, 0 elsewhere, computing only there.
 

@@ -333,9 +333,7 @@ def _decode_workers(
         s = live[k]
         rows = int(need.sum())
         each = need.ravel()
-        blocks.append(
-            Lengths(**{k: np.repeat(v, ys.size)[each] for k, v in vars(s.locals_).items()})
-        )
+        blocks.append(s.locals_.map(lambda v, n=ys.size, at=each: np.repeat(v, n)[at]))
         column["tp"].append(np.full(rows, float(d_tp)))
         column["ttft"].append(np.full(rows, float(s.r.workload.slo.ttft_ms)))
         column["tpot"].append(np.full(rows, float(s.r.workload.slo.tpot_ms)))
