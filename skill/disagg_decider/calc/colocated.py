@@ -257,7 +257,7 @@ def ttft_terms(at: Lines, batch) -> tuple:
     """The arguments of the p99 TTFT bisection (`queueing.p99_of_sum_ms`) that
     `evaluate(at, batch, with_ttft=True)` runs, without the rest.
 
-    `colocated_load.latencies_at_rate` needs only the p99 TTFT at its fractional batches: the
+    `colocated_load.latency_terms` needs only the p99 TTFT at its fractional batches: the
     TPOT p99, the miss probability and the headroom (two more roofline passes and a tail sum)
     would be thrown away; and a block solves its report-only bisections together
     (`deferred_p99`). Same function for the shared part (`prompt_queue`), so the same bits.

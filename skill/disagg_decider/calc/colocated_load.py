@@ -1,7 +1,7 @@
 """Colocated replicas at given loads: reported p99s, and the largest load within the targets.
 
 Split from `colocated` (which searches capacity on the batch grid): a load is placed on the
-grid the capacity was found on (`latencies_at_rate`), and `rate_within_targets` lowers a
+grid the capacity was found on (`latency_terms`), and `rate_within_targets` lowers a
 replica's load until the latencies it reports meet the targets. Only the test "does it meet
 them" is needed there, which `p99_check` answers without always solving the TTFT p99.
 """
@@ -13,7 +13,6 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
-from disagg_decider.calc import queueing
 from disagg_decider.calc.arrays import broadcast, clip
 from disagg_decider.calc.colocated import (
     ColocatedGrid,
@@ -30,29 +29,6 @@ from disagg_decider.calc.p99_check import p99_of_sum_within
 from disagg_decider.calc.step import Engine, PassTerms
 
 
-def latencies_at_rate(
-    engine: Engine, lengths: Lengths, ttft_ms, tpot_ms, chunk, rate_per_s, servers=1.0, grid=None
-):
-    """p99 TTFT and TPOT of replicas at given loads (N,), one configuration per load.
-
-    The engine's TP, the lengths, targets, `chunk` and `servers` are columns (N, 1). The load
-    is placed on the batch grid the capacity was found on, linear in the grid index between
-    points as `best_points` interpolates. TPOT is read off that grid there, so a replica loaded
-    to its capacity reports the TPOT it was sized for, never a little over (an exact evaluation
-    between points overshoots where the p99 batch bends the step curve); TTFT, which turns
-    infinite past the queue's stability, is solved at the (fractional) batch itself. Below batch
-    1, whose rate already carries some queueing, they fall linearly to their idle values (no
-    queue, no prefill riding along) at rate 0.
-
-    `grid`, these rows' `evaluate` on the batch grid, may be passed in by a caller that has it
-    (`rate_within_targets` tries many loads on the same rows).
-    """
-    terms, reported, tpot = latency_terms(
-        engine, lengths, ttft_ms, tpot_ms, chunk, rate_per_s, servers, grid
-    )
-    return reported(queueing.p99_of_sum_ms(*terms)), tpot
-
-
 def latency_terms(
     engine: Engine,
     lengths: Lengths,
@@ -64,10 +40,23 @@ def latency_terms(
     grid=None,
     on: tuple[Lines, ColocatedGrid] | None = None,
 ):
-    """`latencies_at_rate` up to its TTFT bisection: the arguments of that bisection
-    (`queueing.p99_of_sum_ms`), the function that turns its answer into the reported TTFT,
-    and the TPOT. For a caller that solves several report-only bisections in one call
-    (`deferred_p99`). `on` as in `rate_within_targets` (then `grid` is its grid)."""
+    """p99 TTFT and TPOT of replicas at given loads (N,), one configuration per load, with the
+    TTFT's bisection left to the caller: the arguments of that bisection
+    (`queueing.p99_of_sum_ms`), the function that turns its answer into the reported TTFT, and
+    the TPOT. Callers solve several report-only bisections in one call (`deferred_p99`).
+
+    The engine's TP, the lengths, targets, `chunk` and `servers` are columns (N, 1). The load
+    is placed on the batch grid the capacity was found on, linear in the grid index between
+    points as `best_points` interpolates. TPOT is read off that grid there, so a replica loaded
+    to its capacity reports the TPOT it was sized for, never a little over (an exact evaluation
+    between points overshoots where the p99 batch bends the step curve); TTFT, which turns
+    infinite past the queue's stability, is solved at the (fractional) batch itself. Below batch
+    1, whose rate already carries some queueing, they fall linearly to their idle values (no
+    queue, no prefill riding along) at rate 0.
+
+    `grid`, these rows' `evaluate` on the batch grid, may be passed in by a caller that has it;
+    `on` as in `rate_within_targets` (then `grid` is its grid).
+    """
     if on is not None:
         at, grid = on
     else:
@@ -79,7 +68,7 @@ def latency_terms(
 
 @dataclass(frozen=True)
 class _OnCurve:
-    """Loads placed on their rows' batch grid (`latencies_at_rate`): the fractional batch, the
+    """Loads placed on their rows' batch grid (`latency_terms`): the fractional batch, the
     TPOT read off the grid, and how a TTFT falls to its idle value below batch 1."""
 
     at: Lines
@@ -130,7 +119,7 @@ def _on_curve(at: Lines, rate_per_s, grid) -> _OnCurve:
 
 
 def _meet_targets(at: Lines, rate_per_s, grid) -> np.ndarray:
-    """Whether `latencies_at_rate` would report both p99s within their targets, per load.
+    """Whether `latency_terms` would report both p99s within their targets, per load.
 
     The same placement and the same numbers; the TTFT test goes through
     `p99_check.p99_of_sum_within`, which stops bisecting a row once the test is decided (the
@@ -171,7 +160,7 @@ def rate_within_targets(
     on: tuple[Lines, ColocatedGrid] | None = None,
 ) -> np.ndarray:
     """The largest load per replica, at most `rate_hi` (N,), whose reported latencies meet both
-    targets with `servers` replicas behind the router (columns as in `latencies_at_rate`).
+    targets with `servers` replicas behind the router (columns as in `latency_terms`).
 
     The search reads capacity off a grid on which the TTFT limit is a miss probability, and a
     pool of fewer replicas than the cluster holds queues more; where either makes the reported

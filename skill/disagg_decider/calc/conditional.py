@@ -346,24 +346,15 @@ def evaluate(
     return _layout(r, colo, disagg, best_per_threshold(r, found), search)
 
 
-def evaluate_many(
-    resolved: list[Resolved], colos: list[ColocatedResult], disaggs: list[DisaggregatedResult]
-) -> list[ConditionalResult]:
-    """`evaluate` with its search for workloads sharing an engine (`search.group_key`), in
-    order: the thresholds and TP pairs of all of them are searched together."""
-    p99s = DeferredP99()
-    layouts = evaluate_many_later(resolved, colos, disaggs, p99s)
-    p99s.solve()
-    return layouts(colos, disaggs)
-
-
 def evaluate_many_later(
     resolved: list[Resolved],
     colos: list[ColocatedResult],
     disaggs: list[DisaggregatedResult],
     p99s: DeferredP99,
 ) -> Callable[[list[ColocatedResult], list[DisaggregatedResult]], list[ConditionalResult]]:
-    """`evaluate_many` with the chosen layouts' report-only p99 bisections added to `p99s`.
+    """`evaluate` with its search for workloads sharing an engine (`search.group_key`), in
+    order (the thresholds and TP pairs of all of them searched together), the chosen layouts'
+    report-only p99 bisections added to `p99s`.
 
     The choice reads only the modes' goodputs and layouts, never their p99s; so the modes may
     come with their p99s still to solve. Once `p99s` is solved, the returned function takes the
