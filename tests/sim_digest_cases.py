@@ -29,6 +29,10 @@ from pathlib import Path
 
 import numpy as np
 
+if __package__ in (None, ""):  # run as a script: the repository root, for `tests.*`
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from tests.bimodal_support import bimodal_data
+
 ROOT = Path(__file__).resolve().parents[1]
 EXAMPLES = ROOT / "examples"
 DIGESTS = Path(__file__).resolve().parent / "data" / "sim_digests.json"
@@ -36,29 +40,7 @@ RAG = EXAMPLES / "rag-8k-h200-rdma-dynamo.yaml"
 CHAT = EXAMPLES / "chat-short-colocate.yaml"
 MOE = EXAMPLES / "deepseek-v3-32xh200-colocate.yaml"
 
-BIMODAL = {
-    "name": "chat-rag-mix",
-    "model": "qwen3-32b",
-    "weights_dtype": "fp8",
-    "engine": "vllm",
-    "traffic": {
-        "requests_per_second": 20,
-        "classes": [
-            {
-                "share": 0.7,
-                "prompt_tokens": {"p50": 400, "p99": 1200},
-                "output_tokens": {"p50": 150, "p99": 450},
-            },
-            {
-                "share": 0.3,
-                "prompt_tokens": {"p50": 16000, "p99": 24000},
-                "output_tokens": {"p50": 300, "p99": 900},
-            },
-        ],
-    },
-    "slo": {"ttft_ms": 2000, "tpot_ms": 25},
-    "cluster": {"gpu": "h200", "gpus": 16, "network": "ib-ndr-400"},
-}
+BIMODAL = bimodal_data()
 
 
 def digest_arrays(*arrays: np.ndarray) -> str:

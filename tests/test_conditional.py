@@ -19,31 +19,11 @@ from disagg_decider.calc import conditional
 from disagg_decider.classes import Component, components, partial_moments
 from disagg_decider.decide import decide
 from disagg_decider.workload import Workload, resolve
-
-CHAT = {
-    "share": 0.7,
-    "prompt_tokens": {"p50": 400, "p99": 1200},
-    "output_tokens": {"p50": 150, "p99": 450},
-}
-RAG = {
-    "share": 0.3,
-    "prompt_tokens": {"p50": 16000, "p99": 24000},
-    "output_tokens": {"p50": 300, "p99": 900},
-}
+from tests.bimodal_support import CHAT, RAG, bimodal_data
 
 
 def bimodal(**traffic) -> Workload:
-    return Workload.model_validate(
-        {
-            "name": "chat-rag-mix",
-            "model": "qwen3-32b",
-            "weights_dtype": "fp8",
-            "engine": "vllm",
-            "traffic": {"requests_per_second": 20, "classes": [CHAT, RAG], **traffic},
-            "slo": {"ttft_ms": 2000, "tpot_ms": 25},
-            "cluster": {"gpu": "h200", "gpus": 16, "network": "ib-ndr-400"},
-        }
-    )
+    return Workload.model_validate(bimodal_data(**traffic))
 
 
 @pytest.fixture(scope="module")

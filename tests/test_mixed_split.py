@@ -29,7 +29,8 @@ from disagg_decider.decide import decide
 from disagg_decider.sim import metrics, run
 from disagg_decider.sim.goodput import replay_at
 from disagg_decider.workload import Workload, resolve
-from tests.test_conditional import CHAT, RAG, bimodal
+from tests.bimodal_support import CHAT, RAG
+from tests.test_conditional import bimodal
 
 
 @pytest.fixture(scope="module")

@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 import yaml
 
+from tests.bimodal_support import bimodal_data
 from tests.hostile_support import assert_user_error, run_decide
-from tests.test_conditional import CHAT, RAG
 
 EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
 
@@ -20,15 +20,7 @@ EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
 def mix(tmp_path: Path) -> Path:
     """The issue's bimodal workload, whose verdict chooses the conditional layout."""
     path = tmp_path / "mix.yaml"
-    data = {
-        "name": "chat-rag-mix",
-        "model": "qwen3-32b",
-        "weights_dtype": "fp8",
-        "engine": "vllm",
-        "traffic": {"requests_per_second": 20, "classes": [CHAT, RAG]},
-        "slo": {"ttft_ms": 2000, "tpot_ms": 25},
-        "cluster": {"gpu": "h200", "gpus": 16, "network": "ib-ndr-400"},
-    }
+    data = bimodal_data()
     path.write_text(yaml.safe_dump(data, sort_keys=False))
     return path
 
