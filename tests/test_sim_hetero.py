@@ -84,10 +84,12 @@ def test_heterogeneous_simulation_matches_the_calculators_cross_split() -> None:
     assert d.tpot_ms.p99 == pytest.approx(v.disaggregated.tpot_p99_ms, rel=0.25)
     assert d.slo_attainment > 0.95 and scored["colocated"].slo_attainment > 0.9
     # Each pool's GPUs at its own price ($7.0 B200 prefill, $5.4 H200 decode), as the
-    # calculator costs them: 3 x TP1 on B200 + 1 x TP8 on H200.
+    # calculator costs them: x TP1 replicas on B200 (4 at the example's 4 req/s) + 1 x TP8 on H200.
     from disagg_decider.sim import hetero as sim_hetero
 
-    blended = (3 * 7.0 + 8 * 5.4) / 11
+    x = v.disaggregated.prefill_gpus
+    assert v.disaggregated.decode_gpus == 8 and x == 4
+    blended = (x * 7.0 + 8 * 5.4) / (x + 8)
     assert sim_hetero.usd_per_gpu_hour(r, s, "disaggregated") == pytest.approx(blended)
     assert sim_hetero.usd_per_gpu_hour(r, s, "colocated") == pytest.approx((8 * 7.0 + 8 * 5.4) / 16)
 

@@ -168,6 +168,28 @@ def test_only_the_split_carries_the_rate() -> None:
     assert low.decision == "colocate" and "Short of GPUs" in low.summary
 
 
+def test_a_split_that_saves_no_gpus_at_the_rate_is_not_chosen() -> None:
+    """The RAG example at 0.5 req/s: the split still wins 4x per GPU at the cluster's capacity,
+    but the rate needs one colocated TP8 replica (8 GPUs) against 12 GPUs split; before rule
+    DSG020 the verdict was Dynamo on the 12."""
+    v = decide(rag(**{"traffic.requests_per_second": 0.5}))
+    c, d = v.colocated, v.disaggregated
+    assert c.fits_cluster and d.fits_cluster and v.metrics.gain > 1.5
+    assert (c.gpus_needed_for_rate, d.gpus_needed_for_rate) == (8, 12)
+    assert v.decision == "colocate" and v.feasible and v.sizing.colocated_gpus == 8
+    fired = {f.id: f for f in v.fired_rules}
+    assert fired["DSG020"].kind == "veto" and {"DSG007", "DSG008"} <= set(fired)
+    saved = next(x for x in fired["DSG020"].compared if x.metric == "gpus_saved_by_split")
+    assert saved.actual == -4
+    assert "veto DSG020" in v.summary
+    assert "at 0.5 req/s the split needs 12 GPUs, colocated replicas 8" in v.summary
+    # Where the rate needs more than colocated replicas on the cluster, the split stands.
+    assert decide(rag()).decision == "dynamo"
+    # A team that would split on a tie or worse can say so (the parameter is a floor).
+    low_rate = rag(**{"traffic.requests_per_second": 0.5})
+    assert decide(low_rate, overrides={"min_gpus_saved": -4}).decision == "dynamo"
+
+
 @pytest.mark.parametrize("steps", [4, 5, 8])
 def test_one_crossover_in_every_view(steps: int, tmp_path: Path) -> None:
     """303 tokens in the verdict, 293 with --steps 8, 285 with 5 and none with 4, before."""

@@ -8,7 +8,8 @@ The CI profile runs 200 of each (`tests/conftest.py`); the on-demand profile 2,0
 
     HYPOTHESIS_PROFILE=large python -m pytest tests/test_verdict_invariants.py -q
 
-What must hold, whatever the input: a split is chosen only when it is feasible; a feasible
+What must hold, whatever the input: a split is chosen only when it is feasible, and where
+colocation also carries the rate, only when it needs fewer GPUs for it (DSG020); a feasible
 verdict's chosen mode meets both p99 targets (within 0.1%) on no more GPUs than the cluster
 has; the gain is the goodput ratio or null; `gpus_needed_for_rate` covers the layout that
 serves the rate; the verdict's crossover equals `decide sweep`'s; the JSON holds no NaN or
@@ -125,6 +126,11 @@ def check_invariants(w: Workload, v: Verdict) -> None:
     if v.disaggregate:
         assert d.feasible, "a split was chosen that meets no target"
         assert d.fits_cluster or not c.fits_cluster, "a short split chosen over a colocated fit"
+        if c.fits_cluster:  # DSG020: a split must save GPUs at the workload's own rate
+            assert d.gpus_needed_for_rate < c.gpus_needed_for_rate, (
+                d.gpus_needed_for_rate,
+                c.gpus_needed_for_rate,
+            )
     chosen = d if v.disaggregate else c
     assert v.feasible == chosen.feasible
     if not c.feasible and not d.feasible:

@@ -247,7 +247,8 @@ def summarize(
             )
         text = (
             f"Stay colocated: {_count(c.replicas, 'replica')} x {c.layout} ({c.gpus} GPUs, "
-            f"chunked prefill {c.chunk_tokens} tokens); {why}. {numbers}."
+            f"chunked prefill {c.chunk_tokens} tokens); {why}{_rate_sizing(r, a, outcome)}. "
+            f"{numbers}."
         )
     else:
         name = "NVIDIA Dynamo" if outcome.decision == "dynamo" else "llm-d"
@@ -295,6 +296,19 @@ def _why_colocated(outcome: engine.Outcome) -> str:
     if pushing:
         return f"{', '.join(pushing)} outweigh the case for a split"
     return "no rule makes the case for a split"
+
+
+def _rate_sizing(r: Resolved, a: Analysis, outcome: engine.Outcome) -> str:
+    """Both modes' GPUs for the rate, where the deciding veto compared them (DSG020): a gain
+    per GPU that the split still wins, so the reader sees why it does not count here."""
+    veto = outcome.deciding_veto
+    if veto is None or not any(x.metric == "gpus_saved_by_split" for x in veto.compared):
+        return ""
+    rate = r.workload.traffic.requests_per_second
+    return (
+        f": at {rate:g} req/s the split needs {a.disaggregated.gpus_needed_for_rate} GPUs, "
+        f"colocated replicas {a.colocated.gpus_needed_for_rate}"
+    )
 
 
 def _split_layout(d) -> str:

@@ -88,6 +88,7 @@ METRICS: tuple[Metric, ...] = (
     Metric("disaggregated_feasible", "bool", "some P/D split meets both SLOs", lambda r, a: a.disaggregated.feasible),
     Metric("colocated_fits_cluster", "bool", "the colocated layout meets both SLOs at the workload's rate on the cluster's GPUs", lambda r, a: a.colocated.fits_cluster),
     Metric("disaggregated_fits_cluster", "bool", "the split meets both SLOs at the workload's rate on the cluster's GPUs", lambda r, a: a.disaggregated.fits_cluster),
+    Metric("gpus_saved_by_split", "GPUs", "GPUs the always-disaggregated sizing saves over the colocated one at the workload's rate; unset unless both fit the cluster", lambda r, a: _gpus_saved_by_split(a)),
     Metric("crossover_prompt_tokens", "tokens", "prompt length where disaggregation starts to win", lambda r, a: a.crossover_prompt_tokens),
     Metric("layout", "colocated|disaggregated|conditional", "the layout with the most goodput per GPU (conditional: long prompts to a prefill pool)", lambda r, a: a.conditional.layout if a.conditional else "colocated"),
     Metric("goodput_per_gpu_conditional", "req/s/GPU", "best conditional-disaggregation goodput per cluster GPU (never below either mode)", lambda r, a: a.conditional.goodput_per_gpu if a.conditional else None),
@@ -103,6 +104,17 @@ METRICS: tuple[Metric, ...] = (
     Metric("decode_ep", "GPUs", "expert-parallel size of the decode layout (1: TP only)", lambda r, a: a.disaggregated.decode_ep),
     Metric("split_narrows_ep", "bool", "the decode layout's EP group is narrower than the colocated one", lambda r, a: a.disaggregated.decode_ep < a.colocated.ep),
 )  # fmt: skip
+
+
+def _gpus_saved_by_split(a: Analysis) -> int | None:
+    """Colocated minus always-disaggregated GPUs for the workload's rate. Goodput per GPU
+    compares the modes on the whole cluster; at a rate well below it, what a team buys is
+    the GPUs each mode needs for that rate, and a split that needs as many saves nothing."""
+    colo, split = a.colocated, a.disaggregated
+    if not (colo.fits_cluster and split.fits_cluster):
+        return None
+    return int(colo.gpus_needed_for_rate) - int(split.gpus_needed_for_rate)
+
 
 BY_NAME: dict[str, Metric] = {m.name: m for m in METRICS}
 
