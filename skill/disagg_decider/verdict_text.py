@@ -180,9 +180,9 @@ def _threshold_cell(k) -> str:
 
 
 def conditional_cells(v: Verdict) -> list[str]:
-    """The conditional column of the modes table, row for row. Its pools split the whole
-    cluster at the layout's own goodput, so the rate rows and costs (the modes' sizing for
-    the workload's rate) are not priced for it: "-"."""
+    """The conditional column of the modes table, row for row. Its pools are sized for the
+    workload's rate (at most the cluster's split), so its GPUs are those pools'; whether the
+    cluster carries the rate and the costs are not priced for it: "-"."""
     k = v.conditional
     ok = k.feasible
     if k.layout == "conditional":

@@ -38,6 +38,7 @@ import numpy as np
 
 from disagg_decider.calc import colocated_load, overall_miss
 from disagg_decider.calc.conditional_rows import Lifted, Rows, priced_rows
+from disagg_decider.calc.conditional_sizing import sized_for_rate
 from disagg_decider.calc.deferred_p99 import DeferredP99
 from disagg_decider.calc.lengths import Lengths
 from disagg_decider.calc.result import (
@@ -381,6 +382,8 @@ def evaluate_many_later(
     out = [(r, c, d, by_t) for (r, c, d), by_t in zip(modes, best, strict=True)]
     # The chosen conditional layouts' p99s at each workload's rate, all in one pass.
     chosen = [(r, by_t[t]) for r, c, d, by_t in out if (t := _chosen(c, d, by_t)) is not None]
+    # Each sized for its workload's rate (`conditional_sizing`), as the modes are.
+    chosen = list(zip([r for r, _ in chosen], sized_for_rate(resolved[0], chosen), strict=True))
     reports = _report_rows(resolved[0], chosen, p99s, lifted) if chosen else list
 
     def layouts(
@@ -493,7 +496,7 @@ def _layout(
             tpot_p99_ms=disagg.tpot_p99_ms,
             **common,
         )
-    c = report(r, by_t[t]) if reported is None else reported
+    c = report(r, sized_for_rate(r, [(r, by_t[t])])[0]) if reported is None else reported
     return ConditionalResult(
         layout="conditional",
         feasible=True,

@@ -71,8 +71,11 @@ class ConditionalResult(_Out):
     prefill pool, the rest prefill on the decode workers (`calc/conditional.py`).
 
     `layout` says what the best threshold is: `conditional`, or `disaggregated` (T = 0) or
-    `colocated` (no prefill pool) when one of those is within 1% of the best. Pools are the
-    whole cluster's split at the layout's goodput; latencies at the workload's rate.
+    `colocated` (no prefill pool) when one of those is within 1% of the best. `max_rate_per_s`
+    and `goodput_per_gpu` are the whole cluster's split's, as the modes' are; the pools are
+    sized for the workload's rate (`calc/conditional_sizing.py`: the fewest replicas of the
+    chosen threshold, TP pair and chunk that carry it; the cluster's split where the rate
+    needs it all); latencies at the workload's rate on those pools.
     """
 
     mode: Literal["conditional"] = "conditional"
