@@ -155,11 +155,18 @@ def _block(seed: int = 29, index: int = 0) -> list:
 
 
 def _candidates(resolved: list) -> list[list]:
+    """The conditional candidates as the decision searches them: from the TP pairs of the
+    modes' best layouts on the cluster (before the colocated pools are sized down for the
+    rate, `calc/rate_layout.py`, which the search never sees)."""
+    from unittest import mock
+
+    from disagg_decider.calc import rate_layout
     from disagg_decider.calc.compare import analyze
 
     pairs = []
     for r in resolved:
-        a = analyze(r)
+        with mock.patch.object(rate_layout, "fewest_gpus_layout", lambda *args: None):
+            a = analyze(r)
         pairs.append(conditional.tp_pairs(r, a.colocated, a.disaggregated))
     return conditional.candidates_many(resolved, pairs)
 

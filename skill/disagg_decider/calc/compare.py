@@ -16,7 +16,7 @@ from __future__ import annotations
 import math
 from bisect import bisect_left
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import cache
 
 import numpy as np
@@ -30,6 +30,7 @@ from disagg_decider.calc import (
     parallel,
     pins,
     prefill,
+    rate_layout,
 )
 from disagg_decider.calc.arrays import sorted_unique
 from disagg_decider.calc.deferred_p99 import DeferredP99
@@ -130,12 +131,22 @@ def _analyze_block(resolved: list[Resolved], modes_only: bool = False) -> list[A
     # once every choice is made (`deferred_p99`).
     p99s = DeferredP99()
     colo, colo_ttft = _colocated_results(own, found, p99s)
+    # The colocated pools to deploy: the fewest GPUs that carry the rate (`rate_layout`).
+    fewest_t = rate_layout.fewest_gpus_layout(found, own.row, own.rate)
+    fewest = (
+        None
+        if fewest_t is None
+        else _colocated_results(own, replace(found, colo_best_t=fewest_t), p99s)
+    )
     disagg, disagg_columns, disagg_ttft = _disaggregated_results(own, found, p99s)
     request = _per_request(own, disagg_columns)
-    limits = limits_for_block(members, colo, disagg)
+    # The conditional search reads the best layout (its goodput and TP), as the gain does.
     layouts = None if modes_only else conditional.evaluate_many_later(resolved, colo, disagg, p99s)
     p99s.solve()
     colo, disagg = _with_ttft(colo, colo_ttft()), _with_ttft(disagg, disagg_ttft())
+    if fewest is not None:
+        colo = rate_layout.presented(colo, _with_ttft(fewest[0], fewest[1]()))
+    limits = limits_for_block(members, colo, disagg)
     conds = [None] * len(resolved) if layouts is None else layouts(colo, disagg)
     out = []
     for k in range(len(resolved)):
