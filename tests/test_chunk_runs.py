@@ -168,3 +168,28 @@ def test_tail_window_stands_for_the_p99_over_log_normal_outputs(sigma) -> None:
         assert window == pytest.approx(exact, rel=0.04)
     else:
         assert exact * 0.8 < window < exact
+
+
+def test_single_class_examples_never_take_the_mixed_path(monkeypatch) -> None:
+    """Every single-class example is priced by the one-class convention: the mixed-traffic
+    runs and window are never asked for (their weight is None on every line searched)."""
+    from disagg_decider.workload import load_workload
+    from tests.conftest import EXAMPLES
+
+    seen = []
+
+    def one_class_only(original):
+        def call(*args):
+            seen.append(args[-1])
+            assert args[-1] is None, "a one-class line took the mixed-traffic terms"
+            return original(*args)
+
+        return call
+
+    for name in ("run_iterations", "tail_window_tokens"):
+        monkeypatch.setattr(chunk_runs, name, one_class_only(getattr(chunk_runs, name)))
+    singles = [w for w in map(load_workload, EXAMPLES) if not w.traffic.classes]
+    assert len(singles) >= 8
+    for w in singles:
+        decide(w)
+    assert seen  # the colocated model was priced through them
