@@ -16,6 +16,7 @@ workload is examples/mixed-chat-rag-dynamo.yaml.
 
     python benchmarks/conditional_vs_sim.py                # 20 workloads
     python benchmarks/conditional_vs_sim.py --workloads 8 --requests 2000
+    python benchmarks/conditional_vs_sim.py --workloads 60 --chunk-tokens 1024
 """
 
 from __future__ import annotations
@@ -84,6 +85,13 @@ def workload(seed: int) -> Workload:
     )
 
 
+def _with_chunks(w: Workload, chunks: list[int]) -> Workload:
+    efficiency = type(w.efficiency).model_validate(
+        {**w.efficiency.model_dump(), "chunk_tokens": chunks}
+    )
+    return w.model_copy(update={"efficiency": efficiency})
+
+
 def _mode_goodputs(r, v, base) -> dict[str, float | None]:
     """Each mode's simulated goodput on the verdict's own pools (None: the mode is infeasible)."""
     setup = run.setup(r, v)
@@ -105,11 +113,20 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--workloads", type=int, default=20)
     parser.add_argument("--requests", type=int, default=3000)
+    parser.add_argument(
+        "--chunk-tokens",
+        type=int,
+        nargs="+",
+        help="pin the colocated chunk sizes tried (efficiency.chunk_tokens), e.g. 1024: the "
+        "colocated TPOT tail where it binds most",
+    )
     args = parser.parse_args()
     ratios, wins, rows = [], 0, []
     mode_ratios: dict[str, list[float]] = {"colocated": [], "disaggregated": []}
     started = time.time()
     workloads = [load_workload(EXAMPLE)] + [workload(seed) for seed in range(args.workloads)]
+    if args.chunk_tokens:
+        workloads = [_with_chunks(w, args.chunk_tokens) for w in workloads]
     for seed, w in enumerate(workloads):
         r, v = resolve(w), decide(w)
         base = run.synthetic_requests(r, args.requests, seed=seed)
@@ -155,9 +172,10 @@ def main() -> None:
         if values:
             n = len(values)
             print(f"{m} mode on mixed traffic: calc/sim goodput {_quantiles(values)} ({n} runs)")
+    pinned = f" --chunk-tokens {' '.join(map(str, args.chunk_tokens))}" if args.chunk_tokens else ""
     print(
         f"({time.time() - started:.0f} s; python benchmarks/conditional_vs_sim.py "
-        f"--workloads {args.workloads} --requests {args.requests})"
+        f"--workloads {args.workloads} --requests {args.requests}{pinned})"
     )
 
 

@@ -1,8 +1,9 @@
 """The colocated pools a verdict presents: the fewest GPUs that carry the rate.
 
-`calc/rate_layout.py`. The best layout per GPU on the whole cluster is what the modes are compared on; at a team's own
-rate another layout may carry it on fewer GPUs. Before this, an 8B chat service at 10 req/s on
-8 H100s was told one TP4 replica (4 GPUs) where one TP1 replica (1 GPU) meets both targets.
+`calc/rate_layout.py`. The best layout per GPU on the whole cluster is what the modes are
+compared on; at a team's own rate another layout may carry it on fewer GPUs. Before this, an
+8B chat service at 10 req/s on 8 H100s was told one TP4 replica (4 GPUs) where one TP1 replica
+(1 GPU) meets both targets.
 """
 
 from __future__ import annotations

@@ -23,7 +23,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from disagg_decider.calc import queueing
+from disagg_decider.calc import chunk_runs, queueing
 from disagg_decider.calc.arrays import broadcast
 from disagg_decider.calc.decode import (
     batch_grid,
@@ -79,12 +79,17 @@ class Lines:
     # Mixed traffic: the seat context's squared CV across classes (`Lengths.context_scv`);
     # None where no line is mixed, which keeps the one-class pricing bit for bit.
     context_scv: np.ndarray | None = None
+    # Mixed traffic: how far the chunk runs' tail is priced as the prompt server's busy
+    # periods (`chunk_runs.class_spread_weight`; 0 on the lines that are not mixed); None
+    # where no line is mixed.
+    class_spread: np.ndarray | None = None
 
 
 def lines(engine: Engine, lengths: Lengths, ttft_ms, tpot_ms, chunk, servers=1.0) -> Lines:
     ctx = lengths.decode_context_mean
     cached = lengths.prompt_mean * lengths.hit_rate
     scv = np.asarray(lengths.context_scv, dtype=float)
+    mixed = bool(np.any(scv > 0.0))
     limit = memory_batch_limit(engine, lengths)
     with np.errstate(divide="ignore"):
         inverse_limit = np.where(limit > 0, 1.0 / limit, np.inf)
@@ -102,7 +107,10 @@ def lines(engine: Engine, lengths: Lengths, ttft_ms, tpot_ms, chunk, servers=1.0
         uncached_nodes=np.asarray(lengths.prompt_p50 * lengths.uncached_share)[..., None]
         * np.exp(np.asarray(lengths.prompt_sigma)[..., None] * queueing.Z_NODES),
         servers=np.asarray(servers, dtype=float),
-        context_scv=scv if np.any(scv > 0.0) else None,
+        context_scv=scv if mixed else None,
+        class_spread=np.where(scv > 0.0, chunk_runs.class_spread_weight(lengths), 0.0)
+        if mixed
+        else None,
     )
 
 
@@ -130,9 +138,15 @@ def evaluate(at: Lines, batch, t_empty=None, with_ttft=False, with_headroom=True
     # independent draws. The runs a window meets are size-biased (a long prompt's run is more
     # likely to overlap it), so a run is E[u^2] / E[u] tokens long, not the mean prompt: the
     # two differ most on wide or mixed lengths, a few 16K prompts among short chat turns.
-    biased_room = lengths.uncached_size_biased / q.room
-    run_length = np.maximum(biased_room, 1.0) / np.maximum(1.0 - carrying, 1e-3)
-    draws = np.maximum(lengths.output_p50 / run_length, 1.0)
+    # On mixed traffic a run is the prompt server's busy period, and the p99 request a short
+    # output (`chunk_runs`).
+    run_length = chunk_runs.run_iterations(
+        lengths.uncached_size_biased / q.room, carrying, q.t_full, t_empty, at.class_spread
+    )
+    window = chunk_runs.tail_window_tokens(
+        lengths.output_p50, lengths.output_sigma, at.class_spread
+    )
+    draws = np.maximum(window / run_length, 1.0)
     spread = queueing.Z99 * np.sqrt(np.maximum(carrying * (1 - carrying), 0.0) / draws)
     # The batch a request decodes with is not the mean batch: over its lifetime the sequences
     # around it (B on average, Little's law) fluctuate, and with them how many prompts arrive to

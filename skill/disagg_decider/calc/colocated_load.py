@@ -236,6 +236,7 @@ def _lines_at_rows(at: Lines, take) -> Lines:
         uncached_nodes=take(at.uncached_nodes),
         servers=take(at.servers),
         context_scv=None if at.context_scv is None else take(at.context_scv),
+        class_spread=None if at.class_spread is None else take(at.class_spread),
     )
 
 
