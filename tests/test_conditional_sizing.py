@@ -33,9 +33,9 @@ LOW_RATE = {
     "cluster": {"gpu": "h200", "gpus": 16, "network": "ib-ndr-400", "kubernetes": True},
     "ops": {"maturity": "high", "orchestrator_preference": "kubernetes-native"},
 }
-# DSG020 keeps this one colocated (the split saves no GPU at 0.01 req/s); a team that splits
-# anyway gets the conditional layout, which is what is sized here.
-SPLIT_ANYWAY = {"min_gpus_saved": -100}
+# DSG020 keeps this one colocated (the split saves no GPU at 0.01 req/s) and its gain is about
+# 1.05; a team that splits anyway gets the conditional layout, which is what is sized here.
+SPLIT_ANYWAY = {"min_gpus_saved": -100, "min_gain": 1.0}
 
 
 def _gpus(k) -> int:
@@ -55,7 +55,17 @@ def test_a_low_rate_gets_the_fewest_replicas_not_the_cluster(tmp_path: Path) -> 
     path.write_text(yaml.safe_dump(LOW_RATE))
     out = tmp_path / "out"
     done = run_cli(
-        "deploy", "-w", str(path), "-t", "llm-d", "-o", str(out), "--set", "min_gpus_saved=-100"
+        "deploy",
+        "-w",
+        str(path),
+        "-t",
+        "llm-d",
+        "-o",
+        str(out),
+        "--set",
+        "min_gpus_saved=-100",
+        "--set",
+        "min_gain=1.0",
     )
     assert done.returncode == 0, done.stderr
     values = yaml.safe_load((out / "modelservice-values.yaml").read_text())

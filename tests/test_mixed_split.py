@@ -106,7 +106,9 @@ def test_batch_mix_is_the_seat_weighted_spread_of_class_contexts() -> None:
     p = [c.prompt_p50 * math.exp(c.prompt_sigma**2 / 2) for c in comps]
     o = [c.output_p50 * math.exp(c.output_sigma**2 / 2) for c in comps]
     seats = np.array([c.weight * oi for c, oi in zip(comps, o, strict=True)])
-    ctx = np.array([pi + oi / 2 for pi, oi in zip(p, o, strict=True)])
+    # A seat holds its class's output-weighted output: E[O^2] / E[O] = E[O] exp(sigma^2).
+    held_o = [oi * math.exp(c.output_sigma**2) for c, oi in zip(comps, o, strict=True)]
+    ctx = np.array([pi + oi / 2 for pi, oi in zip(p, held_o, strict=True)])
     mean = (seats * ctx).sum() / seats.sum()
     var = (seats * (ctx - mean) ** 2).sum() / seats.sum()
     scv, held = batch_mix(bimodal())
@@ -114,7 +116,7 @@ def test_batch_mix_is_the_seat_weighted_spread_of_class_contexts() -> None:
     assert 0.9 < scv < 1.1  # 46% of the seats hold 16K-token contexts, 54% 0.5K
     assert mean == pytest.approx(batch_context_tokens(bimodal()), rel=1e-12)
     assert held == pytest.approx(
-        sum(s * (pi + oi) for s, pi, oi in zip(seats, p, o, strict=True)) / seats.sum()
+        sum(s * (pi + oi) for s, pi, oi in zip(seats, p, held_o, strict=True)) / seats.sum()
     )
     one = bimodal(classes=[{"share": 1.0, "prompt_tokens": 500, "output_tokens": 100}])
     assert all(math.isnan(x) for x in batch_mix(one))

@@ -187,13 +187,16 @@ def mixture_percentiles(
     return prompt, output, cached / p1
 
 
-def _seats(comps: list[Component]) -> tuple[list[float], list[float], list[float]]:
+def class_seats(comps: list[Component]) -> tuple[list[float], list[float], list[float]]:
     """Per class: its share of decode seats (share x mean output: a request holds its seat for
-    its output, Little's law per class), mean prompt and mean output."""
+    its output, Little's law per class), mean prompt, and the output a seat of the class holds
+    (seat-weighted within the class too: E[O^2] / E[O] = E[O] exp(sigma^2), as
+    `decode.held_tokens` for one class)."""
     p = [c.prompt_p50 * math.exp(c.prompt_sigma**2 / 2) for c in comps]
     o = [c.output_p50 * math.exp(c.output_sigma**2 / 2) for c in comps]
     seats = [c.weight * oi for c, oi in zip(comps, o, strict=True)]
-    return seats, p, o
+    held = [oi * math.exp(c.output_sigma**2) for c, oi in zip(comps, o, strict=True)]
+    return seats, p, held
 
 
 def batch_context_tokens(workload: Any) -> float:
@@ -201,13 +204,14 @@ def batch_context_tokens(workload: Any) -> float:
 
     A request holds its seat for its output, so classes with long outputs fill more of the
     batch (Little's law per class): the mean context is output-weighted,
-    sum(w o (p + o / 2)) / sum(w o) over class means. With one class it is the calculator's
-    convention, prompt + output / 2, and nan says so.
+    sum(w o (p + h / 2)) / sum(w o) over class means, h the output a seat of the class holds
+    (`class_seats`). With one class it is the calculator's convention
+    (`Lengths.decode_context_mean`), and nan says so.
     """
     comps = components(workload)
     if len(comps) == 1:
         return math.nan
-    seats, p, o = _seats(comps)
+    seats, p, o = class_seats(comps)
     return sum(s * (pi + oi / 2) for s, pi, oi in zip(seats, p, o, strict=True)) / sum(seats)
 
 
@@ -220,14 +224,15 @@ def batch_mix(workload: Any) -> tuple[float, float]:
       and with 16K-token RAG contexts beside 500-token chat turns the KV read per step varies
       about sqrt(1 + scv) times as much as the seat count alone makes it (compound Poisson).
     - held tokens: the KV a seat reserves (prompt + whole output, the reservation rule shared
-      with the simulator), seat-weighted: long-output classes hold more of the seats.
+      with the simulator), seat-weighted: long-output classes hold more of the seats, and
+      within a class the long outputs.
 
     (nan, nan) for one class: the calculator's one-class convention applies there.
     """
     comps = components(workload)
     if len(comps) == 1:
         return math.nan, math.nan
-    seats, p, o = _seats(comps)
+    seats, p, o = class_seats(comps)
     total = sum(seats)
     held = sum(s * (pi + oi) for s, pi, oi in zip(seats, p, o, strict=True)) / total
     return seat_context_scv(comps), held
@@ -236,7 +241,7 @@ def batch_mix(workload: Any) -> tuple[float, float]:
 def seat_context_scv(comps: list[Component]) -> float:
     """The squared CV of a decode seat's context across the classes (seat-weighted class
     means, `batch_mix`); 0 for one class."""
-    seats, p, o = _seats(comps)
+    seats, p, o = class_seats(comps)
     total = sum(seats)
     ctx = [pi + oi / 2 for pi, oi in zip(p, o, strict=True)]
     mean = sum(s * c for s, c in zip(seats, ctx, strict=True)) / total

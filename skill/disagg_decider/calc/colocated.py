@@ -28,8 +28,10 @@ from disagg_decider.calc.arrays import broadcast
 from disagg_decider.calc.decode import (
     batch_grid,
     decode_step_ms,
+    held_scv,
     memory_batch_limit,
     read_context,
+    seats_in_use_p99,
 )
 from disagg_decider.calc.frontier import (
     bisect_edge,
@@ -166,7 +168,7 @@ def evaluate(at: Lines, batch, t_empty=None, with_ttft=False, with_headroom=True
         rate_per_s=rate_per_ms * 1e3,
         ttft_p99_ms=ttft_p99,
         tpot_p99_ms=tpot_p99,
-        headroom=_headroom(at, q, b, carrying, tpot_p99) if with_headroom else None,
+        headroom=_headroom(at, q, b, t_empty, carrying, tpot_p99) if with_headroom else None,
         idle_ttft_ms=idle_ttft,
         idle_tpot_ms=t_empty,
     )
@@ -193,7 +195,7 @@ def _steps_at_p99(at: Lines, b, b99, room99) -> tuple[np.ndarray, np.ndarray]:
     return np.where(mixed, wide_empty, empty), np.where(mixed, wide_full, full)
 
 
-def _headroom(at: Lines, q: PromptQueue, b, carrying, tpot_p99) -> np.ndarray:
+def _headroom(at: Lines, q: PromptQueue, b, t_empty, carrying, tpot_p99) -> np.ndarray:
     """The smallest normalised slack, 1 - value / limit, over every limit: one minus the
     largest ratio. Chunk sizes and targets are positive (validated)."""
     # Prompts queue as one M/G/c pool (`prompt_queue`); the search needs only the miss
@@ -205,7 +207,9 @@ def _headroom(at: Lines, q: PromptQueue, b, carrying, tpot_p99) -> np.ndarray:
     worst = np.array(ttft_ratio, dtype=float)  # the one ratio whose value spans every axis
     np.maximum(worst, b / at.chunk, out=worst)
     np.maximum(worst, carrying, out=worst)
-    np.maximum(worst, b * at.inverse_memory_limit, out=worst)
+    # The KV seats hold the p99 of the sequences in flight (`decode.seats_in_use_p99`).
+    in_use = seats_in_use_p99(b, t_empty, at.empty_pass.ms(b + 1.0, 0.0), held_scv(at.lengths))
+    np.maximum(worst, in_use * at.inverse_memory_limit, out=worst)
     np.maximum(worst, tpot_p99 / at.tpot_ms, out=worst)
     return 1.0 - worst
 

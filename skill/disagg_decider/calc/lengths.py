@@ -32,7 +32,9 @@ class Lengths:
     # (size-biased), the length of the chunk runs a decoding request meets (`colocated`)
     uncached_size_biased: np.ndarray
     output_mean: np.ndarray
-    decode_context_mean: np.ndarray  # ISL + OSL/2, the convention of Dynamo's planner
+    # ISL + OSL/2 (Dynamo planner's convention) with OSL seat-weighted: a decode seat is held
+    # by a sequence for its output, so the batch holds long outputs more (E[O^2] / E[O]).
+    decode_context_mean: np.ndarray
     # Mixed traffic (set on a mixed workload's own rows, `classes`): the uncached prompt a
     # chunked-prefill token belongs to (`classes.chunk_prompt_tokens`; the mean uncached prompt
     # otherwise), and the squared CV of a decode seat's context across the classes
@@ -80,7 +82,7 @@ class Lengths:
             uncached_second_moment=second,
             uncached_size_biased=second / np.maximum(uncached_mean, 1e-9),
             output_mean=out_mean,
-            decode_context_mean=mean + out_mean / 2.0,
+            decode_context_mean=mean + out_mean * np.exp(np.square(output_sigma)) / 2.0,
             chunk_prompt_tokens=uncached_mean,
             context_scv=np.zeros(np.shape(uncached_mean)),
         )

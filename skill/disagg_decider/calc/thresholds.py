@@ -26,6 +26,7 @@ from disagg_decider.calc.pools import ingress_rate_per_s, prefill_pool, rate_whe
 from disagg_decider.calc.search import engine_for
 from disagg_decider.classes import (
     Component,
+    class_seats,
     class_size_biased,
     components,
     fit_moments,
@@ -163,19 +164,19 @@ def batch_weighted(lengths: Lengths, comps: list[Component]) -> Lengths:
     """The mix as a decode batch sees it: a request stays in the batch for its output, so
     classes with long outputs fill more of it (Little's law per class). The batch's mean
     context and KV held per sequence are weighted by output length; with one class this is
-    the calculator's convention, prompt + output / 2."""
+    the calculator's convention (`Lengths.decode_context_mean`, `decode.held_tokens`)."""
     if len(comps) == 1:
         return lengths
-    p = [c.prompt_p50 * math.exp(c.prompt_sigma**2 / 2) for c in comps]
-    o = [c.output_p50 * math.exp(c.output_sigma**2 / 2) for c in comps]
-    seats = [c.weight * oi for c, oi in zip(comps, o, strict=True)]
+    seats, p, o = class_seats(comps)  # o: the output a seat of each class holds
     total = sum(seats)
     ctx = sum(s * (pi + oi / 2) for s, pi, oi in zip(seats, p, o, strict=True)) / total
     held = sum(s * (pi + oi) for s, pi, oi in zip(seats, p, o, strict=True)) / total
+    # `decode.held_tokens` reads prompt_mean + output_mean exp(sigma^2): set so it gives `held`.
+    seat_output = float(lengths.output_mean * np.exp(np.square(lengths.output_sigma)))
     return replace(
         lengths,
         decode_context_mean=np.asarray(ctx),
-        prompt_mean=np.asarray(held - float(lengths.output_mean)),
+        prompt_mean=np.asarray(held - seat_output),
         chunk_prompt_tokens=np.asarray(class_size_biased(comps)),
         context_scv=np.asarray(seat_context_scv(comps)),
     )

@@ -1,0 +1,101 @@
+"""The pools a verdict tells a team to deploy, simulated at the team's own rate.
+
+Run from the repository root:
+
+    python benchmarks/rate_sizing_vs_sim.py [--workloads 200] [--requests 4000] [--seed 1]
+
+`calc_vs_sim.py` checks each mode's goodput on the whole cluster; this checks the other half of a
+verdict: the layout sized for the workload's rate (the colocated layout on the fewest GPUs,
+`calc/rate_layout.py`; the always-disaggregated pools; the conditional layout,
+`calc/conditional_sizing.py`). For every workload of the seeded mix (`benchmarks/workload_mix.py`,
+seed 17) whose mode fits its cluster, that mode's pools are simulated on `--requests` synthetic
+requests at the workload's rate, and the share of steady-state requests within both p99
+targets is recorded (the SLO asks for 99%). Reported per mode: how many pools were simulated,
+how many reach 99%, 98% and 95%, the median and the worst, and the worst few by name.
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "skill"))
+sys.path.insert(0, str(ROOT / "benchmarks"))
+
+from disagg_decider.decide import decide_many  # noqa: E402
+from disagg_decider.sim import conditional as sim_conditional  # noqa: E402
+from disagg_decider.sim import metrics, run  # noqa: E402
+from disagg_decider.workload import resolve  # noqa: E402
+from workload_mix import workload_mix  # noqa: E402
+
+MODES = ("colocated", "disaggregated", "conditional")
+
+
+def attained(r, v, mode: str, requests) -> float | None:
+    """Steady-state share of requests within both targets on the verdict's pools for `mode`;
+    None where that mode does not carry the rate on the cluster (nothing sized to check)."""
+    w = r.workload
+    if mode == "conditional":
+        k = v.conditional
+        if (
+            k is None
+            or k.layout != "conditional"
+            or k.max_rate_per_s < w.traffic.requests_per_second
+        ):
+            return None
+        cfg = sim_conditional.config_of(r, v)
+        outcome = sim_conditional.simulate(
+            run.engine(r, cfg.prefill_tp), run.engine(r, cfg.decode_tp), requests, cfg
+        )
+    else:
+        if not getattr(v, mode).fits_cluster:
+            return None
+        outcome = run.simulate_mode(run.setup(r, v), mode, requests)
+    return metrics.attainment(outcome, requests, w.slo.ttft_ms, w.slo.tpot_ms, steady=True)[0]
+
+
+def _at_least(values: list[float], share: float) -> int:
+    return sum(v >= share for v in values)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--workloads", type=int, default=200, help="workloads of the seeded mix")
+    parser.add_argument("--requests", type=int, default=4000, help="simulated requests per pool")
+    parser.add_argument("--seed", type=int, default=1, help="seed of the simulated requests")
+    args = parser.parse_args()
+    started = time.perf_counter()
+    mix = workload_mix(args.workloads, 17)
+    verdicts = decide_many(mix)
+    shares: dict[str, list[tuple[float, str]]] = {m: [] for m in MODES}
+    for w, v in zip(mix, verdicts, strict=True):
+        r = resolve(w)
+        requests = run.synthetic_requests(r, args.requests, seed=args.seed)
+        for mode in MODES:
+            share = attained(r, v, mode, requests)
+            if share is not None:
+                shares[mode].append((share, w.name))
+    for mode, found in shares.items():
+        if not found:
+            print(f"{mode}: no pools fit their cluster")
+            continue
+        values = sorted(s for s, _ in found)
+        worst = ", ".join(f"{n} {s:.1%}" for s, n in sorted(found)[:3])
+        print(
+            f"{mode}: {len(values)} pools sized for their rate; within both targets for >= 99% "
+            f"of requests: {_at_least(values, 0.99)}, >= 98%: {_at_least(values, 0.98)}, >= 95%: "
+            f"{_at_least(values, 0.95)}; median "
+            f"{statistics.median(values):.2%}, worst {values[0]:.1%} ({worst})"
+        )
+    print(
+        f"({time.perf_counter() - started:.0f} s; python benchmarks/rate_sizing_vs_sim.py "
+        f"--workloads {args.workloads} --requests {args.requests} --seed {args.seed})"
+    )
+
+
+if __name__ == "__main__":
+    main()
