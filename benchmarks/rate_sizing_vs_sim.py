@@ -5,13 +5,15 @@ Run from the repository root:
     python benchmarks/rate_sizing_vs_sim.py [--workloads 200] [--requests 4000] [--seed 1]
 
 `calc_vs_sim.py` checks each mode's goodput on the whole cluster; this checks the other half of a
-verdict: the layout sized for the workload's rate (the colocated layout on the fewest GPUs,
-`calc/rate_layout.py`; the always-disaggregated pools; the conditional layout,
+verdict: the layout sized for the workload's rate (the colocated layout and the split's pair on the
+fewest GPUs, `calc/rate_layout.py`; the conditional layout,
 `calc/conditional_sizing.py`). For every workload of the seeded mix (`benchmarks/workload_mix.py`,
 seed 17) whose mode fits its cluster, that mode's pools are simulated on `--requests` synthetic
 requests at the workload's rate, and the share of steady-state requests within both p99
 targets is recorded (the SLO asks for 99%). Reported per mode: how many pools were simulated,
-how many reach 99%, 98% and 95%, the median and the worst, and the worst few by name.
+how many reach 99%, 98% and 95%, the median and the worst, and the worst few by name; and the
+same for the pools that are the verdict's plan (the mode it deploys), the others being what a
+mode would run where the verdict chose another (a split over TCP the rulebook vetoes, say).
 """
 
 from __future__ import annotations
@@ -62,6 +64,28 @@ def _at_least(values: list[float], share: float) -> int:
     return sum(v >= share for v in values)
 
 
+def plan_mode(v) -> str:
+    """The mode whose pools the verdict deploys."""
+    if v.decision == "colocate":
+        return "colocated"
+    dynamo_splits = v.decision == "dynamo" and v.dynamo_layout == "disaggregated"
+    return "conditional" if v.layout == "conditional" and not dynamo_splits else "disaggregated"
+
+
+def report(label: str, found: list[tuple[float, str]]) -> None:
+    if not found:
+        print(f"{label}: no pools")
+        return
+    values = sorted(s for s, _ in found)
+    worst = ", ".join(f"{n} {s:.1%}" for s, n in sorted(found)[:3])
+    print(
+        f"{label}: {len(values)} pools sized for their rate; within both targets for >= 99% "
+        f"of requests: {_at_least(values, 0.99)}, >= 98%: {_at_least(values, 0.98)}, >= 95%: "
+        f"{_at_least(values, 0.95)}; median {statistics.median(values):.2%}, worst "
+        f"{values[0]:.1%} ({worst})"
+    )
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--workloads", type=int, default=200, help="workloads of the seeded mix")
@@ -72,6 +96,7 @@ def main() -> None:
     mix = workload_mix(args.workloads, 17)
     verdicts = decide_many(mix)
     shares: dict[str, list[tuple[float, str]]] = {m: [] for m in MODES}
+    plans: list[tuple[float, str]] = []
     for w, v in zip(mix, verdicts, strict=True):
         r = resolve(w)
         requests = run.synthetic_requests(r, args.requests, seed=args.seed)
@@ -79,18 +104,11 @@ def main() -> None:
             share = attained(r, v, mode, requests)
             if share is not None:
                 shares[mode].append((share, w.name))
+                if mode == plan_mode(v) and v.feasible:
+                    plans.append((share, f"{w.name} ({mode})"))
     for mode, found in shares.items():
-        if not found:
-            print(f"{mode}: no pools fit their cluster")
-            continue
-        values = sorted(s for s, _ in found)
-        worst = ", ".join(f"{n} {s:.1%}" for s, n in sorted(found)[:3])
-        print(
-            f"{mode}: {len(values)} pools sized for their rate; within both targets for >= 99% "
-            f"of requests: {_at_least(values, 0.99)}, >= 98%: {_at_least(values, 0.98)}, >= 95%: "
-            f"{_at_least(values, 0.95)}; median "
-            f"{statistics.median(values):.2%}, worst {values[0]:.1%} ({worst})"
-        )
+        report(mode, found)
+    report("the verdicts' plans", plans)
     print(
         f"({time.perf_counter() - started:.0f} s; python benchmarks/rate_sizing_vs_sim.py "
         f"--workloads {args.workloads} --requests {args.requests} --seed {args.seed})"

@@ -31,8 +31,11 @@ SMALL_CHAT = {  # the seeded mix's chat-short-32
 
 
 def _best_per_gpu(w: Workload):
-    """The analysis as it was: the best layout per GPU presented at the rate."""
-    with mock.patch.object(rate_layout, "fewest_gpus_layout", lambda *args: None):
+    """The analysis as it was: the best layouts per GPU presented at the rate."""
+    with (
+        mock.patch.object(rate_layout, "fewest_gpus_layout", lambda *args: None),
+        mock.patch.object(rate_layout, "fewest_gpus_pair", lambda *args: None),
+    ):
         return analyze(resolve(w))
 
 
@@ -63,6 +66,8 @@ def test_never_more_gpus_and_the_same_goodput_over_a_mix() -> None:
             assert c.ttft_p99_ms <= w.slo.ttft_ms * 1.001 and c.tpot_p99_ms <= w.slo.tpot_ms * 1.001
         else:
             assert c == best
+        split, best_split = analyze(resolve(w)).disaggregated, _best_per_gpu(w).disaggregated
+        assert split.gpus <= best_split.gpus and split.goodput_per_gpu == best_split.goodput_per_gpu
     assert fewer >= 3, fewer
 
 
@@ -73,3 +78,33 @@ def test_the_smaller_pool_meets_the_targets_in_the_simulator() -> None:
     outcome = run.simulate_mode(run.setup(r, v), "colocated", requests)
     attained = metrics.attainment(outcome, requests, 500, 21, steady=True)[0]
     assert v.sizing.colocated_gpus == 1 and attained >= 0.99, attained
+
+
+RAG = ROOT / "examples" / "rag-8k-h200-rdma-dynamo.yaml"
+LOW_RATE_RAG = {  # the seeded mix's rag-8k-h200-380
+    "traffic.requests_per_second": 0.75,
+    "traffic.prompt_tokens": {"p50": 8192, "p99": 8192},
+    "traffic.output_tokens": {"p50": 600, "p99": 1800},
+    "traffic.prefix_cache_hit_rate": 0.0,
+    "cluster.network": "efa",
+}
+
+
+def test_the_split_takes_the_pair_with_the_fewest_gpus_for_the_rate() -> None:
+    """At 0.75 req/s the best pair per GPU (prefill TP1, decode TP8) needs 11 GPUs; prefill TP1
+    with decode TP4 carries the rate on 7, and meets both targets in the simulator."""
+    w = Workload.model_validate(edited_example(RAG, **LOW_RATE_RAG))
+    best = _best_per_gpu(w).disaggregated
+    v = decide(w)
+    d = v.disaggregated
+    assert (best.prefill_tp, best.decode_tp, best.gpus) == (1, 8, 11)
+    assert (d.prefill_tp, d.decode_tp, d.gpus) == (1, 4, 7) and d.fits_cluster
+    assert (d.max_rate_per_s, d.goodput_per_gpu) == (best.max_rate_per_s, best.goodput_per_gpu)
+    assert d.ttft_p99_ms <= 3000 and d.tpot_p99_ms <= 10
+    # The per-request figures are the presented pools' (a TP4 decode step is slower than TP8).
+    assert v.sizing.decode_tp == 4
+    assert v.metrics.decode_step_ms > _best_per_gpu(w).decode_step_ms
+    r = resolve(w)
+    requests = run.synthetic_requests(r, 3000, seed=7)
+    outcome = run.simulate_mode(run.setup(r, v), "disaggregated", requests)
+    assert metrics.attainment(outcome, requests, 3000, 10, steady=True)[0] >= 0.99

@@ -139,9 +139,16 @@ def _analyze_block(resolved: list[Resolved], modes_only: bool = False) -> list[A
         else _colocated_results(own, replace(found, colo_best_t=fewest_t), p99s)
     )
     disagg, disagg_columns, disagg_ttft = _disaggregated_results(own, found, p99s)
-    request = _per_request(own, disagg_columns)
-    # The conditional search reads the best layout (its goodput and TP), as the gain does.
+    # The conditional search reads the best layouts (their goodput and TPs), as the gain does.
     layouts = None if modes_only else conditional.evaluate_many_later(resolved, colo, disagg, p99s)
+    # The split's pools to deploy: the fewest GPUs that carry the rate (`rate_layout`).
+    fewest_pair = rate_layout.fewest_gpus_pair(found, own.row, own.rate)
+    if fewest_pair is not None:
+        proposed = _disaggregated_results(own, replace(found, best_pair=fewest_pair), p99s)
+        disagg, disagg_columns, disagg_ttft = rate_layout.presented_split(
+            (disagg, disagg_columns, disagg_ttft), proposed
+        )
+    request = _per_request(own, disagg_columns)
     p99s.solve()
     colo, disagg = _with_ttft(colo, colo_ttft()), _with_ttft(disagg, disagg_ttft())
     if fewest is not None:
