@@ -427,7 +427,7 @@ def _disaggregated_results(
     d_dp = f.layouts["dp"][j].astype(float)
     t_nodes = _transfer_nodes_ms(o, p_engine, path, p_atp, d_atp)
     sized = feasible & (one > 0) & (d_rate > 0)
-    x, y, _ = ingress_queue.grow_for_transfer_wait(
+    x, y, ttft_sized = ingress_queue.grow_for_transfer_wait(
         pool, x, y, p_tp, d_tp, d_dp, o.rate, t_nodes, o.ttft_slo_ms, sized
     )
     needed = np.where(feasible, x * p_tp + y * d_tp, np.nan)
@@ -449,20 +449,19 @@ def _disaggregated_results(
     )
     transfer_p99 = np.ravel(transfer_p99)
     receivers = np.maximum(y, 1.0) * d_dp
+    # Short of GPUs, the cluster's split carries what fits the target with both waits.
+    short = feasible & ~fits
+    short_load, short_ttft = ingress_queue.short_split_load(
+        pool, x, receivers, t_nodes, np.minimum(o.rate, p_rate), short
+    )
     with np.errstate(divide="ignore", invalid="ignore"):
-        p_load = np.minimum(o.rate, p_rate)
-        # Short of GPUs, the cluster's split carries what fits the target with both waits.
-        p_load = np.where(
-            fits | ~sized,
-            p_load,
-            ingress_queue.rate_within_target_per_s(pool, x, receivers, t_nodes, p_load),
-        )
+        p_load = np.where(short, short_load, np.minimum(o.rate, p_rate))
         d_load = np.minimum(o.rate / np.maximum(y, 1.0), d_rate)
     step = decode.step_at_rate_ms(d_engine, o.lengths, d_load)
     # The join is priced at batch 1, as the pool's TTFT budget prices it, so a split loaded to
     # its prefill capacity reports the TTFT it was sized for; its transfers wait for the
     # decode receivers' NICs at the load the prefill pool passes on.
-    ttft_p99 = ingress_queue.split_ttft_p99_ms(pool, x, p_load, receivers, t_nodes)
+    ttft_p99 = np.where(short, short_ttft, ttft_sized)
     served = np.minimum(p_load, y * d_rate)
     gpus = x * p_tp + y * d_tp
     within = f.disagg_within[o.row]

@@ -22,7 +22,7 @@ from __future__ import annotations
 import numpy as np
 
 from disagg_decider.calc import prefill, queueing
-from disagg_decider.calc.zgrid import P99_TAIL, Z_WEIGHTS, exceed_probability
+from disagg_decider.calc.zgrid import P99_TAIL, Z_WEIGHTS, NodeGrid, exceed_probability
 
 _BISECTIONS = 24
 
@@ -91,12 +91,15 @@ def p99_with_transfer_wait_ms(c1, theta1, c2, theta2, nodes_ms):
     hi = queueing.node_quantile(s, 0.0033) + w1 + w2
     c1e, t1e, c2e = (a[..., None] for a in (c1, safe1, c2))
     t2e = safe2
-    for _ in range(_BISECTIONS):
-        mid = (lo + hi) / 2.0
-        gap = np.maximum(mid[..., None] - s, 0.0)
-        waits = (two_waits_exceed(c1e, t1e, c2e, t2e, gap) * Z_WEIGHTS).sum(axis=-1)
-        over = no_wait * exceed_probability(s, mid) + waits > P99_TAIL
-        lo, hi = np.where(over, mid, lo), np.where(over, hi, mid)
+    grid = NodeGrid(s, shape)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        for _ in range(_BISECTIONS):
+            mid = (lo + hi) / 2.0
+            gap = np.maximum(mid[..., None] - s, 0.0)
+            waits = (two_waits_exceed(c1e, t1e, c2e, t2e, gap) * Z_WEIGHTS).sum(axis=-1)
+            over_ms = grid.exceed(mid.reshape(-1)).reshape(shape)
+            over = no_wait * over_ms + waits > P99_TAIL
+            lo, hi = np.where(over, mid, lo), np.where(over, hi, mid)
     return np.where(saturated, np.inf, hi)
 
 
@@ -163,44 +166,70 @@ def receiver_rate_per_s(transfer_nodes_ms, nodes_ms, target_ms, most_load=0.9):
     shape = np.broadcast_shapes(t_nodes.shape, s.shape)
     t_nodes, s = np.broadcast_to(t_nodes, shape), np.broadcast_to(s, shape)
     target = np.broadcast_to(np.asarray(target_ms, dtype=float), shape[:-1])
-    mean_ms, _ = prefill.moments(t_nodes)
+    mean_ms, scv = prefill.moments(t_nodes)
     over_alone = exceed_probability(s, target)
+    # theta2 = (1 - rho) / scale at each node (`transfer_wait_tail`): the exponent of the
+    # wait's tail at the target's gap is -(1 - rho) gap / scale, laid out once.
+    scale_ms = (t_nodes + (scv * mean_ms)[..., None]) / 2.0
     gap = np.maximum(target[..., None] - s, 0.0)
-    lo, hi = np.zeros(shape[:-1]), np.full(shape[:-1], float(most_load))
     with np.errstate(divide="ignore", invalid="ignore"):
-        safe_mean = np.where(mean_ms > 0, mean_ms, 1.0)
+        ratio = np.where(gap > 0, gap / np.where(scale_ms > 0, scale_ms, 1.0), 0.0)
+        ratio = np.where((scale_ms > 0) | (gap == 0), ratio, np.inf)
+
+    def over(rho, r, alone):
+        tail = (np.exp(-(1.0 - rho)[..., None] * r) * Z_WEIGHTS).sum(axis=-1)
+        return (1.0 - rho) * alone + rho * tail > P99_TAIL
+
+    served = (mean_ms > 0) & ~(over_alone > P99_TAIL)
+    most = np.full(shape[:-1], float(most_load))
+    open_ = served & over(most, ratio, over_alone)  # the link's 90% misses: bisect the load
+    load = np.where(served, most, 0.0)
+    if open_.any():
+        r, alone = ratio[open_], over_alone[open_]
+        lo, hi = np.zeros(len(r)), np.full(len(r), float(most_load))
         for _ in range(LOAD_BISECTIONS):
             rho = (lo + hi) / 2.0
-            c2, theta2 = transfer_wait_tail(rho / safe_mean, t_nodes)
-            tail = (np.exp(-theta2 * gap) * Z_WEIGHTS).sum(axis=-1)
-            over = (1.0 - c2) * over_alone + c2 * tail > P99_TAIL
-            lo, hi = np.where(over, lo, rho), np.where(over, rho, hi)
-        rate = np.where(over_alone > P99_TAIL, 0.0, lo / safe_mean * 1e3)
-    return np.where(mean_ms > 0, rate, np.inf)
+            miss = over(rho, r, alone)
+            lo, hi = np.where(miss, lo, rho), np.where(miss, rho, hi)
+        load[open_] = lo
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return np.where(mean_ms > 0, load / np.where(mean_ms > 0, mean_ms, 1.0) * 1e3, np.inf)
 
 
-def rate_within_target_per_s(pool, prefill_replicas, receivers, transfer_nodes_ms, most_per_s):
-    """The largest rate up to `most_per_s` whose split p99 TTFT (both waits) fits the pool's
-    target: the load a split short of GPUs for the workload's rate runs at. The prefill
-    pool's own rate (`most_per_s`) prices its wait alone; its transfers' wait takes a little
+RATE_BISECTIONS = 14  # halvings of a short split's rate: within 0.01% of the pool's own
+
+
+def short_split_load(pool, prefill_replicas, receivers, transfer_nodes_ms, most_per_s, rows):
+    """(rate, p99 TTFT) of the splits in `rows` (a mask): the largest rate up to
+    `most_per_s` whose p99 TTFT with both waits fits the pool's target, and that p99; NaN
+    elsewhere. The load a split short of GPUs for the workload's rate runs at: the prefill
+    pool's own rate (`most_per_s`) prices its wait alone, its transfers' wait takes a little
     off. Bisected on the rate (the p99 grows with it); (W,) rows, nodes last."""
-    most = np.asarray(most_per_s, dtype=float)
-    target = np.asarray(pool.target_ms, dtype=float)
-    fits = split_ttft_p99_ms(pool, prefill_replicas, most, receivers, transfer_nodes_ms)
-    short = ~(fits <= target * (1.0 + 1e-9)) & (most > 0)
-    if not short.any():
-        return most
-    rows = np.flatnonzero(short)
+    shape = np.shape(rows)
+    rate, ttft = np.full(shape, np.nan), np.full(shape, np.nan)
+    index = np.flatnonzero(rows)
+    if not len(index):
+        return rate, ttft
     some = prefill.Pool(
-        *(np.asarray(getattr(pool, f))[rows] for f in ("mean_ms", "scv", "nodes_ms", "target_ms"))
+        *(
+            np.broadcast_to(getattr(pool, f), shape + np.shape(getattr(pool, f))[len(shape) :])[
+                index
+            ]
+            for f in ("mean_ms", "scv", "nodes_ms", "target_ms")
+        )
     )
-    x, n, t = (np.broadcast_to(a, short.shape)[rows] for a in (prefill_replicas, receivers, most))
-    t_nodes = np.asarray(transfer_nodes_ms)[rows]
-    lo, hi = np.zeros(len(rows)), t.copy()
-    for _ in range(LOAD_BISECTIONS):
-        mid = (lo + hi) / 2.0
+    x, n, most = (
+        np.broadcast_to(a, shape)[index] for a in (prefill_replicas, receivers, most_per_s)
+    )
+    t_nodes = np.asarray(transfer_nodes_ms)[index]
+    at_most = split_ttft_p99_ms(some, x, most, n, t_nodes)
+    short = ~(at_most <= some.target_ms * (1.0 + 1e-9)) & (most > 0)
+    lo, hi = np.where(short, 0.0, most), most.copy()
+    for _ in range(RATE_BISECTIONS if short.any() else 0):
+        mid = np.where(short, (lo + hi) / 2.0, most)
         ok = split_ttft_p99_ms(some, x, mid, n, t_nodes) <= some.target_ms
-        lo, hi = np.where(ok, mid, lo), np.where(ok, hi, mid)
-    out = most.copy()
-    out[rows] = lo
-    return out
+        lo = np.where(short & ok, mid, lo)
+        hi = np.where(short & ~ok, mid, hi)
+    rate[index] = lo
+    ttft[index] = np.where(short, split_ttft_p99_ms(some, x, lo, n, t_nodes), at_most)
+    return rate, ttft
