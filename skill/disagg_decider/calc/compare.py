@@ -140,13 +140,13 @@ def _analyze_block(resolved: list[Resolved], modes_only: bool = False) -> list[A
         if fewest_t is None
         else _colocated_results(own, replace(found, colo_best_t=fewest_t), p99s)
     )
-    disagg, disagg_columns, disagg_ttft = _disaggregated_results(own, found, p99s)
+    disagg, disagg_columns, disagg_ttft = _disaggregated_results(own, found)
     # The conditional search reads the best layouts (their goodput and TPs), as the gain does.
     layouts = None if modes_only else conditional.evaluate_many_later(resolved, colo, disagg, p99s)
     # The split's pools to deploy: the fewest GPUs that carry the rate (`rate_layout`).
     fewest_pair = rate_layout.fewest_gpus_pair(found, own.row, own.rate)
     if fewest_pair is not None:
-        proposed = _disaggregated_results(own, replace(found, best_pair=fewest_pair), p99s)
+        proposed = _disaggregated_results(own, replace(found, best_pair=fewest_pair))
         disagg, disagg_columns, disagg_ttft = rate_layout.presented_split(
             (disagg, disagg_columns, disagg_ttft), proposed
         )
@@ -394,11 +394,12 @@ def _colocated_results(
 
 
 def _disaggregated_results(
-    o: _Own, f: Found, p99s: DeferredP99
+    o: _Own, f: Found
 ) -> tuple[list[DisaggregatedResult], dict[str, np.ndarray], Callable[[], np.ndarray]]:
     """The records without their p99 TTFT, the columns they were built from (the per-request
-    figures use them), and the function that gives the p99 TTFT column once `p99s` (where its
-    bisection was added) is solved."""
+    figures use them), and the function that gives the p99 TTFT column. That column is priced
+    here (the prefill pool's wait and the KV link's, `ingress_queue`), not in `DeferredP99`'s
+    batch; a function all the same, read as the colocated column is."""
     i, j = f.best_pair[o.row, 0], f.best_pair[o.row, 1]
     p_tp, d_tp = f.layouts["gpus"][i].astype(float), f.layouts["gpus"][j].astype(float)
     p_atp, d_atp = f.layouts["tp"][i].astype(float), f.layouts["tp"][j].astype(float)
