@@ -27,8 +27,6 @@ import numpy as np
 from disagg_decider.calc import prefill, queueing
 from disagg_decider.calc.zgrid import P99_TAIL, Z_WEIGHTS, NodeGrid, exceed_probability
 
-_BISECTIONS = 24
-
 
 def transfer_wait_tail(rate_per_receiver_ms, transfer_nodes_ms):
     """(P(W2 > 0), theta2 at each node) of the transfer queue at one decode receiver.
@@ -96,7 +94,7 @@ def p99_with_transfer_wait_ms(c1, theta1, c2, theta2, nodes_ms):
     t2e = safe2
     grid = NodeGrid(s, shape)
     with np.errstate(divide="ignore", invalid="ignore"):
-        for _ in range(_BISECTIONS):
+        for _ in range(queueing.BISECTIONS):  # as `queueing.p99_of_sum_ms`
             mid = (lo + hi) / 2.0
             gap = np.maximum(mid[..., None] - s, 0.0)
             waits = (two_waits_exceed(c1e, t1e, c2e, t2e, gap) * Z_WEIGHTS).sum(axis=-1)
