@@ -26,6 +26,7 @@ from disagg_decider.calc import (
     conditional,
     decode,
     hetero,
+    ingress_queue,
     kv,
     parallel,
     pins,
@@ -37,6 +38,7 @@ from disagg_decider.calc.deferred_p99 import DeferredP99
 from disagg_decider.calc.kvpath import transfer_times
 from disagg_decider.calc.lengths import Lengths
 from disagg_decider.calc.limits import limits_for_block
+from disagg_decider.calc.pools import transfer_nodes_ms
 from disagg_decider.calc.result import Analysis, ColocatedResult, DisaggregatedResult
 from disagg_decider.calc.search import (
     Found,
@@ -138,13 +140,13 @@ def _analyze_block(resolved: list[Resolved], modes_only: bool = False) -> list[A
         if fewest_t is None
         else _colocated_results(own, replace(found, colo_best_t=fewest_t), p99s)
     )
-    disagg, disagg_columns, disagg_ttft = _disaggregated_results(own, found, p99s)
+    disagg, disagg_columns, disagg_ttft = _disaggregated_results(own, found)
     # The conditional search reads the best layouts (their goodput and TPs), as the gain does.
     layouts = None if modes_only else conditional.evaluate_many_later(resolved, colo, disagg, p99s)
     # The split's pools to deploy: the fewest GPUs that carry the rate (`rate_layout`).
     fewest_pair = rate_layout.fewest_gpus_pair(found, own.row, own.rate)
     if fewest_pair is not None:
-        proposed = _disaggregated_results(own, replace(found, best_pair=fewest_pair), p99s)
+        proposed = _disaggregated_results(own, replace(found, best_pair=fewest_pair))
         disagg, disagg_columns, disagg_ttft = rate_layout.presented_split(
             (disagg, disagg_columns, disagg_ttft), proposed
         )
@@ -392,11 +394,12 @@ def _colocated_results(
 
 
 def _disaggregated_results(
-    o: _Own, f: Found, p99s: DeferredP99
+    o: _Own, f: Found
 ) -> tuple[list[DisaggregatedResult], dict[str, np.ndarray], Callable[[], np.ndarray]]:
     """The records without their p99 TTFT, the columns they were built from (the per-request
-    figures use them), and the function that gives the p99 TTFT column once `p99s` (where its
-    bisection was added) is solved."""
+    figures use them), and the function that gives the p99 TTFT column. That column is priced
+    here (the prefill pool's wait and the KV link's, `ingress_queue`), not in `DeferredP99`'s
+    batch; a function all the same, read as the colocated column is."""
     i, j = f.best_pair[o.row, 0], f.best_pair[o.row, 1]
     p_tp, d_tp = f.layouts["gpus"][i].astype(float), f.layouts["gpus"][j].astype(float)
     p_atp, d_atp = f.layouts["tp"][i].astype(float), f.layouts["tp"][j].astype(float)
@@ -420,6 +423,14 @@ def _disaggregated_results(
     needed, rates = rates.sizing(o.rate, np.maximum(most, SIZING_REPLICAS), one)
     x = np.where(one > 0, needed, 1.0)
     y = _replicas_needed(o.rate, d_rate)
+    # Transfers into one decode receiver queue for its NICs: the pools grow where that wait
+    # pushes the p99 TTFT past the target (`ingress_queue`).
+    d_dp = f.layouts["dp"][j].astype(float)
+    t_nodes = _transfer_nodes_ms(o, p_engine, path, p_atp, d_atp)
+    sized = feasible & (one > 0) & (d_rate > 0)
+    x, y, ttft_sized = ingress_queue.grow_for_transfer_wait(
+        pool, x, y, p_tp, d_tp, d_dp, o.rate, t_nodes, o.ttft_slo_ms, sized
+    )
     needed = np.where(feasible, x * p_tp + y * d_tp, np.nan)
     fits = feasible & (x * p_tp + y * d_tp <= o.budget)
     # Short of GPUs, the plan is the best split of the cluster; with no feasible split, the
@@ -438,14 +449,21 @@ def _disaggregated_results(
         o.first, path, u99, p99_compute, p_atp.reshape(-1, 1), d_atp.reshape(-1, 1)
     )
     transfer_p99 = np.ravel(transfer_p99)
+    receivers = np.maximum(y, 1.0) * d_dp
+    # Short of GPUs, the cluster's split carries what fits the target with both waits.
+    short = feasible & ~fits
+    short_load, short_ttft = ingress_queue.short_split_load(
+        pool, x, receivers, t_nodes, np.minimum(o.rate, p_rate), short
+    )
     with np.errstate(divide="ignore", invalid="ignore"):
-        p_load = np.minimum(o.rate, p_rate)
+        p_load = np.where(short, short_load, np.minimum(o.rate, p_rate))
         d_load = np.minimum(o.rate / np.maximum(y, 1.0), d_rate)
     step = decode.step_at_rate_ms(d_engine, o.lengths, d_load)
     # The join is priced at batch 1, as the pool's TTFT budget prices it, so a split loaded to
-    # its prefill capacity reports the TTFT it was sized for.
-    ttft_p99 = p99s.add_pool(pool, x, p_load)
-    served = np.minimum(o.rate, np.minimum(p_rate, y * d_rate))
+    # its prefill capacity reports the TTFT it was sized for; its transfers wait for the
+    # decode receivers' NICs at the load the prefill pool passes on.
+    ttft_p99 = np.where(short, short_ttft, ttft_sized)
+    served = np.minimum(p_load, y * d_rate)
     gpus = x * p_tp + y * d_tp
     within = f.disagg_within[o.row]
     columns = {
@@ -477,7 +495,18 @@ def _disaggregated_results(
     }
     records = _records(DisaggregatedResult, columns, _costs(o, gpus, served))
     columns = {**columns, "decode_step_ms": np.where(feasible, step, np.nan)}
-    return records, columns, lambda: np.where(feasible, ttft_p99.value, np.nan)
+    return records, columns, lambda: np.where(feasible, ttft_p99, np.nan)
+
+
+def _transfer_nodes_ms(o: _Own, p_engine, path, p_atp, d_atp) -> np.ndarray:
+    """Each workload's KV transfer time alone at the prompt quantiles (W, K), as its prefill
+    pool prices it (`pools.transfer_nodes_ms`; a mixed member reads its own row's lengths)."""
+    return np.asarray(
+        transfer_nodes_ms(
+            o.first, p_engine, o.lengths, path, p_atp.reshape(-1, 1), d_atp.reshape(-1, 1)
+        ),
+        dtype=float,
+    )
 
 
 def _with_ttft(records: list, ttft_p99_ms: np.ndarray) -> list:

@@ -1,8 +1,9 @@
 """Report-only p99 TTFTs of one block, gathered and solved in one time bisection.
 
-A verdict reports p99 TTFTs that no choice depends on: the colocated replicas' and the
-disaggregated prefill pool's at the workload's rate, and the chosen conditional layout's two
-(the pooled long prompts, the local short ones). Each is a `queueing.p99_of_sum_ms` bisection
+A verdict reports p99 TTFTs that no choice depends on: the colocated replicas' at the
+workload's rate and the chosen conditional layout's two (the pooled long prompts, the local
+short ones). The split's is priced with its KV link's wait too (`ingress_queue`), and its
+sizing reads it, so it is not gathered here. Each is a `queueing.p99_of_sum_ms` bisection
 (16 steps over the quantile nodes); for one decision numpy's fixed cost per step is most of
 its cost, so `compare` gathers them (`add`) and solves them in one call (`solve`) once every
 choice is made.

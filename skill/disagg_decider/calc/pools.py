@@ -40,6 +40,35 @@ def prefill_pool(
     both (W, 1) with `tps`/`d_tps` (W, 1) for one pair per workload. `prompts`: the rows'
     prompts where some row is a mixed-traffic workload's own (`calc/classes.py`).
     """
+    p_nodes, t_nodes = _prefill_and_transfer_nodes(r, engine, lengths, path, tps, d_tps, prompts)
+    if p_nodes.ndim == 4:
+        if join_ms is None:
+            join_ms = decode.join_step_ms(engine, lengths)[:, :, 0, 0]
+            join_ms = join_ms[:, None, :, None]  # (S, 1, Td, 1)
+        target = np.asarray(ttft_ms, dtype=float)
+    else:
+        target = np.ravel(ttft_ms)
+    mean, scv = prefill.moments(p_nodes[..., 0, :] if p_nodes.ndim == 4 else p_nodes)
+    if p_nodes.ndim == 4:
+        mean, scv = mean[:, :, None], scv[:, :, None]
+    if prompts is not None:
+        mean, scv = prompts.moments(engine, mean, scv)
+    nodes = p_nodes + t_nodes + join_ms
+    return prefill.Pool(mean_ms=mean, scv=scv, nodes_ms=nodes, target_ms=target)
+
+
+def transfer_nodes_ms(
+    r: Resolved, engine: Engine, lengths: Lengths, path: TransferPath, tps, d_tps=None, prompts=None
+) -> np.ndarray:
+    """The KV transfer time alone (the part that shows in TTFT) at each prompt quantile, on
+    `prefill_pool`'s axes: what a decode receiver's link is busy for per request
+    (`ingress_queue`)."""
+    return _prefill_and_transfer_nodes(r, engine, lengths, path, tps, d_tps, prompts)[1]
+
+
+def _prefill_and_transfer_nodes(r, engine, lengths, path, tps, d_tps, prompts):
+    """(prefill time, transfer time) at each prompt quantile, as `prefill_pool` lays them out:
+    (S, Tp, 1, K) and (S, Tp, Td, K) on the search's axes, (W, K) for one pair per row."""
     d_tps = tps if d_tps is None else d_tps
     if prompts is None:
         p_nodes = prefill.service_nodes_ms(engine, lengths)
@@ -58,21 +87,10 @@ def prefill_pool(
         )
         p4, d4 = np.reshape(tps, (1, -1, 1, 1)), np.reshape(d_tps, (1, 1, -1, 1))
         _, _, t_nodes = transfer_times(r, path4, u[:, :, None, :], p_nodes, p4, d4)
-        if join_ms is None:
-            join_ms = decode.join_step_ms(engine, lengths)[:, :, 0, 0]
-            join_ms = join_ms[:, None, :, None]  # (S, 1, Td, 1)
-        target = np.asarray(ttft_ms, dtype=float)
     else:  # one pair per row: (W, K)
         u = u_nodes
         _, _, t_nodes = transfer_times(r, path, u, p_nodes, tps, d_tps)
-        target = np.ravel(ttft_ms)
-    mean, scv = prefill.moments(p_nodes[..., 0, :] if p_nodes.ndim == 4 else p_nodes)
-    if p_nodes.ndim == 4:
-        mean, scv = mean[:, :, None], scv[:, :, None]
-    if prompts is not None:
-        mean, scv = prompts.moments(engine, mean, scv)
-    nodes = p_nodes + t_nodes + join_ms
-    return prefill.Pool(mean_ms=mean, scv=scv, nodes_ms=nodes, target_ms=target)
+    return p_nodes, t_nodes
 
 
 def ingress_rate_per_s(r: Resolved, path: TransferPath, lengths: Lengths, p_tp, d_tp):

@@ -26,11 +26,17 @@ import numpy as np
 
 from disagg_decider.calc import colocated, decode, parallel, queueing
 from disagg_decider.calc.classes import MemberMix, PromptMix, member_mix
+from disagg_decider.calc.ingress_queue import receiver_rate_per_s
 from disagg_decider.calc.kvpath import TransferPath, transfer_path
 from disagg_decider.calc.lengths import Lengths
 from disagg_decider.calc.parallel import Layout
 from disagg_decider.calc.pool_rates import PoolRates
-from disagg_decider.calc.pools import ingress_rate_per_s, pooled_split, prefill_pool
+from disagg_decider.calc.pools import (
+    ingress_rate_per_s,
+    pooled_split,
+    prefill_pool,
+    transfer_nodes_ms,
+)
 from disagg_decider.calc.step import Engine
 from disagg_decider.classes import (
     batch_context_tokens,
@@ -383,11 +389,14 @@ def search(r: Resolved, rows: Rows, layouts: dict[str, np.ndarray]) -> Found:
     d_alone = d_point.rate_per_s[:, :, 0, 0]  # (S, Td) before KV ingress
     p_gpus, d_gpus = tps[None, :, None], tps[None, None, :]
     p_atp, d_atp = atp[None, :, None], atp[None, None, :]
-    ingress = ingress_rate_per_s(r, path, lengths, p_atp, d_atp) * layouts["dp"][None, None, :]
-    d_rate = np.minimum(d_alone[:, None, :], ingress)
-    d_rate = np.where(served_rows[:, None, None], d_rate, 0.0)
+    ingress = ingress_rate_per_s(r, path, lengths, p_atp, d_atp)
     target = rows.ttft_ms.reshape(-1, 1, 1)
     pool = prefill_pool(r, engine, lengths, path, target, atp, prompts=rows.prompts)
+    # A receiver's link also must not make its transfers wait past the TTFT target.
+    t_nodes = transfer_nodes_ms(r, engine, lengths, path, atp, prompts=rows.prompts)
+    ingress = np.minimum(ingress, receiver_rate_per_s(t_nodes, pool.nodes_ms, target))
+    d_rate = np.minimum(d_alone[:, None, :], ingress * layouts["dp"][None, None, :])
+    d_rate = np.where(served_rows[:, None, None], d_rate, 0.0)
     b3 = budget[:, None, None]
     allowed = pairs_allowed(w.engine, atp, atp, b3, tps, tps)
     # Small splits' pools at every size in one bisection; the split and the verdict read them.

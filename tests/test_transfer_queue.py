@@ -1,0 +1,75 @@
+"""KV transfers queue for a decode replica's NICs: the split's p99 TTFT and sizing price it.
+
+`calc/ingress_queue.py`. Transfers into one decode receiver share its min(prefill TP, decode TP)
+NICs (the simulator's `_Link`). Before this the calculator capped that link at 90% load but
+priced no wait, so splits over a 25 Gb/s TCP link missed their TTFT target at the rate they
+were sized for: rag-8k-low-maturity-51 of `workload_mix(400, 17)`, prefill TP1 x 3 + decode
+TP4 x 1, was priced at p99 TTFT 1,082 ms and simulated at 2,220-2,360 ms (85% of requests
+within the targets); chat-short-328 (TP1 x 3 + TP1 x 5) at 92-96%.
+"""
+
+from __future__ import annotations
+
+import sys
+
+import numpy as np
+import pytest
+
+from disagg_decider.calc import ingress_queue, queueing
+from disagg_decider.decide import decide
+from disagg_decider.sim import metrics, run
+from disagg_decider.workload import resolve
+from tests.conftest import ROOT
+
+
+def _mix_entry(index: int):
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    from workload_mix import workload_mix
+
+    return workload_mix(400, 17)[index]
+
+
+@pytest.mark.parametrize("index", [51, 328])
+def test_tcp_split_sized_for_the_rate_meets_its_targets_in_the_simulator(index: int) -> None:
+    w = _mix_entry(index)
+    assert w.cluster.network == "tcp-25"
+    r, v = resolve(w), decide(w)
+    d = v.disaggregated
+    assert d.fits_cluster and d.ttft_p99_ms <= w.slo.ttft_ms
+    requests = run.synthetic_requests(r, 3000, seed=1)
+    outcome = run.simulate_mode(run.setup(r, v), "disaggregated", requests)
+    within, _ = metrics.attainment(outcome, requests, w.slo.ttft_ms, w.slo.tpot_ms, steady=True)
+    assert within >= 0.99, (index, d.prefill_layout, d.decode_layout, within)
+
+
+def test_no_transfer_wait_is_the_prefill_pools_p99() -> None:
+    """With an idle link the sum is `queueing.p99_of_sum_ms`'s (one wait and S')."""
+    rng = np.random.default_rng(5)
+    nodes = np.sort(rng.uniform(100.0, 900.0, (6, 25)), axis=-1)
+    c1, theta1 = queueing.wait_tail(np.full(6, 0.002), 2.0, 300.0, 0.3)
+    alone = queueing.p99_of_sum_ms(0.002, 2.0, 300.0, 0.3, nodes)
+    both = ingress_queue.p99_with_transfer_wait_ms(c1, theta1, 0.0, np.ones((6, 25)), nodes)
+    np.testing.assert_allclose(both, alone, rtol=1e-4)
+    busy = ingress_queue.p99_with_transfer_wait_ms(c1, theta1, 0.3, theta1[:, None], nodes)
+    assert (busy > alone + 50.0).all()
+
+
+def test_one_transfer_size_waits_as_m_d_1() -> None:
+    """On one transfer size the wait is M/D/1's: P(W > 0) = rho, its mean x / 2 / (1 - rho)."""
+    nodes = np.full((1, 25), 430.0)
+    c2, theta2 = ingress_queue.transfer_wait_tail(np.array([0.32 / 430.0]), nodes)
+    assert c2[0] == pytest.approx(0.32)
+    assert 1.0 / theta2[0, 0] == pytest.approx(430.0 / 2.0 / 0.68)
+
+
+def test_the_receivers_rate_keeps_the_links_wait_inside_the_target() -> None:
+    """The search's cap: the largest load whose W2 + S' p99 fits, and 0 where S' cannot."""
+    t_nodes = np.full((2, 25), 400.0)
+    s = np.full((2, 25), 1000.0)
+    rate = ingress_queue.receiver_rate_per_s(t_nodes, s, np.array([1500.0, 900.0]))
+    assert rate[1] == 0.0
+    rho = rate[0] / 1e3 * 400.0
+    assert 0.0 < rho < 0.9
+    c2, theta2 = ingress_queue.transfer_wait_tail(np.array([rate[0] / 1e3]), t_nodes[:1])
+    # P(W2 > 500 ms) is the 1% the target leaves.
+    assert c2[0] * np.exp(-theta2[0, 0] * 500.0) == pytest.approx(0.01, rel=1e-3)
