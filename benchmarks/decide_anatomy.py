@@ -37,24 +37,20 @@ import statistics
 import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "skill"))
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
+from decide_cpu import EXAMPLES, cpu_s  # noqa: E402
 from disagg_decider.decide import decide, decide_many  # noqa: E402
 from disagg_decider.workload import load_workload  # noqa: E402
 from workload_mix import workload_mix  # noqa: E402
 
-EXAMPLES = sorted((ROOT / "examples").glob("*.yaml"))
-
 
 def cpu_ms(fn, *args) -> float:
-    start = time.process_time()
-    fn(*args)
-    return 1e3 * (time.process_time() - start)
+    return 1e3 * cpu_s(fn, *args)
 
 
 def profile_counts(fn, *args) -> tuple[int, float]:

@@ -156,7 +156,7 @@ def _block(seed: int = 29, index: int = 0) -> list:
 
 def _candidates(resolved: list) -> list[list]:
     """The conditional candidates as the decision searches them: from the TP pairs of the
-    modes' best layouts on the cluster (before the colocated pools are sized down for the
+    modes' best layouts on the cluster (before the pools are sized down for the
     rate, `calc/rate_layout.py`, which the search never sees)."""
     from unittest import mock
 
@@ -165,7 +165,10 @@ def _candidates(resolved: list) -> list[list]:
 
     pairs = []
     for r in resolved:
-        with mock.patch.object(rate_layout, "fewest_gpus_layout", lambda *args: None):
+        with (
+            mock.patch.object(rate_layout, "fewest_gpus_layout", lambda *args: None),
+            mock.patch.object(rate_layout, "fewest_gpus_pair", lambda *args: None),
+        ):
             a = analyze(r)
         pairs.append(conditional.tp_pairs(r, a.colocated, a.disaggregated))
     return conditional.candidates_many(resolved, pairs)

@@ -120,13 +120,7 @@ class Lifted:
         if None in found:
             return None
         rows = np.array(found)
-        n = len(self.candidates)
-
-        def take(a):
-            a = np.asarray(a)
-            return np.broadcast_to(a, (n, *a.shape[1:]))[rows] if a.ndim else a
-
-        pool = Pool(*(take(getattr(self.pool, f)) for f in Pool.__dataclass_fields__))
+        pool = overall_miss.pool_at_rows(self.pool, len(self.candidates), rows)
         return pool, self.layouts.take(rows)
 
 

@@ -26,7 +26,6 @@ from disagg_decider.calc import overall_miss, queueing
 from disagg_decider.calc.conditional_rows import Rows
 from disagg_decider.calc.overall_miss import Layouts
 from disagg_decider.calc.pools import ingress_rate_per_s
-from disagg_decider.calc.prefill import Pool
 from disagg_decider.calc.search import engine_for
 from disagg_decider.calc.thresholds import Candidate
 from disagg_decider.workload import Resolved
@@ -75,23 +74,7 @@ def _smaller_splits(r: Resolved, c: Candidate) -> np.ndarray:
 def _with_servers(shape: Layouts, owner: np.ndarray, xs: np.ndarray, ys: np.ndarray) -> Layouts:
     """The candidates' layouts at each row's owner, with the row's replica counts (the decode
     workers' lines and grid are built anew: they depend on the number of workers)."""
-    n = len(shape.long_share)
-
-    def take(a):
-        a = np.asarray(a)
-        return np.broadcast_to(a, (n, *a.shape[1:]))[owner] if a.ndim else a
-
-    return Layouts(
-        pool=Pool(*(take(getattr(shape.pool, f)) for f in Pool.__dataclass_fields__)),
-        engine=replace(shape.engine, tp=take(np.asarray(shape.engine.tp))),
-        lengths=shape.lengths.map(take),
-        chunk=take(shape.chunk),
-        prefill_servers=xs,
-        decode_servers=ys,
-        long_share=take(shape.long_share),
-        ttft_ms=take(shape.ttft_ms),
-        tpot_ms=take(shape.tpot_ms),
-    )
+    return replace(shape.fields_at(owner), prefill_servers=xs, decode_servers=ys)
 
 
 def _carries(
@@ -109,8 +92,8 @@ def _carries(
         )
     shape3 = lambda a: np.reshape(a, (-1, 1, 1))  # noqa: E731
     worker_cap = overall_miss.worker_capacity_per_s(
-        engine_for(first, shape3(np.ravel(parts.d_tp)[owner])),
-        parts.local.map(lambda a: shape3(_rows_of(a, owner))),
+        engine_for(first, shape3(layouts.engine.tp)),
+        layouts.lengths.map(shape3),
         shape3(layouts.tpot_ms),
         np.ravel(layouts.chunk),
         shape3(layouts.decode_servers),
@@ -120,11 +103,3 @@ def _carries(
     worker_cap = layouts.decode_servers * np.minimum(np.ravel(worker_cap), ingress)
     room = (rate_per_s <= pool_cap) & (rate_per_s <= worker_cap)
     return room & overall_miss.within(layouts, rate_per_s)
-
-
-def _rows_of(a, owner: np.ndarray) -> np.ndarray:
-    """A field of the candidates' rows (N, ...) or a scalar, at each row's owner."""
-    a = np.asarray(a)
-    if not a.ndim:
-        return a
-    return a.reshape(-1)[owner] if a.size > 1 else np.broadcast_to(a.reshape(-1), owner.shape)

@@ -86,7 +86,7 @@ def seats_in_use_p99(batch, step_ms, next_step_ms, held_scv=0.0):
     """
     b = np.maximum(np.asarray(batch, dtype=float), 0.0)
     with np.errstate(divide="ignore", invalid="ignore"):
-        f = 1.0 - b * (next_step_ms - step_ms) / step_ms
+        f = drain_share(b, step_ms, next_step_ms)
     f = np.clip(np.where(np.isfinite(f), f, 1.0), 0.05, 1.0)
     return b + queueing.Z99 * np.sqrt(b * (1.0 + np.asarray(held_scv, dtype=float)) / f)
 
@@ -118,10 +118,10 @@ def replica_capacity(
     of mixed traffic price the p99 step as a mixed batch."""
     grid = batch_grid(engine.eff.max_decode_batch)
     ctx = lengths.decode_context_mean
-    step = decode_pass(engine, ctx).ms(grid, 0.0)
+    decode = decode_pass(engine, ctx)
+    step, next_step = decode.ms(grid, 0.0), decode.ms(grid + 1.0, 0.0)  # the grid starts at 1
     limit = seat_limit(engine, lengths, mix)
-    step99 = step_p99_ms(engine, ctx, grid, limit, mix, step)
-    next_step = decode_pass(engine, ctx).ms(grid + 1.0, 0.0)
+    step99 = step_p99_ms(engine, ctx, grid, limit, mix, step, next_step)
     in_use = seats_in_use_p99(grid, step, next_step, held_scv(lengths))
     room = np.minimum(slack(tpot_slo_ms, step99), slack(limit, in_use))
     edge = boundary_index(room)
@@ -179,6 +179,12 @@ def seat_limit(engine: Engine, lengths: Lengths, mix: BatchMix | None):
     return np.where(mix.mixed, held, limit)
 
 
+def drain_share(batch, step_ms, next_step_ms):
+    """f = 1 - B step'(B) / step(B), from the step at B and B + 1: the share of the step that
+    does not grow with the batch, how fast a batch drifts back to its mean (1: M/G/inf)."""
+    return 1.0 - batch * (next_step_ms - step_ms) / step_ms
+
+
 def feedback_variance_factor(f):
     """How much more the time-averaged batch of a request varies when the step slows with it.
 
@@ -198,7 +204,9 @@ def feedback_variance_factor(f):
 _G_ONE = 2.0 * float(np.exp(-1.0))  # g(1)
 
 
-def step_p99_ms(engine: Engine, ctx, batch, limit, mix: BatchMix | None = None, step=None):
+def step_p99_ms(
+    engine: Engine, ctx, batch, limit, mix: BatchMix | None = None, step=None, next_step=None
+):
     """p99 step of a decode batch of mean size `batch` (last axis) around mean context `ctx`.
 
     A request's TPOT averages the batch over its lifetime (`queueing.batch_p99`, M/G/inf),
@@ -212,13 +220,14 @@ def step_p99_ms(engine: Engine, ctx, batch, limit, mix: BatchMix | None = None, 
     priced at the p99 seat count and at the mean context that makes its KV read the p99 of
     the batch's total context (scv 0, the seat count's p99, on one class). The p99 batch
     stays within the replica's seats (`limit`, the engine's cap) and at least the mean.
-    `step`, the pass at `batch` (at least 1), may be passed in.
+    `step` and `next_step`, the pass at `batch` (at least 1) and at one more, may be passed in.
     """
     decode = decode_pass(engine, ctx)
     b = np.asarray(batch, dtype=float)
     b1 = np.maximum(b, 1.0)  # an idle replica's step is one sequence's (no 0 / 0)
     step = decode.ms(b1, 0.0) if step is None else step
-    f = 1.0 - b1 * (decode.ms(b1 + 1.0, 0.0) - step) / step
+    next_step = decode.ms(b1 + 1.0, 0.0) if next_step is None else next_step
+    f = drain_share(b1, step, next_step)
     spread = queueing.Z99 * np.sqrt(2.0 * np.maximum(b, 0.0) / 3.0 * feedback_variance_factor(f))
     cap = np.maximum(np.minimum(np.maximum(limit, 1.0), engine.eff.max_decode_batch), b)
     b99 = np.maximum(np.minimum(b + spread, cap), np.maximum(b, 1.0))

@@ -92,14 +92,21 @@ class Layouts:
         once on these rows (kept for the next `take`: the report reads the chosen rows'),
         then taken.
         """
+        out = self.fields_at(rows)
+        at, grid = self.workers
+        pick = functools.partial(_row_subset, rows=rows, n=len(self.long_share))
+        out._workers.append(
+            (_lines_at_rows(at, pick), ColocatedGrid(**{k: pick(v) for k, v in vars(grid).items()}))
+        )
+        return out
+
+    def fields_at(self, rows: np.ndarray) -> Layouts:
+        """`take` without the decode workers' lines and grid (built anew if read): for a caller
+        that changes the replica counts they depend on."""
         n = len(self.long_share)
-
-        def take(a):
-            a = np.asarray(a)
-            return np.broadcast_to(a, (n, *a.shape[1:]))[rows] if a.ndim else a
-
-        out = Layouts(
-            pool=Pool(*(take(getattr(self.pool, f)) for f in Pool.__dataclass_fields__)),
+        take = functools.partial(take_rows, n=n, rows=rows)
+        return Layouts(
+            pool=pool_at_rows(self.pool, n, rows),
             engine=replace(self.engine, tp=take(np.asarray(self.engine.tp))),
             lengths=self.lengths.map(take),
             chunk=take(self.chunk),
@@ -109,12 +116,6 @@ class Layouts:
             ttft_ms=take(self.ttft_ms),
             tpot_ms=take(self.tpot_ms),
         )
-        at, grid = self.workers
-        pick = functools.partial(_row_subset, rows=rows, n=n)
-        out._workers.append(
-            (_lines_at_rows(at, pick), ColocatedGrid(**{k: pick(v) for k, v in vars(grid).items()}))
-        )
-        return out
 
     def pooled(self, rate_per_s: np.ndarray) -> _Part:
         """The pool's queue at a total rate (it takes its share of it)."""
@@ -171,6 +172,17 @@ class Layouts:
     def miss_at(self, rate_per_s: np.ndarray, t_ms: np.ndarray) -> np.ndarray:
         """`miss` at a total rate."""
         return self.miss(t_ms, self.pooled(rate_per_s), self.local(rate_per_s))
+
+
+def take_rows(a, n: int, rows: np.ndarray):
+    """A row field (leading axis n, or 1 for all rows; a scalar for all) at `rows`."""
+    a = np.asarray(a)
+    return np.broadcast_to(a, (n, *a.shape[1:]))[rows] if a.ndim else a
+
+
+def pool_at_rows(pool: Pool, n: int, rows: np.ndarray) -> Pool:
+    """A pooled part's service (`Pool`, fields as `take_rows` reads them) at `rows`."""
+    return Pool(*(take_rows(getattr(pool, f), n, rows) for f in Pool.__dataclass_fields__))
 
 
 @dataclass(frozen=True)
