@@ -6,6 +6,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from disagg_decider.assumptions import assumed
 from disagg_decider.calc.bypass import cold_local_share, dynamo_layout
 from disagg_decider.calc.compare import analyze_many
 from disagg_decider.calc.result import Analysis
@@ -128,6 +129,11 @@ def _verdict(
     layout = analysis.conditional.layout if analysis.conditional else "colocated"
     cold = cold_local_share(workload, analysis.conditional)
     on_dynamo = dynamo_layout(layout, cold, params.get(MATERIAL_COLD, DEFAULT_MATERIAL_COLD))
+    threshold = analysis.conditional_disagg_threshold_tokens
+    if not _anything_feasible(analysis):
+        # No layout meets the targets: name none, rather than the search's last candidate
+        # ("disaggregated", threshold 0), which reads as a plan.
+        layout, on_dynamo, threshold = "none", "none", None
     return Verdict(
         workload=workload.name,
         model=resolved.model.id,
@@ -142,7 +148,7 @@ def _verdict(
         sizing=_sizing(analysis, workload.cluster.gpus),
         colocated=analysis.colocated,
         disaggregated=analysis.disaggregated,
-        conditional_disagg_threshold_tokens=analysis.conditional_disagg_threshold_tokens,
+        conditional_disagg_threshold_tokens=threshold,
         layout=layout,
         conditional=analysis.conditional,
         dynamo_layout=on_dynamo,
@@ -150,7 +156,13 @@ def _verdict(
         thresholds=params,
         overrides_applied=notes,
         warnings=analysis.warnings,
+        assumptions=assumed(workload),
     )
+
+
+def _anything_feasible(a: Analysis) -> bool:
+    k = a.conditional
+    return a.colocated.feasible or a.disaggregated.feasible or (k is not None and k.feasible)
 
 
 def effective_parameters(
