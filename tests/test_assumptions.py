@@ -64,7 +64,7 @@ def test_the_text_and_the_report_state_the_assumptions(tmp_path):
 
 
 def test_mixed_traffic_does_not_list_a_prefix_hit_rate_it_derives():
-    data = edited_example(ROOT / "examples" / "mixed-chat-rag-dynamo.yaml")
+    data = edited_example(ROOT / "examples" / "mixed-chat-rag-llm-d.yaml")
     assert "traffic.prefix_cache_hit_rate" not in _fields(data)
 
 

@@ -31,3 +31,17 @@ def test_a_feasible_verdict_keeps_its_layout(tmp_path):
     data = {**NOTHING_FITS, "model": "llama-3.1-8b", "name": "8b-on-two-h100"}
     v = decide(Workload.model_validate(data))
     assert v.feasible and v.layout in {"colocated", "disaggregated", "conditional"}
+
+
+def test_the_orchestrator_follows_the_plan_that_carries_the_rate():
+    """Dynamo's plan here is the always-split pools (cold prompts, DSG018): 18 GPUs for 20 req/s
+    on a 16-GPU cluster; llm-d's conditional pools carry it on 16. It used to say Dynamo."""
+    from tests.conftest import ROOT, decide_json
+
+    v = decide_json(ROOT / "examples" / "mixed-chat-rag-llm-d.yaml")
+    assert v["decision"] == "llm-d"
+    assert not v["disaggregated"]["fits_cluster"]
+    assert "ORC010" in [f["id"] for f in v["fired_rules"]]
+    k = v["conditional"]
+    assert k["prefill_replicas"] * k["prefill_tp"] + k["decode_replicas"] * k["decode_tp"] <= 16
+    assert "ORC010" in v["summary"] and "Short of GPUs" not in v["summary"]

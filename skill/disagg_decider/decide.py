@@ -12,7 +12,7 @@ from disagg_decider.calc.compare import analyze_many
 from disagg_decider.calc.result import Analysis
 from disagg_decider.gcpause import paused_collector
 from disagg_decider.layout_text import layout_sentence
-from disagg_decider.metrics import metric_values
+from disagg_decider.metrics import conditional_fits_cluster, metric_values
 from disagg_decider.rules import engine
 from disagg_decider.rules.loader import LoadedRulebook, apply_overrides, load_files, with_extra
 from disagg_decider.verdict import Metrics, Sizing, Verdict
@@ -273,14 +273,25 @@ def summarize(
             # the pools to deploy are the conditional layout's; the always-split sizing compares
             text = (
                 f"Disaggregate with {name}, routing by prompt length (the conditional layout "
-                f"below); always-disaggregated would be {_split_layout(d)}; {numbers}."
+                f"below){_orchestrator_veto(outcome)}; always-disaggregated would be "
+                f"{_split_layout(d)}; {numbers}."
             )
+            if outcome.decision == "llm-d" and conditional_fits_cluster(r, a):
+                return f"{text} {layout_sentence(a.conditional, a.crossover_prompt_tokens)}"
         else:
             text = f"Disaggregate with {name}: {_split_layout(d)}; {numbers}."
     text += " " + layout_sentence(a.conditional, a.crossover_prompt_tokens, split=not colocate)
     if not chosen.fits_cluster:
         text += f" Short of GPUs: {_limits_text(a, chosen.mode)}."
     return text
+
+
+def _orchestrator_veto(outcome: engine.Outcome) -> str:
+    """Why this orchestrator, where a veto chose it (no Kubernetes, only its plan fits...)."""
+    veto = outcome.deciding_veto
+    if veto is None or veto.pushes not in ("dynamo", "llm-d"):
+        return ""
+    return f", because {veto.title[0].lower()}{veto.title[1:]} ({veto.id})"
 
 
 def _dynamo_cold_text(a: Analysis, cold_share: float) -> str:
