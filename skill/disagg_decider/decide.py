@@ -246,7 +246,8 @@ def summarize(
     colocate = outcome.decision == "colocate"
     chosen = c if colocate else d
     numbers = (
-        f"goodput {_goodput(d)} vs {_goodput(c)} req/s per GPU (gain {_gain_text(a)}); "
+        f"goodput split {_goodput(d)} vs colocated {_goodput(c)} req/s per GPU "
+        f"(gain {_gain_text(a)}); "
         f"KV transfer {a.kv_transfer_ms:.1f} ms per request "
         f"({a.kv_bytes_per_request / 1e6:.0f} MB over {a.kv_transfer_path})"
     )
@@ -258,7 +259,8 @@ def summarize(
                 f"only a split does ({_split_layout(d)}), but {why} keeps it colocated. {numbers}."
             )
         text = (
-            f"Stay colocated: {_count(c.replicas, 'replica')} x {c.layout} ({c.gpus} GPUs, "
+            f"Stay colocated: {_count(c.replicas, 'replica')} x {c.layout} "
+            f"({_count(c.gpus, 'GPU')}, "
             f"chunked prefill {c.chunk_tokens} tokens); {why}{_rate_sizing(r, a, outcome)}. "
             f"{numbers}."
         )
@@ -317,7 +319,8 @@ def _why_colocated(outcome: engine.Outcome) -> str:
         return f"veto {outcome.deciding_veto.id} ({outcome.deciding_veto.title})"
     pushing = [f"{f.id} ({f.title})" for f in outcome.fired if f.pushes == "colocate"]
     if pushing:
-        return f"{', '.join(pushing)} outweigh the case for a split"
+        verb = "outweighs" if len(pushing) == 1 else "outweigh"
+        return f"{', '.join(pushing)} {verb} the case for a split"
     return "no rule makes the case for a split"
 
 
@@ -337,7 +340,7 @@ def _rate_sizing(r: Resolved, a: Analysis, outcome: engine.Outcome) -> str:
 def _split_layout(d) -> str:
     return (
         f"prefill {d.prefill_layout} x {d.prefill_replicas} + "
-        f"decode {d.decode_layout} x {d.decode_replicas} ({d.gpus} GPUs)"
+        f"decode {d.decode_layout} x {d.decode_replicas} ({_count(d.gpus, 'GPU')})"
     )
 
 
