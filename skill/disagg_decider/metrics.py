@@ -65,7 +65,7 @@ METRICS: tuple[Metric, ...] = (
     Metric("wants_sla_planner", "bool", "the team wants SLA-driven P/D autoscaling", lambda r, a: _w(r).ops.wants_sla_planner),
     Metric("wants_scale_to_zero", "bool", "pools must scale to zero when idle", lambda r, a: _w(r).ops.wants_scale_to_zero),
     Metric("engine", "vllm|sglang|trtllm", "inference engine", lambda r, a: _w(r).engine),
-    Metric("weights_dtype", "bf16|fp8|fp4", "weight format", lambda r, a: _w(r).weights_dtype),
+    Metric("weights_dtype", "bf16|fp8|fp8_block|mxfp4|nvfp4|fp4, or <experts>-experts/<rest>", "weight format priced (the model's own where the workload omits it)", lambda r, a: _w(r).priced_weights_dtype),
     Metric("model_is_moe", "bool", "mixture-of-experts model", lambda r, a: r.model.moe is not None),
     Metric("model_uses_mla", "bool", "multi-head latent attention (compressed KV)", lambda r, a: r.model.mla is not None),
     Metric("model_params_b", "1e9 params", "total parameters", lambda r, a: r.model.params_total_b),
