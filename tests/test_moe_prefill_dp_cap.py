@@ -119,3 +119,21 @@ def test_colocated_chunk_pass_is_the_prefill_physics_with_all_to_all():
     assert expert_ms > 5.0
     # Without the two (the pass as priced before), the chunk would be this much shorter.
     assert chunk_ms > alltoall_ms + expert_ms
+
+
+def test_deploy_caps_each_dp_rank_at_its_share_of_the_replica_batch():
+    """The verdict sizes a DP replica's whole batch; the engine flag applies per rank."""
+    from pathlib import Path
+
+    from disagg_decider.decide import decide_file
+    from disagg_decider.deploy.plan import make_plan
+    from disagg_decider.workload import load_workload
+
+    path = Path(__file__).resolve().parents[1] / "examples" / "deepseek-v3-32xh200-colocate.yaml"
+    w = load_workload(path)
+    v = decide_file(path)
+    s = v.sizing
+    assert s.colocated_dp > 1 and s.colocated_max_batch > s.colocated_dp
+    (pool,) = make_plan(w, v, "sglang", base_dir=path.parent).pools
+    assert pool.max_num_seqs == -(-s.colocated_max_batch // s.colocated_dp)
+    assert pool.max_num_seqs * s.colocated_dp >= s.colocated_max_batch

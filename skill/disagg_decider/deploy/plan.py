@@ -279,12 +279,21 @@ def _disaggregated_pools(w: Workload, v: Verdict, conditional: bool) -> tuple[Po
         role="decode",
         replicas=s.decode_replicas,
         tp=s.decode_tp * s.decode_dp,
-        max_num_seqs=s.decode_max_batch,
-        max_num_batched_tokens=s.decode_max_batch,
+        max_num_seqs=per_rank(s.decode_max_batch, s.decode_dp),
+        max_num_batched_tokens=per_rank(s.decode_max_batch, s.decode_dp),
         dp=s.decode_dp,
         ep=s.decode_ep,
     )
     return prefill, decode
+
+
+def per_rank(replica_batch: int, dp: int) -> int:
+    """The engines' sequence cap per attention-DP rank (vLLM --max-num-seqs, SGLang
+    --max-running-requests, TensorRT-LLM max_batch_size apply to each rank) for a replica
+    sized to hold `replica_batch` sequences over `dp` ranks."""
+    if replica_batch < 1:
+        return replica_batch
+    return max(1, math.ceil(replica_batch / max(dp, 1)))
 
 
 def _colocated_pool(v: Verdict) -> Pool:
@@ -293,7 +302,7 @@ def _colocated_pool(v: Verdict) -> Pool:
         role="colocated",
         replicas=s.colocated_replicas,
         tp=s.colocated_tp * s.colocated_dp,
-        max_num_seqs=s.colocated_max_batch,
+        max_num_seqs=per_rank(s.colocated_max_batch, s.colocated_dp),
         max_num_batched_tokens=s.colocated_chunk_tokens,
         dp=s.colocated_dp,
         ep=s.colocated_ep,
