@@ -363,7 +363,12 @@ class Efficiency(_Strict):
     kv_transfer: Literal["auto", "serialized", "layerwise"] = Field(
         default="auto", description="auto: layer-wise for TensorRT-LLM, serialized otherwise"
     )
-    max_decode_batch: int = Field(default=512, gt=0, le=1_000_000)
+    max_decode_batch: int = Field(
+        default=512,
+        gt=0,
+        le=1_000_000,
+        description="sequences per attention-DP rank (max_num_seqs; a DPn replica holds n x)",
+    )
     chunk_tokens: list[int] = Field(
         default=[256, 512, 1024, 2048, 4096, 8192],
         min_length=1,
