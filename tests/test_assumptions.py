@@ -12,6 +12,7 @@ import json
 from hypothesis import given
 from hypothesis import strategies as st
 
+from disagg_decider import catalog
 from disagg_decider.assumptions import DEFAULTS, assumed
 from disagg_decider.decide import decide
 from disagg_decider.workload import Workload
@@ -98,7 +99,9 @@ def test_every_default_left_out_is_listed_and_nothing_else(dropped):
     found = {a.field: a.value for a in assumed(Workload.model_validate(data))}
     assert set(found) == set(dropped)
     defaults = Workload.model_validate(MINIMAL)
-    for path in dropped - {"kv_cache_dtype", "traffic.prefix_cache_hit_rate"}:
+    if "weights_dtype" in dropped:  # the model's own published format
+        assert found["weights_dtype"] == catalog.get_model(data["model"]).weights_dtype
+    for path in dropped - {"kv_cache_dtype", "traffic.prefix_cache_hit_rate", "weights_dtype"}:
         value = defaults.model_dump(mode="json")
         for part in path.split("."):
             value = value[part]

@@ -30,7 +30,9 @@ DEFAULTS = (
     Default("cluster.gpus_per_node", "which layouts fit one node's NVLink domain"),
     Default("ops.maturity", "whether the team can run two pools (rule DSG003)"),
     Default("engine", "the engine the deploy files and step overheads are for"),
-    Default("weights_dtype", "the weights' bytes, hence memory and decode step time"),
+    Default(
+        "weights_dtype", "the weights' bytes, hence memory and decode step time (the model's own)"
+    ),
     Default("kv_cache_dtype", "the KV cache's bytes per token (default: the weights' dtype)"),
     Default("traffic.prefix_cache_hit_rate", "the share of prompt tokens prefilled"),
     Default("slo.basis", "how targets are checked: p99 under Poisson load"),
@@ -50,6 +52,8 @@ def assumed(workload: Workload) -> list[Assumption]:
         given, value = _given(workload, d.path.split("."))
         if d.path == "kv_cache_dtype":
             value = workload.kv_dtype
+        elif d.path == "weights_dtype":
+            value = workload.priced_weights_dtype
         if not given:
             out.append(Assumption(field=d.path, value=_plain(value), affects=d.why))
     return out

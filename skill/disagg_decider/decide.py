@@ -15,7 +15,7 @@ from disagg_decider.layout_text import layout_sentence
 from disagg_decider.metrics import conditional_fits_cluster, metric_values
 from disagg_decider.rules import engine
 from disagg_decider.rules.loader import LoadedRulebook, apply_overrides, load_files, with_extra
-from disagg_decider.verdict import Metrics, Sizing, Verdict
+from disagg_decider.verdict import Metrics, PricedDtypes, Sizing, Verdict
 from disagg_decider.workload import Resolved, Workload, load_workload, resolve
 
 
@@ -157,6 +157,11 @@ def _verdict(
         overrides_applied=notes,
         warnings=analysis.warnings,
         assumptions=assumed(workload),
+        dtypes=PricedDtypes(
+            weights=workload.priced_weights_dtype,
+            kv_cache=workload.kv_dtype,
+            source=resolved.dtypes_from,
+        ),
     )
 
 

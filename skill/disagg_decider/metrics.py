@@ -13,6 +13,7 @@ from typing import Any, Literal
 
 from disagg_decider.calc.bypass import cold_local_share
 from disagg_decider.calc.result import Analysis
+from disagg_decider.dtypes import DTYPES, parts
 from disagg_decider.workload import Resolved
 
 Value = float | int | bool | str | None
@@ -37,6 +38,11 @@ class Metric:
     def choices(self) -> tuple[str, ...]:
         """The allowed values of an enum metric; empty for the others."""
         return tuple(self.unit.split("|")) if self.kind == "enum" else ()
+
+
+def bulk_dtype(precision: str) -> str:
+    """The format most weight bytes are in: the experts' under mixed precision."""
+    return parts(precision)[1]
 
 
 def _w(r: Resolved):
@@ -65,7 +71,7 @@ METRICS: tuple[Metric, ...] = (
     Metric("wants_sla_planner", "bool", "the team wants SLA-driven P/D autoscaling", lambda r, a: _w(r).ops.wants_sla_planner),
     Metric("wants_scale_to_zero", "bool", "pools must scale to zero when idle", lambda r, a: _w(r).ops.wants_scale_to_zero),
     Metric("engine", "vllm|sglang|trtllm", "inference engine", lambda r, a: _w(r).engine),
-    Metric("weights_dtype", "bf16|fp8|fp4", "weight format", lambda r, a: _w(r).weights_dtype),
+    Metric("weights_dtype", "|".join(DTYPES), "weight format priced (the model's own where the workload omits it; mixed precision: the routed experts', most of the bytes)", lambda r, a: bulk_dtype(_w(r).priced_weights_dtype)),
     Metric("model_is_moe", "bool", "mixture-of-experts model", lambda r, a: r.model.moe is not None),
     Metric("model_uses_mla", "bool", "multi-head latent attention (compressed KV)", lambda r, a: r.model.mla is not None),
     Metric("model_params_b", "1e9 params", "total parameters", lambda r, a: r.model.params_total_b),

@@ -111,6 +111,14 @@ class Sizing(_Out):
     colocated_chunk_tokens: int
 
 
+class PricedDtypes(_Out):
+    """The number formats the verdict priced, and where they come from."""
+
+    weights: str  # a `dtypes` precision: `fp8`, or `mxfp4-experts/bf16` (experts/the rest)
+    kv_cache: str
+    source: str  # "workload", or "model: <where the checkpoint's formats are published>"
+
+
 class Verdict(_Out):
     workload: str
     model: str
@@ -148,3 +156,5 @@ class Verdict(_Out):
     # the conditional layout keeps a material share of cache-cold prompts local, which Dynamo
     # sends to the prefill pool (calc/bypass.py); `layout` otherwise. llm-d runs `layout`.
     dynamo_layout: Literal["colocated", "disaggregated", "conditional", "none"] = "colocated"
+    # The weight and KV formats priced: the workload's, or the model's published ones.
+    dtypes: PricedDtypes | None = None

@@ -102,6 +102,18 @@ def print_verdict(v: Verdict, console) -> None:
         console.print(f"[dim]{safe(assumptions_sentence(v))}[/]", highlight=False)
 
 
+def dtypes_sentence(v: Verdict) -> str:
+    """`weights fp8, KV bf16 (the model's own: ...)`: the formats the verdict priced."""
+    from disagg_decider.dtypes import describe
+
+    d = v.dtypes
+    if d is None:
+        return ""
+    own = d.source.removeprefix("model: ")
+    where = "as the workload states" if d.source == "workload" else f"the model's own: {own}"
+    return f"weights {describe(d.weights)}; KV cache {d.kv_cache} ({where})"
+
+
 def _print_key_figures(v: Verdict, console) -> None:
     """The per-request figures behind the call, one labelled line each."""
     from rich.table import Table
@@ -111,6 +123,7 @@ def _print_key_figures(v: Verdict, console) -> None:
     if m.kv_transfer_path == "network":
         link += ", RDMA" if m.kv_transfer_rdma else ", TCP, no RDMA"
     figures = [
+        *([("priced in", dtypes_sentence(v))] if v.dtypes is not None else []),
         (
             "KV cache",
             f"{m.kv_bytes_per_token:,.0f} B/token, {m.kv_bytes_per_request / 1e6:,.1f} MB "
