@@ -72,7 +72,7 @@ def render_command(
             for rel in status.missing:
                 typer.echo(f"missing: {out_dir / rel}")
             for rel in status.orphaned:
-                typer.echo(f"orphaned (no example produces it): {out_dir / rel}")
+                typer.echo(f"orphaned (no longer generated): {out_dir / rel}")
             typer.echo("run `decide render` to regenerate them")
             raise typer.Exit(code=1)
         typer.echo(f"{out_dir}: {len(expected)} generated files are current")
