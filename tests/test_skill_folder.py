@@ -116,13 +116,14 @@ def test_thresholds_come_from_the_rulebook() -> None:
     for name, p in numeric.items():
         changed.parameters[name] = p.model_copy(update={"value": _distinct(p.value)})
     other = type(loaded)(changed, dict(loaded.origin))
-    gates = section(skill.render_skill_md(other), "How the verdict is decided")
-    rules = skill.render_reference(other, "rules")
+    files = skill.skill_outputs(other)
+    gates = section(files[skill.SKILL_DIR_FILE], "How the verdict is decided")
+    rules = files[reference_files()["rules"]]
     for name, p in numeric.items():
         old, new = scalar_text(p.value), scalar_text(changed.parameters[name].value)
         assert f"| `{name}` | {new} |" in rules, name
-        for text in (gates, rules):
-            assert f"`{name}` ({old} " not in text, f"{name}: shipped value {old} still shown"
+        for path, text in files.items():
+            assert f"`{name}` ({old} " not in text, f"{path}: {name} still shows {old}"
         if f"`{name}`" in gates:
             assert f"`{name}` ({new} " in gates, name
 
@@ -134,3 +135,14 @@ def test_reference_files_carry_the_marker(stem: str) -> None:
 
     assert has_marker(OUTPUTS / reference_files()[stem])
     assert has_marker(OUTPUTS / skill.EVALS_FILE)
+
+
+def test_mcp_serves_every_linked_file_where_the_link_points() -> None:
+    """An agent reading SKILL.md over MCP resolves its links against the skill's URI."""
+    from disagg_decider import mcp_server
+
+    served = {uri: relative for uri, _, relative in mcp_server.SKILL_RESOURCES}
+    base = mcp_server.SKILL_URI.rsplit("/", 1)[0]
+    for target in local_links((FOLDER / "SKILL.md").read_text(encoding="utf-8")):
+        uri = f"{base}/{target}"
+        assert served.get(uri) == f"{SKILL_NAME}/{target}", f"{uri} is not served"
