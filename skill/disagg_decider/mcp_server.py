@@ -23,6 +23,7 @@ from pydantic import ValidationError
 
 from disagg_decider import __version__, catalog, mcp_tools
 from disagg_decider.errors import UserError, clip, excerpt
+from disagg_decider.render.skill_layout import SKILL_NAME, reference_files
 from disagg_decider.rules.loader import rulebook_dir, shipped
 from disagg_decider.userfiles import FilePolicy, confined_policy, file_policy, read_text
 from disagg_decider.workload import format_validation_error
@@ -35,6 +36,10 @@ SKILL_DOC_URI = "disagg://skill/skill-disaggregation-decider.md"
 SKILL_RESOURCES = (  # (uri, name, path under outputs/), as `decide render` writes them
     (SKILL_URI, "disaggregation-decider-skill", "disaggregation-decider/SKILL.md"),
     (SKILL_DOC_URI, "skill-disaggregation-decider", "skill-disaggregation-decider.md"),
+    *(  # the files SKILL.md links to, at the URIs its relative links resolve to
+        (f"skill://{path}", f"{SKILL_NAME}-{stem}", path)
+        for stem, path in reference_files().items()
+    ),
 )
 REPO_ROOT = Path(__file__).resolve().parents[2]  # a checkout: skill/disagg_decider/ -> root
 
