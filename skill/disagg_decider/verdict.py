@@ -14,6 +14,7 @@ from disagg_decider.calc.result import (
     ColocatedResult,
     ConditionalResult,
     DisaggregatedResult,
+    InteractivityBand,
     Limit,
 )
 
@@ -136,3 +137,7 @@ class Verdict(_Out):
     # the conditional layout keeps a material share of cache-cold prompts local, which Dynamo
     # sends to the prefill pool (calc/bypass.py); `layout` otherwise. llm-d runs `layout`.
     dynamo_layout: Literal["colocated", "disaggregated", "conditional"] = "colocated"
+    # The tokens/s per user (1000 / TPOT ms) where the always-disaggregated split serves at
+    # least min_gain times the colocated goodput per GPU, read off a coarse sweep of the TPOT
+    # target (interactivity.py); null when it wins nowhere on the grid.
+    interactivity_band: InteractivityBand | None = None
