@@ -95,7 +95,8 @@ def crossing(x0: float, x1: float, c0: float, c1: float, s0: float, s1: float, m
 def front_at(x: float, xs: Sequence[float], ys: Sequence[float]) -> float:
     """A front read log-linearly at x between its grid points (both neighbours positive)."""
     lx = np.log(np.asarray(xs, dtype=float))
-    ly = np.log(np.asarray(ys, dtype=float))
+    with np.errstate(divide="ignore"):  # a point that serves nothing reads as -inf
+        ly = np.log(np.asarray(ys, dtype=float))
     return float(np.exp(np.interp(math.log(x), lx, ly)))
 
 
