@@ -100,7 +100,8 @@ def main() -> None:
         shown = "n/a" if ours is None else ("only D" if math.isinf(ours) else f"{ours:.2f}x")
         print(
             f"{case['id']:<32} {pub['basis']:<15} {pub['tokens_per_s_per_user']:>7g} "
-            f"{'-' if p is None else f'{p:.2f}x':>10} {shown:>7} {'ok ' if ok_dir else 'NO '}  {close}"
+            f"{'-' if p is None else f'{p:.2f}x':>10} {shown:>7} "
+            f"{'ok ' if ok_dir else 'NO '}  {close}"
         )
     n = len(cases)
     print(

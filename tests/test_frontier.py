@@ -4,6 +4,7 @@ the plot's data, and the verdict's `interactivity_band`."""
 from __future__ import annotations
 
 import functools
+import itertools
 import json
 import math
 import random
@@ -40,9 +41,11 @@ def test_each_front_falls_as_interactivity_rises_and_holds_only_pareto_points(pa
         ys = [p.tokens_per_s_per_gpu for p in front.points]
         assert xs == sorted(xs)
         assert all(y > 0 for y in ys)
-        assert all(a > b for a, b in zip(ys, ys[1:], strict=False)), (front.mode, ys)
+        assert all(a > b for a, b in itertools.pairwise(ys)), (front.mode, ys)
         # no swept point of the same mode matches or beats a reported point on both axes
-        swept = [(r.tokens_per_s_per_user, r.modes[front.mode].tokens_per_s_per_gpu) for r in f.rows]
+        swept = [
+            (r.tokens_per_s_per_user, r.modes[front.mode].tokens_per_s_per_gpu) for r in f.rows
+        ]
         for x, y in zip(xs, ys, strict=True):
             assert not any(sx > x and sy >= y for sx, sy in swept)
         # and every swept point left out is dominated by one reported
@@ -122,7 +125,11 @@ def test_verdict_carries_the_band_and_says_where_the_target_sits() -> None:
     v = decide(load_workload(RAG_EXAMPLE), base_dir=RAG_EXAMPLE.parent)
     b = v.interactivity_band
     assert b is not None and b.target_inside
-    assert b.low_tokens_per_s_per_user <= b.target_tokens_per_s_per_user <= b.high_tokens_per_s_per_user
+    assert (
+        b.low_tokens_per_s_per_user
+        <= b.target_tokens_per_s_per_user
+        <= b.high_tokens_per_s_per_user
+    )
     assert "tokens/s per user" in v.summary and "is inside" in v.summary
     chat = decide(load_workload(CHAT), base_dir=CHAT.parent)
     b = chat.interactivity_band
@@ -181,7 +188,9 @@ def test_plot_data_keeps_regions_where_one_layout_alone_meets_the_targets(tmp_pa
 
 def test_winner_map_cells_are_the_verdicts_at_both_targets() -> None:
     w = load_workload(RAG_EXAMPLE)
-    m = winner_map(w, RAG_EXAMPLE.parent, Sweep(low_tps_user=20, high_tps_user=100, points=2), 500, 4000)
+    m = winner_map(
+        w, RAG_EXAMPLE.parent, Sweep(low_tps_user=20, high_tps_user=100, points=2), 500, 4000
+    )
     cell = m.cells[1][0]
     v = decide(with_targets(w, 1e3 / 20, ttft_ms=4000), base_dir=RAG_EXAMPLE.parent)
     assert cell.winner == v.layout
