@@ -6,7 +6,8 @@ Run from the repository root:
 
 Each example's frontier (16 TPOT targets + its own, the default) is timed twice, first (the
 figure that counts; the first example also pays imports) and again (caches warm), with
-`time.process_time` (a shared machine disturbs CPU time far less than wall time). The issue asks for at most 3 s per example on one core.
+`time.process_time` (a shared machine disturbs CPU time far less than wall time).
+The issue asks for at most 3 s per example on one core.
 """
 
 from __future__ import annotations
