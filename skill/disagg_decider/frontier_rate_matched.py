@@ -66,6 +66,7 @@ def rate_matched_rows(
         ModePoint,
         Row,
         best_mode,
+        missed,
         over_next,
     )
     from disagg_decider.rules.loader import with_extra
@@ -85,10 +86,7 @@ def rate_matched_rows(
         c = colocated_best(at, lengths)
         d = disaggregated_best(big, lengths)
         base = {"tokens_per_s_per_user": u, "tpot_target_ms": 1e3 / u}
-        none = ModePoint(
-            **base, tokens_per_s_per_gpu=0.0, tpot_ms=None, ttft_ms=None, layout="", details={}
-        )
-        colo = none
+        colo = missed(u)
         if c is not None:
             colo = ModePoint(
                 **base,
@@ -98,7 +96,7 @@ def rate_matched_rows(
                 layout=f"TP{c['tp']}, batch {c['batch']:g}, chunk {c['chunk']}",
                 details={"tp": c["tp"], "chunk_tokens": c["chunk"], "batch": c["batch"]},
             )
-        split = none
+        split = missed(u)
         if d is not None:
             ratio = d["d_rate"] / d["p_rate"]  # ctx instances per gen instance
             per_gpu = rate_matched_tokens_per_gpu(

@@ -134,14 +134,16 @@ class Sweep:
 
 
 def check_sweep(s: Sweep) -> None:
-    """Bad bounds are the user's: say which flag and what would do."""
+    """Bad bounds are the user's: name the flag (and the MCP tool's field) and what would do."""
     if s.basis not in BASES:
         raise UserError(f"--basis {s.basis}: expected one of {', '.join(BASES)}")
-    for flag, v in (("--low", s.low_tps_user), ("--high", s.high_tps_user)):
+    low = f"--low (low_tokens_per_s_per_user) {s.low_tps_user:g}"
+    high = f"--high (high_tokens_per_s_per_user) {s.high_tps_user:g}"
+    for bound, v in ((low, s.low_tps_user), (high, s.high_tps_user)):
         if not (math.isfinite(v) and 0.1 <= v <= 10_000):
-            raise UserError(f"{flag} {v:g}: tokens/s per user between 0.1 and 10000")
+            raise UserError(f"{bound}: tokens/s per user between 0.1 and 10000")
     if s.low_tps_user >= s.high_tps_user:
-        raise UserError(f"--low {s.low_tps_user:g} must be below --high {s.high_tps_user:g}")
+        raise UserError(f"{low} must be below {high}")
     if not 2 <= s.points <= 64:
         raise UserError(f"--points {s.points}: between 2 and 64 grid points")
 
@@ -236,10 +238,15 @@ def assemble(w: Workload, model: str, basis: str, rows, modes, margin, notes) ->
 
 
 def _row(u: float, v: Verdict, modes: Sequence[str], is_target: bool, out_tokens: float) -> Row:
+    """The verdict at one target as a row; the winner is the verdict's `layout` (on the p99
+    basis, where the conditional layout is priced), else the mode serving most per GPU."""
     points = {m: mode_point(u, v, m, out_tokens) for m in modes}
+    distinct = points
     if "conditional" in modes and v.conditional is not None:
         served = any(p.tokens_per_s_per_gpu > 0 for p in points.values())
         winner = v.layout if served else None
+        if v.conditional.layout != "conditional":  # it is one of the two modes: no rival
+            distinct = {m: p for m, p in points.items() if m != "conditional"}
     else:
         winner = best_mode(points)
     return Row(
@@ -248,7 +255,7 @@ def _row(u: float, v: Verdict, modes: Sequence[str], is_target: bool, out_tokens
         is_target=is_target,
         modes=points,
         winner=winner,
-        winner_over_next=over_next(points, winner),
+        winner_over_next=over_next(distinct, winner),
     )
 
 
@@ -329,75 +336,56 @@ def only_one(rows: Sequence[Row], modes: Sequence[str]) -> list[OnlyOne]:
     return out
 
 
+def missed(u: float) -> ModePoint:
+    """A mode that meets no target at `u` tokens/s per user: drawn at zero, never dropped."""
+    return ModePoint(
+        tokens_per_s_per_user=u,
+        tpot_target_ms=1e3 / u,
+        tokens_per_s_per_gpu=0.0,
+        tpot_ms=None,
+        ttft_ms=None,
+        layout="",
+        details={},
+    )
+
+
 def mode_point(u: float, v: Verdict, mode: str, out_tokens: float) -> ModePoint:
     """One mode of a verdict as a point of its front."""
-    base = {"tokens_per_s_per_user": u, "tpot_target_ms": 1e3 / u}
-    if mode == "conditional":
-        k = v.conditional
-        if k is None or not k.feasible or k.goodput_per_gpu <= 0:
-            return ModePoint(
-                **base, tokens_per_s_per_gpu=0.0, tpot_ms=None, ttft_ms=None, layout="", details={}
-            )
-        threshold = k.threshold_tokens
-        pool = f"P TP{k.prefill_tp} x {k.prefill_replicas} + " if k.prefill_tp else ""
-        layout = f"{pool}D TP{k.decode_tp} x {k.decode_replicas}"
-        if threshold:
-            layout = f"prompts > {threshold} tokens to {layout}"
-        if k.chunk_tokens:
-            layout += f", chunk {k.chunk_tokens}"
-        details = {
-            "threshold_tokens": threshold,
-            "prefill_tp": k.prefill_tp,
-            "prefill_replicas": k.prefill_replicas,
-            "decode_tp": k.decode_tp,
-            "decode_replicas": k.decode_replicas,
-            "chunk_tokens": k.chunk_tokens,
-            "share_to_prefill": k.share_to_prefill,
-        }
-        return ModePoint(
-            **base,
-            tokens_per_s_per_gpu=k.goodput_per_gpu * out_tokens,
-            tpot_ms=k.tpot_p99_ms,
-            ttft_ms=k.ttft_p99_ms,
-            layout=layout,
-            details=details,
-        )
-    m = v.colocated if mode == "colocated" else v.disaggregated
-    if not m.feasible or m.goodput_per_gpu <= 0:
-        return ModePoint(
-            **base, tokens_per_s_per_gpu=0.0, tpot_ms=None, ttft_ms=None, layout="", details={}
-        )
-    if mode == "colocated":
-        layout = f"{m.replicas} x {m.layout}, chunk {m.chunk_tokens}"
-        details = {
-            "tp": m.tp,
-            "dp": m.dp,
-            "ep": m.ep,
-            "replicas": m.replicas,
-            "chunk_tokens": m.chunk_tokens,
-            "max_batch": m.max_batch,
-        }
-    else:
-        layout = (
-            f"P {m.prefill_layout} x {m.prefill_replicas} + "
-            f"D {m.decode_layout} x {m.decode_replicas}"
-        )
-        details = {
-            "prefill_tp": m.prefill_tp,
-            "prefill_dp": m.prefill_dp,
-            "prefill_ep": m.prefill_ep,
-            "prefill_replicas": m.prefill_replicas,
-            "decode_tp": m.decode_tp,
-            "decode_dp": m.decode_dp,
-            "decode_ep": m.decode_ep,
-            "decode_replicas": m.decode_replicas,
-            "max_batch": m.max_batch,
-        }
+    records = {"colocated": v.colocated, "disaggregated": v.disaggregated}
+    rec = v.conditional if mode == "conditional" else records[mode]
+    if rec is None or not rec.feasible or rec.goodput_per_gpu <= 0:
+        return missed(u)
+    layout, details = describe(rec, mode)
     return ModePoint(
-        **base,
-        tokens_per_s_per_gpu=m.goodput_per_gpu * out_tokens,
-        tpot_ms=m.tpot_p99_ms,
-        ttft_ms=m.ttft_p99_ms,
+        tokens_per_s_per_user=u,
+        tpot_target_ms=1e3 / u,
+        tokens_per_s_per_gpu=rec.goodput_per_gpu * out_tokens,
+        tpot_ms=rec.tpot_p99_ms,
+        ttft_ms=rec.ttft_p99_ms,
         layout=layout,
         details=details,
     )
+
+
+def describe(rec, mode: str) -> tuple[str, dict]:
+    """A mode's layout in words and as numbers (TP/DP/EP, replicas, chunk, threshold)."""
+    if mode == "conditional":
+        pool = f"P TP{rec.prefill_tp} x {rec.prefill_replicas} + " if rec.prefill_tp else ""
+        layout = f"{pool}D TP{rec.decode_tp} x {rec.decode_replicas}"
+        if rec.threshold_tokens:
+            layout = f"prompts > {rec.threshold_tokens} tokens to {layout}"
+        if rec.chunk_tokens:
+            layout += f", chunk {rec.chunk_tokens}"
+        names = ("threshold_tokens", "prefill_tp", "prefill_replicas", "decode_tp")
+        names += ("decode_replicas", "chunk_tokens", "share_to_prefill")
+    elif mode == "colocated":
+        layout = f"{rec.replicas} x {rec.layout}, chunk {rec.chunk_tokens}"
+        names = ("tp", "dp", "ep", "replicas", "chunk_tokens", "max_batch")
+    else:
+        layout = (
+            f"P {rec.prefill_layout} x {rec.prefill_replicas} + "
+            f"D {rec.decode_layout} x {rec.decode_replicas}"
+        )
+        names = tuple(f"{role}_{k}" for role in ("prefill", "decode") for k in ("tp", "dp", "ep"))
+        names += ("prefill_replicas", "decode_replicas", "max_batch")
+    return layout, {n: getattr(rec, n) for n in names}

@@ -50,35 +50,36 @@ def _footer(f: Frontier) -> list[str]:
     return lines
 
 
+def _cells(f: Frontier, r: Row) -> list[str]:
+    """One row's cells: interactivity (* your target), TPOT, each mode, the winner, its layout."""
+    layout = r.modes[r.winner].layout if r.winner else ""
+    return [
+        f"{r.tokens_per_s_per_user:.1f}{'*' if r.is_target else ''}",
+        f"{r.tpot_target_ms:.2f}",
+        *(f"{r.modes[m].tokens_per_s_per_gpu:.1f}" for m in f.modes),
+        _lead(r),
+        layout,
+    ]
+
+
 def frontier_text(f: Frontier) -> str:
-    cols = [SHORT[m] for m in f.modes]
-    head = f"{'tok/s/user':>11} {'TPOT ms':>8} " + " ".join(f"{c:>13}" for c in cols)
-    head += f"  {'winner (lead)':<24} layout of the winner"
-    lines = [*_header(f), "", head]
-    for r in f.rows:
-        vals = " ".join(f"{r.modes[m].tokens_per_s_per_gpu:>13.1f}" for m in f.modes)
-        layout = r.modes[r.winner].layout if r.winner else ""
-        mark = "*" if r.is_target else " "
-        lines.append(
-            f"{r.tokens_per_s_per_user:>10.1f}{mark} {r.tpot_target_ms:>8.2f} {vals}  "
-            f"{_lead(r):<24} {layout}"
-        )
-    return "\n".join([*lines, "", *_footer(f)]) + "\n"
+    names = ["tok/s/user", "TPOT ms", *(SHORT[m] for m in f.modes), "winner (lead)", "layout"]
+    widths = [11, 8, *(13 for _ in f.modes), 24]
+
+    def line(cells: list[str]) -> str:
+        numbers = " ".join(f"{c:>{w}}" for c, w in zip(cells, widths[:-1], strict=False))
+        return f"{numbers}  {cells[-2]:<{widths[-1]}} {cells[-1]}".rstrip()
+
+    table = [line(names), *(line(_cells(f, r)) for r in f.rows)]
+    return "\n".join([*_header(f), "", *table, "", *_footer(f)]) + "\n"
 
 
 def frontier_markdown(f: Frontier) -> str:
-    cols = [SHORT[m] for m in f.modes]
+    names = ["tok/s/user", "TPOT ms", *(SHORT[m] for m in f.modes), "winner (lead)", "layout"]
     lines = [f"## Frontier: {f.workload}", "", *(f"{h}  " for h in _header(f)), ""]
-    lines.append("| tok/s/user | TPOT ms | " + " | ".join(cols) + " | winner (lead) | layout |")
-    lines.append("|---:|---:|" + "---:|" * len(cols) + "---|---|")
-    for r in f.rows:
-        vals = " | ".join(f"{r.modes[m].tokens_per_s_per_gpu:.1f}" for m in f.modes)
-        layout = r.modes[r.winner].layout if r.winner else ""
-        mark = " (yours)" if r.is_target else ""
-        lines.append(
-            f"| {r.tokens_per_s_per_user:.1f}{mark} | {r.tpot_target_ms:.2f} | {vals} | "
-            f"{_lead(r)} | {layout} |"
-        )
+    lines.append("| " + " | ".join(names) + " |")
+    lines.append("|" + "---:|" * (len(names) - 2) + "---|---|")
+    lines.extend("| " + " | ".join(_cells(f, r)) + " |" for r in f.rows)
     lines.append("")
     lines.extend(f"- {x}" for x in _footer(f))
     return "\n".join(lines) + "\n"
