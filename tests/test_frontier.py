@@ -22,6 +22,7 @@ from tests.conftest import EXAMPLES, RAG_EXAMPLE, edited_example, run_cli
 
 CHAT = next(p for p in EXAMPLES if p.stem == "chat-short-colocate")
 TCP = next(p for p in EXAMPLES if p.stem == "tcp-25gbe-colocate")
+HETERO = next(p for p in EXAMPLES if p.stem == "b200-prefill-h200-decode-dynamo")
 
 
 @functools.cache
@@ -213,3 +214,23 @@ def test_cli_json_and_user_errors(tmp_path) -> None:
     ]:
         bad = run_cli("frontier", "-w", str(CHAT), *args)
         assert bad.returncode == 2 and words in bad.stderr and "Traceback" not in bad.stderr
+
+
+@pytest.mark.parametrize("path", [RAG_EXAMPLE, CHAT, TCP, HETERO], ids=lambda p: p.stem)
+def test_verdict_band_equals_the_frontier_band_on_the_same_coarse_grid(path) -> None:
+    """The verdict reads its grid through the search alone (two GPU types: their pools
+    searched together); the frontier through whole verdicts."""
+    w = load_workload(path)
+    v = decide(w, base_dir=path.parent)
+    f = frontier(w, path.parent, Sweep(low_tps_user=10, high_tps_user=400, points=6))
+    if v.interactivity_band is None:
+        assert f.band is None
+        return
+    got, want = v.interactivity_band.model_dump(), f.band.model_dump()
+    for key, value in want.items():
+        assert got[key] == (pytest.approx(value, rel=1e-9) if isinstance(value, float) else value)
+
+
+def test_map_refuses_a_grid_that_would_price_thousands_of_verdicts() -> None:
+    bad = run_cli("frontier", "-w", str(CHAT), "--map", "--points", "64")
+    assert bad.returncode == 2 and "at most 24" in bad.stderr and "Traceback" not in bad.stderr

@@ -30,6 +30,7 @@ from disagg_decider.workload import Workload
 DEFAULT_TTFT_LOW_MS = 100.0
 DEFAULT_TTFT_HIGH_MS = 5000.0
 DEFAULT_MAP_POINTS = 8
+MAX_MAP_POINTS = 24  # 576 verdicts: a few seconds
 
 
 class _Out(BaseModel):
@@ -75,6 +76,11 @@ def winner_map(
     """The verdict at every (TTFT, TPOT) pair of the two grids, in one batch."""
     sweep = sweep or Sweep(points=DEFAULT_MAP_POINTS)
     check_sweep(sweep)
+    if sweep.points > MAX_MAP_POINTS:
+        raise UserError(
+            f"--map --points {sweep.points}: at most {MAX_MAP_POINTS} per axis (the map prices "
+            "points x points verdicts)"
+        )
     if sweep.basis == "rate-matched":
         raise UserError(
             "--map --basis rate-matched: the rate-matched basis has no TTFT queueing to trade; "

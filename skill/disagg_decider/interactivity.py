@@ -236,7 +236,7 @@ def _served_per_gpu(variants: Sequence[Resolved]) -> list[tuple[float, float]]:
         if r.workload.cluster.heterogeneous or r.workload.slo.basis != "p99-under-load"
     ]
     picked = [variants[i] for i in slow]
-    for i, v, a in zip(slow, picked, analyze_many(picked, modes_only=True), strict=True):
+    for i, v, a in zip(slow, picked, _two_modes(picked, analyze_many), strict=True):
         a = on_basis(v, a)
         out[i] = (_served(a.colocated), _served(a.disaggregated))
     groups: dict[tuple, list[int]] = {}
@@ -252,6 +252,39 @@ def _served_per_gpu(variants: Sequence[Resolved]) -> list[tuple[float, float]]:
                 gpus = float(m.budget[k])
                 out[i] = (float(found.colo_within[k]) / gpus, float(found.disagg_within[k]) / gpus)
     return out  # type: ignore[return-value]
+
+
+def _two_modes(variants: Sequence[Resolved], analyze_many) -> list[Analysis]:
+    """Both modes of each workload; heterogeneous ones with all their pools searched at once.
+
+    `hetero.analyze_heterogeneous` searches a workload's two pools with the function it is
+    given: here one that hands back pools already searched together (every target's prefill
+    and decode pools in one `analyze_many` call) instead of two calls per target.
+    """
+    from disagg_decider.calc import hetero
+
+    two = [v.workload.cluster.heterogeneous for v in variants]
+    pools = [
+        hetero.pool_resolved(v, role)
+        for v, h in zip(variants, two, strict=True)
+        if h
+        for role in hetero.ROLES
+    ]
+    searched = dict(zip(map(_pool_key, pools), analyze_many(pools, modes_only=True), strict=True))
+
+    def lookup(rs: Sequence[Resolved], modes_only: bool = True) -> list[Analysis]:
+        return [searched[_pool_key(x)] for x in rs]
+
+    one = [v for v, h in zip(variants, two, strict=True) if not h]
+    plain = iter(analyze_many(one, modes_only=True))
+    return [
+        hetero.analyze_heterogeneous(v, lookup) if h else next(plain)
+        for v, h in zip(variants, two, strict=True)
+    ]
+
+
+def _pool_key(r: Resolved) -> tuple[str, str]:
+    return (r.gpu.id, r.workload.model_dump_json())
 
 
 def _served(mode) -> float:
