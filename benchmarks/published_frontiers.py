@@ -26,7 +26,7 @@ sys.path.insert(0, str(ROOT / "skill"))
 
 from disagg_decider.decide import decide  # noqa: E402
 from disagg_decider.frontier_rate_matched import rate_matched_rows  # noqa: E402
-from disagg_decider.workload import parse_workload  # noqa: E402
+from disagg_decider.workload import parse_workload, resolve  # noqa: E402
 
 DATA = ROOT / "benchmarks" / "data" / "published_frontiers.yaml"
 
@@ -67,7 +67,7 @@ def our_ratio(case: dict) -> float | None:
     pub = case["published"]
     if pub["basis"] == "rate-matched":
         u = float(pub["tokens_per_s_per_user"])
-        rows, *_ = rate_matched_rows(w, None, [u], u, {})
+        rows, _ = rate_matched_rows(resolve(w), [u], u)
         c = rows[0].modes["colocated"].tokens_per_s_per_gpu
         d = rows[0].modes["disaggregated"].tokens_per_s_per_gpu
     else:

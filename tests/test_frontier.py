@@ -73,7 +73,7 @@ def _check_winners(w, base_dir, points=4) -> None:
             assert row.winner == (v.layout if served else None)
 
 
-@pytest.mark.parametrize("path", [RAG_EXAMPLE, CHAT], ids=lambda p: p.stem)
+@pytest.mark.parametrize("path", [RAG_EXAMPLE, CHAT, HETERO], ids=lambda p: p.stem)
 def test_single_point_verdict_matches_frontier_winner_on_examples(path) -> None:
     _check_winners(load_workload(path), path.parent)
 

@@ -2,8 +2,8 @@
 
 TaiChi (arXiv 2508.01989) finds aggregation best with a tight TTFT and a loose TPOT, and
 disaggregation with a tight TPOT and a loose TTFT. The map shows where those regions fall for
-the team's own workload: every cell is the verdict at those two targets (one `decide_many`
-batch), its winning layout and how far ahead it is.
+the team's own workload: every cell is the calculator at those two targets (one `analyze_many`
+batch, the verdict's layout), its winning layout and how far ahead it is.
 """
 
 from __future__ import annotations
@@ -19,11 +19,11 @@ from disagg_decider.errors import UserError
 from disagg_decider.frontier_sweep import (
     MODES,
     Sweep,
-    _row,
+    analysis_row,
     check_sweep,
     output_mean_tokens,
-    sweep_verdicts,
-    with_targets,
+    resolved_for,
+    sweep_analyses,
 )
 from disagg_decider.workload import Workload
 
@@ -73,7 +73,8 @@ def winner_map(
     ttft_high_ms: float = DEFAULT_TTFT_HIGH_MS,
     options: Mapping[str, Any] | None = None,
 ) -> WinnerMap:
-    """The verdict at every (TTFT, TPOT) pair of the two grids, in one batch."""
+    """The calculator at every (TTFT, TPOT) pair of the two grids, in one batch: each cell's
+    winner is the verdict's layout at those targets."""
     sweep = sweep or Sweep(points=DEFAULT_MAP_POINTS)
     check_sweep(sweep)
     if sweep.points > MAX_MAP_POINTS:
@@ -88,15 +89,15 @@ def winner_map(
         )
     ttfts = [float(t) for t in ttft_grid(ttft_low_ms, ttft_high_ms, sweep.points)]
     tps = [float(u) for u in sweep.grid()]
-    workloads = [with_targets(w, 1e3 / u, ttft_ms=t, basis=sweep.basis) for t in ttfts for u in tps]
-    verdicts = sweep_verdicts(workloads, base_dir, options or {})
+    r = resolved_for(w, base_dir, options or {})
+    analyses = sweep_analyses(r, [(1e3 / u, t) for t in ttfts for u in tps], sweep.basis)
     modes = list(MODES) if sweep.basis == "p99-under-load" else ["colocated", "disaggregated"]
-    out_tokens = output_mean_tokens(w)
+    out_tokens = output_mean_tokens(r.workload)
     cells = []
     for i, t in enumerate(ttfts):
         line = []
         for j, u in enumerate(tps):
-            row = _row(u, verdicts[i * len(tps) + j], modes, False, out_tokens)
+            row = analysis_row(u, analyses[i * len(tps) + j], modes, False, out_tokens)
             per_gpu = {m: p.tokens_per_s_per_gpu for m, p in row.modes.items()}
             split = max(per_gpu.get("disaggregated", 0.0), _pooled(row, per_gpu))
             colo = per_gpu["colocated"]

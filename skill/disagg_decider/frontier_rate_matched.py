@@ -15,15 +15,13 @@ Colocated is the static basis's best replica per GPU, also without rounding to t
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Mapping, Sequence
-from pathlib import Path
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
 
 from disagg_decider.errors import UserError
-from disagg_decider.interactivity import DEFAULT_MARGIN
-from disagg_decider.workload import Resolved, Workload
+from disagg_decider.workload import Resolved
 
 
 def rate_matched_tokens_per_gpu(
@@ -39,28 +37,10 @@ def rate_matched_tokens_per_gpu(
     return gen_output_tokens_per_s / (ctx_gpus * gen_rate_per_s / ctx_rate_per_s + gen_gpus)
 
 
-def _resolved(w: Workload, base_dir: Path | None, options: Mapping[str, Any]) -> Resolved:
-    """The workload resolved with the calibration the verdict would apply."""
-    from disagg_decider.calibrate.apply import apply_calibration, calibration_path
-    from disagg_decider.workload import resolve
-
-    path = calibration_path(w, base_dir, options.get("calibration"))
-    if path is not None:
-        w = apply_calibration(w, path).workload
-    return resolve(w, base_dir)
-
-
-def rate_matched_rows(
-    w: Workload,
-    base_dir: Path | None,
-    xs: Sequence[float],
-    target: float,
-    options: Mapping[str, Any],
-):
-    """The frontier's rows on the rate-matched basis: (rows, margin, model id, notes)."""
+def rate_matched_rows(r: Resolved, xs: Sequence[float], target: float):
+    """The frontier's rows on the rate-matched basis, and notes on what they assume."""
     from disagg_decider.calc.lengths import Lengths
     from disagg_decider.calc.static import colocated_best, disaggregated_best
-    from disagg_decider.decide import effective_parameters
     from disagg_decider.frontier_sweep import (
         RATE_MATCHED_BUDGET_GPUS,
         ModePoint,
@@ -69,14 +49,13 @@ def rate_matched_rows(
         missed,
         over_next,
     )
-    from disagg_decider.rules.loader import with_extra
 
+    w = r.workload
     if w.cluster.heterogeneous:
         raise UserError(
             "--basis rate-matched prices one GPU type; this workload's cluster has two "
             "(prefill_gpu/decode_gpu): use --basis p99-under-load"
         )
-    r = _resolved(w, base_dir, options)
     lengths = Lengths.of(r.workload)
     out_tokens = float(np.ravel(lengths.output_mean)[0])
     rows = []
@@ -131,17 +110,13 @@ def rate_matched_rows(
                 winner_over_next=over_next(points, winner),
             )
         )
-    params, _ = effective_parameters(
-        with_extra(list(options.get("rule_files", ()))), w, options.get("overrides") or {}
-    )
     notes = [
         "rate-matched: no queueing; a prefill instance runs one prompt at a time; the ctx:gen "
         "ratio is fractional and the pair is the one serving most per GPU (whole replicas "
         "are not rounded, the cluster's size does not bound it)",
         "the conditional layout is priced on the p99-under-load basis only",
     ]
-    margin = float(params.get("min_gain", DEFAULT_MARGIN))
-    return rows, margin, r.model.id, notes
+    return rows, notes
 
 
 def _at(r: Resolved, tpot_ms: float, gpus: int | None = None) -> Resolved:

@@ -30,17 +30,18 @@ from typing import Any, Literal
 import numpy as np
 from pydantic import BaseModel, ConfigDict
 
-from disagg_decider.calc.result import InteractivityBand
+from disagg_decider.calc.result import Analysis, InteractivityBand
 from disagg_decider.errors import UserError
 from disagg_decider.interactivity import (
     DEFAULT_MARGIN,
+    at_tpot,
     band_from_curve,
     crossing,
+    on_basis,
     pareto_mask,
     tps_grid,
 )
-from disagg_decider.verdict import Verdict
-from disagg_decider.workload import Workload
+from disagg_decider.workload import Resolved, Workload
 
 Basis = Literal["p99-under-load", "static", "rate-matched"]
 BASES: tuple[str, ...] = ("p99-under-load", "static", "rate-matched")
@@ -149,8 +150,8 @@ def check_sweep(s: Sweep) -> None:
 
 
 def with_targets(w: Workload, tpot_ms: float, ttft_ms: float | None = None, basis=None):
-    """The workload at other targets (and SLO basis), validated as the user's would be."""
-    slo = {"tpot_ms": float(tpot_ms)}
+    """The workload at other targets (and SLO basis)."""
+    slo: dict[str, Any] = {"tpot_ms": float(tpot_ms)}
     if ttft_ms is not None:
         slo["ttft_ms"] = float(ttft_ms)
     if basis is not None:
@@ -158,13 +159,44 @@ def with_targets(w: Workload, tpot_ms: float, ttft_ms: float | None = None, basi
     return w.model_copy(update={"slo": w.slo.model_copy(update=slo)})
 
 
-def sweep_verdicts(
-    workloads: Sequence[Workload], base_dir: Path | None, options: Mapping[str, Any]
-) -> list[Verdict]:
-    """The verdict at each workload, in one batch (no band: the sweep is the band's source)."""
-    from disagg_decider.decide import decide_many
+def resolved_for(w: Workload, base_dir: Path | None, options: Mapping[str, Any]) -> Resolved:
+    """The workload resolved with the calibration the verdict would apply (`--calibration`
+    or its own `calibration:` file)."""
+    from disagg_decider.calibrate.apply import apply_calibration, calibration_path
+    from disagg_decider.workload import resolve
 
-    return decide_many(list(workloads), base_dir=base_dir, band=False, **options)
+    path = calibration_path(w, base_dir, options.get("calibration"))
+    if path is not None:
+        w = apply_calibration(w, path).workload
+    return resolve(w, base_dir)
+
+
+def margin_for(w: Workload, options: Mapping[str, Any]) -> float:
+    """The rulebook's min_gain as the verdict would read it (rule files, overrides)."""
+    from disagg_decider.decide import effective_parameters
+    from disagg_decider.rules.loader import with_extra
+
+    loaded = with_extra(list(options.get("rule_files") or ()))
+    params, _ = effective_parameters(loaded, w, options.get("overrides") or {})
+    return float(params.get("min_gain", DEFAULT_MARGIN))
+
+
+def sweep_analyses(r: Resolved, targets: Sequence[tuple[float, float | None]], basis: str):
+    """The calculator at each (TPOT, TTFT or None) target, in one batch, on `basis`.
+
+    What the verdict at that target is built from (`decide_many` runs the same calls before
+    its rules): the frontier reads the modes and the layout (`Analysis.conditional.layout`,
+    the verdict's `layout`), never the crossover, so workloads on two GPU types are searched
+    without it (`analyze_many(modes_only=True)`, which still prices their layout).
+    """
+    from disagg_decider.calc.compare import analyze_many
+
+    variants = [at_tpot(r, tpot, ttft, basis) for tpot, ttft in targets]
+    mixed = r.workload.cluster.heterogeneous
+    return [
+        on_basis(v, a)
+        for v, a in zip(variants, analyze_many(variants, modes_only=mixed), strict=True)
+    ]
 
 
 def frontier(
@@ -175,34 +207,33 @@ def frontier(
 ) -> Frontier:
     """Every mode's front over the grid, the winners, and the band, on `sweep.basis`.
 
-    `options` go to `decide_many` (rule_files, overrides, calibration) on the queueing bases.
+    `options` (rule_files, overrides, calibration) are read as `decide_many` reads them.
     """
     check_sweep(sweep)
+    options = options or {}
     grid = [float(u) for u in sweep.grid()]
     target = 1e3 / w.slo.tpot_ms
     xs = sorted({*grid, target})
+    r = resolved_for(w, base_dir, options)
+    margin = margin_for(w, options)
     if sweep.basis == "rate-matched":
         from disagg_decider.frontier_rate_matched import rate_matched_rows
 
-        rows, margin, model, notes = rate_matched_rows(w, base_dir, xs, target, options or {})
+        rows, notes = rate_matched_rows(r, xs, target)
         modes = ["colocated", "disaggregated"]
     else:
         basis = sweep.basis
-        verdicts = sweep_verdicts(
-            [with_targets(w, 1e3 / u, basis=basis) for u in xs], base_dir, options or {}
-        )
+        analyses = sweep_analyses(r, [(1e3 / u, None) for u in xs], basis)
         modes = list(MODES) if basis == "p99-under-load" else ["colocated", "disaggregated"]
-        out_tokens = output_mean_tokens(w)
+        out_tokens = output_mean_tokens(r.workload)
         rows = [
-            _row(u, v, modes, math.isclose(u, target), out_tokens)
-            for u, v in zip(xs, verdicts, strict=True)
+            analysis_row(u, a, modes, math.isclose(u, target), out_tokens)
+            for u, a in zip(xs, analyses, strict=True)
         ]
-        margin = float(verdicts[0].thresholds.get("min_gain", DEFAULT_MARGIN))
-        model = verdicts[0].model
-        notes = sorted({n for v in verdicts for n in v.warnings if "slo.basis" in n})
+        notes = sorted({n for a in analyses for n in a.warnings if "slo.basis" in n})
         if basis == "static":
             notes.append("the conditional layout is priced on the p99-under-load basis only")
-    return assemble(w, model, sweep.basis, rows, modes, margin, notes)
+    return assemble(w, r.model.id, sweep.basis, rows, modes, margin, notes)
 
 
 def assemble(w: Workload, model: str, basis: str, rows, modes, margin, notes) -> Frontier:
@@ -237,15 +268,17 @@ def assemble(w: Workload, model: str, basis: str, rows, modes, margin, notes) ->
     )
 
 
-def _row(u: float, v: Verdict, modes: Sequence[str], is_target: bool, out_tokens: float) -> Row:
-    """The verdict at one target as a row; the winner is the verdict's `layout` (on the p99
-    basis, where the conditional layout is priced), else the mode serving most per GPU."""
-    points = {m: mode_point(u, v, m, out_tokens) for m in modes}
+def analysis_row(
+    u: float, a: Analysis, modes: Sequence[str], is_target: bool, out_tokens: float
+) -> Row:
+    """The calculator at one target as a row; the winner is the verdict's `layout` (on the
+    p99 basis, where the conditional layout is priced), else the mode serving most per GPU."""
+    points = {m: mode_point(u, a, m, out_tokens) for m in modes}
     distinct = points
-    if "conditional" in modes and v.conditional is not None:
+    if "conditional" in modes and a.conditional is not None:
         served = any(p.tokens_per_s_per_gpu > 0 for p in points.values())
-        winner = v.layout if served else None
-        if v.conditional.layout != "conditional":  # it is one of the two modes: no rival
+        winner = a.conditional.layout if served else None
+        if a.conditional.layout != "conditional":  # it is one of the two modes: no rival
             distinct = {m: p for m, p in points.items() if m != "conditional"}
     else:
         winner = best_mode(points)
@@ -349,10 +382,10 @@ def missed(u: float) -> ModePoint:
     )
 
 
-def mode_point(u: float, v: Verdict, mode: str, out_tokens: float) -> ModePoint:
-    """One mode of a verdict as a point of its front."""
-    records = {"colocated": v.colocated, "disaggregated": v.disaggregated}
-    rec = v.conditional if mode == "conditional" else records[mode]
+def mode_point(u: float, a: Analysis, mode: str, out_tokens: float) -> ModePoint:
+    """One mode of the calculator's answer (or a verdict: same fields) as a front's point."""
+    records = {"colocated": a.colocated, "disaggregated": a.disaggregated}
+    rec = a.conditional if mode == "conditional" else records[mode]
     if rec is None or not rec.feasible or rec.goodput_per_gpu <= 0:
         return missed(u)
     layout, details = describe(rec, mode)

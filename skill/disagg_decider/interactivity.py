@@ -47,11 +47,16 @@ def band_grid() -> np.ndarray:
     return fine[:: (DEFAULT_POINTS - 1) // (BAND_POINTS - 1)]
 
 
-def at_tpot(r: Resolved, tpot_ms: float, ttft_ms: float | None = None) -> Resolved:
-    """The resolved workload with other targets; catalog entries are shared (same search)."""
-    slo = {"tpot_ms": float(tpot_ms)}
+def at_tpot(
+    r: Resolved, tpot_ms: float, ttft_ms: float | None = None, basis: str | None = None
+) -> Resolved:
+    """The resolved workload with other targets (and SLO basis); catalog entries are shared,
+    so the variants are searched together."""
+    slo: dict = {"tpot_ms": float(tpot_ms)}
     if ttft_ms is not None:
         slo["ttft_ms"] = float(ttft_ms)
+    if basis is not None:
+        slo["basis"] = basis
     w = r.workload.model_copy(update={"slo": r.workload.slo.model_copy(update=slo)})
     return dataclasses.replace(r, workload=w)
 
