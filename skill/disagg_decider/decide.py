@@ -11,6 +11,13 @@ from disagg_decider.calc.bypass import cold_local_share, dynamo_layout
 from disagg_decider.calc.compare import analyze_many
 from disagg_decider.calc.result import Analysis
 from disagg_decider.gcpause import paused_collector
+from disagg_decider.interactivity import (
+    DEFAULT_MARGIN,
+    GainCurve,
+    band_curves,
+    band_sentence,
+    on_basis,
+)
 from disagg_decider.layout_text import layout_sentence
 from disagg_decider.metrics import conditional_fits_cluster, metric_values
 from disagg_decider.rules import engine
@@ -55,6 +62,7 @@ def decide_many(
     overrides_source: str = "--set",
     rulebook: LoadedRulebook | None = None,
     calibration: Path | None = None,
+    band: bool = True,
 ) -> list[Verdict]:
     """One verdict per workload, in order, each equal to `decide` on it alone.
 
@@ -62,6 +70,7 @@ def decide_many(
     (`calc.compare.analyze_many`), so a sweep costs a fraction of a decision per workload.
     `base_dir` (where relative `hf_config` paths start) may be one folder or one per workload.
     `calibration` (`--calibration`) replaces each workload's own `calibration:` file.
+    `band=False` leaves `interactivity_band` null: `decide frontier` sweeps the targets itself.
     """
     if base_dir is None or isinstance(base_dir, Path):
         base_dirs: Sequence[Path | None] = [base_dir] * len(workloads)
@@ -76,10 +85,11 @@ def decide_many(
             _calibrated(w, d, calibration) for w, d in zip(workloads, base_dirs, strict=True)
         ]
         resolved = [resolve(c.workload, d) for c, d in zip(calibrated, base_dirs, strict=True)]
-        analyses = [_on_basis(r, a) for r, a in zip(resolved, analyze_many(resolved), strict=True)]
+        analyses = [on_basis(r, a) for r, a in zip(resolved, analyze_many(resolved), strict=True)]
+        curves = band_curves(resolved, analyses) if band else [None] * len(resolved)
         verdicts = [
-            _verdict(loaded, r, a, overrides or {}, overrides_source)
-            for r, a in zip(resolved, analyses, strict=True)
+            _verdict(loaded, r, a, overrides or {}, overrides_source, curve)
+            for r, a, curve in zip(resolved, analyses, curves, strict=True)
         ]
         return [
             v.model_copy(
@@ -105,24 +115,19 @@ def _calibrated(workload: Workload, base_dir: Path | None, cli: Path | None):
     return apply_calibration(workload, path)
 
 
-def _on_basis(r: Resolved, a: Analysis) -> Analysis:
-    """`slo.basis: static` re-sizes both modes as static-batch planners do (calc/static.py)."""
-    if r.workload.slo.basis != "static":
-        return a
-    from disagg_decider.calc.static import static_analysis
-
-    return static_analysis(r, a)
-
-
 def _verdict(
     loaded: LoadedRulebook,
     resolved: Resolved,
     analysis: Analysis,
     overrides: Mapping[str, Any],
     overrides_source: str,
+    curve: GainCurve | None = None,
 ) -> Verdict:
     workload = resolved.workload
     params, notes = effective_parameters(loaded, workload, overrides, overrides_source)
+    if curve is not None:
+        band = curve.band(float(params.get("min_gain", DEFAULT_MARGIN)))
+        analysis = analysis.model_copy(update={"interactivity_band": band})
     metrics = metric_values(resolved, analysis, engine.metrics_read(loaded.book))
     outcome = engine.decide(loaded.book, metrics, params)
     chosen = analysis.colocated if outcome.decision == "colocate" else analysis.disaggregated
@@ -141,7 +146,13 @@ def _verdict(
         decision=outcome.decision,
         disaggregate=outcome.decision != "colocate",
         feasible=chosen.feasible,
-        summary=summarize(resolved, analysis, outcome, cold if on_dynamo != layout else None),
+        summary=summarize(
+            resolved,
+            analysis,
+            outcome,
+            cold if on_dynamo != layout else None,
+            band_swept=curve is not None,
+        ),
         fired_rules=outcome.fired,
         scores=outcome.scores,
         metrics=_metrics(analysis, cold),
@@ -162,6 +173,7 @@ def _verdict(
             kv_cache=workload.kv_dtype,
             source=resolved.dtypes_from,
         ),
+        interactivity_band=analysis.interactivity_band,
     )
 
 
@@ -235,12 +247,18 @@ def _sizing(a: Analysis, cluster_gpus: int) -> Sizing:
 
 
 def summarize(
-    r: Resolved, a: Analysis, outcome: engine.Outcome, dynamo_cold_share: float | None = None
+    r: Resolved,
+    a: Analysis,
+    outcome: engine.Outcome,
+    dynamo_cold_share: float | None = None,
+    band_swept: bool = False,
 ) -> str:
     """One paragraph a reviewer can paste: the call, the deciding reason, the key numbers.
 
     When the chosen layout cannot meet the targets the paragraph starts by saying so and what
     limits it; a layout is never presented as a plan unless it meets both p99 targets.
+    `band_swept` (the TPOT targets were swept) adds where the target sits against the
+    `interactivity_band`, or that the split wins nowhere on the sweep.
     `dynamo_cold_share` (set when Dynamo's router cannot run the conditional layout: that share
     of requests would be kept local with nothing cached) makes Dynamo's plan the always-split
     pools, and says why.
@@ -290,6 +308,8 @@ def summarize(
     text += " " + layout_sentence(a.conditional, a.crossover_prompt_tokens, split=not colocate)
     if not chosen.fits_cluster:
         text += f" Short of GPUs: {_limits_text(a, chosen.mode)}."
+    if a.interactivity_band is not None or band_swept:
+        text += " " + band_sentence(a.interactivity_band, 1e3 / r.workload.slo.tpot_ms)
     return text
 
 

@@ -109,6 +109,10 @@ METRICS: tuple[Metric, ...] = (
     Metric("colocated_ep", "GPUs", "expert-parallel size of the colocated layout (1: TP only)", lambda r, a: a.colocated.ep),
     Metric("prefill_ep", "GPUs", "expert-parallel size of the prefill layout (1: TP only)", lambda r, a: a.disaggregated.prefill_ep),
     Metric("decode_ep", "GPUs", "expert-parallel size of the decode layout (1: TP only)", lambda r, a: a.disaggregated.decode_ep),
+    Metric("interactivity_band_low", "tokens/s/user", "lowest tokens/s per user (1000 / TPOT ms) where the split serves at least min_gain times the colocated goodput per GPU (coarse TPOT sweep); unset when it wins nowhere", lambda r, a: a.interactivity_band.low_tokens_per_s_per_user if a.interactivity_band else None),
+    Metric("interactivity_band_high", "tokens/s/user", "highest tokens/s per user where the split serves at least min_gain times colocation; unset when it wins nowhere", lambda r, a: a.interactivity_band.high_tokens_per_s_per_user if a.interactivity_band else None),
+    Metric("interactivity_band_found", "bool", "the split wins by min_gain at some tokens/s per user of the coarse TPOT sweep (10 to 400 and the target)", lambda r, a: a.interactivity_band is not None),
+    Metric("target_in_interactivity_band", "bool", "the workload's own 1000 / TPOT target lies inside the band where the split wins by min_gain", lambda r, a: bool(a.interactivity_band and a.interactivity_band.target_inside)),
     Metric("split_narrows_ep", "bool", "the decode layout's EP group is narrower than the colocated one", lambda r, a: a.disaggregated.decode_ep < a.colocated.ep),
 )  # fmt: skip
 

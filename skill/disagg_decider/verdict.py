@@ -14,6 +14,7 @@ from disagg_decider.calc.result import (
     ColocatedResult,
     ConditionalResult,
     DisaggregatedResult,
+    InteractivityBand,
     Limit,
 )
 
@@ -158,3 +159,7 @@ class Verdict(_Out):
     dynamo_layout: Literal["colocated", "disaggregated", "conditional", "none"] = "colocated"
     # The weight and KV formats priced: the workload's, or the model's published ones.
     dtypes: PricedDtypes | None = None
+    # The tokens/s per user (1000 / TPOT ms) where the always-disaggregated split serves at
+    # least min_gain times the colocated goodput per GPU, read off a coarse sweep of the TPOT
+    # target (interactivity.py); null when it wins nowhere on the grid.
+    interactivity_band: InteractivityBand | None = None

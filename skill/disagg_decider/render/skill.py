@@ -139,6 +139,11 @@ TOOL_GUIDE: tuple[ToolUse, ...] = (
         "prompt length",
     ),
     ToolUse(
+        "frontier",
+        "the user asks how the answer moves with the per-user speed target (tokens/s per user), "
+        "or wants each layout's throughput-interactivity frontier",
+    ),
+    ToolUse(
         "estimate_kv_transfer",
         "the question is only about KV bytes or transfer time on a link (no full workload needed)",
     ),
