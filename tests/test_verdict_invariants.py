@@ -176,8 +176,13 @@ def check_conditional(w: Workload, v: Verdict) -> None:
     # The chosen one is the largest threshold within 1% of that best (fewest KV transfers).
     assert k.goodput_per_gpu >= 0.99 * top * (1 - 1e-12), (k.goodput_per_gpu, top)
     assert k.goodput_per_gpu <= top * (1 + 1e-12)
-    assert v.layout == k.layout
-    assert v.conditional_disagg_threshold_tokens == k.threshold_tokens
+    if not (c.feasible or d.feasible or k.feasible):
+        # Nothing meets the targets: the verdict names no layout and no threshold (issue 26).
+        assert v.layout == "none" and v.dynamo_layout == "none", v.layout
+        assert v.conditional_disagg_threshold_tokens is None
+    else:
+        assert v.layout == k.layout
+        assert v.conditional_disagg_threshold_tokens == k.threshold_tokens
     assert (k.threshold_tokens is None) == (k.layout == "colocated")
     assert (k.threshold_tokens == 0) == (k.layout == "disaggregated")
     assert 0.0 <= k.share_to_prefill <= 1.0
