@@ -49,7 +49,6 @@ MODELS = (
     ("llama-3.3-70b", "bf16"),
     ("qwen3-32b", "bf16"),
     ("llama-3.1-405b", "bf16"),
-    ("mixtral-8x7b", "bf16"),
     ("qwen3-30b-a3b", "bf16"),
     ("qwen3-235b-a22b", "bf16"),
     ("gpt-oss-120b", "fp4"),

@@ -128,6 +128,7 @@ def _verdict(
     layout = analysis.conditional.layout if analysis.conditional else "colocated"
     cold = cold_local_share(workload, analysis.conditional)
     on_dynamo = dynamo_layout(layout, cold, params.get(MATERIAL_COLD, DEFAULT_MATERIAL_COLD))
+    step_source = _step_source(resolved, analysis.warnings)
     return Verdict(
         workload=workload.name,
         model=resolved.model.id,
@@ -149,8 +150,18 @@ def _verdict(
         limits=analysis.limits,
         thresholds=params,
         overrides_applied=notes,
-        warnings=analysis.warnings,
+        **{"warnings": analysis.warnings, **step_source},
     )
+
+
+def _step_source(resolved: Resolved, warnings: list[str]) -> dict[str, Any]:
+    """The verdict's `step_source` and its warnings, for a workload that asks for silicon."""
+    if resolved.workload.step_source == "default":
+        return {}
+    from disagg_decider.calc.silicon import verdict_notes
+
+    used, notes = verdict_notes(resolved)
+    return {"step_source": used, "warnings": [*warnings, *notes]}
 
 
 def effective_parameters(
