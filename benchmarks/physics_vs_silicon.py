@@ -18,6 +18,7 @@ x engine, the worst rows, and writes every row to a CSV.
     python benchmarks/physics_vs_silicon.py                    # full grid (a few minutes)
     python benchmarks/physics_vs_silicon.py --quick            # a CI-sized grid
     python benchmarks/physics_vs_silicon.py --step-source silicon --format json
+    python benchmarks/physics_vs_silicon.py --step-source fitted   # constants of step_fit.json
 """
 
 from __future__ import annotations
@@ -114,7 +115,7 @@ def layouts(moe: bool) -> list[tuple[int, int, int]]:
     return out
 
 
-def our_engine(model, gpu, dtype: str, layout, steps) -> Engine:
+def our_engine(model, gpu, dtype: str, layout, steps, eff: Efficiency | None = None) -> Engine:
     """The calculator's engine for a layout, as `calc/search.engine_for` builds it."""
     tp, dp, ep = layout
     kv = "fp8" if dtype in ("fp8", "fp4") else "bf16"
@@ -124,7 +125,7 @@ def our_engine(model, gpu, dtype: str, layout, steps) -> Engine:
         dtype,
         kv,
         tp,
-        Efficiency(),
+        eff or Efficiency(),
         dp=dp,
         ep=ep,
         domain_gpus=max(8, gpu.scaleup_domain_gpus),
@@ -145,18 +146,30 @@ def kv_fits(engine: Engine, sequences: float, context: float) -> bool:
     return bool(engine.kv_bytes_held(context) * sequences <= engine.kv_capacity_bytes())
 
 
+def ours_ms(engine: Engine, phase: str, batch: float, context: float, tokens: float) -> float:
+    """The calculator's time for a grid point (`batch` is the replica's decode batch; prefill and
+    mixed passes carry `tokens` prompt tokens on each attention rank)."""
+    dp = int(engine.dp)
+    if phase == "prefill":
+        return prompts_pass_ms(engine, 0.0, 0.0, dp, tokens, 0.0) + engine.prefill_overhead_ms
+    if phase == "decode":
+        return float(np.ravel(decode_step_ms(engine, float(batch), float(context)))[0])
+    return prompts_pass_ms(engine, float(batch), context, dp, tokens, (context - tokens) / 2.0)
+
+
 def points_for(engine: Engine, h, grid: Grid, base: dict) -> tuple[list[dict], int]:
     """Rows of one layout (ours and the database's), and how many points the database refused."""
     rows, refused = [], 0
     dp = int(engine.dp)
 
-    def add(phase, batch, context, tokens, ours_fn, silicon_fn):
+    def add(phase, batch, context, tokens, silicon_fn):
         nonlocal refused
         try:
             ref = silicon_fn()
         except silicon.Refused:
             refused += 1
             return
+        ours = ours_ms(engine, phase, batch, context, tokens)
         rows.append(
             {
                 **base,
@@ -164,47 +177,23 @@ def points_for(engine: Engine, h, grid: Grid, base: dict) -> tuple[list[dict], i
                 "batch": batch,
                 "context": context,
                 "tokens": tokens,
-                "ours_ms": round(float(ours_fn()), 4),
+                "ours_ms": round(ours, 4),
                 "silicon_ms": round(ref, 4),
             }
         )
 
     for n in grid.prefill:
-        if not kv_fits(engine, dp, n):
-            continue
-        add(
-            "prefill",
-            dp,
-            0,
-            n,
-            lambda n=n: prompts_pass_ms(engine, 0.0, 0.0, dp, n, 0.0) + engine.prefill_overhead_ms,
-            lambda n=n: silicon.prefill_ms(h, n),
-        )
+        if kv_fits(engine, dp, n):
+            add("prefill", dp, 0, n, lambda n=n: silicon.prefill_ms(h, n))
     per_rank = sorted({max(1, round(b / dp)) for b in grid.batches})
     for b in per_rank:
         for c in grid.contexts:
-            if not kv_fits(engine, b * dp, c):
-                continue
-            add(
-                "decode",
-                b * dp,
-                c,
-                0,
-                lambda b=b, c=c: np.ravel(decode_step_ms(engine, float(b * dp), float(c)))[0],
-                lambda b=b, c=c: silicon.decode_ms(h, b, c),
-            )
+            if kv_fits(engine, b * dp, c):
+                add("decode", b * dp, c, 0, lambda b=b, c=c: silicon.decode_ms(h, b, c))
     for k, batch, p in grid.mixed:
         b = max(1, round(batch / dp))
-        if not kv_fits(engine, (b + 1) * dp, p):
-            continue
-        add(
-            "mixed",
-            b * dp,
-            p,
-            k,
-            lambda k=k, b=b, p=p: prompts_pass_ms(engine, float(b * dp), p, dp, k, (p - k) / 2.0),
-            lambda k=k, b=b, p=p: silicon.mixed_ms(h, k, b, p),
-        )
+        if kv_fits(engine, (b + 1) * dp, p):
+            add("mixed", b * dp, p, k, lambda k=k, b=b, p=p: silicon.mixed_ms(h, k, b, p))
     return rows, refused
 
 
@@ -218,7 +207,30 @@ def count_points(engine: Engine, grid: Grid) -> int:
     return n
 
 
-def run(grid: Grid, step_source: str, log) -> tuple[list[dict], int]:
+def default_efficiency(gpu_id: str, engine: str, family: str) -> Efficiency:
+    return Efficiency()
+
+
+STEP_FIT = ROOT / "skill" / "disagg_decider" / "calc" / "step_fit.json"
+
+
+def fitted_efficiency(path: Path = STEP_FIT):
+    """The constants `fit_step_physics.py` fitted per GPU x engine x family (defaults elsewhere)."""
+    fits = {
+        (f["gpu"], f["engine"], f["family"]): f["constants"]
+        for f in json.loads(path.read_text())["fits"]
+    }
+
+    def efficiency(gpu_id: str, engine: str, family: str) -> Efficiency:
+        constants = fits.get((gpu_id, engine, family))
+        return Efficiency(**constants) if constants else Efficiency()
+
+    return efficiency
+
+
+def run(grid: Grid, step_source: str, log, efficiency=default_efficiency):
+    """(rows, refused points) over the grid; `efficiency(gpu, engine, family)` gives the
+    roofline's constants (the defaults unless a fit is being tried)."""
     rows, refused = [], 0
     for engine_name in grid.engines:
         for gpu_id in grid.gpus:
@@ -231,7 +243,8 @@ def run(grid: Grid, step_source: str, log) -> tuple[list[dict], int]:
                 moe = model.moe is not None
                 steps = silicon.steps_for(key, moe) if step_source == "silicon" else None
                 for lay in layouts(moe):
-                    engine = our_engine(model, gpu, dtype, lay, steps)
+                    eff = efficiency(gpu_id, engine_name, "moe" if moe else "dense")
+                    engine = our_engine(model, gpu, dtype, lay, steps, eff)
                     if not engine.fits():
                         continue
                     base = {
@@ -239,6 +252,8 @@ def run(grid: Grid, step_source: str, log) -> tuple[list[dict], int]:
                         "gpu": gpu_id,
                         "engine": engine_name,
                         "layout": label(*lay),
+                        "_layout": lay,
+                        "_dtype": dtype,
                     }
                     try:
                         h = silicon.handle(key, *lay, moe)
@@ -305,7 +320,7 @@ def print_table(title: str, gs: list[dict]) -> None:
 
 def write_csv(path: Path, rows: list[dict]) -> None:
     with path.open("w", newline="") as f:
-        w = csv.DictWriter(f, fieldnames=FIELDS)
+        w = csv.DictWriter(f, fieldnames=FIELDS, extrasaction="ignore")
         w.writeheader()
         w.writerows(rows)
 
@@ -313,7 +328,12 @@ def write_csv(path: Path, rows: list[dict]) -> None:
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--quick", action="store_true", help="a small grid (one GPU and engine)")
-    ap.add_argument("--step-source", choices=("default", "silicon"), default="default")
+    ap.add_argument(
+        "--step-source",
+        choices=("default", "silicon", "fitted"),
+        default="default",
+        help="fitted: the roofline with the constants of fit_step_physics.py (step_fit.json)",
+    )
     ap.add_argument("--format", choices=("text", "json"), default="text")
     ap.add_argument("--csv", type=Path, default=Path("physics_vs_silicon.csv"))
     ap.add_argument("--force", action="store_true", help="overwrite an existing --csv file")
@@ -330,7 +350,8 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     log = (lambda s: print(s, file=sys.stderr)) if args.format == "json" else print
     t0 = time.process_time()
-    rows, refused = run(QUICK if args.quick else FULL, args.step_source, log)
+    efficiency = fitted_efficiency() if args.step_source == "fitted" else default_efficiency
+    rows, refused = run(QUICK if args.quick else FULL, args.step_source, log, efficiency)
     write_csv(args.csv, rows)
     gs = groups(rows)
     if args.format == "json":

@@ -7,16 +7,16 @@ step time from it instead of the roofline in `calc/step.py`.
 
 Calling it per step would be far too slow for the calculator's arrays, so each parallel layout
 gets a table, built once per process from the compiled estimator and interpolated with numpy
-(log-log, between points at most a factor of 2 apart):
+(log-log, between points a quarter of an octave apart in tokens, an octave in batch and context):
 
-- `non_attention[tokens]`: everything but attention (GEMMs, MoE, communication, norms) for a
-  pass of that many tokens on one attention rank, separately for passes carrying prompt tokens
-  and pure decode passes (aiconfigurator prices them with different operation lists);
-- `prompt_attention[P]`: causal attention of a whole P-token prompt, so that a chunk of n new
-  tokens after s cached ones costs `A(s + n) - A(s)`;
-- `decode_attention[batch, context]`: the decode attention of a batch at one context length.
-
-A pass is their sum, as aiconfigurator composes its mixed step. The replica's decode batch and
+- `decode_step[batch, context]`: a pure decode step (aiconfigurator's own decode estimate,
+  whose operations differ from a mixed step's for some engines);
+- for passes carrying prompt tokens, the parts aiconfigurator sums into its mixed step:
+  `non_attention[tokens]` (GEMMs, MoE, communication, norms for a pass of that many tokens on
+  one attention rank), `prompt_attention[P]` (causal attention of a whole P-token prompt, so
+  that a chunk of n new tokens after s cached ones costs `A(s + n) - A(s)`) and
+  `decode_attention[batch, context]`.
+ The replica's decode batch and
 prompt tokens are spread evenly over its attention (DP) ranks, keeping the pass's attention work
 (`arch.attention_flops`) whole. aiconfigurator-core is imported only when a table is built:
 the default install never loads it.
@@ -68,8 +68,8 @@ _GEMM_QUANT = {"bf16": "bfloat16", "fp8": "fp8", "fp4": "nvfp4"}
 _KV_QUANT = {"bf16": "bfloat16", "fp8": "fp8"}
 
 # Table grids, per attention rank. Beyond the top the curves are extended as power laws.
-TOKEN_GRID = np.unique(np.round(2.0 ** np.arange(0.0, 17.01, 0.5))).astype(float)  # 1..128K
-PROMPT_GRID = np.unique(np.round(2.0 ** np.arange(4.0, 17.01, 0.5))).astype(float)  # 16..128K
+TOKEN_GRID = np.unique(np.round(2.0 ** np.arange(0.0, 17.01, 0.25))).astype(float)  # 1..128K
+PROMPT_GRID = np.unique(np.round(2.0 ** np.arange(4.0, 17.01, 0.25))).astype(float)  # 16..128K
 BATCH_GRID = 2.0 ** np.arange(0, 12)  # 1..2048 sequences
 CONTEXT_GRID = 2.0 ** np.arange(4, 18)  # 16..128K tokens
 
@@ -186,7 +186,7 @@ class LayoutTable:
     """One layout's curves, in milliseconds on the grids above."""
 
     prompt_non_attention: np.ndarray  # TOKEN_GRID
-    decode_non_attention: np.ndarray  # TOKEN_GRID
+    decode_step: np.ndarray  # BATCH_GRID x CONTEXT_GRID
     prompt_attention: np.ndarray  # PROMPT_GRID
     decode_attention: np.ndarray  # BATCH_GRID x CONTEXT_GRID
 
@@ -208,14 +208,14 @@ def layout_table(key: Key, tp: int, dp: int, ep: int, moe: bool) -> LayoutTable:
 
     tokens = [int(t) for t in TOKEN_GRID]
     prompt_na = [parts(t, 0, t)[1] for t in tokens]
-    decode_na = [parts(0, t, 1024)[1] for t in tokens]
     prompt_attn = [parts(int(p), 0, int(p))[2] for p in PROMPT_GRID]
     decode_attn = [
         [parts(0, int(b), max(int(c) - 2, 1))[3] for c in CONTEXT_GRID] for b in BATCH_GRID
     ]
+    decode_step = [[decode_ms(h, int(b), int(c)) for c in CONTEXT_GRID] for b in BATCH_GRID]
     return LayoutTable(
         prompt_non_attention=np.asarray(prompt_na),
-        decode_non_attention=np.asarray(decode_na),
+        decode_step=np.asarray(decode_step),
         prompt_attention=np.asarray(prompt_attn),
         decode_attention=np.asarray(decode_attn),
     )
@@ -244,9 +244,11 @@ def _curve(log_grid: np.ndarray, log_values: np.ndarray, layout: np.ndarray, x) 
     return np.exp(log_values[layout, j] * (1.0 - w) + log_values[layout, j + 1] * w)
 
 
-def _surface(log_values: np.ndarray, layout: np.ndarray, batch, context) -> np.ndarray:
-    """Bilinear log-log interpolation of the decode-attention surface; below one sequence it
-    scales with the batch."""
+def _surface(
+    log_values: np.ndarray, layout: np.ndarray, batch, context, scale_below_one: bool = True
+) -> np.ndarray:
+    """Bilinear log-log interpolation of a (batch, context) surface; below one sequence it
+    scales with the batch (attention) or stays at one sequence's (a whole step)."""
     layout, b, c = np.broadcast_arrays(
         layout, np.asarray(batch, dtype=float), np.asarray(context, dtype=float)
     )
@@ -255,6 +257,8 @@ def _surface(log_values: np.ndarray, layout: np.ndarray, batch, context) -> np.n
     lo = log_values[layout, i, j] * (1.0 - v) + log_values[layout, i, j + 1] * v
     hi = log_values[layout, i + 1, j] * (1.0 - v) + log_values[layout, i + 1, j + 1] * v
     out = np.exp(lo * (1.0 - u) + hi * u)
+    if not scale_below_one:
+        return out
     return np.where(b < 1.0, out * np.maximum(b, 0.0), out)
 
 
@@ -264,7 +268,7 @@ class Stacked:
     for a layout the database refused (its row is a placeholder)."""
 
     prompt_non_attention: np.ndarray
-    decode_non_attention: np.ndarray
+    decode_step: np.ndarray
     prompt_attention: np.ndarray
     decode_attention: np.ndarray
     covered: np.ndarray
@@ -319,7 +323,7 @@ class SiliconSteps:
 
         stacked = Stacked(
             prompt_non_attention=rows("prompt_non_attention"),
-            decode_non_attention=rows("decode_non_attention"),
+            decode_step=rows("decode_step"),
             prompt_attention=rows("prompt_attention"),
             decode_attention=rows("decode_attention"),
             covered=np.array([tab is not None for tab in tables]),
@@ -340,20 +344,18 @@ class SiliconSteps:
         c_total = np.asarray(prefill_tokens, dtype=float)
         c = c_total / ranks
         s = np.maximum(np.asarray(prefill_context, dtype=float) + (ranks - 1.0) * c / 2.0, 0.0)
-        tokens = np.maximum(b + c, 1.0)
         has_prompt = c_total > 0
-        non_attention = np.where(
-            has_prompt,
-            _curve(_LOG_TOKENS, stacked.prompt_non_attention, layout, tokens),
-            _curve(_LOG_TOKENS, stacked.decode_non_attention, layout, tokens),
-        )
-        ms = non_attention
+        ms = _surface(stacked.decode_step, layout, b, decode_context, scale_below_one=False)
         if np.any(has_prompt):
-            a_end = _prompt_attention(stacked, layout, s + c)
-            a_start = _prompt_attention(stacked, layout, s)
-            ms = ms + np.where(has_prompt, np.maximum(a_end - a_start, 0.0), 0.0)
-        decode = _surface(stacked.decode_attention, layout, b, decode_context)
-        ms = ms + np.where(b > 0, decode, 0.0)
+            tokens = np.maximum(b + c, 1.0)
+            mixed = _curve(_LOG_TOKENS, stacked.prompt_non_attention, layout, tokens)
+            attention = _prompt_attention(stacked, layout, s + c) - _prompt_attention(
+                stacked, layout, s
+            )
+            mixed = mixed + np.maximum(attention, 0.0)
+            decode = _surface(stacked.decode_attention, layout, b, decode_context)
+            mixed = mixed + np.where(b > 0, decode, 0.0)
+            ms = np.where(has_prompt, mixed, ms)
         return ms, stacked.covered[layout]
 
 
