@@ -37,7 +37,7 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT / "skill") not in sys.path:
     sys.path.insert(0, str(ROOT / "skill"))
 
-from disagg_decider.calc import silicon  # noqa: E402
+from disagg_decider.calc import silicon, silicon_steps  # noqa: E402
 from disagg_decider.calc.decode import decode_step_ms  # noqa: E402
 from disagg_decider.calc.parallel import label  # noqa: E402
 from disagg_decider.calc.step import Engine, iteration_ms  # noqa: E402
@@ -241,7 +241,7 @@ def run(grid: Grid, step_source: str, log, efficiency=default_efficiency):
                     model_id, gpu_id, engine_name, dtype, "fp8" if dtype != "bf16" else "bf16"
                 )
                 moe = model.moe is not None
-                steps = silicon.steps_for(key, moe) if step_source == "silicon" else None
+                steps = silicon_steps.steps_for(key, moe) if step_source == "silicon" else None
                 for lay in layouts(moe):
                     eff = efficiency(gpu_id, engine_name, "moe" if moe else "dense")
                     engine = our_engine(model, gpu, dtype, lay, steps, eff)

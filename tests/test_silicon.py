@@ -13,7 +13,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from disagg_decider.calc import silicon
+from disagg_decider.calc import silicon, silicon_steps
 from disagg_decider.calc.decode import decode_step_ms
 from disagg_decider.calc.prefill import prefill_ms
 from disagg_decider.calc.search import engine_for
@@ -134,9 +134,26 @@ def test_layouts_the_database_refuses_are_priced_by_the_roofline_and_named():
     assert ours[0] == pytest.approx(silicon.decode_ms(h, 32, 4000), rel=0.03)
     assert ours[0] != pytest.approx(roofline[0], rel=0.03)
     assert ours[1] == roofline[1]
-    used, notes = silicon.verdict_notes(r)
+    used, notes = silicon_steps.verdict_notes(r)
     assert used == "silicon"
     assert len(notes) == 1 and "TP4" in notes[0] and "MoE data missing" in notes[0]
+
+
+def test_a_layout_whose_prompt_passes_the_database_lacks_keeps_its_measured_decode_steps():
+    # DeepSeek-V3 under SGLang on H200: 0.12.0 has its decode kernels, not its MLA prefill.
+    r = _resolved(model="deepseek-v3", weights_dtype="fp8", kv_cache_dtype="fp8", engine="sglang")
+    default = resolve(r.workload.model_copy(update={"step_source": "default"}), RAG.parent)
+    engine, roofline = engine_for(r, 8), engine_for(default, 8)
+    h = silicon.handle(silicon.key_of(r), 8, 1, 1, True)
+    decode = float(np.ravel(decode_step_ms(engine, 32.0, 4000.0))[0])
+    assert decode == pytest.approx(silicon.decode_ms(h, 32, 4000), rel=0.03)
+    assert decode != pytest.approx(float(np.ravel(decode_step_ms(roofline, 32.0, 4000.0))[0]))
+    assert float(np.ravel(prefill_ms(engine, 4000.0))[0]) == float(
+        np.ravel(prefill_ms(roofline, 4000.0))[0]
+    )
+    used, notes = silicon_steps.verdict_notes(r)
+    assert used == "silicon"
+    assert any("TP8 (passes with prompt tokens)" in n and "MLA" in n for n in notes)
 
 
 def test_the_verdict_names_its_step_source():

@@ -158,7 +158,7 @@ def _step_source(resolved: Resolved, warnings: list[str]) -> dict[str, Any]:
     """The verdict's `step_source` and its warnings, for a workload that asks for silicon."""
     if resolved.workload.step_source == "default":
         return {}
-    from disagg_decider.calc.silicon import verdict_notes
+    from disagg_decider.calc.silicon_steps import verdict_notes
 
     used, notes = verdict_notes(resolved)
     return {"step_source": used, "warnings": [*warnings, *notes]}

@@ -67,12 +67,12 @@ def rdma_gb_per_s(r: Resolved) -> float:
 def step_source(r: Resolved):
     """The workload's measured step source (`step_source: silicon`, calc/silicon.py), or None
     for the roofline, also where the database lacks the model, GPU, engine or dtype (the
-    verdict says so: `silicon.verdict_notes`)."""
+    verdict says so: `silicon_steps.verdict_notes`)."""
     if r.workload.step_source != "silicon":
         return None
-    from disagg_decider.calc import silicon
+    from disagg_decider.calc.silicon_steps import steps_of
 
-    return silicon.steps_of(r)
+    return steps_of(r)
 
 
 def engine_for(r: Resolved, tp, dp=1, ep=1) -> Engine:

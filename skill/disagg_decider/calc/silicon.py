@@ -6,8 +6,9 @@ attention, MoE, all-reduce, all-to-all). A workload with `step_source: silicon` 
 step time from it instead of the roofline in `calc/step.py`.
 
 Calling it per step would be far too slow for the calculator's arrays, so each parallel layout
-gets a table, built once per process from the compiled estimator and interpolated with numpy
-(log-log, between points a quarter of an octave apart in tokens, an octave in batch and context):
+gets a table, built once per process from the compiled estimator (here) and interpolated with
+numpy (`calc/silicon_steps.py`; log-log, a quarter of an octave apart in tokens, an octave in
+batch and context):
 
 - `decode_step[batch, context]`: a pure decode step (aiconfigurator's own decode estimate,
   whose operations differ from a mixed step's for some engines);
@@ -16,10 +17,10 @@ gets a table, built once per process from the compiled estimator and interpolate
   one attention rank), `prompt_attention[P]` (causal attention of a whole P-token prompt, so
   that a chunk of n new tokens after s cached ones costs `A(s + n) - A(s)`) and
   `decode_attention[batch, context]`.
- The replica's decode batch and
-prompt tokens are spread evenly over its attention (DP) ranks, keeping the pass's attention work
-(`arch.attention_flops`) whole. aiconfigurator-core is imported only when a table is built:
-the default install never loads it.
+
+The replica's decode batch and prompt tokens are spread evenly over its attention (DP) ranks,
+keeping the pass's attention work (`arch.attention_flops`) whole. aiconfigurator-core is
+imported only when a table is built: the default install never loads it.
 """
 
 from __future__ import annotations
@@ -183,17 +184,22 @@ def mixed_ms(h, chunk: int, batch: int, prompt: int) -> float:
 
 @dataclass(frozen=True)
 class LayoutTable:
-    """One layout's curves, in milliseconds on the grids above."""
+    """One layout's curves, in milliseconds on the grids above. The database may cover a
+    layout's decode steps and not its prompt passes (attention kernels it lacks) or the other
+    way round: the side it refused is None, with the reason."""
 
-    prompt_non_attention: np.ndarray  # TOKEN_GRID
-    decode_step: np.ndarray  # BATCH_GRID x CONTEXT_GRID
-    prompt_attention: np.ndarray  # PROMPT_GRID
-    decode_attention: np.ndarray  # BATCH_GRID x CONTEXT_GRID
+    decode_step: np.ndarray | None  # BATCH_GRID x CONTEXT_GRID
+    prompt_non_attention: np.ndarray | None  # TOKEN_GRID
+    prompt_attention: np.ndarray | None  # PROMPT_GRID
+    decode_attention: np.ndarray | None  # BATCH_GRID x CONTEXT_GRID (in mixed passes)
+    decode_refused: str | None = None
+    prompt_refused: str | None = None
 
 
 @cache
 def layout_table(key: Key, tp: int, dp: int, ep: int, moe: bool) -> LayoutTable:
-    """Tabulate one layout from aiconfigurator-core (a few hundred calls, ~20 ms)."""
+    """Tabulate one layout from aiconfigurator-core (about 450 calls, a few tens of ms);
+    Refused where it covers neither decode steps nor prompt passes."""
     h = handle(key, tp, dp, ep, moe)
     breakdown = h.mixed_step_breakdown  # (total, non-attention, prompt attention, decode attn)
 
@@ -206,206 +212,35 @@ def layout_table(key: Key, tp: int, dp: int, ep: int, moe: bool) -> LayoutTable:
             raise Refused(f"non-positive estimate at {(ctx_tokens, gen_tokens, isl)}")
         return out
 
-    tokens = [int(t) for t in TOKEN_GRID]
-    prompt_na = [parts(t, 0, t)[1] for t in tokens]
-    prompt_attn = [parts(int(p), 0, int(p))[2] for p in PROMPT_GRID]
-    decode_attn = [
-        [parts(0, int(b), max(int(c) - 2, 1))[3] for c in CONTEXT_GRID] for b in BATCH_GRID
-    ]
-    decode_step = [[decode_ms(h, int(b), int(c)) for c in CONTEXT_GRID] for b in BATCH_GRID]
-    return LayoutTable(
-        prompt_non_attention=np.asarray(prompt_na),
-        decode_step=np.asarray(decode_step),
-        prompt_attention=np.asarray(prompt_attn),
-        decode_attention=np.asarray(decode_attn),
-    )
-
-
-_LOG_TOKENS = np.log(TOKEN_GRID)
-_LOG_PROMPTS = np.log(PROMPT_GRID)
-_LOG_BATCHES = np.log(BATCH_GRID)
-_LOG_CONTEXTS = np.log(CONTEXT_GRID)
-_TINY_MS = 1e-9  # keeps a zero curve (no such operation) finite in log space
-
-
-def _segment(log_grid: np.ndarray, x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Index of the grid segment holding each x and the weight of its upper end; above the
-    grid's top the last segment is extended (weight > 1: a power law)."""
-    lx = np.log(np.maximum(x, np.exp(log_grid[0])))
-    j = np.clip(np.searchsorted(log_grid, lx, side="right") - 1, 0, len(log_grid) - 2)
-    w = (lx - log_grid[j]) / (log_grid[j + 1] - log_grid[j])
-    return j, w
-
-
-def _curve(log_grid: np.ndarray, log_values: np.ndarray, layout: np.ndarray, x) -> np.ndarray:
-    """Log-log interpolation of each layout's curve (rows of `log_values`) at x."""
-    layout, x = np.broadcast_arrays(layout, np.asarray(x, dtype=float))
-    j, w = _segment(log_grid, x)
-    return np.exp(log_values[layout, j] * (1.0 - w) + log_values[layout, j + 1] * w)
-
-
-def _surface(
-    log_values: np.ndarray, layout: np.ndarray, batch, context, scale_below_one: bool = True
-) -> np.ndarray:
-    """Bilinear log-log interpolation of a (batch, context) surface; below one sequence it
-    scales with the batch (attention) or stays at one sequence's (a whole step)."""
-    layout, b, c = np.broadcast_arrays(
-        layout, np.asarray(batch, dtype=float), np.asarray(context, dtype=float)
-    )
-    i, u = _segment(_LOG_BATCHES, b)
-    j, v = _segment(_LOG_CONTEXTS, c)
-    lo = log_values[layout, i, j] * (1.0 - v) + log_values[layout, i, j + 1] * v
-    hi = log_values[layout, i + 1, j] * (1.0 - v) + log_values[layout, i + 1, j + 1] * v
-    out = np.exp(lo * (1.0 - u) + hi * u)
-    if not scale_below_one:
-        return out
-    return np.where(b < 1.0, out * np.maximum(b, 0.0), out)
-
-
-@dataclass(frozen=True)
-class Stacked:
-    """The tables of several layouts, one row each, in log milliseconds; `covered` is False
-    for a layout the database refused (its row is a placeholder)."""
-
-    prompt_non_attention: np.ndarray
-    decode_step: np.ndarray
-    prompt_attention: np.ndarray
-    decode_attention: np.ndarray
-    covered: np.ndarray
-
-
-class SiliconSteps:
-    """A workload's measured step source: one table per parallel layout, built on first use.
-
-    Shared by every engine of the workload (`Engine.steps`); layouts the database refuses are
-    priced by the roofline and listed in `refused` for the verdict's warnings.
-    """
-
-    def __init__(self, key: Key, moe: bool) -> None:
-        self.key, self.moe = key, moe
-        self.refused: dict[str, str] = {}  # layout label -> reason
-        self.priced: set[str] = set()  # layout labels with a table
-        self._stacks: dict[tuple, tuple[Stacked, np.ndarray]] = {}
-
-    def _layout(self, tp: int, dp: int, ep: int) -> LayoutTable | None:
-        from disagg_decider.calc.parallel import label
-
-        try:
-            table = layout_table(self.key, tp, dp, ep, self.moe)
-        except Refused as exc:
-            self.refused.setdefault(label(tp, dp, ep), str(exc))
-            return None
-        self.priced.add(label(tp, dp, ep))
-        return table
-
-    def stack(self, tp, dp, ep) -> tuple[Stacked, np.ndarray]:
-        """The tables of the engine's layouts and each element's row in them."""
-        tp_a, dp_a, ep_a = (np.asarray(v, dtype=np.int64) for v in (tp, dp, ep))
-        cache_key = tuple(
-            (a.shape, a.tobytes()) for a in (tp_a, dp_a, ep_a)
-        )  # small: a few candidates
-        hit = self._stacks.get(cache_key)
-        if hit is not None:
-            return hit
-        t, d, e = np.broadcast_arrays(tp_a, dp_a, ep_a)
-        triples = np.stack([t.ravel(), d.ravel(), e.ravel()], axis=1)
-        unique, inverse = np.unique(triples, axis=0, return_inverse=True)
-        tables = [self._layout(int(a), int(b), int(c)) for a, b, c in unique]
-        ok = [tab for tab in tables if tab is not None]
-        filler = ok[0] if ok else None
-
-        def rows(field: str) -> np.ndarray:
-            if filler is None:
-                return np.zeros((len(tables), 1))
-            return np.log(
-                np.maximum(np.stack([getattr(tab or filler, field) for tab in tables]), _TINY_MS)
-            )
-
-        stacked = Stacked(
-            prompt_non_attention=rows("prompt_non_attention"),
-            decode_step=rows("decode_step"),
-            prompt_attention=rows("prompt_attention"),
-            decode_attention=rows("decode_attention"),
-            covered=np.array([tab is not None for tab in tables]),
+    def decode_side() -> np.ndarray:
+        return np.asarray(
+            [[decode_ms(h, int(b), int(c)) for c in CONTEXT_GRID] for b in BATCH_GRID]
         )
-        result = (stacked, inverse.reshape(t.shape))
-        self._stacks[cache_key] = result
-        return result
 
-    def pass_ms(self, tp, dp, ep, decode_batch, decode_context, prefill_tokens, prefill_context):
-        """One pass's time per the database, and where it covers the layout (elsewhere the
-        caller takes the roofline). Batch and prompt tokens are the replica's, spread evenly
-        over its `dp` attention ranks with the pass's attention work kept whole."""
-        stacked, layout = self.stack(tp, dp, ep)
-        if not stacked.covered.any():
-            return None, stacked.covered[layout]
-        ranks = np.asarray(dp, dtype=float)
-        b = np.asarray(decode_batch, dtype=float) / ranks
-        c_total = np.asarray(prefill_tokens, dtype=float)
-        c = c_total / ranks
-        s = np.maximum(np.asarray(prefill_context, dtype=float) + (ranks - 1.0) * c / 2.0, 0.0)
-        has_prompt = c_total > 0
-        ms = _surface(stacked.decode_step, layout, b, decode_context, scale_below_one=False)
-        if np.any(has_prompt):
-            tokens = np.maximum(b + c, 1.0)
-            mixed = _curve(_LOG_TOKENS, stacked.prompt_non_attention, layout, tokens)
-            attention = _prompt_attention(stacked, layout, s + c) - _prompt_attention(
-                stacked, layout, s
-            )
-            mixed = mixed + np.maximum(attention, 0.0)
-            decode = _surface(stacked.decode_attention, layout, b, decode_context)
-            mixed = mixed + np.where(b > 0, decode, 0.0)
-            ms = np.where(has_prompt, mixed, ms)
-        return ms, stacked.covered[layout]
+    def prompt_side() -> tuple[np.ndarray, ...]:
+        na = [parts(int(t), 0, int(t))[1] for t in TOKEN_GRID]
+        attention = [parts(int(p), 0, int(p))[2] for p in PROMPT_GRID]
+        decode_attention = [
+            [parts(0, int(b), max(int(c) - 2, 1))[3] for c in CONTEXT_GRID] for b in BATCH_GRID
+        ]
+        return np.asarray(na), np.asarray(attention), np.asarray(decode_attention)
 
-
-def _prompt_attention(stacked: Stacked, layout: np.ndarray, tokens) -> np.ndarray:
-    """Attention of a whole prompt of `tokens`; below the grid it falls linearly to zero."""
-    x = np.asarray(tokens, dtype=float)
-    a = _curve(_LOG_PROMPTS, stacked.prompt_attention, layout, x)
-    low = PROMPT_GRID[0]
-    return np.where(x < low, a * np.maximum(x, 0.0) / low, a)
-
-
-@cache
-def steps_for(key: Key, moe: bool) -> SiliconSteps:
-    """One step source per workload key per process: its tables are built once."""
-    return SiliconSteps(key, moe)
+    decode, decode_refused = None, None
+    try:
+        decode = decode_side()
+    except Refused as exc:
+        decode_refused = str(exc)
+    prompt, prompt_refused = (None, None, None), None
+    try:
+        prompt = prompt_side()
+    except Refused as exc:
+        prompt_refused = str(exc)
+    if decode_refused and prompt_refused:
+        raise Refused(prompt_refused)
+    return LayoutTable(decode, *prompt, decode_refused, prompt_refused)
 
 
 def key_of(r) -> Key:
     """A resolved workload's table key."""
     w = r.workload
     return Key(r.model.id, r.gpu.id, w.engine, w.weights_dtype, w.kv_dtype)
-
-
-def steps_of(r) -> SiliconSteps | None:
-    """The measured step source of a resolved workload, None where the database lacks it."""
-    w = r.workload
-    if coverage_gap(r.model.id, r.gpu.id, w.engine, w.weights_dtype) is not None:
-        return None
-    return steps_for(key_of(r), r.model.moe is not None)
-
-
-def verdict_notes(r) -> tuple[str, list[str]]:
-    """(the step source the verdict used, warnings about it): the silicon source where the
-    workload asks for it and the database covers it; layouts it refused, or a workload it lacks
-    entirely, are priced by the default roofline, and the warnings say which."""
-    w = r.workload
-    if w.step_source != "silicon":
-        return "default", []
-    gap = coverage_gap(r.model.id, r.gpu.id, w.engine, w.weights_dtype)
-    if gap is not None:
-        return "default", [f"step_source silicon unavailable, default physics used: {gap}"]
-    steps = steps_for(key_of(r), r.model.moe is not None)
-    if steps.refused and not steps.priced:
-        why = next(iter(steps.refused.values()))
-        return "default", [f"step_source silicon unavailable, default physics used: {why}"]
-    by_reason: dict[str, list[str]] = {}
-    for lay, why in sorted(steps.refused.items()):
-        by_reason.setdefault(why, []).append(lay)
-    notes = [
-        f"step_source silicon: layouts {', '.join(lays)} priced by the default physics ({why})"
-        for why, lays in by_reason.items()
-    ]
-    return "silicon", notes

@@ -25,7 +25,7 @@ from disagg_decider.catalog import Gpu, ModelSpec, get_link
 from disagg_decider.workload import Efficiency
 
 if TYPE_CHECKING:
-    from disagg_decider.calc.silicon import SiliconSteps
+    from disagg_decider.calc.silicon_steps import SiliconSteps
 
 # Share of NVLink line rate moved data reaches: the catalog's `nvlink` link (0.8); DeepEP's
 # normal kernels reach ~153-158 of H800's ~160 GB/s, i.e. 0.8 of its 200 GB/s one way.
@@ -140,9 +140,14 @@ class Engine:
         return entry[2]
 
     @property
-    def prefill_overhead_ms(self) -> float:
-        """Fixed time a prefill adds to its pass; the measured source's passes include theirs."""
-        return 0.0 if self.steps is not None else self.eff.prefill_overhead_ms
+    def prefill_overhead_ms(self):
+        """Fixed time a prefill adds to its pass; the measured source's passes include theirs
+        (layouts it does not cover keep the roofline's)."""
+        if self.steps is None:
+            return self.eff.prefill_overhead_ms
+        return self.steps.prefill_overhead_ms(
+            self.tp, self.dp, self.ep, self.eff.prefill_overhead_ms
+        )
 
     @_shared_property
     def gpus(self):
