@@ -178,11 +178,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--engine", action="append", help="fit these engines only (repeatable)")
     ap.add_argument("--out", default=str(TABLE), help="where to write the table; - for stdout")
     args = ap.parse_args(argv)
-    if not silicon.installed():
-        print(
-            "error: needs aiconfigurator-core: pip install 'disagg-decider[silicon]'",
-            file=sys.stderr,
-        )
+    if not pvs.silicon_installed():
         return 2
     gpus = tuple(args.gpu or pvs.GPUS)
     engines = tuple(args.engine or pvs.ENGINES)

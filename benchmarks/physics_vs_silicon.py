@@ -325,6 +325,16 @@ def write_csv(path: Path, rows: list[dict]) -> None:
         w.writerows(rows)
 
 
+def silicon_installed() -> bool:
+    """Whether aiconfigurator-core is there; says how to install it where not."""
+    if silicon.installed():
+        return True
+    print(
+        "error: needs aiconfigurator-core: pip install 'disagg-decider[silicon]'", file=sys.stderr
+    )
+    return False
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--quick", action="store_true", help="a small grid (one GPU and engine)")
@@ -339,11 +349,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--force", action="store_true", help="overwrite an existing --csv file")
     ap.add_argument("--worst", type=int, default=12, help="worst rows to print")
     args = ap.parse_args(argv)
-    if not silicon.installed():
-        print(
-            "error: needs aiconfigurator-core: pip install 'disagg-decider[silicon]'",
-            file=sys.stderr,
-        )
+    if not silicon_installed():
         return 2
     if args.csv.exists() and not args.force:
         print(f"error: --csv {args.csv} exists; pass --force to overwrite it", file=sys.stderr)

@@ -8,6 +8,8 @@ same source. CI installs the `silicon` extra (`.ci/run`), so these run there rat
 
 from __future__ import annotations
 
+import json
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -179,3 +181,24 @@ def test_the_simulator_takes_its_steps_from_the_same_source():
         direct = float(iteration_ms(engine, float(b), c, 0.0, 0.0))
         assert table.ms(b, c) == pytest.approx(direct, rel=0.01)
         assert table.ms(b, c) == pytest.approx(silicon.decode_ms(h, b, c), rel=0.03)
+
+
+def test_the_physics_benchmark_prints_its_schema_and_the_silicon_source_within_3_percent(
+    tmp_path, capsys
+):
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    import physics_vs_silicon
+
+    csv_path = tmp_path / "rows.csv"
+    argv = ["--quick", "--step-source", "silicon", "--format", "json", "--csv", str(csv_path)]
+    assert physics_vs_silicon.main(argv) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert set(out) == {"points", "refused", "step_source", "groups"}
+    assert out["step_source"] == "silicon" and out["points"] > 0 and out["refused"] == 0
+    keys = {"family", "phase", "gpu", "engine", "n", "median_signed_pct", "median_abs_pct"}
+    for g in out["groups"]:
+        assert set(g) == keys | {"p90_abs_pct"}
+        assert g["median_abs_pct"] <= 3.0, g
+    header = csv_path.read_text().splitlines()[0]
+    assert header == "model,gpu,engine,layout,phase,batch,context,tokens,ours_ms,silicon_ms"
+    assert physics_vs_silicon.main(argv) == 2  # the CSV exists: not overwritten without --force
