@@ -6,12 +6,13 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from disagg_decider.assumptions import assumed
 from disagg_decider.calc.bypass import cold_local_share, dynamo_layout
 from disagg_decider.calc.compare import analyze_many
 from disagg_decider.calc.result import Analysis
 from disagg_decider.gcpause import paused_collector
 from disagg_decider.layout_text import layout_sentence
-from disagg_decider.metrics import metric_values
+from disagg_decider.metrics import conditional_fits_cluster, metric_values
 from disagg_decider.rules import engine
 from disagg_decider.rules.loader import LoadedRulebook, apply_overrides, load_files, with_extra
 from disagg_decider.verdict import Metrics, Sizing, Verdict
@@ -128,6 +129,11 @@ def _verdict(
     layout = analysis.conditional.layout if analysis.conditional else "colocated"
     cold = cold_local_share(workload, analysis.conditional)
     on_dynamo = dynamo_layout(layout, cold, params.get(MATERIAL_COLD, DEFAULT_MATERIAL_COLD))
+    threshold = analysis.conditional_disagg_threshold_tokens
+    if not _anything_feasible(analysis):
+        # No layout meets the targets: name none, rather than the search's last candidate
+        # ("disaggregated", threshold 0), which reads as a plan.
+        layout, on_dynamo, threshold = "none", "none", None
     step_source = _step_source(resolved, analysis.warnings)
     return Verdict(
         workload=workload.name,
@@ -143,13 +149,14 @@ def _verdict(
         sizing=_sizing(analysis, workload.cluster.gpus),
         colocated=analysis.colocated,
         disaggregated=analysis.disaggregated,
-        conditional_disagg_threshold_tokens=analysis.conditional_disagg_threshold_tokens,
+        conditional_disagg_threshold_tokens=threshold,
         layout=layout,
         conditional=analysis.conditional,
         dynamo_layout=on_dynamo,
         limits=analysis.limits,
         thresholds=params,
         overrides_applied=notes,
+        assumptions=assumed(workload),
         **{"warnings": analysis.warnings, **step_source},
     )
 
@@ -162,6 +169,11 @@ def _step_source(resolved: Resolved, warnings: list[str]) -> dict[str, Any]:
 
     used, notes = verdict_notes(resolved)
     return {"step_source": used, "warnings": [*warnings, *notes]}
+
+
+def _anything_feasible(a: Analysis) -> bool:
+    k = a.conditional
+    return a.colocated.feasible or a.disaggregated.feasible or (k is not None and k.feasible)
 
 
 def effective_parameters(
@@ -272,14 +284,25 @@ def summarize(
             # the pools to deploy are the conditional layout's; the always-split sizing compares
             text = (
                 f"Disaggregate with {name}, routing by prompt length (the conditional layout "
-                f"below); always-disaggregated would be {_split_layout(d)}; {numbers}."
+                f"below){_orchestrator_veto(outcome)}; always-disaggregated would be "
+                f"{_split_layout(d)}; {numbers}."
             )
+            if outcome.decision == "llm-d" and conditional_fits_cluster(r, a):
+                return f"{text} {layout_sentence(a.conditional, a.crossover_prompt_tokens)}"
         else:
             text = f"Disaggregate with {name}: {_split_layout(d)}; {numbers}."
     text += " " + layout_sentence(a.conditional, a.crossover_prompt_tokens, split=not colocate)
     if not chosen.fits_cluster:
         text += f" Short of GPUs: {_limits_text(a, chosen.mode)}."
     return text
+
+
+def _orchestrator_veto(outcome: engine.Outcome) -> str:
+    """Why this orchestrator, where a veto chose it (no Kubernetes, only its plan fits...)."""
+    veto = outcome.deciding_veto
+    if veto is None or veto.pushes not in ("dynamo", "llm-d"):
+        return ""
+    return f", because {veto.title[0].lower()}{veto.title[1:]} ({veto.id})"
 
 
 def _dynamo_cold_text(a: Analysis, cold_share: float) -> str:

@@ -88,6 +88,7 @@ METRICS: tuple[Metric, ...] = (
     Metric("disaggregated_feasible", "bool", "some P/D split meets both SLOs", lambda r, a: a.disaggregated.feasible),
     Metric("colocated_fits_cluster", "bool", "the colocated layout meets both SLOs at the workload's rate on the cluster's GPUs", lambda r, a: a.colocated.fits_cluster),
     Metric("disaggregated_fits_cluster", "bool", "the split meets both SLOs at the workload's rate on the cluster's GPUs", lambda r, a: a.disaggregated.fits_cluster),
+    Metric("conditional_fits_cluster", "bool", "the conditional layout (llm-d's plan) carries the workload's rate within both SLOs on the cluster's GPUs", lambda r, a: conditional_fits_cluster(r, a)),
     Metric("gpus_saved_by_split", "GPUs", "GPUs the always-disaggregated sizing saves over the colocated one at the workload's rate; unset unless both fit the cluster", lambda r, a: _gpus_saved_by_split(a)),
     Metric("crossover_prompt_tokens", "tokens", "prompt length where disaggregation starts to win", lambda r, a: a.crossover_prompt_tokens),
     Metric("layout", "colocated|disaggregated|conditional", "the layout with the most goodput per GPU (conditional: long prompts to a prefill pool)", lambda r, a: a.conditional.layout if a.conditional else "colocated"),
@@ -104,6 +105,19 @@ METRICS: tuple[Metric, ...] = (
     Metric("decode_ep", "GPUs", "expert-parallel size of the decode layout (1: TP only)", lambda r, a: a.disaggregated.decode_ep),
     Metric("split_narrows_ep", "bool", "the decode layout's EP group is narrower than the colocated one", lambda r, a: a.disaggregated.decode_ep < a.colocated.ep),
 )  # fmt: skip
+
+
+def conditional_fits_cluster(r: Resolved, a: Analysis) -> bool:
+    """The conditional pools, sized for the rate, fit the cluster and carry the rate.
+
+    Dynamo runs the always-split pools where its router cannot keep cache-cold prompts local
+    (DSG018), so which orchestrator's plan carries the rate can differ (rule ORC010)."""
+    k = a.conditional
+    if k is None or not k.feasible or k.layout != "conditional":
+        return False
+    gpus = k.prefill_replicas * (k.prefill_tp or 0) + k.decode_replicas * k.decode_tp
+    w = r.workload
+    return gpus <= w.cluster.gpus and k.max_rate_per_s >= w.traffic.requests_per_second
 
 
 def _gpus_saved_by_split(a: Analysis) -> int | None:

@@ -58,6 +58,14 @@ class FiredRule(RuleIdentity):
     references: list[Reference] = []
 
 
+class Assumption(_Out):
+    """A default the verdict filled in because the workload left it out (assumptions.py)."""
+
+    field: str  # dotted path in the workload file
+    value: Any  # the value the verdict used
+    affects: str  # what it changes, for the reader
+
+
 class Metrics(_Out):
     """Per-request figures at the p50 prompt after prefix-cache hits, and both modes' goodput."""
 
@@ -126,6 +134,9 @@ class Verdict(_Out):
     thresholds: dict[str, Any]
     overrides_applied: list[str]
     warnings: list[str]
+    # Defaults filled in where the workload said nothing (network, Kubernetes, maturity, dtypes,
+    # efficiencies...): each can move the decision, so each is named.
+    assumptions: list[Assumption] = []
     calibration: list[str] = []  # constants taken from a calibration file, with their residuals
     slo_basis: str = "p99-under-load"
     # Where the step times came from, for a workload that asked for `step_source: silicon`:
@@ -136,9 +147,10 @@ class Verdict(_Out):
     )
     # Which of the three layouts serves the most per GPU within the p99 targets (the decision
     # stays colocate|dynamo|llm-d); `conditional` holds its threshold, pools and curve.
-    layout: Literal["colocated", "disaggregated", "conditional"] = "colocated"
+    # `none` where no layout meets the targets (then `limits` says why).
+    layout: Literal["colocated", "disaggregated", "conditional", "none"] = "colocated"
     conditional: ConditionalResult | None = None
     # The layout Dynamo's router can run as sized: `disaggregated` (the always-split pools) where
     # the conditional layout keeps a material share of cache-cold prompts local, which Dynamo
     # sends to the prefill pool (calc/bypass.py); `layout` otherwise. llm-d runs `layout`.
-    dynamo_layout: Literal["colocated", "disaggregated", "conditional"] = "colocated"
+    dynamo_layout: Literal["colocated", "disaggregated", "conditional", "none"] = "colocated"

@@ -99,6 +99,9 @@ def print_verdict(v: Verdict, console) -> None:
         console.print(f"[red]limit ({where}{limit.kind}):[/] {safe(limit.detail)}", highlight=False)
     for w in v.warnings:
         console.print(f"[yellow]warning:[/] {safe(w)}", highlight=False)
+    if v.assumptions:
+        console.print()
+        console.print(f"[dim]{safe(assumptions_sentence(v))}[/]", highlight=False)
 
 
 def _print_key_figures(v: Verdict, console) -> None:
@@ -242,3 +245,17 @@ def _yn(flag: bool) -> str:
 
 def _num(x: float | None, digits: int = 1) -> str:
     return "-" if x is None else f"{x:,.{digits}f}"
+
+
+def assumptions_sentence(v: Verdict) -> str:
+    """The defaults filled in, in one sentence (the JSON's `assumptions` says what each moves)."""
+    given = ", ".join(f"{a.field} = {_value_text(a.value)}" for a in v.assumptions)
+    return f"Assumed (not in the workload; set them to change the answer): {given}."
+
+
+def _value_text(value) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, float):
+        return f"{value:g}"
+    return str(value)

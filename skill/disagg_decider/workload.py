@@ -155,6 +155,8 @@ class Traffic(_Strict):
                 )
             if self.prefix_cache_hit_rate is None:
                 self.prefix_cache_hit_rate = 0.0
+                # A default, not the user's: `assumptions.assumed` lists it as filled in.
+                self.__pydantic_fields_set__.discard("prefix_cache_hit_rate")
             return self
         given = [
             n

@@ -177,6 +177,7 @@ def render_report(verdict: Verdict, resolved: Resolved) -> str:
             text.cell(_conditional_cell(verdict.conditional)) if verdict.conditional else ""
         ),
         conditional_gpus=_conditional_gpus(verdict.conditional),
+        assumed=[(a.field, value_text(a.value), a.affects) for a in verdict.assumptions],
     )
 
 
