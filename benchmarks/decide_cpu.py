@@ -3,6 +3,7 @@
 Run from the repository root:
 
     python benchmarks/decide_cpu.py [--workloads 256] [--repeats 3] [--calls 5]
+    python benchmarks/decide_cpu.py --step-source silicon   # measured step tables (warm)
 
 `benchmarks/decide_speed.py` reports wall time, start-up and MCP figures, which move with the
 machine's load. This script times the calculator's two paths in process CPU time
@@ -45,21 +46,31 @@ def main() -> None:
     parser.add_argument("--workloads", type=int, default=256, help="batch size of the mix")
     parser.add_argument("--repeats", type=int, default=3, help="batched runs")
     parser.add_argument("--calls", type=int, default=5, help="calls per example, one by one")
+    parser.add_argument(
+        "--step-source",
+        choices=("default", "silicon"),
+        default="default",
+        help="every workload's step_source; silicon builds its tables in the warm-up calls",
+    )
     args = parser.parse_args()
 
-    mix = workload_mix(args.workloads)
-    decide_many(mix[:64])
+    def sourced(w):
+        return w.model_copy(update={"step_source": args.step_source})
+
+    mix = [sourced(w) for w in workload_mix(args.workloads)]
+    first = cpu_s(decide_many, mix[:64])
     rates = [len(mix) / cpu_s(decide_many, mix) for _ in range(args.repeats)]
 
     per_example = {}
     for path in EXAMPLES:
-        w = load_workload(path)
-        decide(w)
+        w = sourced(load_workload(path))
+        first += cpu_s(decide, w)
         per_example[path.stem] = statistics.median(
             cpu_s(decide, w) * 1e3 for _ in range(args.calls)
         )
 
     print(f"python {sys.version.split()[0]}; CPU time of this process")
+    print(f"step source {args.step_source}; warm-up calls {first:.1f} CPU-s (tables built there)")
     print(
         f"batched: {len(mix)} workloads, {args.repeats} runs: "
         f"{statistics.median(rates):.0f} decisions per CPU-second "

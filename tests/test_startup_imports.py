@@ -41,6 +41,9 @@ NOT_ON_VERDICT_PATH = [
     "matplotlib",
     "numpy.ma",
     "numpy.polynomial",  # calc/queueing.py writes its Gauss-Hermite constants out
+    # the measured step source (`step_source: silicon`) and its database, even when installed
+    "disagg_decider.calc.silicon",
+    "aiconfigurator_core",
 ]
 # What the installed `decide` (`entry.main`) also spares a plain verdict: the command-line
 # framework (typer, its vendored click, its pydantic TypeAdapters per option) and pydantic's

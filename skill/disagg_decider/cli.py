@@ -52,6 +52,11 @@ app = typer.Typer(
 )
 
 
+class StepSource(StrEnum):
+    default = "default"
+    silicon = "silicon"
+
+
 class Format(StrEnum):
     text = "text"
     json = "json"
@@ -97,6 +102,15 @@ def main_command(
             "for a matching model/GPU/engine (overrides the workload's calibration:).",
         ),
     ] = None,
+    step_source: Annotated[
+        StepSource | None,
+        typer.Option(
+            "--step-source",
+            help="Where step times come from (overrides the workload's step_source): default "
+            "(roofline) or silicon (aiconfigurator-core's measured kernels; needs "
+            "pip install 'disagg-decider[silicon]').",
+        ),
+    ] = None,
     version: Annotated[bool, typer.Option("--version", help="Print the version.")] = False,
 ) -> None:
     if version:
@@ -114,6 +128,7 @@ def main_command(
                 ("--set", sets),
                 ("--rules", rules),
                 ("--calibration", calibration),
+                ("--step-source", step_source),
             )
             if value
         ]
@@ -127,7 +142,16 @@ def main_command(
     if workload is None:
         out().print(ctx.get_help())
         raise typer.Exit(code=2)
-    emit_verdict(workload, fmt.value, out_file, force, sets, rules, calibration)
+    emit_verdict(
+        workload,
+        fmt.value,
+        out_file,
+        force,
+        sets,
+        rules,
+        calibration,
+        step_source.value if step_source else None,
+    )
 
 
 # The other subcommands live beside what they drive; `cli_lazy.SUBCOMMANDS` names them and

@@ -35,12 +35,16 @@ def emit_verdict(
     sets: list[str] | None = None,
     rules: list[Path] | None = None,
     calibration: Path | None = None,
+    step_source: str | None = None,
 ) -> None:
-    """Decide `workload` and print (or write to `out_file`) the verdict in `fmt`."""
+    """Decide `workload` and print (or write to `out_file`) the verdict in `fmt`;
+    `step_source` (`--step-source`) replaces the workload's own."""
     from disagg_decider.decide import decide
     from disagg_decider.workload import load_workload
 
     w = load_workload(workload)
+    if step_source is not None:
+        w = w.model_copy(update={"step_source": step_source})
     verdict = decide(
         w,
         base_dir=workload.parent,

@@ -139,6 +139,7 @@ def _verdict(
         # No layout meets the targets: name none, rather than the search's last candidate
         # ("disaggregated", threshold 0), which reads as a plan.
         layout, on_dynamo, threshold = "none", "none", None
+    step_source = _step_source(resolved, analysis.warnings)
     return Verdict(
         workload=workload.name,
         model=resolved.model.id,
@@ -166,7 +167,6 @@ def _verdict(
         limits=analysis.limits,
         thresholds=params,
         overrides_applied=notes,
-        warnings=analysis.warnings,
         assumptions=assumed(workload),
         dtypes=PricedDtypes(
             weights=workload.priced_weights_dtype,
@@ -174,7 +174,18 @@ def _verdict(
             source=resolved.dtypes_from,
         ),
         interactivity_band=analysis.interactivity_band,
+        **{"warnings": analysis.warnings, **step_source},
     )
+
+
+def _step_source(resolved: Resolved, warnings: list[str]) -> dict[str, Any]:
+    """The verdict's `step_source` and its warnings, for a workload that asks for silicon."""
+    if resolved.workload.step_source == "default":
+        return {}
+    from disagg_decider.calc.silicon_steps import verdict_notes
+
+    used, notes = verdict_notes(resolved)
+    return {"step_source": used, "warnings": [*warnings, *notes]}
 
 
 def _anything_feasible(a: Analysis) -> bool:

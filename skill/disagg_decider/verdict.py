@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, Field
 
 from disagg_decider.calc.result import (
     ColocatedResult,
@@ -148,6 +148,12 @@ class Verdict(_Out):
     assumptions: list[Assumption] = []
     calibration: list[str] = []  # constants taken from a calibration file, with their residuals
     slo_basis: str = "p99-under-load"
+    # Where the step times came from, for a workload that asked for `step_source: silicon`:
+    # silicon (calc/silicon.py), or default where the database lacked it (see warnings). None
+    # (the default physics, not asked) is left out of the output, which stays as before.
+    step_source: Literal["default", "silicon"] | None = Field(
+        default=None, exclude_if=lambda value: value is None
+    )
     # Which of the three layouts serves the most per GPU within the p99 targets (the decision
     # stays colocate|dynamo|llm-d); `conditional` holds its threshold, pools and curve.
     # `none` where no layout meets the targets (then `limits` says why).

@@ -90,6 +90,8 @@ def print_verdict(v: Verdict, console) -> None:
         console.print(f"[dim]{safe(note)}[/]", highlight=False)
     if v.slo_basis != "p99-under-load":
         console.print(f"[dim]SLO basis: {v.slo_basis} (see warnings)[/]", highlight=False)
+    if v.step_source is not None:
+        console.print(f"[dim]step source: {v.step_source} (measured kernels)[/]", highlight=False)
     if v.limits or v.warnings:
         console.print()
     for limit in v.limits:

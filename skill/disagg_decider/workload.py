@@ -425,6 +425,15 @@ class Workload(_Strict):
         ),
     )
     engine: Literal["vllm", "sglang", "trtllm"] = "vllm"
+    step_source: Literal["default", "silicon"] = Field(
+        default="default",
+        exclude_if=lambda value: value == "default",  # dumps of existing workloads unchanged
+        description=(
+            "where step times come from: default (the roofline) or silicon (aiconfigurator-"
+            "core's measured kernels: pip install 'disagg-decider[silicon]'; falls back to the "
+            "default with a warning where its database lacks the model, GPU, engine or dtype)"
+        ),
+    )
     traffic: Traffic
     slo: Slo
     cluster: Cluster

@@ -221,6 +221,7 @@ def _lines_at_rows(at: Lines, take) -> Lines:
             decode_flops_per_sequence=take(p.decode_flops_per_sequence),
             prefill_context=take(p.prefill_context),
             fixed_ms=take(p.fixed_ms),
+            decode_context=take(p.decode_context),
             moe_comm=engine.model.moe is not None and bool(np.any(engine.expert_parallel)),
         )
 

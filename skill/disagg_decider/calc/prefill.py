@@ -20,7 +20,7 @@ from disagg_decider.calc.step import Engine, iteration_ms
 def prefill_ms(engine: Engine, prompt_tokens, cached_tokens=0.0):
     """Time to prefill one prompt alone: its time to first token before queueing and transfer."""
     return iteration_ms(engine, 0.0, 0.0, prompt_tokens, cached_tokens) + (
-        engine.eff.prefill_overhead_ms
+        engine.prefill_overhead_ms
     )
 
 

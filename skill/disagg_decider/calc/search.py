@@ -64,6 +64,17 @@ def rdma_gb_per_s(r: Resolved) -> float:
     return r.gpu.scaleout_gbps / 8.0 * r.link.efficiency
 
 
+def step_source(r: Resolved):
+    """The workload's measured step source (`step_source: silicon`, calc/silicon.py), or None
+    for the roofline, also where the database lacks the model, GPU, engine or dtype (the
+    verdict says so: `silicon_steps.verdict_notes`)."""
+    if r.workload.step_source != "silicon":
+        return None
+    from disagg_decider.calc.silicon_steps import steps_of
+
+    return steps_of(r)
+
+
 def engine_for(r: Resolved, tp, dp=1, ep=1) -> Engine:
     w = r.workload
     return Engine(
@@ -77,6 +88,7 @@ def engine_for(r: Resolved, tp, dp=1, ep=1) -> Engine:
         ep=ep,
         domain_gpus=domain_gpus(r),
         rdma_gb_per_s=rdma_gb_per_s(r),
+        steps=step_source(r),
     )
 
 
@@ -90,6 +102,7 @@ def group_key(r: Resolved) -> tuple:
         w.kv_dtype,
         w.engine,
         w.efficiency.model_dump_json(),
+        w.step_source,
     )
     if r.model.moe is None:
         return key

@@ -16,12 +16,16 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from functools import cached_property
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from disagg_decider.calc import arch, kv, moe
 from disagg_decider.catalog import Gpu, ModelSpec, get_link
 from disagg_decider.workload import Efficiency
+
+if TYPE_CHECKING:
+    from disagg_decider.calc.silicon_steps import SiliconSteps
 
 # Share of NVLink line rate moved data reaches: the catalog's `nvlink` link (0.8); DeepEP's
 # normal kernels reach ~153-158 of H800's ~160 GB/s, i.e. 0.8 of its 200 GB/s one way.
@@ -102,6 +106,8 @@ class Engine:
     ep: np.ndarray | int = 1
     domain_gpus: int = 8
     rdma_gb_per_s: float = 45.0
+    # Measured step source (`calc/silicon.py`, `step_source: silicon`); None: the roofline.
+    steps: SiliconSteps | None = None
 
     @cached_property
     def _constants(self) -> dict[str, object] | None:
@@ -124,6 +130,7 @@ class Engine:
             _efficiency_key(self.eff),
             self.domain_gpus,
             self.rdma_gb_per_s,
+            id(self.steps),
         )
         entry = _shared.get(key)
         if entry is None:
@@ -131,6 +138,16 @@ class Engine:
                 _shared.clear()
             entry = _shared[key] = (self.model, self.gpu, {})
         return entry[2]
+
+    @property
+    def prefill_overhead_ms(self):
+        """Fixed time a prefill adds to its pass; the measured source's passes include theirs
+        (layouts it does not cover keep the roofline's)."""
+        if self.steps is None:
+            return self.eff.prefill_overhead_ms
+        return self.steps.prefill_overhead_ms(
+            self.tp, self.dp, self.ep, self.eff.prefill_overhead_ms
+        )
 
     @_shared_property
     def gpus(self):
@@ -301,9 +318,35 @@ class PassTerms:
     prefill_context: np.ndarray
     fixed_ms: np.ndarray  # all-reduce latency and per-step overhead
     moe_comm: bool = False  # some candidate runs expert parallelism
+    decode_context: np.ndarray | float = 0.0  # KV tokens each decode sequence reads
 
     def ms(self, decode_batch, prefill_tokens):
-        """Time of one pass with `decode_batch` decode sequences and `prefill_tokens` new ones."""
+        """Time of one pass with `decode_batch` decode sequences and `prefill_tokens` new ones.
+
+        The one place every step time comes from (calculator and simulator alike): the
+        engine's measured step source where it has one and covers the layout, else the
+        roofline.
+        """
+        steps = self.engine.steps
+        if steps is None:
+            return self.roofline_ms(decode_batch, prefill_tokens)
+        e = self.engine
+        measured, covered = steps.pass_ms(
+            e.tp,
+            e.dp,
+            e.ep,
+            decode_batch,
+            self.decode_context,
+            prefill_tokens,
+            self.prefill_context,
+        )
+        if measured is not None and covered.all():
+            return measured
+        roofline = self.roofline_ms(decode_batch, prefill_tokens)
+        return roofline if measured is None else np.where(covered, measured, roofline)
+
+    def roofline_ms(self, decode_batch, prefill_tokens):
+        """The roofline pass: the longer of memory and compute time, plus communication."""
         e = self.engine
         m, eff = e.model, e.eff
         b, c = decode_batch, prefill_tokens
@@ -363,4 +406,5 @@ def pass_terms(engine: Engine, decode_context, prefill_context) -> PassTerms:
         prefill_context=np.asarray(prefill_context, dtype=float),
         fixed_ms=engine.fixed_step_ms,
         moe_comm=m.moe is not None and bool(np.any(engine.expert_parallel)),
+        decode_context=decode_context,
     )
