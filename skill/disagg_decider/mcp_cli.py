@@ -14,6 +14,9 @@ import typer
 
 from disagg_decider.errors import UserError
 
+DEFAULT_CALL_TIMEOUT_S = 20.0  # mcp_workers' defaults; not imported, so --help stays light
+DEFAULT_WORKERS = 2
+
 
 class McpTransport(StrEnum):
     stdio = "stdio"
@@ -73,6 +76,23 @@ def mcp_command(
             "protection).",
         ),
     ] = None,
+    call_timeout_s: Annotated[
+        float,
+        typer.Option(
+            "--call-timeout-s",
+            metavar="SECONDS",
+            help="Cancel a decide_disaggregation or find_crossover call (and stop the worker "
+            "process computing it) after this many seconds, waiting included.",
+        ),
+    ] = DEFAULT_CALL_TIMEOUT_S,
+    workers: Annotated[
+        int,
+        typer.Option(
+            "--workers",
+            metavar="N",
+            help="Worker processes computing decisions (1-64); each client uses at most half.",
+        ),
+    ] = DEFAULT_WORKERS,
     allowed_origin: Annotated[
         list[str] | None,
         typer.Option(
@@ -85,6 +105,10 @@ def mcp_command(
 ) -> None:
     if not 0 < port < 65536:
         raise UserError(f"--port {port}: expected a TCP port between 1 and 65535")
+    if not 0.1 <= call_timeout_s <= 3600:  # NaN fails both comparisons
+        raise UserError(f"--call-timeout-s {call_timeout_s:g}: expected 0.1 to 3600 seconds")
+    if not 1 <= workers <= 64:
+        raise UserError(f"--workers {workers}: expected 1 to 64 worker processes")
     from disagg_decider.mcp_server import serve
 
     def announce(url: str) -> None:
@@ -98,4 +122,6 @@ def mcp_command(
         allowed_hosts=allowed_host or [],
         allowed_origins=allowed_origin or [],
         on_listening=announce,
+        call_timeout_s=call_timeout_s,
+        workers=workers,
     )
