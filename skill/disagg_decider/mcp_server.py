@@ -31,6 +31,9 @@ from disagg_decider.mcp_guards import (
     unknown_arguments_problem,
     unknown_resource_text,
 )
+from disagg_decider.mcp_logging import one_line_logging
+from disagg_decider.mcp_prompt import EXAMPLE_WORKLOAD as EXAMPLE_WORKLOAD  # re-exported
+from disagg_decider.mcp_prompt import collect_workload
 from disagg_decider.mcp_workers import (
     DEFAULT_CALL_TIMEOUT_S,
     DEFAULT_WORKERS,
@@ -318,58 +321,6 @@ def _catalog_reader(kind: mcp_tools.CatalogKind) -> Callable[[], str]:
     return read
 
 
-# --- prompt ------------------------------------------------------------------------------------
-
-
-def collect_workload(service: str = "") -> str:
-    """Walk through collecting a workload from the user, then call decide_disaggregation."""
-    about = f"The user describes the service as: {service}\n\n" if service else ""
-    return f"""{about}Help the user decide whether to disaggregate prefill and decode for their \
-LLM service. Collect the workload below, asking only for what is missing (offer the default \
-when the user does not know), then call the `decide_disaggregation` tool.
-
-1. Model: a catalog id (call `list_catalog` with kind "models"), or {{"hf_config": "path"}} to \
-a local Hugging Face config.json. Weight dtype (bf16, fp8, fp4) and KV-cache dtype.
-2. Engine: vllm, sglang or trtllm.
-3. Prompt tokens at p50 and p99, and output tokens at p50 and p99 (from logs if possible).
-   Share of prompt tokens already in the prefix cache (0 to 1; RAG and chat with system \
-prompts often 0.1 to 0.5).
-4. Request rate (requests per second at peak).
-5. SLOs: p99 time to first token (ttft_ms) and p99 time per output token (tpot_ms).
-6. GPUs: type (list_catalog "gpus"), how many for this service, GPUs per node.
-7. Network between nodes: a link id (list_catalog "links", e.g. ib-ndr-400, roce-100, tcp-25) \
-or {{"rdma": true|false, "gbps_per_gpu": N}}; and whether it runs on Kubernetes.
-8. Team: ops maturity (low, medium, high) and orchestrator preference (any, \
-kubernetes-native, managed-stack); whether they want an SLA planner or scale-to-zero.
-9. Optional: GPU price per hour (cost.usd_per_gpu_hour).
-
-Pass it as the `workload` argument, shaped like:
-{json.dumps(EXAMPLE_WORKLOAD, indent=2)}
-
-Then report `decision` and `summary`, each fired rule's title and the comparisons behind it, \
-the pool sizing and any warnings. If the tool returns an error, it names the field and what \
-is valid: fix that field and call again. To go further: `find_crossover` (at which prompt \
-length the split starts to pay), `estimate_kv_transfer` (the KV cost on another link), \
-`explain_rule` (a rule's thresholds and sources; override them with `overrides`)."""
-
-
-EXAMPLE_WORKLOAD: dict[str, Any] = {
-    "name": "rag-assistant",
-    "model": "llama-3.3-70b",
-    "weights_dtype": "fp8",
-    "engine": "vllm",
-    "traffic": {
-        "prompt_tokens": {"p50": 8192, "p99": 16384},
-        "output_tokens": {"p50": 300, "p99": 800},
-        "requests_per_second": 3,
-        "prefix_cache_hit_rate": 0.1,
-    },
-    "slo": {"ttft_ms": 3000, "tpot_ms": 10},
-    "cluster": {"gpu": "h200", "gpus": 16, "gpus_per_node": 8, "network": "ib-ndr-400"},
-    "ops": {"maturity": "high", "orchestrator_preference": "any"},
-}
-
-
 # --- transports --------------------------------------------------------------------------------
 
 Transport = Literal["stdio", "http"]
@@ -422,37 +373,3 @@ def _run(
         allowed_origins=allowed_origins,
         on_listening=on_listening,
     )
-
-
-class OneLineFormatter(logging.Formatter):
-    """Every record on one line: newlines folded, tracebacks reduced to the exception's name."""
-
-    def format(self, record: logging.LogRecord) -> str:
-        record = logging.makeLogRecord(record.__dict__)
-        if record.exc_info:
-            exc = record.exc_info[1]
-            record.msg = f"{record.getMessage()} [{type(exc).__name__}: {clip(str(exc), 200)}]"
-            record.args = ()
-            record.exc_info = None
-            record.exc_text = None
-        return super().format(record).replace("\r", " ").replace("\n", " | ")
-
-    def formatException(self, ei: Any) -> str:
-        return ""
-
-
-def one_line_logging(level: int = logging.WARNING) -> None:
-    """Replace the SDK's rich, multi-line INFO logging with one line per event on stderr."""
-    import sys
-
-    handler = logging.StreamHandler(sys.stderr)
-    handler.setFormatter(OneLineFormatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
-    root = logging.getLogger()
-    for old in list(root.handlers):
-        root.removeHandler(old)
-    root.addHandler(handler)
-    root.setLevel(level)
-    for name in ("uvicorn", "uvicorn.error", "uvicorn.access", "mcp"):
-        logging.getLogger(name).handlers.clear()
-        logging.getLogger(name).propagate = True
-        logging.getLogger(name).setLevel(level)
