@@ -25,20 +25,11 @@ from mcp import Client
 
 from disagg_decider import mcp_http, mcp_server
 from tests.conftest import ROOT
-from tests.hostile_support import workload_data
+from tests.hostile_support import MCP_INITIALIZE, workload_data
 
 DECIDE_MCP_HTTP = [sys.executable, "-m", "disagg_decider", "mcp", "-t", "http"]
 ENV = {"PYTHONPATH": str(ROOT / "skill"), "PATH": os.environ.get("PATH", "")}
-INIT = {
-    "jsonrpc": "2.0",
-    "id": 0,
-    "method": "initialize",
-    "params": {
-        "protocolVersion": "2025-06-18",
-        "capabilities": {},
-        "clientInfo": {"name": "t", "version": "0"},
-    },
-}
+INIT = MCP_INITIALIZE
 HEADERS = {"Content-Type": "application/json", "Accept": "application/json, text/event-stream"}
 
 

@@ -26,7 +26,7 @@ from mcp import Client
 
 from disagg_decider import mcp_server
 from tests.conftest import LLAMA_8B_CONFIG, ROOT
-from tests.hostile_support import make_fifo, workload_data
+from tests.hostile_support import MCP_INITIALIZE, make_fifo, workload_data
 
 
 @pytest.fixture
@@ -268,19 +268,7 @@ def test_stdio_server_answers_after_39_fifo_calls_and_exits_when_stdin_closes(tm
     watchdog = threading.Timer(60, proc.kill)  # a hung server fails the test, never hangs it
     watchdog.start()
     try:
-        _rpc(
-            proc,
-            {
-                "jsonrpc": "2.0",
-                "id": 0,
-                "method": "initialize",
-                "params": {
-                    "protocolVersion": "2025-06-18",
-                    "capabilities": {},
-                    "clientInfo": {"name": "test", "version": "0"},
-                },
-            },
-        )
+        _rpc(proc, MCP_INITIALIZE)
         _replies(proc, {0})
         _rpc(proc, {"jsonrpc": "2.0", "method": "notifications/initialized"})
         workload = workload_data(model={"hf_config": "fifo.json"})
@@ -512,18 +500,6 @@ async def test_a_call_the_client_gives_up_on_stops_its_worker():
 # --- issue 29: a real stdio process under a pipelined burst and SIGTERM ------------------------
 
 
-INITIALIZE = {
-    "jsonrpc": "2.0",
-    "id": 0,
-    "method": "initialize",
-    "params": {
-        "protocolVersion": "2025-06-18",
-        "capabilities": {},
-        "clientInfo": {"name": "test", "version": "0"},
-    },
-}
-
-
 def start_stdio(*args: str) -> subprocess.Popen:
     env = {"PYTHONPATH": str(ROOT / "skill"), "PATH": os.environ.get("PATH", "")}
     proc = subprocess.Popen(
@@ -534,7 +510,7 @@ def start_stdio(*args: str) -> subprocess.Popen:
         env=env,
         cwd=ROOT,
     )
-    _rpc(proc, INITIALIZE)
+    _rpc(proc, MCP_INITIALIZE)
     _replies(proc, {0})
     _rpc(proc, {"jsonrpc": "2.0", "method": "notifications/initialized"})
     return proc
@@ -611,3 +587,26 @@ def test_sigterm_with_two_costly_calls_in_flight_leaves_no_worker_computing():
         if proc.poll() is None:
             proc.kill()
             proc.wait()
+
+
+@pytest.mark.parametrize(
+    ("flag", "value", "expected"),
+    [
+        ("--call-timeout-s", "nan", "--call-timeout-s nan: expected 0.1 to 3600 seconds"),
+        ("--call-timeout-s", "0", "expected 0.1 to 3600 seconds"),
+        ("--workers", "0", "--workers 0: expected 1 to 64 worker processes"),
+    ],
+)
+def test_server_limits_out_of_range_are_usage_errors(flag, value, expected):
+    env = {"PYTHONPATH": str(ROOT / "skill"), "PATH": os.environ.get("PATH", "")}
+    run = subprocess.run(
+        [sys.executable, "-m", "disagg_decider", "mcp", flag, value],
+        env=env,
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=HANG_S,
+        stdin=subprocess.DEVNULL,
+    )
+    assert run.returncode == 2 and expected in run.stderr, run.stderr[-500:]
+    assert "Traceback" not in run.stderr

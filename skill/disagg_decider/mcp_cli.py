@@ -14,9 +14,6 @@ import typer
 
 from disagg_decider.errors import UserError
 
-DEFAULT_CALL_TIMEOUT_S = 20.0  # mcp_workers' defaults; not imported, so --help stays light
-DEFAULT_WORKERS = 2
-
 
 class McpTransport(StrEnum):
     stdio = "stdio"
@@ -77,22 +74,23 @@ def mcp_command(
         ),
     ] = None,
     call_timeout_s: Annotated[
-        float,
+        float | None,
         typer.Option(
             "--call-timeout-s",
             metavar="SECONDS",
             help="Cancel a decide_disaggregation or find_crossover call (and stop the worker "
-            "process computing it) after this many seconds, waiting included.",
+            "process computing it) after this many seconds, waiting included [default: 20].",
         ),
-    ] = DEFAULT_CALL_TIMEOUT_S,
+    ] = None,
     workers: Annotated[
-        int,
+        int | None,
         typer.Option(
             "--workers",
             metavar="N",
-            help="Worker processes computing decisions (1-64); each client uses at most half.",
+            help="Worker processes computing decisions (1-64); each client uses at most half "
+            "[default: the CPU count, 2 to 4].",
         ),
-    ] = DEFAULT_WORKERS,
+    ] = None,
     allowed_origin: Annotated[
         list[str] | None,
         typer.Option(
@@ -105,9 +103,9 @@ def mcp_command(
 ) -> None:
     if not 0 < port < 65536:
         raise UserError(f"--port {port}: expected a TCP port between 1 and 65535")
-    if not 0.1 <= call_timeout_s <= 3600:  # NaN fails both comparisons
+    if call_timeout_s is not None and not 0.1 <= call_timeout_s <= 3600:  # NaN fails both
         raise UserError(f"--call-timeout-s {call_timeout_s:g}: expected 0.1 to 3600 seconds")
-    if not 1 <= workers <= 64:
+    if workers is not None and not 1 <= workers <= 64:
         raise UserError(f"--workers {workers}: expected 1 to 64 worker processes")
     from disagg_decider.mcp_server import serve
 

@@ -335,14 +335,18 @@ def serve(
     allowed_hosts: Sequence[str] = (),
     allowed_origins: Sequence[str] = (),
     on_listening: Callable[[str], None] | None = None,
-    call_timeout_s: float = DEFAULT_CALL_TIMEOUT_S,
-    workers: int = DEFAULT_WORKERS,
+    call_timeout_s: float | None = None,
+    workers: int | None = None,
 ) -> None:
     """Block serving MCP: stdio for agents that spawn the server, streamable HTTP at /mcp.
 
     One worker process is started before serving, so the first decision is as fast as the
     next; the workers are killed when the server stops (`mcp_workers`)."""
-    server = build_server(allow_dirs, call_timeout_s=call_timeout_s, workers=workers)
+    server = build_server(
+        allow_dirs,
+        call_timeout_s=call_timeout_s or DEFAULT_CALL_TIMEOUT_S,
+        workers=workers or DEFAULT_WORKERS,
+    )
     one_line_logging()
     server.pool.prewarm()
     try:
