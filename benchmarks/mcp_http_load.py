@@ -338,7 +338,9 @@ def main() -> int:
         print(
             f"SIGTERM with two costly calls in flight: exit after {sigterm_seconds(workload):.2f} s"
         )
-    command = " ".join(["python", "benchmarks/mcp_http_load.py", *sys.argv[1:]])
+    flags = f"--clients {args.clients} --calls {args.calls} --malformed {args.malformed:g}"
+    flags += f" --good {args.good} --seed {args.seed}" + (" --no-probes" if args.no_probes else "")
+    command = f"python benchmarks/mcp_http_load.py {flags}"
     print(f"reproduce: {command}")
     return 0 if ok else 1
 

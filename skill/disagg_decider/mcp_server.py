@@ -14,6 +14,7 @@ import functools
 import inspect
 import json
 import logging
+import weakref
 from collections.abc import Callable, Hashable, Sequence
 from pathlib import Path
 from typing import Any, Literal
@@ -197,6 +198,7 @@ def build_server(
     server = DeciderServer(SERVER_NAME, instructions=INSTRUCTIONS, version=__version__)
     server.policy = confined_policy(allow_dirs) if allow_dirs else FilePolicy(())
     server.pool = WorkerPool(server.policy, size=workers, call_timeout_s=call_timeout_s)
+    weakref.finalize(server, server.pool.close)  # a dropped server takes its workers along
     for fn, title in TOOLS:
         body = _in_worker(server, fn) if fn.__name__ in HEAVY_TOOLS else fn
         server.add_tool(body, title=title, description=_description(fn), annotations=READ_ONLY)
