@@ -4,6 +4,10 @@ Run from the repository root (loopback only; bounded: 50 clients x 20 calls per 
 
     python benchmarks/mcp_http_load.py [--clients 50] [--calls 20] [--malformed 0.10]
 
+Each client connects from its own loopback address (127.0.0.2, 127.0.0.3, ...: the whole
+127/8 is loopback), as separate machines would, since the server caps connections per
+client address.
+
 Starts `decide mcp --transport http` on 127.0.0.1 (a free port) in a subprocess, then makes two
 runs of CLIENTS concurrent MCP sessions x CALLS tool calls each:
   1. every call well-formed;
@@ -15,6 +19,11 @@ calculator, no search) and, with --good decide, `decide_disaggregation` on the R
 Reports p50/p99 latency of the good calls in each run, counts of errors (good calls that
 failed, malformed calls that did not), and whether run 2's good-call p99 is within 2x of
 run 1's. Exit status 1 if it is not or if any call was answered wrongly.
+
+Then two probes (skip with --no-probes): a ping from one client while another has 200
+`decide_disaggregation` calls queued (the ping's latency, 5 pings), and SIGTERM with two
+costly calls in flight (`cluster.gpus: 1024`, ~37 CPU-s each): seconds until the server
+process is gone.
 """
 
 from __future__ import annotations
@@ -22,6 +31,7 @@ from __future__ import annotations
 import argparse
 import os
 import random
+import signal
 import socket
 import statistics
 import subprocess
@@ -31,6 +41,7 @@ from pathlib import Path
 
 import anyio
 import yaml
+from mcp import Client
 
 ROOT = Path(__file__).resolve().parents[1]
 RAG = ROOT / "examples" / "rag-8k-h200-rdma-dynamo.yaml"
@@ -104,20 +115,36 @@ def start_server(port: int) -> subprocess.Popen:
     raise SystemExit("the server did not start")
 
 
+def source_address(i: int) -> str:
+    """The loopback address client `i` connects from: 127.0.0.2 .. 127.0.0.251."""
+    return f"127.0.0.{2 + i % 250}"
+
+
+def client_from(url: str, source: str, max_connections: int = 4, mode: str = "auto") -> Client:
+    import httpx2
+    from mcp.client.streamable_http import streamable_http_client
+
+    http = httpx2.AsyncClient(
+        transport=httpx2.AsyncHTTPTransport(
+            local_address=source, limits=httpx2.Limits(max_connections=max_connections)
+        ),
+        timeout=httpx2.Timeout(MAX_RUN_S),
+    )
+    return Client(streamable_http_client(url, http_client=http), mode=mode)
+
+
 async def one_run(
     url: str, clients: int, calls: int, share: float, good: tuple, bad: list, seed: int
 ) -> dict:
-    from mcp import Client
-
     rng = random.Random(seed)
     plan = [[rng.random() < share for _ in range(calls)] for _ in range(clients)]
     good_ms: list[float] = []
     bad_ms: list[float] = []
     wrong = {"good_failed": 0, "malformed_accepted": 0, "transport_errors": 0}
 
-    async def client_task(flags: list[bool]) -> None:
+    async def client_task(i: int, flags: list[bool]) -> None:
         try:
-            async with Client(url) as client:
+            async with client_from(url, source_address(i)) as client:
                 for is_bad in flags:
                     name, args = rng.choice(bad) if is_bad else good
                     start = time.perf_counter()
@@ -135,8 +162,8 @@ async def one_run(
     start = time.perf_counter()
     with anyio.fail_after(MAX_RUN_S):
         async with anyio.create_task_group() as tg:
-            for flags in plan:
-                tg.start_soon(client_task, flags)
+            for i, flags in enumerate(plan):
+                tg.start_soon(client_task, i, flags)
     return {
         "wall_s": time.perf_counter() - start,
         "good_ms": good_ms,
@@ -165,6 +192,98 @@ def report(label: str, run: dict) -> str:
     return line
 
 
+async def flood(url: str, source: str, calls: int) -> None:
+    """One client's burst: `calls` decisions at once over up to 48 connections (legacy
+    sessions), from `source`; run in its own process so the pinging client's process is idle."""
+    workload = yaml.safe_load(RAG.read_text())
+    async with (
+        client_from(url, source, 48, mode="legacy") as client,
+        anyio.create_task_group() as tg,
+    ):
+        for _ in range(calls):
+            tg.start_soon(client.call_tool, "decide_disaggregation", {"workload": workload})
+
+
+async def ping_under_burst(url: str, burst: int = 200, pings: int = 5) -> list[float]:
+    """Ping latencies (ms) of one client while another process has `burst` decisions queued."""
+    flooder = subprocess.Popen(
+        [sys.executable, __file__, "--flood", url, "--flood-calls", str(burst)],
+        env={**os.environ, "PYTHONPATH": str(ROOT / "skill")},
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    latencies: list[float] = []
+    try:
+        with anyio.fail_after(MAX_RUN_S):
+            async with Client(url, mode="legacy") as other:
+                await anyio.sleep(3.0)  # the burst is sent, queued and computing
+                for _ in range(pings):
+                    start = time.perf_counter()
+                    await other.send_ping()
+                    latencies.append((time.perf_counter() - start) * 1e3)
+                    await anyio.sleep(0.2)
+    finally:
+        flooder.kill()
+        flooder.wait()
+    return latencies
+
+
+def descendants(pid: int) -> set[int]:
+    """Live processes below `pid` (Linux /proc; empty elsewhere)."""
+    parents = {}
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            parents[int(stat.parent.name)] = int(stat.read_text().rsplit(")", 1)[1].split()[1])
+        except (OSError, ValueError, IndexError):
+            continue
+    found, frontier = set(), {pid}
+    while frontier:
+        frontier = {child for child, parent in parents.items() if parent in frontier}
+        found |= frontier
+    return found
+
+
+def sigterm_seconds(workload: dict) -> float:
+    """Seconds from SIGTERM to the server's exit, with two costly calls in flight (sessions of
+    the 2025 protocol, whose calls run in the server's session task group)."""
+    port = free_port()
+    proc = start_server(port)
+    url = f"http://127.0.0.1:{port}/mcp"
+    costly = yaml.safe_load(yaml.safe_dump(workload))
+    costly["cluster"]["gpus"] = 1024
+    result: list[float] = []
+
+    async def scenario() -> None:
+        async with anyio.create_task_group() as tg:
+            for source in ("127.0.0.253", "127.0.0.254"):
+
+                async def call(source: str = source) -> None:
+                    try:
+                        async with client_from(url, source, mode="legacy") as client:
+                            await client.call_tool("decide_disaggregation", {"workload": costly})
+                    except Exception:
+                        pass  # the server went away mid-call, as intended
+
+                tg.start_soon(call)
+            deadline = time.monotonic() + 30
+            while len(descendants(proc.pid)) < 3 and time.monotonic() < deadline:
+                await anyio.sleep(0.1)  # the forkserver and two busy workers
+            await anyio.sleep(0.5)
+            start = time.monotonic()
+            proc.send_signal(signal.SIGTERM)
+            await anyio.to_thread.run_sync(lambda: proc.wait(timeout=60))
+            result.append(time.monotonic() - start)
+            tg.cancel_scope.cancel()
+
+    try:
+        anyio.run(scenario)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    return result[0] if result else float("inf")
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--clients", type=int, default=50)
@@ -172,7 +291,13 @@ def main() -> int:
     parser.add_argument("--malformed", type=float, default=0.10)
     parser.add_argument("--good", choices=["kv", "decide"], default="kv")
     parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--no-probes", action="store_true", help="skip the ping and SIGTERM probes")
+    parser.add_argument("--flood", metavar="URL", help=argparse.SUPPRESS)  # the probe's burst
+    parser.add_argument("--flood-calls", type=int, default=200, help=argparse.SUPPRESS)
     args = parser.parse_args()
+    if args.flood:
+        anyio.run(flood, args.flood, "127.0.0.252", min(args.flood_calls, 500))
+        return 0
     if not (1 <= args.clients <= 200 and 1 <= args.calls <= 100 and 0 <= args.malformed < 1):
         raise SystemExit("bounded: 1-200 clients, 1-100 calls, malformed share in [0, 1)")
     workload = yaml.safe_load(RAG.read_text())
@@ -181,11 +306,14 @@ def main() -> int:
     port = free_port()
     proc = start_server(port)
     url = f"http://127.0.0.1:{port}/mcp"
+    pings: list[float] = []
     try:
         clean = anyio.run(one_run, url, args.clients, args.calls, 0.0, good, bad, args.seed)
         mixed = anyio.run(
             one_run, url, args.clients, args.calls, args.malformed, good, bad, args.seed
         )
+        if not args.no_probes:
+            pings = anyio.run(ping_under_burst, url)
     finally:
         proc.terminate()
         proc.wait(timeout=10)
@@ -204,6 +332,16 @@ def main() -> int:
     print(f"good-call p99 with malformed / without: {ratio:.2f}x (limit 2x) -> {verdict}")
     both = statistics.median(clean["good_ms"] + mixed["good_ms"])
     print(f"median of good calls, both runs: {both:.1f} ms")
+    if not args.no_probes:
+        shown = ", ".join(f"{ms:.0f}" for ms in pings)
+        print(f"ping while another client has 200 decisions queued: {shown} ms")
+        print(
+            f"SIGTERM with two costly calls in flight: exit after {sigterm_seconds(workload):.2f} s"
+        )
+    flags = f"--clients {args.clients} --calls {args.calls} --malformed {args.malformed:g}"
+    flags += f" --good {args.good} --seed {args.seed}" + (" --no-probes" if args.no_probes else "")
+    command = f"python benchmarks/mcp_http_load.py {flags}"
+    print(f"reproduce: {command}")
     return 0 if ok else 1
 
 

@@ -6,8 +6,9 @@ Run from the repository root:
 
 Reports median and p90 over N calls of:
   - the bare tool function (`mcp_tools.decide_disaggregation`, workload validated each call),
-  - the server's side alone (`server.call_tool`: argument validation, the tool on a worker
-    thread, conversion to structured content and JSON text),
+  - the server's side alone (`server.call_tool`: argument validation, the tool in a worker
+    process (one pickle of the workload and one of the verdict over a pipe), conversion to
+    structured content and JSON text),
   - the same call through the SDK's in-memory `mcp.Client`, which adds dispatch and the
     client's own jsonschema check of the result against the advertised output schema.
 The target is under 20 ms median through the client. Transport (stdio pipe, HTTP) adds the

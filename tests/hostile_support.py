@@ -90,6 +90,18 @@ def workload_data(**changes) -> dict:
     return data
 
 
+MCP_INITIALIZE = {  # a JSON-RPC initialize request, for tests that speak the wire themselves
+    "jsonrpc": "2.0",
+    "id": 0,
+    "method": "initialize",
+    "params": {
+        "protocolVersion": "2025-06-18",
+        "capabilities": {},
+        "clientInfo": {"name": "test", "version": "0"},
+    },
+}
+
+
 def make_fifo(path: Path) -> Path:
     if not hasattr(os, "mkfifo"):
         pytest.skip("no FIFOs on this platform")

@@ -1,3 +1,4 @@
 from disagg_decider.entry import console
 
-console()
+if __name__ == "__main__":  # a worker process imports this module as __mp_main__: no re-run
+    console()

@@ -73,6 +73,24 @@ def mcp_command(
             "protection).",
         ),
     ] = None,
+    call_timeout_s: Annotated[
+        float | None,
+        typer.Option(
+            "--call-timeout-s",
+            metavar="SECONDS",
+            help="Cancel a decide_disaggregation or find_crossover call (and stop the worker "
+            "process computing it) after this many seconds, waiting included [default: 20].",
+        ),
+    ] = None,
+    workers: Annotated[
+        int | None,
+        typer.Option(
+            "--workers",
+            metavar="N",
+            help="Worker processes computing decisions (1-64); each client uses at most half "
+            "[default: the CPU count, 2 to 4].",
+        ),
+    ] = None,
     allowed_origin: Annotated[
         list[str] | None,
         typer.Option(
@@ -85,6 +103,10 @@ def mcp_command(
 ) -> None:
     if not 0 < port < 65536:
         raise UserError(f"--port {port}: expected a TCP port between 1 and 65535")
+    if call_timeout_s is not None and not 0.1 <= call_timeout_s <= 3600:  # NaN fails both
+        raise UserError(f"--call-timeout-s {call_timeout_s:g}: expected 0.1 to 3600 seconds")
+    if workers is not None and not 1 <= workers <= 64:
+        raise UserError(f"--workers {workers}: expected 1 to 64 worker processes")
     from disagg_decider.mcp_server import serve
 
     def announce(url: str) -> None:
@@ -98,4 +120,6 @@ def mcp_command(
         allowed_hosts=allowed_host or [],
         allowed_origins=allowed_origin or [],
         on_listening=announce,
+        call_timeout_s=call_timeout_s,
+        workers=workers,
     )

@@ -8,9 +8,12 @@ only loopback origins in `Origin`; `--allowed-host` / `--allowed-origin` widen t
 Limits: request bodies over `MAX_BODY_BYTES` are refused (413) before being read; request
 headers over `MAX_HEADER_BYTES` close the connection (h11's incomplete-event limit); a client
 that does not finish its request headers within `HEADER_TIMEOUT_S`, or its body within
-`BODY_TIMEOUT_S`, is dropped; idle keep-alive connections close after `KEEP_ALIVE_S`. On
-SIGTERM or Ctrl-C uvicorn stops accepting and open streams are cut after
-`GRACEFUL_SHUTDOWN_S`, so the process is gone within two seconds.
+`BODY_TIMEOUT_S`, is dropped; idle keep-alive connections close after `KEEP_ALIVE_S`. One
+client address holds at most `MAX_CONNECTIONS_PER_CLIENT` connections (half-open ones
+included) of the server's `MAX_CONNECTIONS`, so a client parking connections locks out only
+itself. On SIGTERM or Ctrl-C uvicorn stops accepting, open streams are cut after
+`GRACEFUL_SHUTDOWN_S` and the calls still running are cancelled with their worker processes
+(`mcp_workers`), so the process is gone within two seconds.
 
 The socket is bound before anything is printed, so a taken port is an error naming it, not a
 URL that nothing answers.
@@ -33,7 +36,13 @@ HEADER_TIMEOUT_S = 10.0
 BODY_TIMEOUT_S = 10.0
 KEEP_ALIVE_S = 5
 GRACEFUL_SHUTDOWN_S = 1
-MAX_CONNECTIONS = 256
+MAX_CONNECTIONS = 512
+MAX_CONNECTIONS_PER_CLIENT = 64
+_REFUSAL = f"more than {MAX_CONNECTIONS_PER_CLIENT} open connections from this address\n"
+TOO_MANY_CONNECTIONS = (
+    "HTTP/1.1 503 Service Unavailable\r\ncontent-type: text/plain\r\nconnection: close\r\n"
+    f"content-length: {len(_REFUSAL)}\r\n\r\n{_REFUSAL}"
+).encode()
 LOOPBACK_NAMES = ("127.0.0.1", "localhost", "[::1]")
 
 
@@ -164,12 +173,27 @@ async def _reply(send: Callable, status: int, text: str) -> None:
 
 
 def _protocol_class():
-    """uvicorn's h11 protocol, plus a deadline for a request's headers (slowloris)."""
+    """uvicorn's h11 protocol, plus a deadline for a request's headers (slowloris) and a cap on
+    the connections one client address holds open (excess ones get 503 and are closed at
+    once), so that no single client can fill the server's `MAX_CONNECTIONS`."""
     from uvicorn.protocols.http.h11_impl import H11Protocol
 
-    class HeaderDeadline(H11Protocol):
+    open_by_client: dict[str, int] = {}
+
+    class ClientLimited(H11Protocol):
+        _deadline: Any = None
+        _client: str | None = None
+
         def connection_made(self, transport: Any) -> None:  # type: ignore[override]
             super().connection_made(transport)
+            peer = transport.get_extra_info("peername")
+            client = str(peer[0]) if peer else "unknown"
+            if open_by_client.get(client, 0) >= MAX_CONNECTIONS_PER_CLIENT:
+                transport.write(TOO_MANY_CONNECTIONS)
+                transport.close()
+                return
+            open_by_client[client] = open_by_client.get(client, 0) + 1
+            self._client = client
             self._arm()
 
         def _arm(self) -> None:
@@ -181,14 +205,21 @@ def _protocol_class():
 
         def on_response_complete(self) -> None:
             super().on_response_complete()
-            self._deadline.cancel()
-            self._arm()
+            if self._deadline is not None:
+                self._deadline.cancel()
+                self._arm()
 
         def connection_lost(self, exc: Exception | None) -> None:
-            self._deadline.cancel()
+            if self._deadline is not None:
+                self._deadline.cancel()
+            if self._client is not None:
+                left = open_by_client.pop(self._client, 1) - 1
+                if left > 0:
+                    open_by_client[self._client] = left
+                self._client = None
             super().connection_lost(exc)
 
-    return HeaderDeadline
+    return ClientLimited
 
 
 def http_server(

@@ -9,20 +9,39 @@ entry point; importing this module is what pulls in the SDK, so the CLI does it 
 
 from __future__ import annotations
 
+import contextvars
+import functools
 import inspect
 import json
 import logging
-from collections.abc import Callable, Sequence
+import weakref
+from collections.abc import Callable, Hashable, Sequence
 from pathlib import Path
 from typing import Any, Literal
 
+from mcp import MCPError
 from mcp.server import MCPServer
-from mcp.server.mcpserver.exceptions import ToolError, UnexpectedToolError
-from mcp.types import CallToolResult, TextContent, ToolAnnotations
+from mcp.server.mcpserver.exceptions import ResourceNotFoundError, ToolError, UnexpectedToolError
+from mcp.types import INVALID_PARAMS, CallToolResult, TextContent, ToolAnnotations
 from pydantic import ValidationError
 
 from disagg_decider import __version__, catalog, mcp_tools
-from disagg_decider.errors import UserError, clip, excerpt
+from disagg_decider.errors import UserError, clip
+from disagg_decider.mcp_guards import (
+    argument_bounds_problem,
+    unknown_arguments_problem,
+    unknown_resource_text,
+)
+from disagg_decider.mcp_logging import one_line_logging
+from disagg_decider.mcp_prompt import EXAMPLE_WORKLOAD as EXAMPLE_WORKLOAD  # re-exported
+from disagg_decider.mcp_prompt import collect_workload
+from disagg_decider.mcp_workers import (
+    DEFAULT_CALL_TIMEOUT_S,
+    DEFAULT_WORKERS,
+    HEAVY_TOOLS,
+    WorkerCrash,
+    WorkerPool,
+)
 from disagg_decider.render.skill_layout import SKILL_NAME, reference_files
 from disagg_decider.rules.loader import rulebook_dir, shipped
 from disagg_decider.userfiles import FilePolicy, confined_policy, file_policy, read_text
@@ -69,22 +88,27 @@ class DeciderServer(MCPServer):
     """An MCPServer whose tool errors name the field and what would be valid, and whose
     failures are cheap: one log line each, no traceback, the event loop never blocked.
 
-    The SDK reports argument validation failures as pydantic's raw text and hides the message
-    of any other exception (it cannot know it is safe to show). Our `UserError`s are written for
-    users, and `format_validation_error` lists each bad field on one line (values cut to 80
-    characters), so both reach the agent verbatim; anything else is answered as an internal
-    error and logged once, as one line at WARNING.
+    The SDK reports argument validation failures as pydantic's raw text, hides the message
+    of any other exception (it cannot know it is safe to show) and drops argument names a tool
+    does not take. Here unknown names are refused with the valid ones listed; our `UserError`s
+    are written for users, and `format_validation_error` lists each bad field on one line
+    (values cut to 80 characters), so both reach the agent verbatim; anything else is answered
+    as an internal error and logged once, as one line at WARNING.
 
     Each call runs under the server's file policy: no local file at all unless the server was
-    started with `--allow-dir`, and then only regular files under those directories.
+    started with `--allow-dir`, and then only regular files under those directories. The
+    tools whose cost grows with the workload run in `pool`'s worker processes, under a
+    deadline (`mcp_workers`).
     """
 
     policy: FilePolicy = FilePolicy(())
+    pool: WorkerPool = WorkerPool(FilePolicy(()))
 
     async def call_tool(self, name: str, arguments: dict[str, Any], context: Any = None) -> Any:
-        too_big = argument_bounds_problem(arguments)
-        if too_big:
-            return _tool_error(name, f"{name} arguments: {too_big}")  # fields named in it
+        problem = argument_bounds_problem(arguments) or self._unknown_arguments(name, arguments)
+        if problem:
+            return _tool_error(name, f"{name} arguments: {problem}")  # fields named in it
+        token = _CALLER.set(_client_key(context))
         try:
             with file_policy(self.policy):
                 return await super().call_tool(name, arguments, context)
@@ -101,6 +125,53 @@ class DeciderServer(MCPServer):
             return _internal_error(name, cause or exc)
         except Exception as exc:
             return _internal_error(name, exc)
+        finally:
+            _CALLER.reset(token)
+
+    def _unknown_arguments(self, name: str, arguments: dict[str, Any]) -> str | None:
+        tool = self._tool_manager.get_tool(name)
+        if tool is None or not isinstance(arguments, dict):
+            return None
+        fields = tool.fn_metadata.arg_model.model_fields
+        return unknown_arguments_problem(arguments, [f.alias or n for n, f in fields.items()])
+
+    async def _handle_read_resource(self, ctx: Any, params: Any) -> Any:
+        """The SDK's, except that an unknown URI is refused with the URI cut (it would echo
+        and log it whole, however long)."""
+        uri = str(params.uri)
+        known = [str(r.uri) for r in self._resource_manager.list_resources()]
+        if uri not in known:
+            LOG.warning("resource refused: %s", clip(uri, 120))
+            raise MCPError(code=INVALID_PARAMS, message=unknown_resource_text(uri, known))
+        try:
+            return await super()._handle_read_resource(ctx, params)
+        except ResourceNotFoundError:  # pragma: no cover - every known URI has a reader
+            raise MCPError(code=INVALID_PARAMS, message=unknown_resource_text(uri, known)) from None
+
+
+_CALLER: contextvars.ContextVar[Hashable] = contextvars.ContextVar("mcp_caller", default=None)
+
+
+def _client_key(context: Any) -> Hashable:
+    """Who is calling, for the worker pool's turn-taking: the HTTP peer's address, else one
+    key for the only peer (stdio, in memory)."""
+    try:
+        request = context.request_context.request
+    except (AttributeError, ValueError):  # no context, or not inside a request
+        return None
+    client = getattr(request, "client", None)
+    return getattr(client, "host", None)
+
+
+def _in_worker(server: DeciderServer, fn: Callable[..., Any]) -> Callable[..., Any]:
+    """`fn` as an async tool whose body runs in one of `server.pool`'s worker processes; the
+    signature (and so the advertised schemas) is `fn`'s."""
+
+    @functools.wraps(fn)
+    async def call(**kwargs: Any) -> Any:
+        return await server.pool.run(fn.__name__, kwargs, _CALLER.get())
+
+    return call
 
 
 def _tool_error(name: str, message: str) -> CallToolResult:
@@ -109,55 +180,13 @@ def _tool_error(name: str, message: str) -> CallToolResult:
 
 
 def _internal_error(name: str, exc: BaseException) -> CallToolResult:
-    LOG.warning("tool %s: internal error %s: %s", name, type(exc).__name__, clip(str(exc), 200))
+    kind = exc.kind if isinstance(exc, WorkerCrash) else type(exc).__name__
+    LOG.warning("tool %s: internal error %s: %s", name, kind, clip(str(exc), 200))
     text = (
-        f"{name}: internal error ({type(exc).__name__}); the input may be outside what the "
+        f"{name}: internal error ({kind}); the input may be outside what the "
         "calculator handles. Check the arguments against the tool's schema and try again."
     )
     return CallToolResult(content=[TextContent(type="text", text=text)], is_error=True)
-
-
-MAX_ARGUMENT_VALUES = 20_000
-MAX_ARGUMENT_CHARS = 1_000_000
-MAX_ARGUMENT_DEPTH = 32
-
-
-def argument_bounds_problem(arguments: Any) -> str | None:
-    """What makes a call's arguments too large or too deep to validate, naming where, or None.
-
-    Bounded work (it stops at the first limit), so a hostile call costs microseconds here
-    instead of seconds in validation and in messages quoting it.
-    """
-    stack: list[tuple[Any, tuple[str, ...]]] = [(arguments, ())]
-    values = chars = 0
-
-    def where(path: tuple[str, ...]) -> str:  # spelled out only for a message
-        return ".".join(path) or "arguments"
-
-    while stack:
-        node, path = stack.pop()
-        values += 1
-        if values > MAX_ARGUMENT_VALUES:
-            return f"{where(path)}: more than {MAX_ARGUMENT_VALUES:,} values in one call"
-        if len(path) > MAX_ARGUMENT_DEPTH:
-            return f"{where(path)[:200]}: nested deeper than {MAX_ARGUMENT_DEPTH} levels"
-        if isinstance(node, str):
-            chars += len(node)
-            if chars > MAX_ARGUMENT_CHARS:
-                return (
-                    f"{where(path)}: a string of {len(node):,} characters; at most "
-                    f"{MAX_ARGUMENT_CHARS:,} characters of text per call"
-                )
-        elif isinstance(node, dict):
-            for key, value in node.items():
-                name = str(key)
-                chars += len(name)
-                if chars > MAX_ARGUMENT_CHARS or len(name) > 1000:
-                    return f"{where(path)}: a key of {len(name):,} characters ({excerpt(name)})"
-                stack.append((value, (*path, name)))
-        elif isinstance(node, list | tuple):
-            stack.extend((v, (*path, str(i))) for i, v in enumerate(node))
-    return None
 
 
 def _validation_message(tool_name: str, exc: ValidationError, root: Any) -> str:
@@ -165,12 +194,21 @@ def _validation_message(tool_name: str, exc: ValidationError, root: Any) -> str:
     return text + "\nFix the fields named above and call the tool again."
 
 
-def build_server(allow_dirs: Sequence[Path] = ()) -> DeciderServer:
-    """The server; `allow_dirs` are the only directories its tools may read files from."""
+def build_server(
+    allow_dirs: Sequence[Path] = (),
+    *,
+    call_timeout_s: float = DEFAULT_CALL_TIMEOUT_S,
+    workers: int = DEFAULT_WORKERS,
+) -> DeciderServer:
+    """The server; `allow_dirs` are the only directories its tools may read files from, and
+    a decision that takes longer than `call_timeout_s` is cancelled (`mcp_workers`)."""
     server = DeciderServer(SERVER_NAME, instructions=INSTRUCTIONS, version=__version__)
     server.policy = confined_policy(allow_dirs) if allow_dirs else FilePolicy(())
+    server.pool = WorkerPool(server.policy, size=workers, call_timeout_s=call_timeout_s)
+    weakref.finalize(server, server.pool.close)  # a dropped server takes its workers along
     for fn, title in TOOLS:
-        server.add_tool(fn, title=title, description=_description(fn), annotations=READ_ONLY)
+        body = _in_worker(server, fn) if fn.__name__ in HEAVY_TOOLS else fn
+        server.add_tool(body, title=title, description=_description(fn), annotations=READ_ONLY)
     _add_resources(server)
     server.prompt(name="collect_workload", title="Collect a workload and decide")(collect_workload)
     warm_caches()
@@ -293,58 +331,6 @@ def _catalog_reader(kind: mcp_tools.CatalogKind) -> Callable[[], str]:
     return read
 
 
-# --- prompt ------------------------------------------------------------------------------------
-
-
-def collect_workload(service: str = "") -> str:
-    """Walk through collecting a workload from the user, then call decide_disaggregation."""
-    about = f"The user describes the service as: {service}\n\n" if service else ""
-    return f"""{about}Help the user decide whether to disaggregate prefill and decode for their \
-LLM service. Collect the workload below, asking only for what is missing (offer the default \
-when the user does not know), then call the `decide_disaggregation` tool.
-
-1. Model: a catalog id (call `list_catalog` with kind "models"), or {{"hf_config": "path"}} to \
-a local Hugging Face config.json. Weight dtype (bf16, fp8, fp4) and KV-cache dtype.
-2. Engine: vllm, sglang or trtllm.
-3. Prompt tokens at p50 and p99, and output tokens at p50 and p99 (from logs if possible).
-   Share of prompt tokens already in the prefix cache (0 to 1; RAG and chat with system \
-prompts often 0.1 to 0.5).
-4. Request rate (requests per second at peak).
-5. SLOs: p99 time to first token (ttft_ms) and p99 time per output token (tpot_ms).
-6. GPUs: type (list_catalog "gpus"), how many for this service, GPUs per node.
-7. Network between nodes: a link id (list_catalog "links", e.g. ib-ndr-400, roce-100, tcp-25) \
-or {{"rdma": true|false, "gbps_per_gpu": N}}; and whether it runs on Kubernetes.
-8. Team: ops maturity (low, medium, high) and orchestrator preference (any, \
-kubernetes-native, managed-stack); whether they want an SLA planner or scale-to-zero.
-9. Optional: GPU price per hour (cost.usd_per_gpu_hour).
-
-Pass it as the `workload` argument, shaped like:
-{json.dumps(EXAMPLE_WORKLOAD, indent=2)}
-
-Then report `decision` and `summary`, each fired rule's title and the comparisons behind it, \
-the pool sizing and any warnings. If the tool returns an error, it names the field and what \
-is valid: fix that field and call again. To go further: `find_crossover` (at which prompt \
-length the split starts to pay), `estimate_kv_transfer` (the KV cost on another link), \
-`explain_rule` (a rule's thresholds and sources; override them with `overrides`)."""
-
-
-EXAMPLE_WORKLOAD: dict[str, Any] = {
-    "name": "rag-assistant",
-    "model": "llama-3.3-70b",
-    "weights_dtype": "fp8",
-    "engine": "vllm",
-    "traffic": {
-        "prompt_tokens": {"p50": 8192, "p99": 16384},
-        "output_tokens": {"p50": 300, "p99": 800},
-        "requests_per_second": 3,
-        "prefix_cache_hit_rate": 0.1,
-    },
-    "slo": {"ttft_ms": 3000, "tpot_ms": 10},
-    "cluster": {"gpu": "h200", "gpus": 16, "gpus_per_node": 8, "network": "ib-ndr-400"},
-    "ops": {"maturity": "high", "orchestrator_preference": "any"},
-}
-
-
 # --- transports --------------------------------------------------------------------------------
 
 Transport = Literal["stdio", "http"]
@@ -359,10 +345,35 @@ def serve(
     allowed_hosts: Sequence[str] = (),
     allowed_origins: Sequence[str] = (),
     on_listening: Callable[[str], None] | None = None,
+    call_timeout_s: float | None = None,
+    workers: int | None = None,
 ) -> None:
-    """Block serving MCP: stdio for agents that spawn the server, streamable HTTP at /mcp."""
-    server = build_server(allow_dirs)
+    """Block serving MCP: stdio for agents that spawn the server, streamable HTTP at /mcp.
+
+    One worker process is started before serving, so the first decision is as fast as the
+    next; the workers are killed when the server stops (`mcp_workers`)."""
+    server = build_server(
+        allow_dirs,
+        call_timeout_s=call_timeout_s or DEFAULT_CALL_TIMEOUT_S,
+        workers=workers or DEFAULT_WORKERS,
+    )
     one_line_logging()
+    server.pool.prewarm()
+    try:
+        _run(server, transport, host, port, allowed_hosts, allowed_origins, on_listening)
+    finally:
+        server.pool.close()
+
+
+def _run(
+    server: DeciderServer,
+    transport: Transport,
+    host: str,
+    port: int,
+    allowed_hosts: Sequence[str],
+    allowed_origins: Sequence[str],
+    on_listening: Callable[[str], None] | None,
+) -> None:
     if transport == "stdio":
         server.run()
         return
@@ -376,37 +387,3 @@ def serve(
         allowed_origins=allowed_origins,
         on_listening=on_listening,
     )
-
-
-class OneLineFormatter(logging.Formatter):
-    """Every record on one line: newlines folded, tracebacks reduced to the exception's name."""
-
-    def format(self, record: logging.LogRecord) -> str:
-        record = logging.makeLogRecord(record.__dict__)
-        if record.exc_info:
-            exc = record.exc_info[1]
-            record.msg = f"{record.getMessage()} [{type(exc).__name__}: {clip(str(exc), 200)}]"
-            record.args = ()
-            record.exc_info = None
-            record.exc_text = None
-        return super().format(record).replace("\r", " ").replace("\n", " | ")
-
-    def formatException(self, ei: Any) -> str:
-        return ""
-
-
-def one_line_logging(level: int = logging.WARNING) -> None:
-    """Replace the SDK's rich, multi-line INFO logging with one line per event on stderr."""
-    import sys
-
-    handler = logging.StreamHandler(sys.stderr)
-    handler.setFormatter(OneLineFormatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
-    root = logging.getLogger()
-    for old in list(root.handlers):
-        root.removeHandler(old)
-    root.addHandler(handler)
-    root.setLevel(level)
-    for name in ("uvicorn", "uvicorn.error", "uvicorn.access", "mcp"):
-        logging.getLogger(name).handlers.clear()
-        logging.getLogger(name).propagate = True
-        logging.getLogger(name).setLevel(level)

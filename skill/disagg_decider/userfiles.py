@@ -47,6 +47,22 @@ _POLICY: contextvars.ContextVar[FilePolicy | None] = contextvars.ContextVar(
 )
 
 
+_READS: contextvars.ContextVar[list[str] | None] = contextvars.ContextVar(
+    "disagg_file_reads", default=None
+)
+
+
+@contextmanager
+def recording_reads(into: list[str]) -> Iterator[None]:
+    """Collect the text of every file `read_text` returns meanwhile (the MCP worker uses it
+    to keep a file's content out of the error it sends back)."""
+    token = _READS.set(into)
+    try:
+        yield
+    finally:
+        _READS.reset(token)
+
+
 def current_policy() -> FilePolicy:
     return _POLICY.get() or _UNRESTRICTED
 
@@ -107,14 +123,20 @@ def _refused(shown: str, policy: FilePolicy) -> UserError:
     return UserError(f"{shown}: not a readable regular file under the allowed directories ({dirs})")
 
 
-def read_text(path: Path, *, what: str, max_bytes: int = CONFIG_MAX_BYTES) -> str:
+def read_text(
+    path: Path, *, what: str, max_bytes: int = CONFIG_MAX_BYTES, given: Path | None = None
+) -> str:
     """The file's text (UTF-8), or a `UserError` that names the path and what was expected.
 
     `what` names the expected content ("a workload YAML file"). Under a confined policy every
-    failure reads alike, so the answer never tells a client whether a path exists.
+    failure reads alike, so the answer never tells a client whether a path exists; `given` is
+    the path the client named when `path` was derived from it by looking at the file system
+    (a directory's config.json), and the refusal names that one instead.
     """
     policy = current_policy()
     shown = str(path)[:300]
+    if policy.confined and given is not None:
+        return _read_confined(path, what, max_bytes, str(given)[:300])
     try:
         real = Path(path).expanduser().resolve(strict=True)
     except FileNotFoundError:
@@ -142,12 +164,26 @@ def read_text(path: Path, *, what: str, max_bytes: int = CONFIG_MAX_BYTES) -> st
             raise _refused(shown, policy) from None
         raise UserError(f"{shown}: cannot read ({exc.strerror or exc}); expected {what}") from None
     try:
-        return data.decode("utf-8")
+        text = data.decode("utf-8")
     except UnicodeDecodeError as exc:
         line = data[: exc.start].count(b"\n") + 1
         raise UserError(
             f"{shown}:{line}: not UTF-8 text (byte {exc.start:,}); expected {what}"
         ) from None
+    reads = _READS.get()
+    if reads is not None:
+        reads.append(text)
+    return text
+
+
+def _read_confined(path: Path, what: str, max_bytes: int, given: str) -> str:
+    try:
+        return read_text(path, what=what, max_bytes=max_bytes)
+    except UserError as exc:
+        refusal = _refused(str(path)[:300], current_policy())
+        if str(exc) == str(refusal):
+            raise _refused(given, current_policy()) from None
+        raise
 
 
 class _NotRegular(Exception):

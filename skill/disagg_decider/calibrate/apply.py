@@ -40,11 +40,12 @@ def calibration_path(workload: Workload, base_dir: Path | None, cli: Path | None
 
 
 @lru_cache(maxsize=32)
-def _loaded(path: str, mtime_ns: int) -> Calibration:
-    """One parse per file and version: a batch applies one file to many workloads."""
+def _loaded(real: str, mtime_ns: int, given: str) -> Calibration:
+    """One parse per file and version: a batch applies one file to many workloads. Read and
+    named by the path as given (a message must not reveal where a symlink points)."""
     from disagg_decider.calibrate.file import load_calibration
 
-    return load_calibration(Path(path))
+    return load_calibration(Path(given))
 
 
 def _load(path: Path) -> Calibration:
@@ -54,7 +55,7 @@ def _load(path: Path) -> Calibration:
         from disagg_decider.calibrate.file import load_calibration
 
         return load_calibration(path)  # names the problem (missing file, ...)
-    return _loaded(str(path.resolve()), mtime)
+    return _loaded(str(path.resolve()), mtime, str(path))
 
 
 def apply_calibration(workload: Workload, path: Path) -> Applied:

@@ -87,11 +87,10 @@ def model_from_hf_config(path: Path) -> ModelSpec:
     Raises `UserError` naming the file and the field for anything missing or invalid, so the
     user can fix the file rather than read a traceback.
     """
-    path = Path(path).expanduser()
-    if _is_dir(path):
-        path = path / "config.json"
+    given = Path(path).expanduser()
+    path = given / "config.json" if _is_dir(given) else given
     where = clip(str(path), 300)
-    raw = _parse_json(read_text(path, what="a Hugging Face config.json"), where)
+    raw = _parse_json(read_text(path, what="a Hugging Face config.json", given=given), where)
     if not isinstance(raw, dict):
         raise UserError(f"{where}: expected a JSON object at the top level")
     # Multimodal wrappers (Llama 4, Gemma 3, ...) keep the language model under text_config.
