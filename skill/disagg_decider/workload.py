@@ -84,9 +84,14 @@ class _Strict(BaseModel):
         # reads YAML 1.2 numbers only), and pydantic would otherwise convert some of them.
         items = value if isinstance(value, list) else [value]
         if not _accepts(ann, (str,)) and any(isinstance(v, str) for v in items):
+            kind = (
+                "a number (e.g. 8, 0.5 or 1e8)"
+                if _accepts(ann, (float,))
+                else "an integer (e.g. 8)"
+            )
             raise ValueError(
-                "expected a number written as one (e.g. 8, 0.5 or 1e8), not text: no quotes, "
-                "and no 0x, 1_000 or 1:30:00 forms"
+                f"expected {kind} written as one, not text: no quotes, and no 0x, 1_000 or "
+                "1:30:00 forms"
             )
         return value
 
