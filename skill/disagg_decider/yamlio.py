@@ -121,7 +121,7 @@ def _check_bounds(root: Node, resolve) -> None:
             tag = excerpt(node.tag.replace("tag:yaml.org,2002:", "!!"))
             raise _Refused(
                 f"{field}unsupported YAML tag {tag}: only plain values are accepted (numbers "
-                "as 8, 0.5 or 1e8, text as is; no tags)",
+                "as plain decimals, e.g. 8, 0.5 or 1e8; text as is; no tags)",
                 node,
             )
         active.add(key)
