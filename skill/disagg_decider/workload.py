@@ -72,10 +72,26 @@ class _Strict(BaseModel):
     @field_validator("*", mode="before")
     @classmethod
     def _no_bool_numbers(cls, value: Any, info: ValidationInfo) -> Any:
-        if isinstance(value, bool) and info.field_name is not None:
-            ann = cls.model_fields[info.field_name].annotation
-            if _accepts(ann, (int, float)) and not _accepts(ann, (bool,)):
-                raise ValueError("expected a number, got a boolean (true/false)")
+        if info.field_name is None:
+            return value
+        ann = cls.model_fields[info.field_name].annotation
+        if not _accepts(ann, (int, float)):
+            return value
+        if isinstance(value, bool) and not _accepts(ann, (bool,)):
+            raise ValueError("expected a number, got a boolean (true/false)")
+        # A number is written as one: "8", 0x10, 1_000 or 1:30:00 arrive as strings (yamlio
+        # reads YAML 1.2 numbers only), and pydantic would otherwise convert some of them.
+        items = value if isinstance(value, list) else [value]
+        if not _accepts(ann, (str,)) and any(isinstance(v, str) for v in items):
+            kind = (
+                "a number (e.g. 8, 0.5 or 1e8)"
+                if _accepts(ann, (float,))
+                else "an integer (e.g. 8)"
+            )
+            raise ValueError(
+                f"expected {kind} written as one, not text: no quotes, and no 0x, 1_000 or "
+                "1:30:00 forms"
+            )
         return value
 
 

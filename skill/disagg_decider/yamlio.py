@@ -11,9 +11,16 @@ On top of the safe loader, a document is bounded before any Python object is bui
 - nesting is capped at `MAX_DEPTH` levels;
 - a key repeated in one mapping is an error naming both lines (YAML says keys are unique;
   PyYAML would silently keep the last, so a second `cluster:` block would win);
-- an integer too long for Python to parse (over 4,300 digits) is an error naming its line.
+- an integer too long for Python to parse (over 4,300 digits) is an error naming its line;
+- numbers are YAML 1.2 core schema decimals only: `8`, `-3`, `0.5`, `1e8`, `.inf`. The YAML 1.1
+  forms PyYAML also reads as numbers stay strings (which a number field then refuses, naming
+  the field): sexagesimal `1:30:00` (5,400), `0x10`, `0o17`, `0b101`, `1_000`, and `010` is ten,
+  not octal eight;
+- an explicit tag (`!!float "8"`, `!!str 8`, `!!binary`) is refused: a value is what it looks
+  like, never converted by a tag.
 """
 
+import re
 from pathlib import Path
 from typing import Any
 
@@ -40,7 +47,7 @@ class _BoundedLoader(_Base):  # type: ignore[misc, valid-type]
     """The safe loader, with the bounds above checked on the composed node graph."""
 
     def construct_document(self, node: Node) -> Any:
-        _check_bounds(node)
+        _check_bounds(node, self.resolve)
         return super().construct_document(node)
 
     def construct_mapping(self, node: MappingNode, deep: bool = False) -> Any:
@@ -61,23 +68,48 @@ class _BoundedLoader(_Base):  # type: ignore[misc, valid-type]
         return super().construct_mapping(node, deep=deep)
 
     def construct_yaml_int(self, node: ScalarNode) -> int:
+        """Decimal only (the resolver lets nothing else through): `010` is ten."""
         try:
-            return super().construct_yaml_int(node)
+            return int(node.value, 10)
         except ValueError:  # int() refuses more than 4,300 digits
             raise _Refused(
                 f"an integer of {len(node.value):,} characters is too large", node
             ) from None
 
 
-_BoundedLoader.add_constructor("tag:yaml.org,2002:int", _BoundedLoader.construct_yaml_int)
+_INT = "tag:yaml.org,2002:int"
+_FLOAT = "tag:yaml.org,2002:float"
+# YAML 1.2 core schema (decimal forms): https://yaml.org/spec/1.2.2/#1032-tag-resolution
+_INT_1_2 = re.compile(r"^[-+]?[0-9]+$")
+_FLOAT_1_2 = re.compile(
+    r"^(?:[-+]?(?:\.[0-9]+|[0-9]+(?:\.[0-9]*)?)(?:[eE][-+]?[0-9]+)?"
+    r"|[-+]?\.(?:inf|Inf|INF)|\.(?:nan|NaN|NAN))$"
+)
+_BoundedLoader.yaml_implicit_resolvers = {
+    first: [(tag, rx) for tag, rx in resolvers if tag not in (_INT, _FLOAT)]
+    for first, resolvers in _Base.yaml_implicit_resolvers.items()
+}
+_BoundedLoader.add_implicit_resolver(_INT, _INT_1_2, list("-+0123456789"))
+_BoundedLoader.add_implicit_resolver(_FLOAT, _FLOAT_1_2, list("-+0123456789."))
+_BoundedLoader.add_constructor(_INT, _BoundedLoader.construct_yaml_int)
+_PLAIN_TAGS = {MappingNode: "tag:yaml.org,2002:map", SequenceNode: "tag:yaml.org,2002:seq"}
 
 
-def _check_bounds(root: Node) -> None:
-    """Expanded size (aliases counted every time they are used) and depth, memoised per node."""
+def _explicit_tag(node: Node, resolve) -> bool:
+    """Whether the node carries a tag other than the one its text and style resolve to."""
+    if isinstance(node, ScalarNode):
+        plain = not node.style  # None (pure Python) or "" (libyaml) when plain
+        return node.tag != resolve(ScalarNode, node.value, (plain, not plain))
+    return node.tag != _PLAIN_TAGS[type(node)]
+
+
+def _check_bounds(root: Node, resolve) -> None:
+    """Expanded size (aliases counted every time they are used), depth and explicit tags,
+    memoised per node."""
     sizes: dict[int, int] = {}
     active: set[int] = set()
 
-    def size(node: Node, depth: int) -> int:
+    def size(node: Node, depth: int, field: str = "") -> int:
         key = id(node)
         if key in sizes:
             return sizes[key]
@@ -85,16 +117,32 @@ def _check_bounds(root: Node) -> None:
             raise _Refused(f"nested deeper than {MAX_DEPTH} levels", node)
         if key in active:
             raise _Refused("a recursive alias (a node that contains itself)", node)
+        if _explicit_tag(node, resolve):
+            tag = excerpt(node.tag.replace("tag:yaml.org,2002:", "!!"))
+            raise _Refused(
+                f"{field}unsupported YAML tag {tag}: only plain values are accepted (numbers "
+                "as plain decimals, e.g. 8, 0.5 or 1e8; text as is; no tags)",
+                node,
+            )
         active.add(key)
         total = 1
         if isinstance(node, SequenceNode):
-            children = node.value
+            children = [(n, field) for n in node.value]
         elif isinstance(node, MappingNode):
-            children = [n for pair in node.value for n in pair]
+            children = [
+                (
+                    n,
+                    f"{excerpt(k.value, 40)[1:-1]}: "
+                    if n is v and isinstance(k, ScalarNode)
+                    else "",
+                )
+                for k, v in node.value
+                for n in (k, v)
+            ]
         else:
             children = []
-        for child in children:
-            total += size(child, depth + 1)
+        for child, name in children:
+            total += size(child, depth + 1, name)
             if total > MAX_EXPANDED_NODES:
                 raise _Refused(
                     f"expands to more than {MAX_EXPANDED_NODES:,} values (aliases counted each "

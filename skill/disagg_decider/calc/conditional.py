@@ -36,7 +36,7 @@ from dataclasses import replace
 
 import numpy as np
 
-from disagg_decider.calc import colocated_load, overall_miss
+from disagg_decider.calc import budget, colocated_load, overall_miss
 from disagg_decider.calc.conditional_rows import Lifted, Rows, priced_rows
 from disagg_decider.calc.conditional_sizing import sized_for_rate
 from disagg_decider.calc.deferred_p99 import DeferredP99
@@ -229,7 +229,8 @@ def tp_pairs(
             return default
         return [pin.tp] if pin.tp_only else []
 
-    tps = [int(t) for t in TP_CANDIDATES if t <= limit]
+    floor = budget.min_replica_gpus(w.cluster.gpus)  # large clusters: `calc/budget.py`
+    tps = [int(t) for t in TP_CANDIDATES if floor <= t <= limit]
     plain = lambda m, side: getattr(m, f"{side}dp", 1) == 1 and getattr(m, f"{side}ep", 1) == 1  # noqa: E731
     decode_tps = {colo.tp} if plain(colo, "") else set()
     if plain(disagg, "decode_"):

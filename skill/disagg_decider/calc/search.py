@@ -24,7 +24,7 @@ from dataclasses import astuple, dataclass, replace
 
 import numpy as np
 
-from disagg_decider.calc import colocated, decode, parallel, queueing
+from disagg_decider.calc import budget, colocated, decode, parallel, queueing
 from disagg_decider.calc.classes import MemberMix, PromptMix, member_mix
 from disagg_decider.calc.ingress_queue import receiver_rate_per_s
 from disagg_decider.calc.kvpath import TransferPath, transfer_path
@@ -104,6 +104,9 @@ def group_key(r: Resolved) -> tuple:
         w.efficiency.model_dump_json(),
         w.step_source,
     )
+    floor = budget.min_replica_gpus(w.cluster.gpus)
+    if floor > 1:  # a coarsened search (`calc/budget.py`) never shares a block
+        key = (*key, ("min_replica_gpus", floor))
     if r.model.moe is None:
         return key
     # The MoE all-to-all depends on the network and the scale-up domain.
@@ -168,9 +171,9 @@ def _tp_masks(
     leave no room for KV are dropped; when none is left the largest is kept, so the mode
     reports itself infeasible rather than vanishing.
     """
-    free = free_layouts(members, lay)
-    warnings: list[list[str]] = [[] for _ in members]
     pinned = [pinned_layouts(r.workload) for r in members]
+    # Large clusters: only layouts whose pools stay within one decision's cost budget.
+    free, warnings = budget.restrict(members, lay["gpus"], free_layouts(members, lay), pinned)
     keys = list(zip(lay["gpus"], lay["tp"], lay["dp"], lay["ep"], strict=True))
     masks = {}
     for role in ROLES:

@@ -234,10 +234,11 @@ def simulate(
 
     Example: decide simulate -w mix.yaml --layout all --policy isl_or_load
     """
+    from disagg_decider.sim import limits, run
     from disagg_decider.sim import requests as reqs
-    from disagg_decider.sim import run
     from disagg_decider.sim import trace as traces
 
+    limits.check_simulate_flags(requests, rate, cv, seed, jobs, prefill_busy_threshold)
     w, r, verdict = _load(workload)
     cond_cfg = None
     if layout is not LayoutChoice.both:
@@ -270,6 +271,8 @@ def simulate(
     else:
         batch = run.synthetic_requests(r, requests, seed, rate, cv)
     n = len(batch)
+    if s is not None:
+        limits.check_work(n, run.replicas_of(s))
     from disagg_decider.sim.parallel import default_jobs
 
     modes = ([] if s is None else list(run.MODES)) + ([] if cond_cfg is None else ["conditional"])
@@ -318,19 +321,6 @@ def simulate(
 
 
 # --- decide sweep -------------------------------------------------------------------------------
-
-
-def _prompt_range(text: str) -> tuple[float, float]:
-    lo, sep, hi = text.partition(":")
-    try:
-        a, b = float(lo), float(hi)
-    except ValueError:
-        a = b = -1.0
-    if not sep or a < 1 or b <= a:
-        raise UserError(
-            f"--prompt-tokens {text!r}: expected LOW:HIGH with 1 <= LOW < HIGH, e.g. 256:32768"
-        )
-    return a, b
 
 
 def sweep(
@@ -397,10 +387,12 @@ def sweep(
     Example: decide sweep --workload examples/rag-8k-h200-rdma-dynamo.yaml
     --prompt-tokens 256:32768 --simulate --plot gain.png
     """
+    from disagg_decider.sim import limits
     from disagg_decider.sim import sweep as sweeps
     from disagg_decider.sim.parallel import default_jobs
 
-    lo, hi = _prompt_range(prompt_tokens)
+    lo, hi = limits.prompt_range(prompt_tokens)
+    limits.check_sweep_flags(steps, requests, seed, jobs, prefill_busy_threshold)
     if pd_threshold is not None and layout is SweepLayout.both:
         raise UserError("--pd-threshold sets the conditional layout's threshold; add --layout all")
     if plot is not None:

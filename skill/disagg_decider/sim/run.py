@@ -27,6 +27,7 @@ from disagg_decider.sim import requests as reqs
 from disagg_decider.sim.colocated import ColocatedConfig, Policy
 from disagg_decider.sim.disaggregated import DisaggregatedConfig
 from disagg_decider.sim.goodput import max_rate, replay_at
+from disagg_decider.sim.limits import MAX_REPLICAS
 from disagg_decider.sim.outcome import Outcome
 from disagg_decider.verdict import Verdict
 from disagg_decider.workload import Resolved
@@ -175,7 +176,18 @@ def _replicas(option: str, gpus: int | None, tp: int, default: int) -> int:
             f"{option} {gpus}: must be a positive multiple of the verdict's TP degree {tp} "
             f"(e.g. {option} {tp * max(gpus // tp, 1)})"
         )
+    if gpus // tp > MAX_REPLICAS:
+        raise UserError(
+            f"{option} {gpus}: {gpus // tp:,} replicas of {tp} GPUs; one simulated pool has at "
+            f"most {MAX_REPLICAS:,} replicas ({option} <= {tp * MAX_REPLICAS:,})"
+        )
     return gpus // tp
+
+
+def replicas_of(s: Setup) -> int:
+    """Replicas of every pool a run simulates (what its cost grows with, `sim/limits.py`)."""
+    d = s.disaggregated
+    return s.colocated.replicas + d.prefill_replicas + d.decode_replicas
 
 
 def synthetic_requests(
