@@ -78,6 +78,8 @@ def list_command(
     from rich.console import Console
     from rich.table import Table
 
+    from disagg_decider.render.text import terminal_text
+
     table = Table(title=f"{len(rules)} rules (decide rules show ID)", title_justify="left")
     # Ids (what `rules show` and `--rules` files name) never wrap; nothing is truncated.
     table.add_column("id", no_wrap=True, min_width=max((len(r.id) for r in rules), default=2))
@@ -86,7 +88,7 @@ def list_command(
     table.add_column("name", overflow="fold")
     table.add_column("title", overflow="fold")
     for r in rules:
-        table.add_row(r.id, r.category, effect_text(r), r.name, r.title)
+        table.add_row(r.id, r.category, effect_text(r), r.name, terminal_text(r.title))
     Console().print(table)
 
 
