@@ -105,11 +105,15 @@ def test_deploy_text_never_runs_as_a_command(tmp_path, target, flag, value):
     assert_inert(out, tmp_path / "scratch", value)
 
 
-@pytest.mark.parametrize("target", ["vllm", "sglang"])
-def test_multi_node_scripts_pass_the_model_path_verbatim(tmp_path, target):
+@pytest.mark.parametrize(
+    ("target", "engine"), [("vllm", "sglang"), ("sglang", "sglang"), ("llm-d", "vllm")]
+)
+def test_multi_node_scripts_pass_the_model_path_verbatim(tmp_path, target, engine):
+    workload = tmp_path / "wide.yaml"
+    workload.write_text(re.sub(r"(?m)^engine: .*$", f"engine: {engine}", WIDE.read_text()))
     out = tmp_path / "out"
     value = INJECTIONS[1]
-    assert deploy(out, "--model-path", value, workload=WIDE, target=target).code == 0
+    assert deploy(out, "--model-path", value, workload=workload, target=target).code == 0
     assert shell_scripts(yaml_docs(out)), "expected LeaderWorkerSet pods with sh -c scripts"
     assert_inert(out, tmp_path / "scratch", value)
 
@@ -177,6 +181,14 @@ def test_real_images_are_accepted_and_emitted_verbatim(tmp_path, image):
     out = tmp_path / "out"
     assert deploy(out, "--image", image).code == 0
     assert image in container_images(yaml_docs(out))
+
+
+@pytest.mark.parametrize(
+    ("flag", "value"),
+    [("--gpu-label-key", "k" * 900_000), ("--gpu-product", "decode=" + "v" * 900_000)],
+)
+def test_label_flags_are_cut_in_messages(tmp_path, flag, value):
+    assert_refused(deploy(tmp_path / "out", flag, value), flag, "900,00")
 
 
 # --- Kubernetes names -------------------------------------------------------------------------
@@ -293,6 +305,7 @@ SCENARIOS = [
     (WIDE, "sglang", "auto"),
     (CHAT, "dynamo", "disaggregated"),
     (CHAT, "llm-d", "disaggregated"),
+    (None, "llm-d", "auto"),  # WIDE on vLLM: llm-d's LeaderWorkerSet `sh -c` script
 ]
 SHELL_FRAGMENTS = [
     *INJECTIONS,
@@ -364,6 +377,9 @@ def test_deploy_text_flags_are_refused_or_inert(tmp_path_factory, value, flag, s
     nothing; the README never carries it as live HTML or a link."""
     workload, target, layout = scenario
     folder = tmp_path_factory.mktemp("fuzz")
+    if workload is None:
+        workload = folder / "wide-vllm.yaml"
+        workload.write_text(re.sub(r"(?m)^engine: .*$", "engine: vllm", WIDE.read_text()))
     out = folder / "out"
     result = deploy(out, flag, value, "--layout", layout, workload=workload, target=target)
     assert "Traceback" not in result.stderr + result.stdout

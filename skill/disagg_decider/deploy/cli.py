@@ -109,14 +109,9 @@ def deploy_command(
     from disagg_decider.render.text import terminal_text
     from disagg_decider.workload import load_workload
 
-    check_options(
-        target,
-        dynamo_api,
-        layout,
-        model_path=model_path,
-        served_model_name=served_model_name,
-        image=image,
-    )
+    # Text that ends up in launch scripts: refused before anything is decided (deploy/fields.py).
+    text = {"model_path": model_path, "served_model_name": served_model_name, "image": image}
+    check_options(target, dynamo_api, layout, **text)
     products = parse_gpu_products(gpu_products or [])
     w = load_workload(workload)
     verdict = decide(
@@ -128,12 +123,10 @@ def deploy_command(
         target,
         dynamo_api=dynamo_api,
         layout=layout,  # type: ignore[arg-type]
-        image=image,
-        model_path=model_path,
-        served_model_name=served_model_name,
         base_dir=workload.parent,
         gpu_label_key=gpu_label_key,
         gpu_products=products,
+        **text,
     )
     written = write_files(out_dir, bundle.files, force=force)
     if as_json:
