@@ -398,3 +398,53 @@ def _served(out: Path) -> str:
     """The served model name a bundle uses (when the flag under test is the image)."""
     command = next(c for c in readme_commands(out) if c.startswith("aiperf "))
     return shlex.split(command)[3]  # aiperf profile --model NAME ...
+
+
+MARKDOWN_FRAGMENTS = [
+    "<script>alert(1)</script>",
+    "<img src=x onerror=alert(1)>",
+    "](javascript:alert(1))",
+    "[a](javascript:x)",
+    "[b]: javascript:y",
+    "`",
+    "``",
+    "<!--",
+    "-->",
+    "|",
+    "\n# h",
+    "\n---\n",
+    "*",
+    "_",
+    "&lt;b&gt;",
+    "<https://x.org>",
+    "\\",
+    "\t",
+]
+WORKLOAD_TEXT = st.lists(
+    st.one_of(st.sampled_from(MARKDOWN_FRAGMENTS), st.text(max_size=5)), min_size=1, max_size=6
+).map("".join)
+
+
+@settings(
+    max_examples=DEPLOY_EXAMPLES,
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow],
+)
+@given(name=WORKLOAD_TEXT, description=WORKLOAD_TEXT)
+def test_workload_text_is_inert_in_every_markdown_output(tmp_path_factory, name, description):
+    """A workload's name and description reach the report and the deploy README escaped, or
+    the workload is refused (control characters) with exit 2."""
+    folder = tmp_path_factory.mktemp("md")
+    data = yaml.safe_load(CHAT.read_text()) | {"name": name, "description": description}
+    workload = folder / "w.yaml"
+    workload.write_text(yaml.safe_dump(data), encoding="utf-8")
+    report = run_cli_in_process("--workload", str(workload), "--format", "markdown")
+    assert "Traceback" not in report.stderr
+    if report.code != 0:
+        assert_refused(report, "w.yaml")
+        return
+    assert live_markup(report.stdout) == [], live_markup(report.stdout)
+    out = folder / "out"
+    assert deploy(out, workload=workload).code == 0
+    readme = (out / "README.md").read_text()
+    assert live_markup(readme) == [], live_markup(readme)
