@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 import yaml
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
 from disagg_decider.deploy.yamltext import yaml_docs_text
@@ -385,7 +385,9 @@ def test_deploy_text_flags_are_refused_or_inert(tmp_path_factory, value, flag, s
     assert "Traceback" not in result.stderr + result.stdout
     if result.code != 0:
         assert_refused(result, flag)
+        event(f"{flag} refused")
         return
+    event(f"{flag} accepted and run")
     if flag == "--image":
         assert value in container_images(yaml_docs(out))
         assert_inert(out, folder / "scratch", _served(out))
@@ -442,7 +444,9 @@ def test_workload_text_is_inert_in_every_markdown_output(tmp_path_factory, name,
     assert "Traceback" not in report.stderr
     if report.code != 0:
         assert_refused(report, "w.yaml")
+        event("workload refused")
         return
+    event("report and README rendered")
     assert live_markup(report.stdout) == [], live_markup(report.stdout)
     out = folder / "out"
     assert deploy(out, workload=workload).code == 0
