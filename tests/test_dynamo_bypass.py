@@ -21,6 +21,7 @@ import yaml
 from disagg_decider.calc.bypass import cold_local_share, dynamo_layout
 from disagg_decider.decide import decide
 from disagg_decider.deploy.bundle import build
+from disagg_decider.render.text import inline
 from disagg_decider.workload import Workload, load_workload_text
 from tests.deploy_helpers import deployed
 
@@ -160,7 +161,8 @@ def test_deploy_dynamo_cold_emits_always_split_pools_and_warns() -> None:
     warning = next(x for x in bundle.warnings if x.startswith("Dynamo's router cannot run"))
     assert "nothing cached" in warning and "--target llm-d" in warning and "isl_or_load" in warning
     readme = bundle.files["README.md"]
-    assert warning in readme and "cache-cold prompts local, which Dynamo's router cannot" in readme
+    shown = inline(warning)  # the README escapes warnings like all other generated text
+    assert shown in readme and "cache-cold prompts local, which Dynamo's router cannot" in readme
     assert "so the verdict's absolute threshold decides" not in readme  # the old false claim
 
 

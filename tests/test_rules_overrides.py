@@ -131,7 +131,7 @@ def test_rules_file_replaces_a_rule_by_id(tmp_path: Path) -> None:
 @pytest.mark.parametrize(
     ("setting", "message"),
     [
-        ("min_gain=-5", "outside its range [0, -]"),
+        ("min_gain=-5", "outside its range [0, 1e+09]"),
         ("high_prefix_hit_rate=1.5", "outside its range [0, 1]"),
         ("min_gain=nan", "expected a float"),
     ],

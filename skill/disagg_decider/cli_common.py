@@ -49,7 +49,9 @@ def write_output(text: str, out_path: Path | None, force: bool) -> None:
     from disagg_decider.outfiles import write_text
 
     write_text(out_path, text if text.endswith("\n") else text + "\n", force, "--out")
-    err().print(f"wrote {out_path}")
+    from disagg_decider.render.text import terminal_text
+
+    err().print(f"wrote {terminal_text(out_path)}", highlight=False)  # "out[/].md" is no markup
 
 
 def plain_text(print_into: Callable[[Any], None], width: int) -> str:

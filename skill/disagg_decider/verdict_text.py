@@ -79,7 +79,7 @@ def print_verdict(v: Verdict, console) -> None:
             rules.add_column(col, justify="right" if col == "weight" else "left")
         for f in v.fired_rules:
             weight = {"veto": "VETO", "advice": "info"}.get(f.kind, f"+{f.weight:g}")
-            rules.add_row(f.id, weight, f.pushes, f.title)
+            rules.add_row(safe(f.id), weight, f.pushes, safe(f.title))
         console.print(rules, highlight=False)
         scores = ", ".join(f"{k} {s:g}" for k, s in v.scores.items() if s)
         how = f"`decide rules show {v.fired_rules[0].id}` explains one"

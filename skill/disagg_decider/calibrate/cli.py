@@ -98,9 +98,11 @@ def print_calibration(cal, out_file: Path | None) -> None:
     from rich.console import Console
     from rich.table import Table
 
+    from disagg_decider.render.text import terminal_text as safe
+
     console = Console()
     for e in cal.entries:
-        console.print(f"[bold]calibration[/] {e.label()}", highlight=False)
+        console.print(f"[bold]calibration[/] {safe(e.label())}", highlight=False)
         fitted = ", ".join(
             f"{k} {getattr(e.efficiency, k):.3g}"
             + (f" (+/-{e.uncertainty[k]:.0%})" if k in e.uncertainty else "")
@@ -108,7 +110,7 @@ def print_calibration(cal, out_file: Path | None) -> None:
         )
         console.print(f"fitted: {fitted}; residual error {e.error_text()}", highlight=False)
         for name, why in e.held.items():
-            console.print(f"held: {name} ({why})", highlight=False)
+            console.print(f"held: {safe(name)} ({safe(why)})", highlight=False)
         table = Table(title="measured vs predicted", title_justify="left")
         for col in (
             "file",
@@ -125,13 +127,13 @@ def print_calibration(cal, out_file: Path | None) -> None:
                 col, justify="left" if col in ("file", "run", "load", "metric") else "right"
             )
         for p in e.points:
-            table.add_row(
-                p.file,
-                p.run,
-                p.load,
+            table.add_row(  # file and run names come from the user's files: never markup
+                safe(p.file),
+                safe(p.run),
+                safe(p.load),
                 f"{p.prompt_tokens:.0f}",
                 f"{p.output_tokens:.0f}",
-                f"{p.metric} ({p.statistic})",
+                safe(f"{p.metric} ({p.statistic})"),
                 f"{p.measured:.4g}",
                 "-" if p.predicted is None else f"{p.predicted:.4g}",
                 "-" if p.error is None else f"{p.error:+.1%}",
@@ -141,6 +143,6 @@ def print_calibration(cal, out_file: Path | None) -> None:
         said = ", ".join(f"{BY[name]}: {n} points" for name, n in by.items() if n)
         console.print(f"predicted by {said}", highlight=False)
         for w in e.warnings:
-            console.print(f"[yellow]warning:[/] {w}", highlight=False)
+            console.print(f"[yellow]warning:[/] {safe(w)}", highlight=False)
     if out_file is not None:
-        Console(stderr=True).print(f"wrote {out_file}")
+        Console(stderr=True).print(f"wrote {safe(out_file)}", highlight=False)

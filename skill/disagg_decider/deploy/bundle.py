@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from disagg_decider.deploy import TARGETS, dynamo, llmd, plain
+from disagg_decider.deploy.fields import check_deploy_text
 from disagg_decider.deploy.placement import GPU_PRODUCT_LABEL
 from disagg_decider.deploy.plan import LAYOUTS, DeployPlan, Layout, check, make_plan
 from disagg_decider.deploy.readme import readme
@@ -25,8 +26,18 @@ class Bundle:
     warnings: list[str] = field(default_factory=list)
 
 
-def check_options(target: str, dynamo_api: str, layout: str) -> None:
-    """Refuse an unknown target, Dynamo API or layout; the CLI calls it before deciding."""
+def check_options(
+    target: str,
+    dynamo_api: str,
+    layout: str,
+    *,
+    model_path: str | None = None,
+    served_model_name: str | None = None,
+    image: str | None = None,
+) -> None:
+    """Refuse an unknown target, Dynamo API or layout, and text no quoting makes safe in a
+    launch script (deploy/fields.py); the CLI calls it before deciding."""
+    check_deploy_text(model_path, served_model_name, image)
     if target not in TARGETS:
         raise UserError(f"--target {target!r}: unknown target; valid: {', '.join(TARGETS)}")
     if dynamo_api not in dynamo.API_VERSIONS:
@@ -49,7 +60,14 @@ def build(
     gpu_label_key: str = GPU_PRODUCT_LABEL,
     gpu_products: dict[str, str] | None = None,
 ) -> Bundle:
-    check_options(target, dynamo_api, layout)
+    check_options(
+        target,
+        dynamo_api,
+        layout,
+        model_path=model_path,
+        served_model_name=served_model_name,
+        image=image,
+    )
     plan = make_plan(
         workload,
         verdict,

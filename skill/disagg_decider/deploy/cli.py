@@ -106,9 +106,12 @@ def deploy_command(
     from disagg_decider.deploy.bundle import build, check_options
     from disagg_decider.deploy.placement import parse_gpu_products
     from disagg_decider.deploy.writer import write_files
+    from disagg_decider.render.text import terminal_text
     from disagg_decider.workload import load_workload
 
-    check_options(target, dynamo_api, layout)
+    # Text that ends up in launch scripts: refused before anything is decided (deploy/fields.py).
+    text = {"model_path": model_path, "served_model_name": served_model_name, "image": image}
+    check_options(target, dynamo_api, layout, **text)
     products = parse_gpu_products(gpu_products or [])
     w = load_workload(workload)
     verdict = decide(
@@ -120,12 +123,10 @@ def deploy_command(
         target,
         dynamo_api=dynamo_api,
         layout=layout,  # type: ignore[arg-type]
-        image=image,
-        model_path=model_path,
-        served_model_name=served_model_name,
         base_dir=workload.parent,
         gpu_label_key=gpu_label_key,
         gpu_products=products,
+        **text,
     )
     written = write_files(out_dir, bundle.files, force=force)
     if as_json:
@@ -140,6 +141,6 @@ def deploy_command(
         return
     err = Console(stderr=True)
     for w_text in bundle.warnings:
-        err.print(f"[yellow]warning:[/] {w_text}", highlight=False)
-    for path in written:
-        err.print(f"wrote {path}", highlight=False)
+        err.print(f"[yellow]warning:[/] {terminal_text(w_text)}", highlight=False)
+    for path in written:  # a folder may be named like rich markup ("out[/]")
+        err.print(f"wrote {terminal_text(path)}", highlight=False)

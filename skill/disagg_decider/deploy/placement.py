@@ -12,7 +12,7 @@ from __future__ import annotations
 import re
 from dataclasses import replace
 
-from disagg_decider.errors import UserError
+from disagg_decider.errors import UserError, excerpt
 
 # NVIDIA GPU Feature Discovery labels every GPU node with nvidia.com/gpu.product: the NVML
 # device name with spaces turned into dashes (k8s-device-plugin, "NVIDIA H100 80GB HBM3" ->
@@ -106,14 +106,14 @@ LABEL_VALUE = re.compile(rf"^{_NAME}$")
 def check_label(key: str, values: dict[str, str]) -> None:
     if not LABEL_KEY.match(key):
         raise UserError(
-            f"--gpu-label-key {key!r}: not a Kubernetes label key (optional prefix/, then up to "
-            "63 letters, digits, '-', '_' or '.'), e.g. nvidia.com/gpu.product"
+            f"--gpu-label-key {excerpt(key)}: not a Kubernetes label key (optional prefix/, "
+            "then up to 63 letters, digits, '-', '_' or '.'), e.g. nvidia.com/gpu.product"
         )
     for role, value in values.items():
         if not LABEL_VALUE.match(value):
             raise UserError(
-                f"--gpu-product {role}={value!r}: not a Kubernetes label value (up to 63 letters, "
-                "digits, '-', '_' or '.', alphanumeric at both ends), e.g. NVIDIA-H200"
+                f"--gpu-product {role}={excerpt(value)}: not a Kubernetes label value (up to 63 "
+                "letters, digits, '-', '_' or '.', alphanumeric at both ends), e.g. NVIDIA-H200"
             )
 
 
@@ -127,7 +127,7 @@ def parse_gpu_products(items: list[str]) -> dict[str, str]:
             continue
         if role not in ROLES or not value:
             raise UserError(
-                f"--gpu-product {item!r}: expected VALUE or ROLE=VALUE with ROLE one of "
+                f"--gpu-product {excerpt(item)}: expected VALUE or ROLE=VALUE with ROLE one of "
                 f"{', '.join(ROLES)} (for example prefill=NVIDIA-B200)"
             )
         out[role] = value

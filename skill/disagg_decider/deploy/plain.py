@@ -71,8 +71,11 @@ def launch_script(plan: DeployPlan) -> str:
         + (" (NIXL side channel)." if engine == "vllm" else " (bootstrap server)."),
         "set -euo pipefail",
         "",
-        f'MODEL="${{MODEL:-{plan.model_path}}}"',
-        f'SERVED_MODEL_NAME="${{SERVED_MODEL_NAME:-{plan.served_model_name}}}"',
+        # Defaults as single-quoted words (a `${MODEL:-...}` default would be expanded).
+        f'if [[ -z "${{MODEL:-}}" ]]; then MODEL={shlex.quote(plan.model_path)}; fi',
+        'if [[ -z "${SERVED_MODEL_NAME:-}" ]]; then',
+        f"  SERVED_MODEL_NAME={shlex.quote(plan.served_model_name)}",
+        "fi",
         'HOST_IP="${HOST_IP:-127.0.0.1}"',
     ]
     if plan.multinode:  # which node of a multi-node replica this is, and where node 0 runs

@@ -9,13 +9,13 @@ with the reason and the source, so the CLI and the output README can say why.
 from __future__ import annotations
 
 import math
-import re
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Literal
 
 from disagg_decider import catalog
 from disagg_decider.calc.arch import weight_bytes
+from disagg_decider.deploy.fields import check_k8s_prefix, k8s_name
 from disagg_decider.deploy.placement import (
     GPU_PRODUCT_LABEL,
     heterogeneous_errors,
@@ -173,8 +173,10 @@ def make_plan(
             f"weights_dtype is {dtype}: the sizing assumes {dtype} weights, so pass "
             f"--model-path with a {dtype} checkpoint if {path} is not one"
         )
+    name = k8s_name(workload.name)
+    check_k8s_prefix(name, "the Kubernetes name made from the workload's name")
     return DeployPlan(
-        name=k8s_name(workload.name),
+        name=name,
         target=target,
         engine=engine,
         disaggregated=disaggregated,
@@ -346,13 +348,6 @@ def _model_size_gib(w: Workload, base_dir: Path | None) -> int:
     ships quantized: gpt-oss MXFP4 experts, DeepSeek FP8) plus a quarter."""
     model = resolve(w, base_dir).model
     return max(1, math.ceil(weight_bytes(model, model.weights_dtype) * 1.25 / 2**30))
-
-
-def k8s_name(text: str) -> str:
-    """A DNS-1123 label prefix, short enough to take suffixes such as '-prefill-scaler'."""
-    slug = re.sub(r"[^a-z0-9-]+", "-", text.lower()).strip("-")
-    slug = re.sub(r"-{2,}", "-", slug)[:40].strip("-")
-    return slug or "llm"
 
 
 # --- constraints ------------------------------------------------------------------------------

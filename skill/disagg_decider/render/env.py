@@ -38,6 +38,7 @@ def environment() -> jinja2.Environment:
         cell=text.cell,
         code=text.code,
         code_cell=text.code_cell,
+        link=text.link,
         yaml_str=text.yaml_str,
         num=text.num,
         integer=text.integer,

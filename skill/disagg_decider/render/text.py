@@ -61,6 +61,29 @@ def md(text: object) -> str:
     return line
 
 
+# A link target a renderer follows: http(s) only, nothing that ends `<...>` or the line.
+_SAFE_URL = re.compile(r"https?://[^\s<>`\\\x00-\x1f\x7f-\x9f]+")
+
+
+def link(title: object, url: object) -> str:
+    """`[title](<url>)` for an http(s) URL; any other target (`javascript:`, a bare word, text
+    with `>`) is shown as inert code after the title, never as a link."""
+    target = str(url)
+    if _SAFE_URL.fullmatch(target):
+        return f"[{inline(title)}](<{target}>)"
+    return f"{inline(title)} ({code(target)})"
+
+
+# What a mermaid label may hold: no quotes, brackets, entities (`#quot;`) or HTML.
+_CHART_UNSAFE = re.compile(r"[^A-Za-z0-9 _.,:;/+()=-]+")
+
+
+def chart_text(text: object) -> str:
+    """User text inside a quoted mermaid label: one line, anything but plain punctuation
+    dropped (mermaid renders labels as HTML and reads `#...;` as entities)."""
+    return _CHART_UNSAFE.sub(" ", one_line(text)).strip() or "-"
+
+
 def cell(text: object) -> str:
     """A table cell: `inline`, and never empty (an empty cell reads as a missing column)."""
     return inline(text) or "-"

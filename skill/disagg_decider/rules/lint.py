@@ -10,6 +10,7 @@ Every problem names the file and the rule id (or the parameter) it is about.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -66,10 +67,10 @@ def _error_problem(err: Mapping[str, Any], data: dict, source: str) -> Problem:
     if len(loc) >= 2 and loc[0] == "rules" and isinstance(loc[1], int):
         raw = raw_rules[loc[1]] if loc[1] < len(raw_rules) else None
         rid = raw.get("id") if isinstance(raw, dict) else None
-        subject = rule_subject(str(rid) if rid else f"#{loc[1] + 1} (no id)")
+        subject = rule_subject(_shown_id(rid) if rid else f"#{loc[1] + 1} (no id)")
         loc = loc[2:]
     elif len(loc) >= 2 and loc[0] == "parameters":
-        subject = f"parameter '{loc[1]}'"
+        subject = f"parameter {excerpt(loc[1])}"
         loc = loc[2:]
     msg = str(err["msg"]).removeprefix("Value error, ")
     if err["type"] == "extra_forbidden":
@@ -80,6 +81,14 @@ def _error_problem(err: Mapping[str, Any], data: dict, source: str) -> Problem:
         msg = "required field is missing"
     path = _path(loc)
     return Problem(source, subject, f"{path}: {msg}" if path else msg)
+
+
+def _shown_id(rid: object) -> str:
+    """An id as written when it looks like one; otherwise the user's text, cut and escaped
+    (a 900 KB id is not echoed whole)."""
+    if isinstance(rid, str) and re.fullmatch(r"[A-Za-z0-9_-]{1,40}", rid):
+        return rid
+    return excerpt(rid)
 
 
 def _path(loc: list[Any]) -> str:
@@ -121,10 +130,10 @@ def condition_problems(
 def _leaf_problems(leaf: Leaf, parameters: Mapping[str, Parameter]) -> list[str]:
     metric = BY_NAME.get(leaf.metric)
     if metric is None:
-        return [f"unknown metric '{leaf.metric}'; {nearest(leaf.metric, list(BY_NAME))}"]
+        return [f"unknown metric {excerpt(leaf.metric)}; {nearest(leaf.metric, list(BY_NAME))}"]
     if leaf.param is not None and leaf.param not in parameters:
         hint = nearest(leaf.param, list(parameters)) if parameters else "no parameters are defined"
-        return [f"unknown parameter '{leaf.param}'; {hint}"]
+        return [f"unknown parameter {excerpt(leaf.param)}; {hint}"]
     shown = f"{leaf.metric} {leaf.op}"
     if leaf.op in ORDERING_OPS and metric.kind != "number":
         return [
@@ -137,20 +146,21 @@ def _leaf_problems(leaf: Leaf, parameters: Mapping[str, Parameter]) -> list[str]
             return [f"{shown}: '{leaf.op}' takes a list, and parameter '{leaf.param}' is one value"]
         if not fits(metric, value):
             return [
-                f"{shown} {leaf.param}: parameter '{leaf.param}' = {value!r} does not fit "
+                f"{shown} {leaf.param}: parameter '{leaf.param}' = {excerpt(value)} does not fit "
                 f"{leaf.metric}, which is {_kind_text(metric)}"
             ]
         return []
     if leaf.op in LIST_OPS:
         values = leaf.value if isinstance(leaf.value, list) else [leaf.value]
     elif isinstance(leaf.value, list):
-        return [f"{shown}: '{leaf.op}' compares with one value, got a list {leaf.value!r}"]
+        return [f"{shown}: '{leaf.op}' compares with one value, got {excerpt(leaf.value)}"]
     else:
         values = [leaf.value]
     wrong = [v for v in values if not fits(metric, v)]
     if wrong:
         return [
-            f"{shown} {leaf.value!r}: {wrong[0]!r} does not fit {leaf.metric}, which is "
+            f"{shown} {excerpt(leaf.value)}: {excerpt(wrong[0])} does not fit {leaf.metric}, "
+            "which is "
             f"{_kind_text(metric)}"
         ]
     return []
@@ -186,9 +196,9 @@ def magic_number_problems(rule: Rule, source: str) -> list[Problem]:
                 Problem(
                     source,
                     rule_subject(rule.id),
-                    f"{leaf.metric} {leaf.op} {leaf.value!r}: a numeric threshold is inlined; "
-                    "name a parameter (param: NAME) so it carries a unit, a source and can be "
-                    "overridden with --set",
+                    f"{leaf.metric} {leaf.op} {excerpt(leaf.value)}: a numeric threshold is "
+                    "inlined; name a parameter (param: NAME) so it carries a unit, a source "
+                    "and can be overridden with --set",
                 )
             )
     return problems
@@ -210,10 +220,10 @@ def example_problems(rule: Rule, params: Mapping[str, Any], source: str) -> list
             for name, value in example.items():
                 metric = BY_NAME.get(name)
                 if metric is None:
-                    add(f"{where}: unknown metric '{name}'; {nearest(name, list(BY_NAME))}")
+                    add(f"{where}: unknown metric {excerpt(name)}; {nearest(name, list(BY_NAME))}")
                     well_formed = False
                 elif value is not None and not fits(metric, value):
-                    add(f"{where}: {name}={value!r} is not {_kind_text(metric)}")
+                    add(f"{where}: {name}={excerpt(value)} is not {_kind_text(metric)}")
                     well_formed = False
             missing = [m for m in read if m not in example]
             if missing:
@@ -237,8 +247,10 @@ def describe_trail(trail: list) -> str:
     """`gain=1.05 < 1.1 (min_gain) holds; ...`: what an evaluation compared."""
     parts = []
     for c in trail:
-        threshold = f"{c.threshold!r} ({c.param})" if c.param else repr(c.threshold)
-        parts.append(f"{c.metric}={c.actual!r} {c.op} {threshold} {'holds' if c.holds else 'no'}")
+        shown = excerpt(c.threshold)
+        threshold = f"{shown} ({c.param})" if c.param else shown
+        held = "holds" if c.holds else "no"
+        parts.append(f"{c.metric}={excerpt(c.actual)} {c.op} {threshold} {held}")
     return "; ".join(parts)
 
 

@@ -202,9 +202,10 @@ def coerce_override(name: str, raw: Any, param: Parameter, source: str) -> Any:
             if not math.isfinite(value):
                 raise ValueError
             if not param.allows(value):
+                low, high = param.bounds()
                 raise UserError(
                     f"{source}: {excerpt(name)}={excerpt(raw)}: outside its range "
-                    f"[{_bound(param.min)}, {_bound(param.max)}] {param.unit}"
+                    f"[{low:g}, {high:g}] {param.unit}"
                 )
             return int(value) if isinstance(current, int) and value.is_integer() else value
         return str(raw)
@@ -213,10 +214,6 @@ def coerce_override(name: str, raw: Any, param: Parameter, source: str) -> Any:
         raise UserError(
             f"{source}: {excerpt(name)}={excerpt(raw)}: expected a {kind} like {current!r}"
         ) from None
-
-
-def _bound(x: float | None) -> str:
-    return "-" if x is None else f"{x:g}"
 
 
 def apply_overrides(
@@ -232,6 +229,6 @@ def apply_overrides(
                 f"{nearest(name, list(loaded.book.parameters))}"
             )
         new = coerce_override(name, raw, loaded.book.parameters[name], source)
-        notes.append(f"{name}: {values[name]!r} -> {excerpt(new)} ({source})")
+        notes.append(f"{name}: {excerpt(values[name])} -> {excerpt(new)} ({source})")
         values[name] = new
     return values, notes

@@ -3,10 +3,17 @@
 Conditions are a tree of `all`, `any`, `not` and leaves that compare one named metric with a
 named parameter or a literal through a fixed set of operators. There is no expression syntax
 and nothing is ever evaluated as code.
+
+A rule file may come from anyone, and its text reaches terminals, JSON and markdown: numbers are
+finite and bounded (an `inf` weight would make the verdict's JSON invalid), strings carry no
+control or bidi characters (an ANSI escape in a title would repaint a terminal), have lengths
+a person could have written, and reference URLs are plain http(s) links.
 """
 
 from __future__ import annotations
 
+import math
+import re
 from typing import Annotated, Any, Literal
 
 from pydantic import (
@@ -19,6 +26,18 @@ from pydantic import (
     model_validator,
 )
 
+from disagg_decider.errors import excerpt
+from disagg_decider.workload import unsafe_char
+
+# Bounds on what a rule file may say; the shipped rulebook stays far inside them.
+MAX_RULE_WEIGHT = 1000.0
+MAX_PARAMETER_MAGNITUDE = 1e9  # any parameter or override, when it declares no tighter range
+MAX_TITLE_CHARS = 200
+MAX_TEXT_CHARS = 8000  # rationale, doc, source
+MAX_NAME_CHARS = 100  # metric, parameter and unit names
+MAX_URL_CHARS = 2000
+MAX_LIST_ITEMS = 1000
+
 Scalar = float | int | bool | str
 Op = Literal[">", ">=", "<", "<=", "==", "!=", "in", "not_in"]
 Pushes = Literal["colocate", "disaggregate", "dynamo", "llm-d"]
@@ -29,15 +48,46 @@ Category = Literal[
 
 
 class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", populate_by_name=True)
+    """Unknown keys refused, numbers finite, and no control or bidi character in any text
+    (tabs and newlines only in the multi-line fields: rationale, doc, source)."""
+
+    model_config = ConfigDict(extra="forbid", populate_by_name=True, allow_inf_nan=False)
+
+    @field_validator("*", mode="before")
+    @classmethod
+    def _plain_text(cls, value: Any, info: Any) -> Any:
+        allow = "\t\n" if info.field_name in ("rationale", "doc", "source") else ""
+        # Nested models check their own fields; literals and examples are checked whole.
+        if isinstance(value, str | float) or info.field_name in ("value", "fires", "silent"):
+            check_plain(value, allow)
+        return value
+
+
+def check_plain(value: Any, allow: str = "") -> None:
+    """Refuse a control or bidi character, or a non-finite number, anywhere in `value` (lists
+    and mappings too, keys included: examples and literals are nested)."""
+    if isinstance(value, str):
+        if (ch := unsafe_char(value, allow)) is not None:
+            raise ValueError(
+                f"contains the control or bidi character U+{ord(ch):04X}; use plain text"
+            )
+    elif isinstance(value, float) and not math.isfinite(value):
+        raise ValueError(f"{value!r} is not a finite number")
+    elif isinstance(value, list):
+        for item in value[:MAX_LIST_ITEMS]:
+            check_plain(item)
+    elif isinstance(value, dict):
+        for key, item in list(value.items())[:MAX_LIST_ITEMS]:
+            check_plain(key)
+            check_plain(item)
 
 
 class Leaf(_Strict):
     """metric OP (param | value)"""
 
-    metric: str
+    metric: str = Field(max_length=MAX_NAME_CHARS)
     op: Op
-    param: str | None = None
+    param: str | None = Field(default=None, max_length=MAX_NAME_CHARS)
     value: Scalar | list[Scalar] | None = None
 
     @model_validator(mode="after")
@@ -107,9 +157,9 @@ def leaves(node: Condition) -> list[Leaf]:
 
 class Parameter(_Strict):
     value: Scalar
-    unit: str
-    doc: str
-    source: str
+    unit: str = Field(max_length=MAX_NAME_CHARS)
+    doc: str = Field(max_length=MAX_TEXT_CHARS)
+    source: str = Field(max_length=MAX_TEXT_CHARS)
     min: float | None = None  # the range an override may take (numbers only)
     max: float | None = None
 
@@ -118,15 +168,23 @@ class Parameter(_Strict):
         if (self.min is not None or self.max is not None) and not _is_number(self.value):
             raise ValueError("'min' and 'max' apply to numeric parameters only")
         if not self.allows(self.value):
-            raise ValueError(f"value {self.value!r} is outside [{self.min}, {self.max}]")
+            low, high = self.bounds()
+            raise ValueError(f"value {self.value!r} is outside [{low:g}, {high:g}]")
         return self
 
     def allows(self, value: Scalar) -> bool:
+        """Within the declared range, and within +/-1e9 whatever it declares (an override of
+        1e308 is no threshold anyone means, and overflows what it is compared with)."""
         if not _is_number(value):
             return True
-        low = self.min if self.min is not None else float("-inf")
-        high = self.max if self.max is not None else float("inf")
-        return low <= float(value) <= high
+        low, high = self.bounds()
+        return math.isfinite(float(value)) and low <= float(value) <= high
+
+    def bounds(self) -> tuple[float, float]:
+        """The range a value or an override may take: the declared one, clamped to +/-1e9."""
+        low = -MAX_PARAMETER_MAGNITUDE if self.min is None else self.min
+        high = MAX_PARAMETER_MAGNITUDE if self.max is None else self.max
+        return max(low, -MAX_PARAMETER_MAGNITUDE), min(high, MAX_PARAMETER_MAGNITUDE)
 
 
 def _is_number(value: object) -> bool:
@@ -134,13 +192,13 @@ def _is_number(value: object) -> bool:
 
 
 class Reference(_Strict):
-    title: str
-    url: str
+    title: str = Field(max_length=MAX_TITLE_CHARS)
+    url: str = Field(max_length=MAX_URL_CHARS)
 
 
 class Effect(_Strict):
     pushes: Pushes
-    weight: float = Field(gt=0)
+    weight: float = Field(gt=0, le=MAX_RULE_WEIGHT)
 
 
 class Veto(_Strict):
@@ -158,21 +216,21 @@ class Advice(_Strict):
 class Examples(_Strict):
     """Metric values on which the rule must fire, and on which it must stay silent."""
 
-    fires: list[dict[str, Scalar | None]] = Field(min_length=1)
-    silent: list[dict[str, Scalar | None]] = Field(min_length=1)
+    fires: list[dict[str, Scalar | None]] = Field(min_length=1, max_length=MAX_LIST_ITEMS)
+    silent: list[dict[str, Scalar | None]] = Field(min_length=1, max_length=MAX_LIST_ITEMS)
 
 
 class Rule(_Strict):
     id: str = Field(pattern=r"^[A-Z]{2,4}[0-9]{3}$")
     name: str = Field(pattern=r"^[a-z0-9]+(-[a-z0-9]+)*$")
-    title: str
+    title: str = Field(max_length=MAX_TITLE_CHARS)
     category: Category
     when: Condition
     effect: Effect | None = None
     veto: Veto | None = None
     advice: Advice | None = None
-    rationale: str
-    references: list[Reference] = Field(min_length=1)
+    rationale: str = Field(max_length=MAX_TEXT_CHARS)
+    references: list[Reference] = Field(min_length=1, max_length=MAX_LIST_ITEMS)
     examples: Examples
 
     @model_validator(mode="after")
@@ -209,6 +267,9 @@ class Rulebook(_Strict):
     @classmethod
     def _param_names(cls, v: dict[str, Parameter]) -> dict[str, Parameter]:
         for name in v:
-            if not name.replace("_", "").isalnum() or not name[0].isalpha():
-                raise ValueError(f"parameter name '{name}' must be snake_case")
+            if not re.fullmatch(r"[a-z][a-z0-9_]{0,99}", name):
+                raise ValueError(
+                    f"parameter name {excerpt(name)} must be snake_case (a-z, 0-9, '_'; a "
+                    "letter first; at most 100 characters)"
+                )
         return v

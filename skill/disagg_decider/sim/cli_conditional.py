@@ -135,9 +135,12 @@ def print_simulation(w, results, calc, n: int, source: str, offered: float, shar
     from rich.console import Console
     from rich.table import Table
 
+    from disagg_decider.render.text import terminal_text
+
     console = Console()
     console.print(
-        f"[bold]{w.name}[/]: {n:,} requests ({source}), offered {offered:.3g} req/s; "
+        f"[bold]{terminal_text(w.name)}[/]: {n:,} requests ({source}), "
+        f"offered {offered:.3g} req/s; "
         f"SLO TTFT {w.slo.ttft_ms:g} ms, TPOT {w.slo.tpot_ms:g} ms",
         highlight=False,
     )

@@ -353,7 +353,9 @@ def markdown(res: SweepResult) -> str:
     cols = ["prompt p50", "analytic gain"]
     if res.simulated_gain is not None:
         cols += ["simulated gain", "colocated goodput/GPU", "disaggregated goodput/GPU"]
-    out = [f"## Gain of disaggregation: {res.workload}", ""]
+    from disagg_decider.render.text import chart_text, md
+
+    out = [f"## Gain of disaggregation: {md(res.workload)}", ""]
     out.append("| " + " | ".join(cols) + " |")
     out.append("|" + "---|" * len(cols))
     for i, p in enumerate(res.prompt_tokens):
@@ -387,7 +389,8 @@ def markdown(res: SweepResult) -> str:
     if shown:
         labels = [_chart_label(res.prompt_tokens[i], [c[i] for _, c in curves]) for i in shown]
         out += ["", "```mermaid", "xychart-beta"]
-        out.append(f'    title "Disaggregated / colocated goodput per GPU ({res.workload})"')
+        name = chart_text(res.workload)
+        out.append(f'    title "Disaggregated / colocated goodput per GPU ({name})"')
         out.append(f'    x-axis "prompt tokens (p50)" [{", ".join(labels)}]')
         out.append(f'    y-axis "gain" 0 --> {top:.2f}')
         for _, curve in curves:
