@@ -17,6 +17,7 @@ tool call (anyio copies the context into the worker thread that runs the tool).
 from __future__ import annotations
 
 import contextvars
+import io
 import os
 import stat
 from collections.abc import Iterator, Sequence
@@ -113,8 +114,69 @@ def read_text(path: Path, *, what: str, max_bytes: int = CONFIG_MAX_BYTES) -> st
     `what` names the expected content ("a workload YAML file"). Under a confined policy every
     failure reads alike, so the answer never tells a client whether a path exists.
     """
+    data = read_bytes(path, what=what, max_bytes=max_bytes)
+    return decode_utf8(data, str(path)[:300], what)
+
+
+def read_bytes(
+    path: Path, *, what: str, max_bytes: int = CONFIG_MAX_BYTES, raise_with: str = ""
+) -> bytes:
+    """The file's bytes under the same rules as `read_text` (for callers that hash them)."""
+    with open_regular(path, what=what, max_bytes=max_bytes, raise_with=raise_with) as f:
+        return f.read()
+
+
+def decode_utf8(data: bytes, shown: str, what: str) -> str:
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        line = data[: exc.start].count(b"\n") + 1
+        raise UserError(
+            f"{shown}:{line}: not UTF-8 text (byte {exc.start:,}); expected {what}"
+        ) from None
+
+
+@contextmanager
+def open_regular(
+    path: Path, *, what: str, max_bytes: int, raise_with: str = ""
+) -> Iterator[io.BufferedReader]:
+    """The checked file, open for reading in binary: a stream for readers that parse line by
+    line (a big JSON Lines file is never held whole). Reading past `max_bytes` (a file that
+    grows while read) raises the same `UserError` as a file that was too big to begin with;
+    `raise_with` names the flag that raises the cap ("--max-file-mb")."""
     policy = current_policy()
     shown = str(path)[:300]
+    real = _resolve(path, what, policy, shown)
+    too_big = f"{shown}: larger than {max_bytes:,} bytes; expected {what}" + (
+        f" (raise the cap with {raise_with})" if raise_with else ""
+    )
+    try:
+        fd = _open_checked(real, max_bytes)
+    except _NotRegular as exc:
+        if policy.confined:
+            raise _refused(shown, policy) from None
+        raise UserError(f"{shown}: {exc}; expected {what}") from None
+    except _TooBig:
+        raise UserError(too_big) from None
+    except OSError as exc:
+        if policy.confined:
+            raise _refused(shown, policy) from None
+        raise UserError(f"{shown}: cannot read ({exc.strerror or exc}); expected {what}") from None
+    stream = io.BufferedReader(_Capped(fd, max_bytes), buffer_size=1 << 20)
+    try:
+        yield stream
+    except _TooBig:
+        raise UserError(too_big) from None
+    except OSError as exc:  # a read error part-way (EIO, ...): named like the others
+        if policy.confined:
+            raise _refused(shown, policy) from None
+        raise UserError(f"{shown}: cannot read ({exc.strerror or exc}); expected {what}") from None
+    finally:
+        stream.close()
+
+
+def _resolve(path: Path, what: str, policy: FilePolicy, shown: str) -> Path:
+    """The real path (symlinks resolved), confined under the policy."""
     try:
         real = Path(path).expanduser().resolve(strict=True)
     except FileNotFoundError:
@@ -129,25 +191,7 @@ def read_text(path: Path, *, what: str, max_bytes: int = CONFIG_MAX_BYTES) -> st
         ) from None
     if policy.confined and not _allowed(real, policy):
         raise _refused(shown, policy)
-    try:
-        data = _read_regular(real, max_bytes)
-    except _NotRegular as exc:
-        if policy.confined:
-            raise _refused(shown, policy) from None
-        raise UserError(f"{shown}: {exc}; expected {what}") from None
-    except _TooBig:
-        raise UserError(f"{shown}: larger than {max_bytes:,} bytes; expected {what}") from None
-    except OSError as exc:
-        if policy.confined:
-            raise _refused(shown, policy) from None
-        raise UserError(f"{shown}: cannot read ({exc.strerror or exc}); expected {what}") from None
-    try:
-        return data.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        line = data[: exc.start].count(b"\n") + 1
-        raise UserError(
-            f"{shown}:{line}: not UTF-8 text (byte {exc.start:,}); expected {what}"
-        ) from None
+    return real
 
 
 class _NotRegular(Exception):
@@ -170,30 +214,46 @@ def _kind(mode: int) -> str:
     return "is not a regular file"
 
 
-def _read_regular(real: Path, max_bytes: int) -> bytes:
-    """Refuse anything but a regular file before opening it; read at most max_bytes + 1."""
+def _open_checked(real: Path, max_bytes: int) -> int:
+    """Refuse anything but a regular file before opening it; the open descriptor is checked
+    again (the file opened is the one checked, no swap in between)."""
     mode = os.stat(real).st_mode
     if not stat.S_ISREG(mode):
         raise _NotRegular(_kind(mode))
     flags = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_NOCTTY", 0)
     fd = os.open(real, flags)
     try:
-        info = os.fstat(fd)  # the file opened is the one checked (no swap in between)
+        info = os.fstat(fd)
         if not stat.S_ISREG(info.st_mode):
             raise _NotRegular(_kind(info.st_mode))
         if info.st_size > max_bytes:
             raise _TooBig
-        chunks = []
-        left = max_bytes + 1
-        while left > 0:
-            chunk = os.read(fd, min(left, 1 << 20))
-            if not chunk:
-                break
-            chunks.append(chunk)
-            left -= len(chunk)
-        data = b"".join(chunks)
-    finally:
+    except BaseException:
         os.close(fd)
-    if len(data) > max_bytes:
-        raise _TooBig
-    return data
+        raise
+    return fd
+
+
+class _Capped(io.RawIOBase):
+    """A descriptor read at most `max_bytes` + 1 bytes deep: one byte more is `_TooBig`."""
+
+    def __init__(self, fd: int, max_bytes: int) -> None:
+        self._fd, self._left = fd, max_bytes + 1
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buffer) -> int:  # type: ignore[override]
+        if self._left <= 0:
+            raise _TooBig
+        view = memoryview(buffer).cast("B")
+        n = os.readv(self._fd, [view[: min(len(view), self._left)]])
+        self._left -= n
+        if self._left <= 0:
+            raise _TooBig
+        return n
+
+    def close(self) -> None:
+        if not self.closed:
+            os.close(self._fd)
+        super().close()
