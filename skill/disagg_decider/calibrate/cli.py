@@ -65,6 +65,15 @@ def calibrate_command(
         int,
         typer.Option("--max-file-mb", min=1, max=4_000, help="Refuse larger result files (MB)."),
     ] = Limits.max_file_bytes // 1_000_000,
+    max_values: Annotated[
+        int,
+        typer.Option(
+            "--max-values",
+            min=1,
+            max=1_000_000_000,
+            help="Refuse result files with more JSON values than this (numbers, lists, ...).",
+        ),
+    ] = Limits.max_values,
     out_file: Annotated[
         Path | None, typer.Option("--out", "-o", help="Calibration file to write (YAML).")
     ] = None,
@@ -101,7 +110,7 @@ def calibrate_command(
         weights_dtype=weights_dtype,
         chunk_tokens=chunk_tokens,
         max_batch=max_batch,
-        limits=Limits(max_files, max_runs, max_file_mb * 1_000_000),
+        limits=Limits(max_files, max_runs, max_file_mb * 1_000_000, max_values),
     )
     if out_file is not None:
         from disagg_decider.calibrate.file import dump_calibration

@@ -24,17 +24,22 @@ from typing import Any
 from disagg_decider.errors import UserError, clip
 from disagg_decider.userfiles import decode_utf8, open_regular
 
+MAX_BLANK_LINES = 100_000
 MAX_DEPTH = 32  # AIPerf's input_config nests 4 levels
 WHAT = "a benchmark result file (vllm bench serve or AIPerf JSON, SGLang bench_serving JSONL)"
 
 
 @dataclass(frozen=True)
 class Limits:
-    """Caps on one `decide calibrate`; the CLI's --max-files, --max-runs, --max-file-mb."""
+    """Caps on one `decide calibrate`; the CLI's --max-files, --max-runs, --max-file-mb and
+    --max-values. Why the last: a parse builds a Python object per JSON value (32-64 bytes
+    each), so a 64 MB file of `[],` would take 1.4 GB; values are counted on the raw bytes
+    (commas and brackets, a C-speed count) before any object is built."""
 
     max_files: int = 64
     max_runs: int = 64
     max_file_bytes: int = 64_000_000
+    max_values: int = 2_000_000  # JSON values per file: bounds the objects a parse builds
 
     def check_files(self, count: int) -> None:
         if count > self.max_files:
@@ -66,6 +71,7 @@ class ResultFile:
         self.path, self.limits, self.budget = path, limits, budget
         self.source = path.name
         self.sha256 = ""
+        self.values = self.blank_lines = 0
 
     def records(self) -> Iterator[tuple[str, dict]]:
         digest = hashlib.sha256()
@@ -82,6 +88,7 @@ class ResultFile:
                 if raw.strip():
                     first = raw
                     break
+                self._blank(line_no)
             if not first:
                 raise UserError(f"{self.path}: no benchmark runs found (the file is empty)")
             head = self._try_line(first, line_no)
@@ -90,6 +97,7 @@ class ResultFile:
             else:
                 rest = stream.read()
                 digest.update(rest)
+                self.values = 0  # the first line is counted again with the document
                 yield from self._document(first + rest, line_no)
         self.sha256 = digest.hexdigest()
 
@@ -100,6 +108,7 @@ class ResultFile:
             digest.update(raw)
             line_no += 1
             if not raw.strip():
+                self._blank(line_no)
                 continue
             if pending is not None:
                 self.budget.take(1, self.source, pending[0])
@@ -107,6 +116,7 @@ class ResultFile:
                 pending = None
             where = f"line {line_no}"
             self.budget.take(1, self.source, where)
+            self._count_values(raw, where)
             obj = loads(raw, self.source, where, jsonl=True)
             yield where, expect_object(obj, self.source, where)
         if pending is not None:
@@ -114,6 +124,7 @@ class ResultFile:
             yield "run 1", head
 
     def _document(self, data: bytes, first_line: int) -> Iterator[tuple[str, dict]]:
+        self._count_values(data, "")
         text = decode_utf8(data, str(self.path)[:300], WHAT)
         del data
         doc = loads(text, self.source, "", first_line=first_line)
@@ -125,9 +136,28 @@ class ResultFile:
             self.budget.take(1, self.source, "run 1")
             yield "run 1", expect_object(doc, self.source, "the document")
 
+    def _blank(self, line_no: int) -> None:
+        """Blank lines cost a loop turn each: a file of 64 million newlines is refused early."""
+        self.blank_lines += 1
+        if self.blank_lines > MAX_BLANK_LINES:
+            raise UserError(
+                f"{self.source}: line {line_no:,}: more than {MAX_BLANK_LINES:,} blank lines; "
+                "a JSON Lines result file holds one run per line"
+            )
+
+    def _count_values(self, data: bytes, where: str) -> None:
+        self.values += data.count(b",") + data.count(b"[") + data.count(b"{")
+        if self.values > self.limits.max_values:
+            at = f"{self.source}: {where}: " if where else f"{self.source}: "
+            raise UserError(
+                f"{at}more than {self.limits.max_values:,} JSON values in the file (a "
+                "per-request record of a million requests?); raise the cap with --max-values"
+            )
+
     def _try_line(self, raw: bytes, line_no: int) -> Any:
         """The first line's JSON if it parses on its own (None when it does not: then the file
         is one document spread over lines)."""
+        self._count_values(raw, f"line {line_no}")
         try:
             return loads(raw, self.source, f"line {line_no}", jsonl=True)
         except UserError:
