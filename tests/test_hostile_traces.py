@@ -9,8 +9,10 @@ from __future__ import annotations
 
 import json
 import os
+import time
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from disagg_decider.errors import UserError
@@ -76,6 +78,43 @@ CASES = [
         "hash_ids",
     ),
     (
+        "string-tokens.jsonl",
+        mooncake(GOOD, {"timestamp": 1, "input_length": "512", "output_length": 10}),
+        "line 2",
+        "input_length",
+    ),
+    (
+        "string-output.jsonl",
+        mooncake({"timestamp": 0, "input_length": 5, "output_length": " 7"}),
+        "line 1",
+        "output_length",
+    ),
+    (
+        "string-timestamp.jsonl",
+        mooncake({"timestamp": "0", "input_length": 5, "output_length": 7}),
+        "line 1",
+        "timestamp",
+    ),
+    (
+        "401-digit.jsonl",
+        mooncake('{"timestamp": 0, "input_length": 1' + "0" * 400 + ', "output_length": 1}'),
+        "line 1",
+        "input_length",
+    ),
+    (
+        "wide-header.csv",
+        "TIMESTAMP,ContextTokens,GeneratedTokens," + ",".join(f"c{i}" for i in range(5000)) + "\n"
+        "1,5,6" + ",0" * 5000 + "\n",
+        "line 1",
+        "5,003 columns",
+    ),
+    (
+        "wide-row.csv",
+        HEADER + "1,5,6\n2,5,6" + ",0" * 5000 + "\n",
+        "line 3",
+        "5,003 field(s)",
+    ),
+    (
         "long-line.jsonl",
         mooncake({**GOOD, "x": "y" * 131_073}),
         "line 1",
@@ -88,9 +127,45 @@ CASES = [
 def test_bad_trace_is_a_user_error_naming_the_line(tmp_path, capsys, name, text, line, field):
     path = tmp_path / name
     path.write_text(text, encoding="utf-8")
+    start = time.process_time()
     result = run_decide(capsys, "trace", "summarize", str(path), trace_memory=True)
+    cpu_s = time.process_time() - start
     assert_user_error(result, f"{name} {line}", field)
-    assert result.seconds < 2 and result.peak_bytes < 200e6
+    assert cpu_s < 5 and result.peak_bytes < 200e6, (cpu_s, result.peak_bytes)
+
+
+def test_a_20_mb_azure_trace_reads_in_bounded_cpu_time(tmp_path):
+    """Issue 29: 4.3 CPU-s before the chunked numpy parse (about 1 now); the bound is loose, for
+    shared machines. Both timestamp forms (2023 naive, 2024 +00:00) take the fast path."""
+    rng = np.random.default_rng(1)
+    n = 545_000
+    stamps = np.datetime64("2023-11-16T18:15:46") + np.cumsum(rng.integers(1, 200_000, n)).astype(
+        "timedelta64[us]"
+    )
+    text = [t.replace("T", " ") + "0" for t in np.datetime_as_string(stamps, unit="us")]
+    prompts, outputs = rng.integers(1, 8000, n).tolist(), rng.integers(1, 800, n).tolist()
+    for name, suffix in (("2023.csv", ""), ("2024.csv", "+00:00")):
+        path = tmp_path / name
+        rows = (f"{t}{suffix},{p},{o}\n" for t, p, o in zip(text, prompts, outputs, strict=True))
+        path.write_text(HEADER + "".join(rows))
+        assert path.stat().st_size > 20e6
+        start = time.process_time()
+        loaded = trace.load(path)
+        cpu_s = time.process_time() - start
+        assert len(loaded) == n and cpu_s < 2.5, cpu_s
+        assert np.all(np.diff(loaded.arrival_ms) > 0)
+
+
+def test_fast_and_row_by_row_azure_paths_agree(tmp_path):
+    """A quoted cell sends a chunk row by row; the arrivals are the same to the bit."""
+    rows = [
+        f"2024-05-10 00:00:{s:02d}.{s * 7919 % 10**7:07d}+00:00,{s + 1},{s + 2}" for s in range(60)
+    ]
+    plain, quoted = tmp_path / "plain.csv", tmp_path / "quoted.csv"
+    plain.write_text(HEADER + "\n".join(rows) + "\n")
+    quoted.write_text(HEADER + "\n".join(rows[:-1]) + '\n"' + rows[-1].replace(",", '",', 1) + "\n")
+    a, b = trace.load(plain), trace.load(quoted)
+    assert np.array_equal(a.arrival_ms, b.arrival_ms) and np.array_equal(a.prompt, b.prompt)
 
 
 def test_trace_values_are_quoted_short(tmp_path):
@@ -111,9 +186,10 @@ def test_trace_values_are_quoted_short(tmp_path):
     ids=["dev-zero", "fifo", "directory"],
 )
 def test_trace_must_be_a_regular_file(tmp_path, capsys, make, fragment):
+    start = time.process_time()
     result = run_decide(capsys, "trace", "summarize", str(make(tmp_path)))
     assert_user_error(result, fragment)
-    assert result.seconds < 2
+    assert time.process_time() - start < 2
 
 
 def test_trace_size_cap_is_documented_and_raisable(tmp_path, capsys):

@@ -46,7 +46,7 @@ class Range:
 
 
 def _num(x: float) -> str:
-    return f"{int(x):,}" if x == int(x) and abs(x) < 1e16 else f"{x:.6g}"
+    return f"{int(x):,}" if abs(x) < 1e16 and x == int(x) else f"{x:.6g}"
 
 
 LATENCY_MS = Range(1e-3, DAY_MS, "ms")
@@ -113,7 +113,10 @@ class Fields:
             raise self.out_of_range(field, value, valid)
         if not valid.lo <= value <= valid.hi or (valid.whole and value != int(value)):
             raise self.out_of_range(field, value, valid)
-        return float(value)
+        try:
+            return float(value)
+        except OverflowError:  # an integer past 1e308 in a field without an upper bound
+            raise self.out_of_range(field, value, valid) from None
 
     def number(self, field: str, *, required: bool = True) -> float | None:
         if field not in self.obj or self.obj[field] is None:
@@ -174,7 +177,7 @@ class Fields:
             return None
         if not isinstance(value, dict) or stat not in value:
             raise self.fail(name, f"expected an object with '{stat}' and 'unit'")
-        x = self.check(f"{name}.{stat}", value[stat], Range(0, math.inf))
+        x = self.check(f"{name}.{stat}", value[stat], Range(0, 1e300))
         unit = str(value.get("unit", "")).lower()
         scale = {"s": 1e3, "sec": 1e3, "seconds": 1e3, "us": 1e-3, "ns": 1e-6}.get(unit, 1.0)
         scaled = x * scale
