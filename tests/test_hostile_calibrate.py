@@ -279,3 +279,36 @@ def test_each_cap_is_named_and_raisable(tmp_path, capsys):
     helped = run_decide(capsys, "calibrate", "--help")
     for flag in ("--max-files", "--max-runs", "--max-file-mb", "--max-values"):
         assert flag in helped.stdout
+
+
+CALIBRATION = """kind: disagg-decider-calibration
+version: 1
+entries:
+- model: llama-3.1-8b
+  gpu: h100
+  engine: vllm
+  tp: 1
+  chunk_tokens: 8192
+  max_batch: 256
+  efficiency: {prefill_mfu: 0.5, decode_mbu: 0.6, step_overhead_ms: STEP}
+  fitted: []
+  residuals: {all_median_abs_error: MEDIAN}
+  data: []
+  points: []
+"""
+
+
+@pytest.mark.parametrize(
+    ("step", "median", "field"),
+    [
+        (".inf", "0.1", "efficiency.step_overhead_ms"),
+        ("2.0", ".nan", "residuals.all_median_abs_error"),
+    ],
+    ids=["inf-constant", "nan-residual"],
+)
+def test_calibration_file_figures_are_finite(tmp_path, capsys, step, median, field):
+    """A calibration file with .inf / .nan was accepted and printed as non-standard JSON."""
+    path = tmp_path / "cal.yaml"
+    path.write_text(CALIBRATION.replace("STEP", step).replace("MEDIAN", median))
+    result = run_decide(capsys, "catalog", "calibration", str(path), "--json")
+    assert_user_error(result, "cal.yaml", field, "finite")
