@@ -17,7 +17,7 @@ import json
 import math
 import time
 
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
 from disagg_decider.calibrate import readers
@@ -187,6 +187,7 @@ def test_fuzzed_result_files_through_the_cli_exit_0_or_2(tmp_path, capsys, data)
     start = time.process_time()
     result = run_decide(capsys, "calibrate", str(path), *TARGET, "--json")
     assert result.code in (0, 2), (result.code, result.stderr[-2000:])
+    event(f"exit {result.code}")  # --hypothesis-show-statistics: how many reached the fit
     assert "Traceback" not in result.stderr and "internal error" not in result.stderr
     if result.code == 2:
         assert result.stderr.strip() and len(result.stderr) < 4000

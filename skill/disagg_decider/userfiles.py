@@ -159,20 +159,22 @@ def open_regular(
     except _TooBig:
         raise UserError(too_big) from None
     except OSError as exc:
-        if policy.confined:
-            raise _refused(shown, policy) from None
-        raise UserError(f"{shown}: cannot read ({exc.strerror or exc}); expected {what}") from None
+        raise _unreadable(shown, exc, what, policy) from None
     stream = io.BufferedReader(_Capped(fd, max_bytes), buffer_size=1 << 20)
     try:
         yield stream
     except _TooBig:
         raise UserError(too_big) from None
     except OSError as exc:  # a read error part-way (EIO, ...): named like the others
-        if policy.confined:
-            raise _refused(shown, policy) from None
-        raise UserError(f"{shown}: cannot read ({exc.strerror or exc}); expected {what}") from None
+        raise _unreadable(shown, exc, what, policy) from None
     finally:
         stream.close()
+
+
+def _unreadable(shown: str, exc: OSError, what: str, policy: FilePolicy) -> UserError:
+    if policy.confined:
+        return _refused(shown, policy)
+    return UserError(f"{shown}: cannot read ({exc.strerror or exc}); expected {what}")
 
 
 def _resolve(path: Path, what: str, policy: FilePolicy, shown: str) -> Path:
