@@ -124,7 +124,7 @@ def run_decide_bounded(
     """`decide ARGS` in a fresh process under RLIMIT_AS and RLIMIT_CPU (guards that keep a
     runaway from taking the machine: over them, the child dies and the test fails), with a
     timeout far above any expected time that only detects a hang. Its CPU time and peak RSS
-    come from `os.wait4`, so they are this child's alone."""
+    come from `os.wait4` (CPU) and the child's VmHWM (memory), so they are this child's alone."""
     import resource
     import subprocess
     import tempfile
@@ -137,9 +137,14 @@ def run_decide_bounded(
         resource.setrlimit(resource.RLIMIT_CPU, (cpu_limit_s, cpu_limit_s + 5))
 
     env = {**os.environ, "PYTHONPATH": str(ROOT / "skill"), "OPENBLAS_NUM_THREADS": "1"}
-    with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
+    with (
+        tempfile.TemporaryFile() as out,
+        tempfile.TemporaryFile() as err,
+        tempfile.NamedTemporaryFile() as peak,
+    ):
+        env["DECIDE_TEST_PEAK_FILE"] = peak.name
         proc = subprocess.Popen(
-            [sys.executable, "-m", "disagg_decider", *args],
+            [sys.executable, "-c", _PEAK_WRAPPER, *args],
             stdin=subprocess.DEVNULL,
             stdout=out,
             stderr=err,
@@ -157,14 +162,33 @@ def run_decide_bounded(
         proc.returncode = os.waitstatus_to_exitcode(status)
         out.seek(0)
         err.seek(0)
+        peak_kb = peak.read().decode().strip()
         return Bounded(
             code=proc.returncode,
             stdout=out.read().decode("utf-8", "replace"),
             stderr=err.read().decode("utf-8", "replace"),
             cpu_s=usage.ru_utime + usage.ru_stime,
-            peak_rss_bytes=usage.ru_maxrss * 1024,
+            # VmHWM of the decide process (ru_maxrss would count the pytest process it was
+            # forked from); a child that died before reporting counts as the whole guard
+            peak_rss_bytes=int(peak_kb) * 1024 if peak_kb else address_space_bytes,
             hung=hung,
         )
+
+
+# `decide ARGS`, reporting the peak RSS of its own address space (VmHWM; ru_maxrss carries over
+# from before exec) to the file named by DECIDE_TEST_PEAK_FILE when it exits.
+_PEAK_WRAPPER = """
+import atexit, os, sys
+def _peak():
+    with open("/proc/self/status") as status:
+        kb = next(line.split()[1] for line in status if line.startswith("VmHWM:"))
+    with open(os.environ["DECIDE_TEST_PEAK_FILE"], "w") as out:
+        out.write(kb)
+atexit.register(_peak)
+sys.argv = ["decide", *sys.argv[1:]]
+from disagg_decider.entry import console
+console()
+"""
 
 
 def assert_refused(result: Bounded, *fragments: str) -> None:
