@@ -17,7 +17,7 @@ import pytest
 
 from disagg_decider.errors import UserError
 from disagg_decider.sim import trace
-from tests.hostile_support import assert_user_error, make_fifo, run_decide
+from tests.hostile_support import assert_user_error, make_fifo, run_decide, run_decide_bounded
 
 HEADER = "TIMESTAMP,ContextTokens,GeneratedTokens\n"
 
@@ -135,8 +135,9 @@ def test_bad_trace_is_a_user_error_naming_the_line(tmp_path, capsys, name, text,
 
 
 def test_a_20_mb_azure_trace_reads_in_bounded_cpu_time(tmp_path):
-    """Issue 29: 4.3 CPU-s before the chunked numpy parse (about 1 now); the bound is loose, for
-    shared machines. Both timestamp forms (2023 naive, 2024 +00:00) take the fast path."""
+    """Issue 29: 4.3 CPU-s (about 5 with the process's start) before the chunked numpy parse,
+    about 1 (1.6) now; measured in a fresh process, so the test process's own heap does not
+    weigh on the garbage collector. Both timestamp forms (2023 naive, 2024 +00:00)."""
     rng = np.random.default_rng(1)
     n = 545_000
     stamps = np.datetime64("2023-11-16T18:15:46") + np.cumsum(rng.integers(1, 200_000, n)).astype(
@@ -149,11 +150,10 @@ def test_a_20_mb_azure_trace_reads_in_bounded_cpu_time(tmp_path):
         rows = (f"{t}{suffix},{p},{o}\n" for t, p, o in zip(text, prompts, outputs, strict=True))
         path.write_text(HEADER + "".join(rows))
         assert path.stat().st_size > 20e6
-        start = time.process_time()
-        loaded = trace.load(path)
-        cpu_s = time.process_time() - start
-        assert len(loaded) == n and cpu_s < 2.5, cpu_s
-        assert np.all(np.diff(loaded.arrival_ms) > 0)
+        result = run_decide_bounded("trace", "summarize", str(path), timeout_s=300)
+        assert result.code == 0 and not result.hung, result.stderr[-2000:]
+        assert f"{n:,} requests" in result.stdout
+        assert result.cpu_s < 3.5, result.cpu_s  # a fresh process, startup included
 
 
 def test_fast_and_row_by_row_azure_paths_agree(tmp_path):

@@ -10,7 +10,9 @@ Formats, detected from their keys (never from the file name):
   `profile_export_genai_perf.json`: metric objects such as
   `"time_to_first_token": {"unit": "ms", "avg": ...}`.
 
-Every error names the file, the line or run, and the field.
+Every error names the file, the line or run, and the field. Files are read under the file
+rules and work caps of `source.py`; every number is checked against its field's physical range
+by `fields.py`.
 """
 
 from __future__ import annotations

@@ -80,13 +80,13 @@ def _azure_rows(lines: list[str], source: str) -> Trace:
 
 def _azure_fast(chunk: list[str], cols: tuple[int, int, int], width: int):
     """The chunk's (times, prompts, outputs) arrays, or None when any row needs a closer look."""
-    rows = [line.split(",") for line in chunk]
-    if any(len(r) != width for r in rows):  # blank lines, short or ragged rows
+    if any(n != width - 1 for n in map(_commas, chunk)):  # blank lines, short or ragged rows
         return None
+    cells = ",".join(chunk).split(",")  # one flat list of strings: no list per row for the GC
     it, ip, io = cols
     try:
-        prompts = np.array([r[ip] for r in rows]).astype(np.float64)
-        outputs = np.array([r[io] for r in rows]).astype(np.float64)
+        prompts = np.array(cells[ip::width]).astype(np.float64)
+        outputs = np.array(cells[io::width]).astype(np.float64)
     except ValueError:
         return None
     for tokens in (prompts, outputs):
@@ -94,10 +94,14 @@ def _azure_fast(chunk: list[str], cols: tuple[int, int, int], width: int):
             return None
         if (tokens != np.floor(tokens)).any():
             return None
-    times = _fast_times([r[it].strip() for r in rows])
+    times = _fast_times([c.strip() for c in cells[it::width]])
     if times is None:
         return None
     return times, prompts.astype(np.int64), outputs.astype(np.int64)
+
+
+def _commas(line: str) -> int:
+    return line.count(",")
 
 
 def _fast_times(cells: list[str]) -> np.ndarray | None:
