@@ -12,7 +12,7 @@ for is beyond every cluster here), and the two modes' own calc/sim goodput ratio
 traffic (colocated prices the mix as one log-normal with class-aware chunk and KV-read
 terms, always-disaggregated class by class,
 `calc/classes.py`; rule DSG019 quotes these figures). The first
-workload is examples/mixed-chat-rag-dynamo.yaml.
+workload is examples/mixed-chat-rag-llm-d.yaml.
 
     python benchmarks/conditional_vs_sim.py                # 20 workloads
     python benchmarks/conditional_vs_sim.py --workloads 8 --requests 2000
@@ -38,7 +38,7 @@ from disagg_decider.sim import conditional as sim_conditional  # noqa: E402
 from disagg_decider.sim import run  # noqa: E402
 from disagg_decider.workload import Workload, load_workload, resolve  # noqa: E402
 
-EXAMPLE = ROOT / "examples" / "mixed-chat-rag-dynamo.yaml"
+EXAMPLE = ROOT / "examples" / "mixed-chat-rag-llm-d.yaml"
 
 SETUPS = [  # (model, weights, gpu, gpus, network)
     ("qwen3-32b", "fp8", "h200", 16, "ib-ndr-400"),

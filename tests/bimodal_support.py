@@ -2,7 +2,7 @@
 
 70% 400/150-token chat beside 30% 16K/300-token RAG on 16 H200 over 400G RDMA, p99 TTFT 2 s and
 TPOT 25 ms (Qwen3-32B FP8 on vLLM). Plain data (no project imports), so the digest script
-`tests/sim_digest_cases.py` can read it when run on its own.
+`tests/sim_signature_cases.py` can read it when run on its own.
 """
 
 from __future__ import annotations

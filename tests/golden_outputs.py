@@ -1,15 +1,17 @@
-"""Golden verdicts: the exact JSON `decide` writes, recorded so speed work shows it changed none.
+"""Golden verdicts: what `decide` answers, recorded so a change that moves any of it shows.
 
-The fixture (`tests/data/golden_outputs.json.gz`) holds, for
-  - every file in `examples/`: the full `decide --workload FILE --format json` text;
+The fixture (`tests/data/golden_outputs.json.xz`) holds, for
+  - every file in `examples/`: the full `decide --workload FILE --format json` output;
   - a seeded batch of 800 workloads around the examples (`benchmarks/workload_mix.py`, seed 17),
     decided together by `decide_many` (the `decide batch` path);
   - a seeded set of heterogeneous-pool variants of the B200/H200 example (their own path,
     `calc/hetero.py`, which the mix leaves out);
-the SHA-256 of each verdict's JSON (exactly as `decide --format json` prints it), a digest of
-each input workload (so a changed generator reads as "inputs changed", not as a wrong output)
-and a few readable figures per verdict for diagnosing a mismatch. `tests/test_golden_outputs.py`
-recomputes them and compares; identical means byte-identical JSON, no rounding.
+each verdict's JSON and each input workload (so a changed generator reads as "inputs
+changed", not as a wrong output), floats kept to 12 significant digits.
+`tests/test_golden_outputs.py` recomputes them and compares by meaning (`tests/meaning.py`):
+decisions, fired rules, layouts, sizes, thresholds, limits and every text field identical,
+every float within 1e-9 relative. A byte comparison would record one machine's last bits:
+numpy's exp/log differ by an ulp between CPUs with and without AVX-512.
 
 Refresh it after a deliberate change to outputs (a new rule, new physics, a catalog fix), and
 commit the new fixture with the change that explains it:
@@ -22,9 +24,8 @@ commit the new fixture with the change that explains it:
 from __future__ import annotations
 
 import argparse
-import gzip
-import hashlib
 import json
+import lzma
 import random
 import sys
 from collections.abc import Sequence
@@ -32,7 +33,7 @@ from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
-for _path in (ROOT / "skill", ROOT / "benchmarks"):
+for _path in (ROOT, ROOT / "skill", ROOT / "benchmarks"):
     if str(_path) not in sys.path:
         sys.path.insert(0, str(_path))
 
@@ -40,9 +41,10 @@ from disagg_decider.cli import verdict_json  # noqa: E402
 from disagg_decider.decide import decide, decide_file, decide_many  # noqa: E402
 from disagg_decider.verdict import Verdict  # noqa: E402
 from disagg_decider.workload import Workload, load_workload  # noqa: E402
+from tests import meaning  # noqa: E402
 from workload_mix import workload_mix  # noqa: E402
 
-FIXTURE = ROOT / "tests" / "data" / "golden_outputs.json.gz"
+FIXTURE = ROOT / "tests" / "data" / "golden_outputs.json.xz"
 EXAMPLES = sorted((ROOT / "examples").glob("*.yaml"))
 HETERO_EXAMPLE = ROOT / "examples" / "b200-prefill-h200-decode-dynamo.yaml"
 MIX_WORKLOADS = 800
@@ -51,27 +53,13 @@ HETERO_WORKLOADS = 12
 HETERO_SEED = 17
 
 
-def digest(text: str) -> str:
-    return hashlib.sha256(text.encode()).hexdigest()
+def verdict_data(v: Verdict) -> dict[str, Any]:
+    """The verdict exactly as `decide --format json` prints it, parsed back."""
+    return json.loads(verdict_json(v))
 
 
-def workload_digest(w: Workload) -> str:
-    return digest(json.dumps(w.model_dump(mode="json"), sort_keys=True))
-
-
-def key_figures(v: Verdict) -> dict[str, Any]:
-    """What a reader checks first when a digest differs: the call and the numbers behind it."""
-    m = v.metrics
-    return {
-        "decision": v.decision,
-        "feasible": v.feasible,
-        "gain": m.gain,
-        "goodput_per_gpu_colocated": m.goodput_per_gpu_colocated,
-        "goodput_per_gpu_disaggregated": m.goodput_per_gpu_disaggregated,
-        "crossover_prompt_tokens": m.crossover_prompt_tokens,
-        "threshold_tokens": v.conditional_disagg_threshold_tokens,
-        "pools": [v.sizing.prefill_gpus, v.sizing.decode_gpus, v.sizing.colocated_gpus],
-    }
+def workload_data(w: Workload) -> dict[str, Any]:
+    return w.model_dump(mode="json")
 
 
 def hetero_variants(n: int, seed: int = HETERO_SEED) -> list[Workload]:
@@ -97,75 +85,62 @@ def hetero_variants(n: int, seed: int = HETERO_SEED) -> list[Workload]:
 
 def _records(workloads: Sequence[Workload], verdicts: Sequence[Verdict]) -> list[dict]:
     return [
-        {
-            "workload": workload_digest(w),
-            "verdict": digest(verdict_json(v)),
-            "figures": key_figures(v),
-        }
+        {"workload": workload_data(w), "verdict": verdict_data(v)}
         for w, v in zip(workloads, verdicts, strict=True)
     ]
 
 
 def compute() -> dict[str, Any]:
     """Every golden output of the current code (about as long as 800 batched verdicts take)."""
-    examples = {}
-    for path in EXAMPLES:
-        text = verdict_json(decide_file(path))
-        examples[path.name] = {"verdict": digest(text), "json": text}
     mix = workload_mix(MIX_WORKLOADS, seed=MIX_SEED)
     hetero = hetero_variants(HETERO_WORKLOADS)
     return {
-        "examples": examples,
+        "examples": {p.name: {"verdict": verdict_data(decide_file(p))} for p in EXAMPLES},
         "mix": _records(mix, decide_many(mix)),
         "hetero": _records(hetero, [decide(w) for w in hetero]),
     }
 
 
 def load() -> dict[str, Any]:
-    with gzip.open(FIXTURE, "rt", encoding="utf-8") as f:
-        return json.load(f)
+    return json.loads(lzma.decompress(FIXTURE.read_bytes()))
 
 
 def save(data: dict[str, Any]) -> None:
     FIXTURE.parent.mkdir(parents=True, exist_ok=True)
-    text = json.dumps(data, indent=0, sort_keys=True)
-    # mtime=0: the same outputs give the same bytes, so an unchanged refresh is no git change.
-    with open(FIXTURE, "wb") as raw, gzip.GzipFile(fileobj=raw, mode="wb", mtime=0) as f:
-        f.write(text.encode())
+    text = json.dumps(meaning.rounded(data), separators=(",", ":"), sort_keys=True)
+    # xz keeps 800 full verdicts in ~0.2 MB (gzip: 0.9 MB); the same outputs give the same bytes.
+    FIXTURE.write_bytes(lzma.compress(text.encode(), preset=9 | lzma.PRESET_EXTREME))
 
 
 def differences(expected: dict[str, Any], actual: dict[str, Any], limit: int = 10) -> list[str]:
-    """Readable lines, one per differing verdict (at most `limit`), empty when identical."""
+    """Readable lines, one per differing field (at most `limit`), empty when equal in meaning.
+
+    Each line names the verdict (`examples/FILE` or `mix[i] NAME`), the field's path in the
+    verdict JSON, both values and, for numbers, their relative difference.
+    """
     lines = []
     for name in sorted(set(expected["examples"]) | set(actual["examples"])):
         e, a = expected["examples"].get(name), actual["examples"].get(name)
-        if e is None or a is None or e["verdict"] != a["verdict"]:
-            lines.append(f"examples/{name}: {_first_json_difference(e, a)}")
+        if e is None or a is None:
+            lines.append(
+                f"examples/{name}: missing from the " + ("fixture" if e is None else "examples")
+            )
+            continue
+        lines += [f"examples/{name}: {d}" for d in meaning.differences(e["verdict"], a["verdict"])]
     for part in ("mix", "hetero"):
         e_rows, a_rows = expected[part], actual[part]
         if len(e_rows) != len(a_rows):
             lines.append(f"{part}: {len(e_rows)} recorded workloads, {len(a_rows)} now")
         for i, (e, a) in enumerate(zip(e_rows, a_rows, strict=False)):
-            if e["workload"] != a["workload"]:
-                lines.append(f"{part}[{i}]: the input workload changed (generator edited?)")
-            elif e["verdict"] != a["verdict"]:
-                changed = {
-                    k: (e["figures"].get(k), v)
-                    for k, v in a["figures"].items()
-                    if e["figures"].get(k) != v
-                }
-                lines.append(f"{part}[{i}]: verdict JSON differs; figures (was, now): {changed}")
+            label = f"{part}[{i}] {a['workload'].get('name', '?')}"
+            changed_input = meaning.differences(e["workload"], a["workload"])
+            if changed_input:
+                lines.append(
+                    f"{label}: the input workload changed (generator edited?): {changed_input[0]}"
+                )
+                continue
+            lines += [f"{label}: {d}" for d in meaning.differences(e["verdict"], a["verdict"])]
     return lines[:limit] + ([f"... {len(lines) - limit} more"] if len(lines) > limit else [])
-
-
-def _first_json_difference(e: dict | None, a: dict | None) -> str:
-    if e is None or a is None:
-        return "missing from the " + ("fixture" if e is None else "current examples")
-    pairs = zip(e["json"].splitlines(), a["json"].splitlines(), strict=False)
-    for n, (x, y) in enumerate(pairs, start=1):
-        if x != y:
-            return f"line {n}: was {x.strip()!r}, now {y.strip()!r}"
-    return "lengths differ"
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -178,7 +153,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"wrote {FIXTURE.relative_to(ROOT)} ({FIXTURE.stat().st_size} bytes)")
         return 0
     lines = differences(load(), actual)
-    print("\n".join(lines) if lines else "identical")
+    print("\n".join(lines) if lines else "equal in meaning")
     return 1 if lines else 0
 
 

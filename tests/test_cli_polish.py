@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ast
+import json
 import os
 import subprocess
 import sys
@@ -41,10 +42,13 @@ def test_catalog_never_truncates_ids_and_lists_aliases(kind: str, columns: int) 
     assert "…" not in proc.stdout
 
 
-def test_rules_list_never_truncates() -> None:
+def test_rules_list_cuts_titles_at_80_columns_never_ids_and_json_keeps_them_whole() -> None:
     proc = decide_at(80, "rules", "list")
-    assert proc.returncode == 0 and "…" not in proc.stdout
+    assert proc.returncode == 0
     assert "DSG012" in proc.stdout and "DSG013" in proc.stdout
+    rows = json.loads(decide_at(80, "rules", "list", "--json").stdout)
+    assert any(len(r["title"]) > 30 and r["title"] not in proc.stdout for r in rows)
+    assert all(r["title"] in decide_at(200, "rules", "list").stdout for r in rows)
 
 
 def test_deploy_help_shows_the_choices() -> None:

@@ -93,10 +93,14 @@ def test_bimodal_mix_gets_the_conditional_advice(mix_verdict) -> None:
     compared = {c.metric: c.actual for c in fired["DSG016"].compared}
     assert compared["conditional_gain_over_always"] == pytest.approx(gain)
     # Always-split is 1.22x colocated (the colocated mode pricing a chunk at the prompt its
-    # tokens belong to, issue 14g; simulated on the same pools 1.16x), so the verdict splits on
-    # Dynamo, and the summary says why not with the conditional layout (DSG018: cold prompts).
-    assert v.decision == "dynamo"
-    assert "Not the conditional layout below" in v.summary
+    # tokens belong to, issue 14g; simulated on the same pools 1.16x), so the verdict splits.
+    # At 20 req/s Dynamo's plan (the always-split pools: cold prompts, DSG018) needs 18 of the
+    # 16 GPUs and llm-d's conditional pools carry the rate, so the split runs on llm-d (ORC010).
+    assert v.decision == "llm-d" and "ORC010" in [f.id for f in v.fired_rules]
+    # At 15 req/s both plans fit: Dynamo, and the summary says why not the conditional layout.
+    fits = decide(bimodal(requests_per_second=15))
+    assert fits.decision == "dynamo" and "ORC010" not in [f.id for f in fits.fired_rules]
+    assert "Not the conditional layout below" in fits.summary
 
 
 def _terminal(v) -> str:

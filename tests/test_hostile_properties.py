@@ -29,7 +29,7 @@ from disagg_decider.catalog.hf_config import model_from_hf_config
 from disagg_decider.errors import UserError
 from disagg_decider.sim import trace
 from disagg_decider.workload import load_workload
-from tests.hostile_support import workload_data
+from tests.hostile_support import MAX_CPU_SECONDS, workload_data
 
 EXAMPLES = int(os.environ.get("PROPERTY_EXAMPLES", "40"))
 BOUNDED = settings(
@@ -37,7 +37,6 @@ BOUNDED = settings(
     deadline=None,
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture],
 )
-MAX_SECONDS = 2.0
 MAX_PEAK_BYTES = 200e6
 MAX_MESSAGE_CHARS = 5000
 
@@ -81,22 +80,22 @@ def names_field_or_line(message: str) -> bool:
 
 
 def measured(fn, *args):
-    """(result or UserError, seconds, peak bytes)."""
+    """(result or UserError, CPU seconds, peak bytes)."""
     tracemalloc.start()
-    start = time.perf_counter()
+    start = time.process_time()
     try:
         outcome = fn(*args)
     except UserError as exc:
         outcome = exc
     finally:
-        seconds = time.perf_counter() - start
+        seconds = time.process_time() - start
         peak = tracemalloc.get_traced_memory()[1]
         tracemalloc.stop()
     return outcome, seconds, peak
 
 
 def check_answer(outcome, seconds: float, peak: int) -> None:
-    assert seconds < MAX_SECONDS, seconds
+    assert seconds < MAX_CPU_SECONDS, seconds
     assert peak < MAX_PEAK_BYTES, peak
     if isinstance(outcome, UserError):
         message = str(outcome)
@@ -293,14 +292,14 @@ def test_mcp_tools_on_random_arguments(call):
         return await SERVER.call_tool(name, args)
 
     tracemalloc.start()
-    start = time.perf_counter()
+    start = time.process_time()
     try:
         result = anyio.run(run)
     finally:
-        seconds = time.perf_counter() - start
+        seconds = time.process_time() - start
         peak = tracemalloc.get_traced_memory()[1]
         tracemalloc.stop()
-    assert seconds < MAX_SECONDS and peak < MAX_PEAK_BYTES, (seconds, peak)
+    assert seconds < MAX_CPU_SECONDS and peak < MAX_PEAK_BYTES, (seconds, peak)
     if result.is_error:
         text = result.content[0].text
         assert len(text) < MAX_MESSAGE_CHARS and "internal error" not in text, text
@@ -313,4 +312,4 @@ def test_property_helpers_reject_a_message_that_names_nothing():
     assert not names_field_or_line("something went wrong")
     assert names_field_or_line("w.yaml:3: duplicate key")
     assert names_field_or_line("  traffic.requests_per_second: Input should be finite")
-    assert math.isfinite(MAX_SECONDS)
+    assert math.isfinite(MAX_CPU_SECONDS)

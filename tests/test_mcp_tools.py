@@ -25,6 +25,7 @@ TOOL_NAMES = {
     "decide_disaggregation",
     "estimate_kv_transfer",
     "find_crossover",
+    "frontier",
     "list_catalog",
     "explain_rule",
 }
@@ -319,6 +320,33 @@ async def test_crossover_rejects_an_empty_range(client):
     assert "max_prompt_tokens (1024) must be greater than min_prompt_tokens (4096)" in message
     message = await call_error(client, "find_crossover", {"workload": load(RAG), "steps": 1})
     assert "steps" in message
+
+
+# --- frontier ---------------------------------------------------------------------------------
+
+
+@pytest.mark.anyio
+async def test_frontier_tool_returns_the_sweep_the_cli_prints(client):
+    from disagg_decider.frontier_sweep import Sweep, frontier
+    from disagg_decider.workload import load_workload
+
+    args = {"workload": load(RAG), "points": 3, "basis": "static"}
+    got = await call_ok(client, "frontier", args)
+    want = frontier(load_workload(RAG), RAG.parent, Sweep(points=3, basis="static"))
+    assert got == json.loads(want.model_dump_json())
+    assert got["basis"] == "static" and got["band"]["target_inside"] is True
+    assert [r["winner"] for r in got["rows"]] == [r.winner for r in want.rows]
+
+
+@pytest.mark.anyio
+async def test_frontier_tool_rejects_bounds_in_the_wrong_order(client):
+    args = {
+        "workload": load(RAG),
+        "low_tokens_per_s_per_user": 100,
+        "high_tokens_per_s_per_user": 50,
+    }
+    message = await call_error(client, "frontier", args)
+    assert "low_tokens_per_s_per_user) 100 must be below" in message
 
 
 # --- list_catalog and explain_rule ------------------------------------------------------------

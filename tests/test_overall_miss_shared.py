@@ -25,7 +25,7 @@ from disagg_decider.decide import decide
 from disagg_decider.workload import load_workload
 from tests.conftest import ROOT
 
-EXAMPLES = ("rag-8k-h200-rdma-dynamo", "mixed-chat-rag-dynamo", "two-gpu-colocate")
+EXAMPLES = ("rag-8k-h200-rdma-dynamo", "mixed-chat-rag-llm-d", "two-gpu-colocate")
 
 
 def _same(a, b) -> bool:

@@ -138,3 +138,18 @@ def test_ci_runs_the_check() -> None:
     ci = (ROOT / ".ci/run").read_text().splitlines()
     pytest_line = next(i for i, line in enumerate(ci) if "-m pytest" in line)
     assert ci[pytest_line + 1] == ".venv/bin/decide render --check"
+
+
+def test_skill_file_no_longer_generated_is_orphaned_then_removed(repo_copy: Path) -> None:
+    """A reference file an older render wrote is reported and removed; a hand-written one stays."""
+    folder = repo_copy / "outputs/disaggregation-decider/references"
+    old = folder / "retired.md"
+    old.write_text(f"# Retired\n\n<!-- {MARKER} from the rulebook. -->\n")
+    mine = folder / "my-notes.md"
+    mine.write_text("# My notes\n")
+    done = _run("render", "--check", *_dirs(repo_copy))
+    assert done.returncode == 1
+    assert "orphaned" in done.stdout and "retired.md" in done.stdout
+    assert "my-notes.md" not in done.stdout
+    assert _run("render", *_dirs(repo_copy)).returncode == 0
+    assert not old.exists() and mine.read_text() == "# My notes\n"

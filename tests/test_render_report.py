@@ -112,7 +112,8 @@ def test_sizing_names_the_pools(example) -> None:
     always = " (always-disaggregated" if labelled else ""
     head = f"**Prefill pool{always}"
     assert head in sizing
-    prefill = f":** {s.prefill_replicas} x {d.prefill_layout} ({s.prefill_gpus} GPUs)"
+    gpus = "1 GPU" if s.prefill_gpus == 1 else f"{s.prefill_gpus} GPUs"
+    prefill = f":** {s.prefill_replicas} x {d.prefill_layout} ({gpus})"
     assert prefill in sizing.split(head, 1)[1].split("\n", 1)[0]
     decode = f"**Decode pool{' (always-disaggregated)' if labelled else ''}:** {s.decode_replicas}"
     assert f"{decode} x {d.decode_layout}" in sizing

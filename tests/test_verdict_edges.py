@@ -144,12 +144,15 @@ def test_no_tpot_overshoot_where_the_limit_switches_to_memory() -> None:
 
 
 def test_a_split_short_of_the_rate_is_not_chosen_where_colocation_fits() -> None:
-    """`--set min_gain=0.5` on Mixtral used to pick a split capped below the rate."""
-    probe = decide(rag(model="mixtral-8x7b", **{"cluster.gpus": 8}))
+    """`--set min_gain=0.5` on Mixtral used to pick a split capped below the rate. (Mixtral's
+    prompt passes now price its expert GEMMs at tokens per expert, which moved its split ahead
+    of colocation on this cluster: a dense 8B at TPOT 40 ms / TTFT 800 ms is the case now.)"""
+    case = {"model": "llama-3.1-8b", "cluster.gpus": 8, "slo.tpot_ms": 40, "slo.ttft_ms": 800}
+    probe = decide(rag(**case))
     colo_max, split_max = probe.colocated.max_rate_per_s, probe.disaggregated.max_rate_per_s
     assert colo_max > split_max > 0, (colo_max, split_max)
     rate = (colo_max + split_max) / 2  # colocation carries it on 8 GPUs, the split does not
-    w = rag(model="mixtral-8x7b", **{"traffic.requests_per_second": rate, "cluster.gpus": 8})
+    w = rag(**case, **{"traffic.requests_per_second": rate})
     v = decide(w, overrides={"min_gain": 0.5})
     assert v.colocated.fits_cluster and not v.disaggregated.fits_cluster
     assert v.decision == "colocate" and v.feasible

@@ -91,10 +91,16 @@ def batch_command(
         ]
         write_output("\n".join(lines), out_file, force)
     elif out_file is None:
-        out().print(_batch_table(files, verdicts))
+        console = out()
+        console.print(_batch_table(files, verdicts, console.width))
     else:
-        table = _batch_table(files, verdicts)
-        write_output(plain_text(lambda console: console.print(table), 140), out_file, force)
+        table = _batch_table(files, verdicts, FILE_WIDTH_CHARS)
+        write_output(
+            plain_text(lambda console: console.print(table), FILE_WIDTH_CHARS), out_file, force
+        )
+
+
+FILE_WIDTH_CHARS = 140  # a table written with --out: wide enough that nothing is cut
 
 
 def _compact_split(d) -> str:
@@ -117,31 +123,33 @@ def _workload_files(paths: list[Path]) -> list[Path]:
     return files
 
 
-def _batch_table(files: list[Path], verdicts: list[Verdict]):
-    from rich import box
-    from rich.table import Table
+def _batch_table(files: list[Path], verdicts: list[Verdict], width_chars: int):
+    from disagg_decider.render.fit import Column, fitted_table
 
-    from disagg_decider.render.text import terminal_text
-
-    table = Table(title=f"{len(verdicts)} workloads", title_justify="left")
-    table.box = box.SIMPLE_HEAD
-    table.pad_edge = False
-    table.add_column("workload", overflow="fold", ratio=1)
-    table.add_column("decision", no_wrap=True)
-    for col in ("gain", "colocated", "P + D", "crossover"):
-        table.add_column(col, justify="right", no_wrap=True)
-    if any(not v.feasible for v in verdicts):
-        table.caption = "* the chosen layout meets no target: see its `limits`"
-        table.caption_justify = "left"
+    columns = [
+        Column("workload"),
+        Column("decision", keep=True),
+        Column("gain", keep=True, right=True),
+        Column("colocated", right=True),
+        Column("P + D", right=True),
+        Column("crossover", keep=True, right=True),
+    ]
+    rows = []
     for f, v in zip(files, verdicts, strict=True):
         c, d = v.colocated, v.disaggregated
         crossover = v.metrics.crossover_prompt_tokens
-        table.add_row(
-            terminal_text(f.stem),
-            v.decision if v.feasible else f"{v.decision}*",
-            gain_text(v.metrics.gain),
-            f"{c.replicas}x{c.layout}" if c.feasible else "-",
-            _compact_split(d),
-            f"{crossover:,}" if crossover else "-",
+        rows.append(
+            [
+                f.stem,
+                v.decision if v.feasible else f"{v.decision}*",
+                gain_text(v.metrics.gain),
+                f"{c.replicas}x{c.layout}" if c.feasible else "-",
+                _compact_split(d),
+                f"{crossover:,}" if crossover else "-",
+            ]
         )
+    table = fitted_table(f"{len(verdicts)} workloads", columns, rows, width_chars)
+    if any(not v.feasible for v in verdicts):
+        table.caption = "* the chosen layout meets no target: see its `limits`"
+        table.caption_justify = "left"
     return table

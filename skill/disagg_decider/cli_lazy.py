@@ -22,6 +22,12 @@ def _batch(app: typer.Typer) -> None:
     app.command("batch")(batch_command)
 
 
+def _frontier(app: typer.Typer) -> None:
+    from disagg_decider.frontier_cli import frontier_command
+
+    app.command("frontier")(frontier_command)
+
+
 def _catalog(app: typer.Typer) -> None:
     from disagg_decider.catalog_cli import catalog_command
 
@@ -81,6 +87,7 @@ SUBCOMMANDS: dict[str, Callable[[typer.Typer], None]] = {
     "mcp": _mcp,
     "simulate": _simulator,
     "sweep": _simulator,
+    "frontier": _frontier,
     "calibrate": _calibrate,
     "rules": _rules,
     "trace": _simulator,

@@ -6,15 +6,23 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from disagg_decider.assumptions import assumed
 from disagg_decider.calc.bypass import cold_local_share, dynamo_layout
 from disagg_decider.calc.compare import analyze_many
 from disagg_decider.calc.result import Analysis
 from disagg_decider.gcpause import paused_collector
+from disagg_decider.interactivity import (
+    DEFAULT_MARGIN,
+    GainCurve,
+    band_curves,
+    band_sentence,
+    on_basis,
+)
 from disagg_decider.layout_text import layout_sentence
-from disagg_decider.metrics import metric_values
+from disagg_decider.metrics import conditional_fits_cluster, metric_values
 from disagg_decider.rules import engine
 from disagg_decider.rules.loader import LoadedRulebook, apply_overrides, load_files, with_extra
-from disagg_decider.verdict import Metrics, Sizing, Verdict
+from disagg_decider.verdict import Metrics, PricedDtypes, Sizing, Verdict
 from disagg_decider.workload import Resolved, Workload, load_workload, resolve
 
 
@@ -54,6 +62,7 @@ def decide_many(
     overrides_source: str = "--set",
     rulebook: LoadedRulebook | None = None,
     calibration: Path | None = None,
+    band: bool = True,
 ) -> list[Verdict]:
     """One verdict per workload, in order, each equal to `decide` on it alone.
 
@@ -61,6 +70,7 @@ def decide_many(
     (`calc.compare.analyze_many`), so a sweep costs a fraction of a decision per workload.
     `base_dir` (where relative `hf_config` paths start) may be one folder or one per workload.
     `calibration` (`--calibration`) replaces each workload's own `calibration:` file.
+    `band=False` leaves `interactivity_band` null: `decide frontier` sweeps the targets itself.
     """
     if base_dir is None or isinstance(base_dir, Path):
         base_dirs: Sequence[Path | None] = [base_dir] * len(workloads)
@@ -75,10 +85,11 @@ def decide_many(
             _calibrated(w, d, calibration) for w, d in zip(workloads, base_dirs, strict=True)
         ]
         resolved = [resolve(c.workload, d) for c, d in zip(calibrated, base_dirs, strict=True)]
-        analyses = [_on_basis(r, a) for r, a in zip(resolved, analyze_many(resolved), strict=True)]
+        analyses = [on_basis(r, a) for r, a in zip(resolved, analyze_many(resolved), strict=True)]
+        curves = band_curves(resolved, analyses) if band else [None] * len(resolved)
         verdicts = [
-            _verdict(loaded, r, a, overrides or {}, overrides_source)
-            for r, a in zip(resolved, analyses, strict=True)
+            _verdict(loaded, r, a, overrides or {}, overrides_source, curve)
+            for r, a, curve in zip(resolved, analyses, curves, strict=True)
         ]
         return [
             v.model_copy(
@@ -104,30 +115,30 @@ def _calibrated(workload: Workload, base_dir: Path | None, cli: Path | None):
     return apply_calibration(workload, path)
 
 
-def _on_basis(r: Resolved, a: Analysis) -> Analysis:
-    """`slo.basis: static` re-sizes both modes as static-batch planners do (calc/static.py)."""
-    if r.workload.slo.basis != "static":
-        return a
-    from disagg_decider.calc.static import static_analysis
-
-    return static_analysis(r, a)
-
-
 def _verdict(
     loaded: LoadedRulebook,
     resolved: Resolved,
     analysis: Analysis,
     overrides: Mapping[str, Any],
     overrides_source: str,
+    curve: GainCurve | None = None,
 ) -> Verdict:
     workload = resolved.workload
     params, notes = effective_parameters(loaded, workload, overrides, overrides_source)
+    if curve is not None:
+        band = curve.band(float(params.get("min_gain", DEFAULT_MARGIN)))
+        analysis = analysis.model_copy(update={"interactivity_band": band})
     metrics = metric_values(resolved, analysis, engine.metrics_read(loaded.book))
     outcome = engine.decide(loaded.book, metrics, params)
     chosen = analysis.colocated if outcome.decision == "colocate" else analysis.disaggregated
     layout = analysis.conditional.layout if analysis.conditional else "colocated"
     cold = cold_local_share(workload, analysis.conditional)
     on_dynamo = dynamo_layout(layout, cold, params.get(MATERIAL_COLD, DEFAULT_MATERIAL_COLD))
+    threshold = analysis.conditional_disagg_threshold_tokens
+    if not _anything_feasible(analysis):
+        # No layout meets the targets: name none, rather than the search's last candidate
+        # ("disaggregated", threshold 0), which reads as a plan.
+        layout, on_dynamo, threshold = "none", "none", None
     return Verdict(
         workload=workload.name,
         model=resolved.model.id,
@@ -135,14 +146,20 @@ def _verdict(
         decision=outcome.decision,
         disaggregate=outcome.decision != "colocate",
         feasible=chosen.feasible,
-        summary=summarize(resolved, analysis, outcome, cold if on_dynamo != layout else None),
+        summary=summarize(
+            resolved,
+            analysis,
+            outcome,
+            cold if on_dynamo != layout else None,
+            band_swept=curve is not None,
+        ),
         fired_rules=outcome.fired,
         scores=outcome.scores,
         metrics=_metrics(analysis, cold),
         sizing=_sizing(analysis, workload.cluster.gpus),
         colocated=analysis.colocated,
         disaggregated=analysis.disaggregated,
-        conditional_disagg_threshold_tokens=analysis.conditional_disagg_threshold_tokens,
+        conditional_disagg_threshold_tokens=threshold,
         layout=layout,
         conditional=analysis.conditional,
         dynamo_layout=on_dynamo,
@@ -150,7 +167,19 @@ def _verdict(
         thresholds=params,
         overrides_applied=notes,
         warnings=analysis.warnings,
+        assumptions=assumed(workload),
+        dtypes=PricedDtypes(
+            weights=workload.priced_weights_dtype,
+            kv_cache=workload.kv_dtype,
+            source=resolved.dtypes_from,
+        ),
+        interactivity_band=analysis.interactivity_band,
     )
+
+
+def _anything_feasible(a: Analysis) -> bool:
+    k = a.conditional
+    return a.colocated.feasible or a.disaggregated.feasible or (k is not None and k.feasible)
 
 
 def effective_parameters(
@@ -218,12 +247,18 @@ def _sizing(a: Analysis, cluster_gpus: int) -> Sizing:
 
 
 def summarize(
-    r: Resolved, a: Analysis, outcome: engine.Outcome, dynamo_cold_share: float | None = None
+    r: Resolved,
+    a: Analysis,
+    outcome: engine.Outcome,
+    dynamo_cold_share: float | None = None,
+    band_swept: bool = False,
 ) -> str:
     """One paragraph a reviewer can paste: the call, the deciding reason, the key numbers.
 
     When the chosen layout cannot meet the targets the paragraph starts by saying so and what
     limits it; a layout is never presented as a plan unless it meets both p99 targets.
+    `band_swept` (the TPOT targets were swept) adds where the target sits against the
+    `interactivity_band`, or that the split wins nowhere on the sweep.
     `dynamo_cold_share` (set when Dynamo's router cannot run the conditional layout: that share
     of requests would be kept local with nothing cached) makes Dynamo's plan the always-split
     pools, and says why.
@@ -234,7 +269,8 @@ def summarize(
     colocate = outcome.decision == "colocate"
     chosen = c if colocate else d
     numbers = (
-        f"goodput {_goodput(d)} vs {_goodput(c)} req/s per GPU (gain {_gain_text(a)}); "
+        f"goodput split {_goodput(d)} vs colocated {_goodput(c)} req/s per GPU "
+        f"(gain {_gain_text(a)}); "
         f"KV transfer {a.kv_transfer_ms:.1f} ms per request "
         f"({a.kv_bytes_per_request / 1e6:.0f} MB over {a.kv_transfer_path})"
     )
@@ -246,7 +282,8 @@ def summarize(
                 f"only a split does ({_split_layout(d)}), but {why} keeps it colocated. {numbers}."
             )
         text = (
-            f"Stay colocated: {_count(c.replicas, 'replica')} x {c.layout} ({c.gpus} GPUs, "
+            f"Stay colocated: {_count(c.replicas, 'replica')} x {c.layout} "
+            f"({_count(c.gpus, 'GPU')}, "
             f"chunked prefill {c.chunk_tokens} tokens); {why}{_rate_sizing(r, a, outcome)}. "
             f"{numbers}."
         )
@@ -261,14 +298,27 @@ def summarize(
             # the pools to deploy are the conditional layout's; the always-split sizing compares
             text = (
                 f"Disaggregate with {name}, routing by prompt length (the conditional layout "
-                f"below); always-disaggregated would be {_split_layout(d)}; {numbers}."
+                f"below){_orchestrator_veto(outcome)}; always-disaggregated would be "
+                f"{_split_layout(d)}; {numbers}."
             )
+            if outcome.decision == "llm-d" and conditional_fits_cluster(r, a):
+                return f"{text} {layout_sentence(a.conditional, a.crossover_prompt_tokens)}"
         else:
             text = f"Disaggregate with {name}: {_split_layout(d)}; {numbers}."
     text += " " + layout_sentence(a.conditional, a.crossover_prompt_tokens, split=not colocate)
     if not chosen.fits_cluster:
         text += f" Short of GPUs: {_limits_text(a, chosen.mode)}."
+    if a.interactivity_band is not None or band_swept:
+        text += " " + band_sentence(a.interactivity_band, 1e3 / r.workload.slo.tpot_ms)
     return text
+
+
+def _orchestrator_veto(outcome: engine.Outcome) -> str:
+    """Why this orchestrator, where a veto chose it (no Kubernetes, only its plan fits...)."""
+    veto = outcome.deciding_veto
+    if veto is None or veto.pushes not in ("dynamo", "llm-d"):
+        return ""
+    return f", because {veto.title[0].lower()}{veto.title[1:]} ({veto.id})"
 
 
 def _dynamo_cold_text(a: Analysis, cold_share: float) -> str:
@@ -294,7 +344,8 @@ def _why_colocated(outcome: engine.Outcome) -> str:
         return f"veto {outcome.deciding_veto.id} ({outcome.deciding_veto.title})"
     pushing = [f"{f.id} ({f.title})" for f in outcome.fired if f.pushes == "colocate"]
     if pushing:
-        return f"{', '.join(pushing)} outweigh the case for a split"
+        verb = "outweighs" if len(pushing) == 1 else "outweigh"
+        return f"{', '.join(pushing)} {verb} the case for a split"
     return "no rule makes the case for a split"
 
 
@@ -314,7 +365,7 @@ def _rate_sizing(r: Resolved, a: Analysis, outcome: engine.Outcome) -> str:
 def _split_layout(d) -> str:
     return (
         f"prefill {d.prefill_layout} x {d.prefill_replicas} + "
-        f"decode {d.decode_layout} x {d.decode_replicas} ({d.gpus} GPUs)"
+        f"decode {d.decode_layout} x {d.decode_replicas} ({_count(d.gpus, 'GPU')})"
     )
 
 

@@ -23,6 +23,7 @@ from pydantic import ValidationError
 
 from disagg_decider import __version__, catalog, mcp_tools
 from disagg_decider.errors import UserError, clip, excerpt
+from disagg_decider.render.skill_layout import SKILL_NAME, reference_files
 from disagg_decider.rules.loader import rulebook_dir, shipped
 from disagg_decider.userfiles import FilePolicy, confined_policy, file_policy, read_text
 from disagg_decider.workload import format_validation_error
@@ -35,6 +36,10 @@ SKILL_DOC_URI = "disagg://skill/skill-disaggregation-decider.md"
 SKILL_RESOURCES = (  # (uri, name, path under outputs/), as `decide render` writes them
     (SKILL_URI, "disaggregation-decider-skill", "disaggregation-decider/SKILL.md"),
     (SKILL_DOC_URI, "skill-disaggregation-decider", "skill-disaggregation-decider.md"),
+    *(  # the files SKILL.md links to, at the URIs its relative links resolve to
+        (f"skill://{path}", f"{SKILL_NAME}-{stem}", path)
+        for stem, path in reference_files().items()
+    ),
 )
 REPO_ROOT = Path(__file__).resolve().parents[2]  # a checkout: skill/disagg_decider/ -> root
 
@@ -42,7 +47,8 @@ INSTRUCTIONS = """\
 Decides whether an LLM serving workload should split prefill and decode onto separate GPU pools
 (disaggregated serving on NVIDIA Dynamo or llm-d) or stay colocated, and sizes the pools.
 Start with decide_disaggregation (the prompt collect_workload lists what to ask the user);
-drill in with find_crossover (prompt length where the split starts to pay),
+drill in with find_crossover (prompt length where the split starts to pay), frontier
+(throughput per GPU against tokens/s per user: where the split wins),
 estimate_kv_transfer (KV bytes and transfer time on a link), explain_rule (why a rule fired)
 and list_catalog (valid model, GPU and link ids). All tools are read-only and deterministic.
 """
@@ -53,6 +59,7 @@ TOOLS: tuple[tuple[Callable[..., Any], str], ...] = (
     (mcp_tools.decide_disaggregation, "Decide prefill/decode disaggregation for a workload"),
     (mcp_tools.estimate_kv_transfer, "Estimate KV-cache transfer bytes and time"),
     (mcp_tools.find_crossover, "Find the prompt length where disaggregation starts to win"),
+    (mcp_tools.frontier, "Throughput per GPU against tokens/s per user, per layout"),
     (mcp_tools.list_catalog, "List known GPUs, models and network links"),
     (mcp_tools.explain_rule, "Explain one rule of the rulebook"),
 )
@@ -188,6 +195,7 @@ TAKES_CATALOG_IDS = (
     mcp_tools.decide_disaggregation,
     mcp_tools.estimate_kv_transfer,
     mcp_tools.find_crossover,
+    mcp_tools.frontier,
 )
 
 

@@ -22,6 +22,7 @@ from disagg_decider.calc.result import ThresholdPoint
 from disagg_decider.calc.step import Engine
 from disagg_decider.decide import decide
 from disagg_decider.errors import UserError
+from disagg_decider.frontier_sweep import Frontier
 from disagg_decider.rules.loader import find_rule, rule_parameters, shipped
 from disagg_decider.userfiles import base_dir_for_tools, current_policy
 from disagg_decider.verdict import Reference, RuleIdentity, Verdict
@@ -421,6 +422,47 @@ def find_crossover(
         threshold_curve=cond.curve if cond else [],
         notes=notes,
     )
+
+
+def frontier(
+    workload: Annotated[Workload, Field(description=WORKLOAD_HELP)],
+    basis: Annotated[
+        Literal["p99-under-load", "static", "rate-matched"],
+        Field(
+            description=(
+                "p99-under-load (Poisson arrivals at the workload's rate, queueing included), "
+                "static (a batch with no queue, AIConfigurator's sizing) or rate-matched "
+                "(NVIDIA's: output tokens/s / (ctx GPUs x gen rate / ctx rate + gen GPUs))"
+            )
+        ),
+    ] = "p99-under-load",
+    low_tokens_per_s_per_user: Annotated[
+        float, Field(ge=0.1, le=10_000, description="Lowest interactivity (1000 / TPOT ms).")
+    ] = 10.0,
+    high_tokens_per_s_per_user: Annotated[
+        float, Field(ge=0.1, le=10_000, description="Highest interactivity.")
+    ] = 400.0,
+    points: Annotated[int, Field(ge=2, le=64, description="Log-spaced TPOT targets.")] = 16,
+) -> Frontier:
+    """Throughput per GPU against interactivity (tokens/s per user = 1000 / TPOT ms) for the
+    colocated, always-disaggregated and conditional layouts: the Pareto fronts the field
+    publishes, and where the split wins.
+
+    Call it when someone asks "at what tokens/s per user does disaggregation win?", wants to
+    set the tool's answer beside a published Pareto curve, or asks whether a tighter or looser
+    TPOT target would change the verdict. The TPOT target is swept over a log grid (the
+    workload's own target added) and the verdict is computed at each point.
+
+    Returns `rows` (every mode's output tokens/s per GPU and layout at each target, the
+    winner and its lead), `fronts` (Pareto points only), `winner_changes` (the tokens/s per
+    user where the winner changes), `only_one_meets` (intervals where one layout alone meets
+    the targets) and `band` (where the split beats colocation by the rulebook's min_gain).
+    """
+    from disagg_decider.frontier_sweep import Sweep
+    from disagg_decider.frontier_sweep import frontier as sweep_frontier
+
+    sweep = Sweep(low_tokens_per_s_per_user, high_tokens_per_s_per_user, points, basis)
+    return sweep_frontier(workload, _tool_dir(), sweep)
 
 
 def _gain_point(prompt_tokens: int, gain: float) -> GainPoint:

@@ -13,6 +13,7 @@ from typing import Any, Literal
 
 from disagg_decider.calc.bypass import cold_local_share
 from disagg_decider.calc.result import Analysis
+from disagg_decider.dtypes import DTYPES, parts
 from disagg_decider.workload import Resolved
 
 Value = float | int | bool | str | None
@@ -37,6 +38,11 @@ class Metric:
     def choices(self) -> tuple[str, ...]:
         """The allowed values of an enum metric; empty for the others."""
         return tuple(self.unit.split("|")) if self.kind == "enum" else ()
+
+
+def bulk_dtype(precision: str) -> str:
+    """The format most weight bytes are in: the experts' under mixed precision."""
+    return parts(precision)[1]
 
 
 def _w(r: Resolved):
@@ -65,7 +71,7 @@ METRICS: tuple[Metric, ...] = (
     Metric("wants_sla_planner", "bool", "the team wants SLA-driven P/D autoscaling", lambda r, a: _w(r).ops.wants_sla_planner),
     Metric("wants_scale_to_zero", "bool", "pools must scale to zero when idle", lambda r, a: _w(r).ops.wants_scale_to_zero),
     Metric("engine", "vllm|sglang|trtllm", "inference engine", lambda r, a: _w(r).engine),
-    Metric("weights_dtype", "bf16|fp8|fp4", "weight format", lambda r, a: _w(r).weights_dtype),
+    Metric("weights_dtype", "|".join(DTYPES), "weight format priced (the model's own where the workload omits it; mixed precision: the routed experts', most of the bytes)", lambda r, a: bulk_dtype(_w(r).priced_weights_dtype)),
     Metric("model_is_moe", "bool", "mixture-of-experts model", lambda r, a: r.model.moe is not None),
     Metric("model_uses_mla", "bool", "multi-head latent attention (compressed KV)", lambda r, a: r.model.mla is not None),
     Metric("model_params_b", "1e9 params", "total parameters", lambda r, a: r.model.params_total_b),
@@ -88,6 +94,7 @@ METRICS: tuple[Metric, ...] = (
     Metric("disaggregated_feasible", "bool", "some P/D split meets both SLOs", lambda r, a: a.disaggregated.feasible),
     Metric("colocated_fits_cluster", "bool", "the colocated layout meets both SLOs at the workload's rate on the cluster's GPUs", lambda r, a: a.colocated.fits_cluster),
     Metric("disaggregated_fits_cluster", "bool", "the split meets both SLOs at the workload's rate on the cluster's GPUs", lambda r, a: a.disaggregated.fits_cluster),
+    Metric("conditional_fits_cluster", "bool", "the conditional layout (llm-d's plan) carries the workload's rate within both SLOs on the cluster's GPUs", lambda r, a: conditional_fits_cluster(r, a)),
     Metric("gpus_saved_by_split", "GPUs", "GPUs the always-disaggregated sizing saves over the colocated one at the workload's rate; unset unless both fit the cluster", lambda r, a: _gpus_saved_by_split(a)),
     Metric("crossover_prompt_tokens", "tokens", "prompt length where disaggregation starts to win", lambda r, a: a.crossover_prompt_tokens),
     Metric("layout", "colocated|disaggregated|conditional", "the layout with the most goodput per GPU (conditional: long prompts to a prefill pool)", lambda r, a: a.conditional.layout if a.conditional else "colocated"),
@@ -102,8 +109,25 @@ METRICS: tuple[Metric, ...] = (
     Metric("colocated_ep", "GPUs", "expert-parallel size of the colocated layout (1: TP only)", lambda r, a: a.colocated.ep),
     Metric("prefill_ep", "GPUs", "expert-parallel size of the prefill layout (1: TP only)", lambda r, a: a.disaggregated.prefill_ep),
     Metric("decode_ep", "GPUs", "expert-parallel size of the decode layout (1: TP only)", lambda r, a: a.disaggregated.decode_ep),
+    Metric("interactivity_band_low", "tokens/s/user", "lowest tokens/s per user (1000 / TPOT ms) where the split serves at least min_gain times the colocated goodput per GPU (coarse TPOT sweep); unset when it wins nowhere", lambda r, a: a.interactivity_band.low_tokens_per_s_per_user if a.interactivity_band else None),
+    Metric("interactivity_band_high", "tokens/s/user", "highest tokens/s per user where the split serves at least min_gain times colocation; unset when it wins nowhere", lambda r, a: a.interactivity_band.high_tokens_per_s_per_user if a.interactivity_band else None),
+    Metric("interactivity_band_found", "bool", "the split wins by min_gain at some tokens/s per user of the coarse TPOT sweep (10 to 400 and the target)", lambda r, a: a.interactivity_band is not None),
+    Metric("target_in_interactivity_band", "bool", "the workload's own 1000 / TPOT target lies inside the band where the split wins by min_gain", lambda r, a: bool(a.interactivity_band and a.interactivity_band.target_inside)),
     Metric("split_narrows_ep", "bool", "the decode layout's EP group is narrower than the colocated one", lambda r, a: a.disaggregated.decode_ep < a.colocated.ep),
 )  # fmt: skip
+
+
+def conditional_fits_cluster(r: Resolved, a: Analysis) -> bool:
+    """The conditional pools, sized for the rate, fit the cluster and carry the rate.
+
+    Dynamo runs the always-split pools where its router cannot keep cache-cold prompts local
+    (DSG018), so which orchestrator's plan carries the rate can differ (rule ORC010)."""
+    k = a.conditional
+    if k is None or not k.feasible or k.layout != "conditional":
+        return False
+    gpus = k.prefill_replicas * (k.prefill_tp or 0) + k.decode_replicas * k.decode_tp
+    w = r.workload
+    return gpus <= w.cluster.gpus and k.max_rate_per_s >= w.traffic.requests_per_second
 
 
 def _gpus_saved_by_split(a: Analysis) -> int | None:

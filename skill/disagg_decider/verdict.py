@@ -14,6 +14,7 @@ from disagg_decider.calc.result import (
     ColocatedResult,
     ConditionalResult,
     DisaggregatedResult,
+    InteractivityBand,
     Limit,
 )
 
@@ -56,6 +57,14 @@ class FiredRule(RuleIdentity):
     compared: list[Comparison]
     rationale: str
     references: list[Reference] = []
+
+
+class Assumption(_Out):
+    """A default the verdict filled in because the workload left it out (assumptions.py)."""
+
+    field: str  # dotted path in the workload file
+    value: Any  # the value the verdict used
+    affects: str  # what it changes, for the reader
 
 
 class Metrics(_Out):
@@ -103,6 +112,14 @@ class Sizing(_Out):
     colocated_chunk_tokens: int
 
 
+class PricedDtypes(_Out):
+    """The number formats the verdict priced, and where they come from."""
+
+    weights: str  # a `dtypes` precision: `fp8`, or `mxfp4-experts/bf16` (experts/the rest)
+    kv_cache: str
+    source: str  # "workload", or "model: <where the checkpoint's formats are published>"
+
+
 class Verdict(_Out):
     workload: str
     model: str
@@ -126,13 +143,23 @@ class Verdict(_Out):
     thresholds: dict[str, Any]
     overrides_applied: list[str]
     warnings: list[str]
+    # Defaults filled in where the workload said nothing (network, Kubernetes, maturity, dtypes,
+    # efficiencies...): each can move the decision, so each is named.
+    assumptions: list[Assumption] = []
     calibration: list[str] = []  # constants taken from a calibration file, with their residuals
     slo_basis: str = "p99-under-load"
     # Which of the three layouts serves the most per GPU within the p99 targets (the decision
     # stays colocate|dynamo|llm-d); `conditional` holds its threshold, pools and curve.
-    layout: Literal["colocated", "disaggregated", "conditional"] = "colocated"
+    # `none` where no layout meets the targets (then `limits` says why).
+    layout: Literal["colocated", "disaggregated", "conditional", "none"] = "colocated"
     conditional: ConditionalResult | None = None
     # The layout Dynamo's router can run as sized: `disaggregated` (the always-split pools) where
     # the conditional layout keeps a material share of cache-cold prompts local, which Dynamo
     # sends to the prefill pool (calc/bypass.py); `layout` otherwise. llm-d runs `layout`.
-    dynamo_layout: Literal["colocated", "disaggregated", "conditional"] = "colocated"
+    dynamo_layout: Literal["colocated", "disaggregated", "conditional", "none"] = "colocated"
+    # The weight and KV formats priced: the workload's, or the model's published ones.
+    dtypes: PricedDtypes | None = None
+    # The tokens/s per user (1000 / TPOT ms) where the always-disaggregated split serves at
+    # least min_gain times the colocated goodput per GPU, read off a coarse sweep of the TPOT
+    # target (interactivity.py); null when it wins nowhere on the grid.
+    interactivity_band: InteractivityBand | None = None

@@ -97,6 +97,21 @@ def print_verdict(v: Verdict, console) -> None:
         console.print(f"[red]limit ({where}{limit.kind}):[/] {safe(limit.detail)}", highlight=False)
     for w in v.warnings:
         console.print(f"[yellow]warning:[/] {safe(w)}", highlight=False)
+    if v.assumptions:
+        console.print()
+        console.print(f"[dim]{safe(assumptions_sentence(v))}[/]", highlight=False)
+
+
+def dtypes_sentence(v: Verdict) -> str:
+    """`weights fp8, KV bf16 (the model's own: ...)`: the formats the verdict priced."""
+    from disagg_decider.dtypes import describe
+
+    d = v.dtypes
+    if d is None:
+        return ""
+    own = d.source.removeprefix("model: ")
+    where = "as the workload states" if d.source == "workload" else f"the model's own: {own}"
+    return f"weights {describe(d.weights)}; KV cache {d.kv_cache} ({where})"
 
 
 def _print_key_figures(v: Verdict, console) -> None:
@@ -108,6 +123,7 @@ def _print_key_figures(v: Verdict, console) -> None:
     if m.kv_transfer_path == "network":
         link += ", RDMA" if m.kv_transfer_rdma else ", TCP, no RDMA"
     figures = [
+        *([("priced in", dtypes_sentence(v))] if v.dtypes is not None else []),
         (
             "KV cache",
             f"{m.kv_bytes_per_token:,.0f} B/token, {m.kv_bytes_per_request / 1e6:,.1f} MB "
@@ -240,3 +256,17 @@ def _yn(flag: bool) -> str:
 
 def _num(x: float | None, digits: int = 1) -> str:
     return "-" if x is None else f"{x:,.{digits}f}"
+
+
+def assumptions_sentence(v: Verdict) -> str:
+    """The defaults filled in, in one sentence (the JSON's `assumptions` says what each moves)."""
+    given = ", ".join(f"{a.field} = {_value_text(a.value)}" for a in v.assumptions)
+    return f"Assumed (not in the workload; set them to change the answer): {given}."
+
+
+def _value_text(value) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, float):
+        return f"{value:g}"
+    return str(value)

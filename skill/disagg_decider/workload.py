@@ -23,11 +23,10 @@ from pydantic import (
     model_validator,
 )
 
-from disagg_decider import catalog
+from disagg_decider import catalog, dtypes
+from disagg_decider.dtypes import Dtype
 from disagg_decider.errors import UserError, excerpt, nearest
 from disagg_decider.yamlio import load_yaml_file, load_yaml_text
-
-Dtype = Literal["bf16", "fp8", "fp4"]
 
 # Physical ranges, declared once: every bound below is far outside any real deployment and far
 # inside what the arithmetic handles (no overflow to inf, no JSON-incompatible floats).
@@ -155,6 +154,8 @@ class Traffic(_Strict):
                 )
             if self.prefix_cache_hit_rate is None:
                 self.prefix_cache_hit_rate = 0.0
+                # A default, not the user's: `assumptions.assumed` lists it as filled in.
+                self.__pydantic_fields_set__.discard("prefix_cache_hit_rate")
             return self
         given = [
             n
@@ -364,7 +365,12 @@ class Efficiency(_Strict):
     kv_transfer: Literal["auto", "serialized", "layerwise"] = Field(
         default="auto", description="auto: layer-wise for TensorRT-LLM, serialized otherwise"
     )
-    max_decode_batch: int = Field(default=512, gt=0, le=1_000_000)
+    max_decode_batch: int = Field(
+        default=512,
+        gt=0,
+        le=1_000_000,
+        description="sequences per attention-DP rank (max_num_seqs; a DPn replica holds n x)",
+    )
     chunk_tokens: list[int] = Field(
         default=[256, 512, 1024, 2048, 4096, 8192],
         min_length=1,
@@ -402,8 +408,22 @@ class Workload(_Strict):
     name: str = Field(min_length=1, max_length=MAX_NAME_CHARS)
     description: str = Field(default="", max_length=MAX_DESCRIPTION_CHARS)
     model: Annotated[str, Field(max_length=MAX_ID_CHARS)] | HfConfigRef
-    weights_dtype: Dtype = "bf16"
-    kv_cache_dtype: Dtype | None = None
+    weights_dtype: str | None = Field(
+        default=None,
+        max_length=MAX_ID_CHARS,
+        description=(
+            "weight format: bf16, fp8, fp8_block, mxfp4, nvfp4 or fp4 (= nvfp4), or "
+            "'<experts>-experts/<rest>' for mixed precision (mxfp4-experts/bf16); omitted: "
+            "the model's published checkpoint (catalog, or the config's quantization_config)"
+        ),
+    )
+    kv_cache_dtype: Dtype | None = Field(
+        default=None,
+        description=(
+            "KV cache format; omitted: fp8 with low-precision weights the workload names, "
+            "else the model's own (bf16 for every published checkpoint in the catalog)"
+        ),
+    )
     engine: Literal["vllm", "sglang", "trtllm"] = "vllm"
     traffic: Traffic
     slo: Slo
@@ -430,6 +450,16 @@ class Workload(_Strict):
     def _calibration_path(cls, value: Any) -> Any:
         return _file_path(value)
 
+    @field_validator("weights_dtype")
+    @classmethod
+    def _known_precision(cls, value: str | None) -> str | None:
+        if value is not None and not dtypes.is_valid(value):
+            raise ValueError(
+                f"unknown weight format; valid: {', '.join(dtypes.DTYPES)}, or "
+                "'<experts>-experts/<rest>' such as mxfp4-experts/bf16"
+            )
+        return value
+
     @field_validator("model", "engine", mode="before")
     @classmethod
     def _one_line(cls, value: Any) -> Any:
@@ -442,10 +472,19 @@ class Workload(_Strict):
         return _plain_string(value, allow="\t\n")
 
     @property
-    def kv_dtype(self) -> Dtype:
+    def kv_dtype(self) -> str:
+        """The KV format priced: the workload's, else fp8 beside low-precision weights it
+        names, else bf16. `resolve` fills both in from the model where the workload omits the
+        weights (`with_native_dtypes`), so resolved workloads read the model's own."""
         if self.kv_cache_dtype is not None:
             return self.kv_cache_dtype
-        return "fp8" if self.weights_dtype in ("fp8", "fp4") else "bf16"
+        weights = self.weights_dtype or "bf16"
+        return "fp8" if dtypes.parts(weights)[0] in dtypes.LOW_PRECISION else "bf16"
+
+    @property
+    def priced_weights_dtype(self) -> str:
+        """The weight format priced (bf16 where a workload not yet resolved omits it)."""
+        return self.weights_dtype or "bf16"
 
 
 @dataclass(frozen=True)
@@ -457,15 +496,47 @@ class Resolved:
     gpu: catalog.Gpu
     link: catalog.Link
     link_gbps: float  # per GPU, one way
+    # Where the priced formats come from: "workload", or the model's own ("model: <source>")
+    # where the workload omits the weights' format (`with_native_dtypes`).
+    dtypes_from: str = "workload"
 
 
 def resolve(workload: Workload, base_dir: Path | None = None) -> Resolved:
     model = _resolve_model(workload.model, base_dir)
+    native = workload.weights_dtype is None
+    workload = with_native_dtypes(workload, model)
+    dtypes_from = f"model: {model.dtype_source}" if native else "workload"
     gpu = catalog.get_gpu(workload.cluster.gpu)
     link, gbps = _resolve_link(workload.cluster.network, gpu)
     if workload.efficiency.link_efficiency is not None:
         link = link.model_copy(update={"efficiency": workload.efficiency.link_efficiency})
-    return Resolved(workload=workload, model=model, gpu=gpu, link=link, link_gbps=gbps)
+    return Resolved(
+        workload=workload,
+        model=model,
+        gpu=gpu,
+        link=link,
+        link_gbps=gbps,
+        dtypes_from=dtypes_from,
+    )
+
+
+def with_native_dtypes(workload: Workload, model: catalog.ModelSpec) -> Workload:
+    """The workload with the model's published formats where it omits the weights' format.
+
+    A catalog model carries the formats its checkpoint ships in (gpt-oss-120b: MXFP4 experts
+    and BF16 attention; DeepSeek-V3/R1: block-scaled FP8), a local config.json its
+    `quantization_config`. Naming weights but no KV format keeps the workload's rule (fp8 KV
+    beside low-precision weights, `Workload.kv_dtype`).
+    """
+    if workload.weights_dtype is not None:
+        return workload
+    kv_dtype = workload.kv_cache_dtype or model.kv_cache_dtype
+    native = workload.model_copy(
+        update={"weights_dtype": model.weights_dtype, "kv_cache_dtype": kv_dtype}
+    )
+    # Filled in, not given: `assumptions.assumed` lists them as defaults the verdict used.
+    native.__pydantic_fields_set__ = set(workload.model_fields_set)
+    return native
 
 
 def _resolve_model(ref: str | HfConfigRef, base_dir: Path | None) -> catalog.ModelSpec:

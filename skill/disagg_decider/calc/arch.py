@@ -8,22 +8,38 @@ from __future__ import annotations
 
 import numpy as np
 
+from disagg_decider import dtypes
 from disagg_decider.catalog import Gpu, ModelSpec
 
-DTYPE_BYTES: dict[str, float] = {"bf16": 2.0, "fp8": 1.0, "fp4": 0.5}
+# Bytes per element of each format, block scales included (`disagg_decider/dtypes.py`).
+DTYPE_BYTES: dict[str, float] = dtypes.BYTES_PER_ELEMENT
 ACTIVATION_BYTES = 2.0  # activations and all-reduces stay in bf16
 PCIE_GB_PER_S = 25.0  # one way, for cards without NVLink (L40S); PCIe Gen4 x16 is 32 GB/s raw
 
 
+def routed_expert_params(model: ModelSpec) -> float:
+    """Parameters of all routed experts of all MoE layers."""
+    if model.moe is None:
+        return 0.0
+    return moe_layers(model) * model.moe.experts * 3.0 * model.hidden * model.moe.expert_ffn_dim
+
+
 def weight_bytes(model: ModelSpec, dtype: str) -> float:
-    return model.params_total_b * 1e9 * DTYPE_BYTES[dtype]
+    """All weights under a precision (`dtypes`): routed experts at the experts' format, the
+    rest (attention, dense layers, shared experts, embeddings) at the dense format."""
+    dense, expert = dtypes.parts(dtype)
+    if dense == expert:
+        return model.params_total_b * 1e9 * DTYPE_BYTES[dense]
+    experts = routed_expert_params(model)
+    rest = model.params_total_b * 1e9 - experts
+    return rest * dtypes.dense_bytes(dtype) + experts * dtypes.expert_bytes(dtype)
 
 
 def expert_bytes_per_layer(model: ModelSpec, dtype: str) -> float:
     """One routed expert's SwiGLU weights in one layer."""
     if model.moe is None:
         return 0.0
-    return 3.0 * model.hidden * model.moe.expert_ffn_dim * DTYPE_BYTES[dtype]
+    return 3.0 * model.hidden * model.moe.expert_ffn_dim * dtypes.expert_bytes(dtype)
 
 
 def moe_layers(model: ModelSpec) -> int:
@@ -77,13 +93,29 @@ def attention_flops(model: ModelSpec, new_tokens, context_start):
     return flops
 
 
-def peak_tflops(gpu: Gpu, dtype: str) -> float:
-    """The fastest tensor-core rate the weight format can use on this GPU."""
-    if dtype == "fp4" and gpu.fp4_dense_tflops:
+def format_tflops(gpu: Gpu, dtype: str) -> float:
+    """The fastest tensor-core rate one weight format can use on this GPU."""
+    if dtype in dtypes.FOUR_BIT and gpu.fp4_dense_tflops:
         return gpu.fp4_dense_tflops
-    if dtype in ("fp4", "fp8") and gpu.fp8_dense_tflops:
+    if dtype in dtypes.LOW_PRECISION and gpu.fp8_dense_tflops:
         return gpu.fp8_dense_tflops
     return gpu.bf16_dense_tflops
+
+
+def peak_tflops(gpu: Gpu, dtype: str, model: ModelSpec | None = None) -> float:
+    """The tensor-core rate of a precision on this GPU.
+
+    Mixed precision (experts in one format, the rest in another) runs each part's linear
+    FLOPs at its own rate: the one rate that takes the same time is their FLOP-weighted
+    harmonic mean (routed experts' share of a token's linear FLOPs at the experts' rate).
+    """
+    dense, experts = dtypes.parts(dtype)
+    if dense == experts or model is None or model.moe is None:
+        return format_tflops(gpu, dense)
+    per_expert = 2.0 * 3.0 * model.hidden * model.moe.expert_ffn_dim
+    routed = moe_layers(model) * model.moe.experts_active * per_expert
+    share = min(routed / linear_flops_per_token(model), 1.0)
+    return 1.0 / (share / format_tflops(gpu, experts) + (1.0 - share) / format_tflops(gpu, dense))
 
 
 def scaleup_gb_per_s(gpu: Gpu) -> float:

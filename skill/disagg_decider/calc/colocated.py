@@ -26,8 +26,8 @@ import numpy as np
 from disagg_decider.calc import chunk_runs, queueing
 from disagg_decider.calc.arrays import broadcast
 from disagg_decider.calc.decode import (
-    batch_grid,
     decode_step_ms,
+    engine_batch_grid,
     held_scv,
     memory_batch_limit,
     read_context,
@@ -211,6 +211,8 @@ def _headroom(at: Lines, q: PromptQueue, b, t_empty, carrying, tpot_p99) -> np.n
     in_use = seats_in_use_p99(b, t_empty, at.empty_pass.ms(b + 1.0, 0.0), held_scv(at.lengths))
     np.maximum(worst, in_use * at.inverse_memory_limit, out=worst)
     np.maximum(worst, tpot_p99 / at.tpot_ms, out=worst)
+    if np.max(b) > at.engine.eff.max_decode_batch:  # the engine's cap per DP rank
+        np.maximum(worst, b / np.asarray(at.engine.max_decode_batch, dtype=float), out=worst)
     return 1.0 - worst
 
 
@@ -307,7 +309,7 @@ def best_points(
     on its own, so the rest get the same answers; the left-out ones read rate 0, chunk index 0
     and batch 0 (for candidates a caller never reads, such as layouts a row may not use).
     """
-    batches = batch_grid(engine.eff.max_decode_batch)
+    batches = engine_batch_grid(engine)
     c = np.asarray(chunks, dtype=float)[:, None]
     shape = np.broadcast_shapes(np.shape(lengths.prompt_p50), np.shape(engine.gpus), c.shape)
     keep = (

@@ -22,7 +22,7 @@ from disagg_decider.calc.colocated import (
     prompt_queue,
     ttft_terms,
 )
-from disagg_decider.calc.decode import batch_grid
+from disagg_decider.calc.decode import engine_batch_grid
 from disagg_decider.calc.frontier import interp_rows, value_at
 from disagg_decider.calc.lengths import Lengths
 from disagg_decider.calc.p99_check import p99_of_sum_within
@@ -87,7 +87,7 @@ class _OnCurve:
 
 
 def _on_curve(at: Lines, rate_per_s, grid) -> _OnCurve:
-    batches = batch_grid(at.engine.eff.max_decode_batch)
+    batches = engine_batch_grid(at.engine)
     g = evaluate(at, batches, with_headroom=False) if grid is None else grid
     shape = (len(rate_per_s), batches.size)
     rates = broadcast(g.rate_per_s, shape)
@@ -144,7 +144,7 @@ def lines_and_grid(
     """Rows' lines and their evaluation on the batch grid: what `rate_within_targets` and
     `latency_terms` build first, for a caller that asks both about the same rows."""
     at = lines(engine, lengths, ttft_ms, tpot_ms, chunk, servers)
-    return at, evaluate(at, batch_grid(engine.eff.max_decode_batch), with_headroom=False)
+    return at, evaluate(at, engine_batch_grid(engine), with_headroom=False)
 
 
 def rate_within_targets(

@@ -76,8 +76,10 @@ def analyze_many(resolved: Sequence[Resolved], *, modes_only: bool = False) -> l
     groups: dict[tuple, list[int]] = {}
     for i, r in enumerate(resolved):
         if r.workload.cluster.heterogeneous:  # two GPU types: calc/hetero.py
-            grid = crossover_grid(r)
             out[i] = hetero.analyze_heterogeneous(r, analyze_many)
+            if modes_only:  # no crossover asked for: its gain curve is most of the cost
+                continue
+            grid = crossover_grid(r)
             gains = hetero.gain_curve(r, grid, analyze_many)
             own = r.workload.traffic.prompt_tokens.p50
             # The workload's own prompt merged into the grid, as for homogeneous clusters.

@@ -46,6 +46,29 @@ def batch_grid(max_batch: int, points: int = 16) -> np.ndarray:
     return grid
 
 
+def engine_batch_grid(engine: Engine) -> np.ndarray:
+    """Candidate decode batches up to the largest cap among the engine's layouts
+    (`Engine.max_decode_batch`, per DP rank): the grid to `efficiency.max_decode_batch`, then
+    geometric points up to dp times it where a layout has DP-attention ranks. Plain TP
+    layouts keep exactly the grid they had; `batch_cap_slack` keeps each under its own cap."""
+    cap = engine.eff.max_decode_batch
+    top = int(cap * max(int(np.max(engine.dp)), 1))
+    return batch_grid(cap) if top == cap else _wide_grid(cap, top)
+
+
+@cache
+def _wide_grid(cap: int, top: int, points: int = 16) -> np.ndarray:
+    above = np.round(np.geomspace(cap, top, points))[1:]
+    grid = sorted_unique(np.concatenate([batch_grid(cap), above]))
+    grid.setflags(write=False)
+    return grid
+
+
+def batch_cap_slack(engine: Engine, batch) -> np.ndarray:
+    """Normalised headroom of `batch` under the engine's per-replica sequence cap."""
+    return slack(np.asarray(engine.max_decode_batch, dtype=float), batch)
+
+
 def memory_batch_limit(engine: Engine, lengths: Lengths):
     """Sequences whose KV fits in the replica's HBM when each reserves its whole sequence.
 
@@ -116,7 +139,7 @@ def replica_capacity(
 
     KV ingress is capped separately, per (prefill TP, decode TP) pair (`search`). `mix`: rows
     of mixed traffic price the p99 step as a mixed batch."""
-    grid = batch_grid(engine.eff.max_decode_batch)
+    grid = engine_batch_grid(engine)
     ctx = lengths.decode_context_mean
     decode = decode_pass(engine, ctx)
     step, next_step = decode.ms(grid, 0.0), decode.ms(grid + 1.0, 0.0)  # the grid starts at 1
@@ -124,6 +147,8 @@ def replica_capacity(
     step99 = step_p99_ms(engine, ctx, grid, limit, mix, step, next_step)
     in_use = seats_in_use_p99(grid, step, next_step, held_scv(lengths))
     room = np.minimum(slack(tpot_slo_ms, step99), slack(limit, in_use))
+    if grid[-1] > engine.eff.max_decode_batch:
+        room = np.minimum(room, batch_cap_slack(engine, grid))
     edge = boundary_index(room)
     batch_grid_full = np.broadcast_to(grid, step.shape)
     best = np.where(edge >= 0, value_at(batch_grid_full, edge), 0.0)[..., None]
@@ -142,7 +167,7 @@ def tpot_p99_at_rate_ms(
     TPOT it was sized for, never a little more; below the grid it is evaluated exactly.
     """
     batch = np.asarray(batch_at_rate(engine, lengths, rate_per_s), dtype=float)
-    grid = batch_grid(engine.eff.max_decode_batch)
+    grid = engine_batch_grid(engine)
     limit = seat_limit(engine, lengths, mix)
     ctx = lengths.decode_context_mean
     step99 = step_p99_ms(engine, ctx, grid, limit, mix)
@@ -229,7 +254,7 @@ def step_p99_ms(
     next_step = decode.ms(b1 + 1.0, 0.0) if next_step is None else next_step
     f = drain_share(b1, step, next_step)
     spread = queueing.Z99 * np.sqrt(2.0 * np.maximum(b, 0.0) / 3.0 * feedback_variance_factor(f))
-    cap = np.maximum(np.minimum(np.maximum(limit, 1.0), engine.eff.max_decode_batch), b)
+    cap = np.maximum(np.minimum(np.maximum(limit, 1.0), engine.max_decode_batch), b)
     b99 = np.maximum(np.minimum(b + spread, cap), np.maximum(b, 1.0))
     if mix is None:
         return decode.ms(b99, 0.0)
@@ -254,7 +279,7 @@ def step_at_rate_ms(engine: Engine, lengths: Lengths, rate_per_s: np.ndarray) ->
 
     The engine's TP and the lengths are scalars or columns (N, 1), one row per load.
     """
-    grid = batch_grid(engine.eff.max_decode_batch)
+    grid = engine_batch_grid(engine)
     step = decode_step_ms(engine, grid, lengths.decode_context_mean)
     step = np.broadcast_to(step, (len(rate_per_s), grid.size))
     per_step = np.broadcast_to(lengths.output_mean, (len(rate_per_s), 1)) / 1e3

@@ -144,7 +144,7 @@ def _memory_limit(r: Resolved) -> Limit | None:
     weights = arch.weight_bytes(r.model, w.weights_dtype)
     options = []
     for dtype in ("fp8", "fp4"):
-        smaller = arch.DTYPE_BYTES[dtype] < arch.DTYPE_BYTES[w.weights_dtype]
+        smaller = arch.weight_bytes(r.model, dtype) < weights
         if smaller and _fits(r, dtype, r.gpu, top):
             options.append(f"{dtype} weights ({arch.weight_bytes(r.model, dtype) / GB:,.0f} GB)")
     wider = [tp for tp in TP_CANDIDATES if tp > top and _fits(r, w.weights_dtype, r.gpu, tp)]

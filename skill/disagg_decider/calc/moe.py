@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from disagg_decider import dtypes
 from disagg_decider.calc import arch
 from disagg_decider.catalog import ModelSpec
 
@@ -58,6 +59,21 @@ def routed_flops_per_token(model: ModelSpec) -> float:
     return arch.moe_layers(model) * model.moe.experts_active * per_expert
 
 
+def expert_gemm_extra_flops(model: ModelSpec, routed_flops_per_token, eff) -> float:
+    """FLOP-equivalents a prompt-carrying pass adds because each expert GEMM is short.
+
+    A pass of T tokens reaches MFU x T / (T + s) (`step.PassTerms.ms`, s the saturation
+    tokens), but a routed expert receives only t = T k / E of them, so its GEMMs run at
+    MFU x t / (t + s). The difference, routed FLOPs x (1 / mfu(t) - 1 / mfu(T)), is
+    routed_flops_per_token x s (E / k - 1) / MFU whatever T is: the time to stream E / k
+    times the active experts' weights through short GEMMs. Dense models add nothing.
+    """
+    if model.moe is None:
+        return 0.0
+    spread = model.moe.experts / model.moe.experts_active - 1.0
+    return routed_flops_per_token * eff.saturation_tokens * spread / eff.prefill_mfu
+
+
 def weights_per_gpu_bytes(model: ModelSpec, dtype: str, tp, ep):
     """Weight bytes on one GPU: non-expert part over attention TP, experts over EP (or TP).
 
@@ -71,8 +87,9 @@ def weights_per_gpu_bytes(model: ModelSpec, dtype: str, tp, ep):
 
 
 def dispatch_bytes_per_copy(model: ModelSpec, weights_dtype: str) -> float:
-    """One token's hidden state as dispatched: FP8 with scales for FP8/FP4 models, else BF16."""
-    if weights_dtype in ("fp8", "fp4"):
+    """One token's hidden state as dispatched: FP8 with scales where the experts run a
+    low-precision format (FP8 or FP4), else BF16."""
+    if dtypes.parts(weights_dtype)[1] in dtypes.LOW_PRECISION:
         return model.hidden * (1.0 + 4.0 / FP8_SCALE_GROUP)
     return model.hidden * arch.ACTIVATION_BYTES
 

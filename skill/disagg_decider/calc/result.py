@@ -116,6 +116,28 @@ class Limit(_Out):
     detail: str
 
 
+class InteractivityBand(_Out):
+    """The tokens/s-per-user interval where the split beats colocation by `margin`
+    (`interactivity.py`: the always-disaggregated goodput per GPU at least `margin` times the
+    colocated one, or the split alone meets the targets).
+
+    An edge at the end of the grid (`reaches_grid_low` / `reaches_grid_high`) means the band
+    runs at least that far; beyond the grid nothing was priced.
+    """
+
+    low_tokens_per_s_per_user: float
+    high_tokens_per_s_per_user: float
+    reaches_grid_low: bool
+    reaches_grid_high: bool
+    target_tokens_per_s_per_user: float
+    target_inside: bool
+    margin: float  # the rulebook's min_gain the split must reach
+    grid_low_tokens_per_s_per_user: float
+    grid_high_tokens_per_s_per_user: float
+    grid_points: int  # TPOT targets priced (the workload's own included)
+    basis: str
+
+
 class Analysis(_Out):
     """Per-request figures at the p50 prompt after prefix-cache hits, plus both modes."""
 
@@ -139,3 +161,5 @@ class Analysis(_Out):
     limits: list[Limit]
     warnings: list[str]
     conditional: ConditionalResult | None = None
+    # Set by the pipeline (decide.py) from a coarse TPOT sweep and the rulebook's min_gain.
+    interactivity_band: InteractivityBand | None = None

@@ -138,8 +138,16 @@ class Engine:
         return np.asarray(self.tp) * np.asarray(self.dp)
 
     @_shared_property
+    def max_decode_batch(self):
+        """Sequences a replica may hold: the engine's cap on each attention-DP rank.
+
+        vLLM, SGLang and TensorRT-LLM apply `max_num_seqs` (`max_batch_size`) per DP rank, so
+        a DP16/EP16 replica holds up to 16 x 512 sequences, not 512."""
+        return self.eff.max_decode_batch * np.asarray(self.dp)
+
+    @_shared_property
     def peak_flops(self):
-        return arch.peak_tflops(self.gpu, self.weights_dtype) * 1e12 * self.gpus
+        return arch.peak_tflops(self.gpu, self.weights_dtype, self.model) * 1e12 * self.gpus
 
     @_shared_property
     def hbm_bytes_per_s(self):
@@ -177,6 +185,17 @@ class Engine:
             return base  # a plain number keeps the TP-only passes as cheap as before
         extra = (moe.EXPERT_IMBALANCE - 1.0) * moe.routed_flops_per_token(self.model)
         return np.where(self.expert_parallel, base + extra, base)
+
+    @_shared_property
+    def expert_gemm_ms(self):
+        """What a prompt-carrying pass adds for its routed experts' GEMMs running on the
+        tokens each expert receives (T k / E of the pass's T), not on all T (`moe.py`)."""
+        if self.model.moe is None:
+            return 0.0
+        routed = moe.routed_flops_per_token(self.model)
+        routed = np.where(self.expert_parallel, routed * moe.EXPERT_IMBALANCE, routed)
+        extra = moe.expert_gemm_extra_flops(self.model, routed, self.eff)
+        return extra * self.ms_per_flop
 
     @_shared_property
     def extra_weight_bytes(self):
@@ -311,6 +330,9 @@ class PassTerms:
             )
             flops = flops + prefill_flops
         compute_ms = (flops / mfu) * e.ms_per_flop
+        if e.model.moe is not None and not (scalar_c and c == 0):
+            # Routed experts' GEMMs run at the tokens each expert receives, not the pass's.
+            compute_ms = compute_ms + np.where(c > 0, e.expert_gemm_ms, 0.0)
         # Two ring all-reduces of the hidden state per layer: per-token bandwidth here, their
         # latency in `fixed_ms`.
         all_reduce_ms = e.allreduce_coefficients[0] * tokens

@@ -60,6 +60,7 @@ def _load(path: Path) -> Calibration:
 def apply_calibration(workload: Workload, path: Path) -> Applied:
     cal = _load(path)
     model_id = _model_id(workload)
+    weights_dtype = _weights_dtype(workload)
     gpu_id = catalog.get_gpu(workload.cluster.gpu).id
     matching = [
         e
@@ -67,7 +68,7 @@ def apply_calibration(workload: Workload, path: Path) -> Applied:
         if catalog.get_model(e.model).id == model_id
         and catalog.get_gpu(e.gpu).id == gpu_id
         and e.engine == workload.engine
-        and e.weights_dtype == workload.weights_dtype
+        and e.weights_dtype == weights_dtype
     ]
     if not matching:
         have = "; ".join(e.label() for e in cal.entries)
@@ -76,7 +77,7 @@ def apply_calibration(workload: Workload, path: Path) -> Applied:
             [],
             [
                 f"calibration {path.name}: no entry for {model_id} on {gpu_id} "
-                f"({workload.engine}, {workload.weights_dtype}); default constants used "
+                f"({workload.engine}, {weights_dtype}); default constants used "
                 f"(the file has: {have})"
             ],
         )
@@ -101,6 +102,16 @@ def _model_id(workload: Workload) -> str:
     if isinstance(workload.model, str):
         return catalog.get_model(workload.model).id
     return str(workload.model.hf_config)
+
+
+def _weights_dtype(workload: Workload) -> str:
+    """The weight format the workload is priced in: its own, else a catalog model's published
+    one (a local config's is read when the workload is resolved; bf16 here)."""
+    if workload.weights_dtype is not None:
+        return workload.weights_dtype
+    if isinstance(workload.model, str):
+        return catalog.get_model(workload.model).weights_dtype
+    return "bf16"
 
 
 def _pick(workload: Workload, entries: list[Entry]) -> tuple[Entry, str]:

@@ -10,7 +10,7 @@ from functools import cache
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from disagg_decider.errors import UserError, excerpt, nearest
 from disagg_decider.yamlio import load_yaml_text
@@ -70,8 +70,25 @@ class ModelSpec(_Record):
     params_total_b: float = Field(gt=0)
     params_active_b: float = Field(gt=0)
     max_context_tokens: int = Field(gt=0)
+    weights_dtype: str = Field(
+        default="bf16",
+        description="the published checkpoint's weight format (a `dtypes` precision string)",
+    )
+    kv_cache_dtype: str = Field(default="bf16", description="the KV format engines default to")
+    dtype_source: str = Field(
+        default="BF16 checkpoint", description="where the formats above are published"
+    )
     sources: list[str] = Field(min_length=1)
     notes: str = ""
+
+    @field_validator("weights_dtype", "kv_cache_dtype")
+    @classmethod
+    def _known_format(cls, value: str) -> str:
+        from disagg_decider import dtypes
+
+        if not dtypes.is_valid(value):
+            raise ValueError(f"unknown format {value!r}; valid: {', '.join(dtypes.DTYPES)}")
+        return value
 
 
 class Link(_Record):

@@ -194,6 +194,7 @@ def model_from_hf_config(path: Path) -> ModelSpec:
     )
 
     model_id, display, hf_repo = _names(cfg, path)
+    weights_dtype, kv_dtype, dtype_source = checkpoint_formats(raw, moe is not None, where)
     try:
         return ModelSpec(
             id=model_id,
@@ -213,6 +214,9 @@ def model_from_hf_config(path: Path) -> ModelSpec:
             params_total_b=round(total_b, 3),
             params_active_b=round(active_b, 3),
             max_context_tokens=max_ctx,
+            weights_dtype=weights_dtype,
+            kv_cache_dtype=kv_dtype,
+            dtype_source=dtype_source,
             sources=[Path(os.path.abspath(path)).as_uri()],
             notes="params derived from config dimensions (norms and biases not counted)",
         )
@@ -222,6 +226,69 @@ def model_from_hf_config(path: Path) -> ModelSpec:
             for e in exc.errors(include_url=False)[:5]
         )
         raise UserError(f"{where}: config does not describe a valid model: {problems}") from None
+
+
+# quantization_config methods and what their checkpoints hold. 4-bit integer formats (AWQ,
+# GPTQ, bitsandbytes) are not priced: the calculator has no integer-dequantizing GEMM model.
+_SUPPORTED_METHODS = (
+    "fp8, fbgemm_fp8, mxfp4, modelopt (FP8, NVFP4), "
+    "compressed-tensors (float-quantized, nvfp4-pack-quantized)"
+)
+_MODELOPT_ALGOS = {"FP8": "fp8", "NVFP4": "nvfp4"}
+_COMPRESSED_FORMATS = {"float-quantized": "fp8", "nvfp4-pack-quantized": "nvfp4"}
+
+
+def checkpoint_formats(cfg: dict[str, Any], is_moe: bool, where: str) -> tuple[str, str, str]:
+    """(weights precision, KV format, where they come from) of a config's checkpoint.
+
+    Without `quantization_config` the weights are the config's 16-bit dtype (priced bf16).
+    MXFP4 checkpoints (gpt-oss) quantize the routed experts only and list attention, router,
+    embeddings and head in `modules_to_not_convert`: experts mxfp4, the rest bf16. FP8 with a
+    `weight_block_size` is block-scaled (DeepSeek-V3). ModelOpt and compressed-tensors
+    checkpoints may also quantize the KV cache (`kv_cache_quant_algo`, `kv_cache_scheme`).
+    """
+    qc = cfg.get("quantization_config")
+    if qc is None:
+        return "bf16", "bf16", "config.json: no quantization_config (16-bit weights)"
+    field = "quantization_config"
+    if not isinstance(qc, dict):
+        raise UserError(f"{where}: field '{field}' must be a JSON object, got {_kind(qc)}")
+    method = qc.get("quant_method")
+    unsupported = UserError(
+        f"{where}: {field}.quant_method is {_kind(method)}, a format the calculator does not "
+        f"price; supported: {_SUPPORTED_METHODS}. Remove {field} and set weights_dtype in "
+        "the workload to price the checkpoint as one of bf16, fp8, mxfp4, nvfp4"
+    )
+    kv = "bf16"
+    if method == "mxfp4":
+        weights = "mxfp4-experts/bf16" if is_moe else "mxfp4"
+    elif method in ("fp8", "fbgemm_fp8"):
+        weights = "fp8_block" if qc.get("weight_block_size") is not None else "fp8"
+    elif method == "modelopt":
+        weights = _MODELOPT_ALGOS.get(_text(qc.get("quant_algo")), "")
+        kv = _MODELOPT_ALGOS.get(_text(qc.get("kv_cache_quant_algo")), "bf16")
+    elif method == "compressed-tensors":
+        weights = _COMPRESSED_FORMATS.get(_text(qc.get("format")), "")
+        if not weights:
+            groups = qc.get("config_groups")
+            found = {
+                _COMPRESSED_FORMATS.get(_text(g.get("format")), "")
+                for g in (groups.values() if isinstance(groups, dict) else ())
+                if isinstance(g, dict)
+            }
+            weights = found.pop() if len(found) == 1 else ""
+        scheme = qc.get("kv_cache_scheme")
+        if isinstance(scheme, dict) and scheme.get("num_bits") == 8:
+            kv = "fp8"
+    else:
+        raise unsupported
+    if not weights:
+        raise unsupported
+    return weights, kv, f"config.json {field} ({method})"
+
+
+def _text(value: Any) -> str:
+    return value if isinstance(value, str) and len(value) <= 100 else ""
 
 
 MAX_DIMENSION = 100_000_000  # any layer count, width, vocabulary or context a config may state

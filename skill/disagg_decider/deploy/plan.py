@@ -166,8 +166,9 @@ def make_plan(
         raise UserError("; ".join(hetero))
     pools = with_placement(pools, workload, gpu_label_key, gpu_products or {})
     path = model_path or _default_model_path(workload)
-    if model_path is None and workload.weights_dtype != "bf16":
-        dtype = workload.weights_dtype
+    weights_dtype, kv_dtype, own = _priced_dtypes(workload, verdict)
+    if model_path is None and weights_dtype != "bf16" and not own:
+        dtype = weights_dtype
         warnings.append(
             f"weights_dtype is {dtype}: the sizing assumes {dtype} weights, so pass "
             f"--model-path with a {dtype} checkpoint if {path} is not one"
@@ -187,8 +188,8 @@ def make_plan(
         model_path=path,
         served_model_name=served_model_name or path,
         image=image,
-        weights_dtype=workload.weights_dtype,
-        kv_dtype=workload.kv_dtype,
+        weights_dtype=weights_dtype,
+        kv_dtype=kv_dtype,
         hbm_utilization=workload.efficiency.hbm_utilization,
         model_size_gib=_model_size_gib(workload, base_dir),
         cluster_gpus=workload.cluster.gpus,
@@ -197,6 +198,15 @@ def make_plan(
         warnings=warnings,
         workload=workload,
     )
+
+
+def _priced_dtypes(workload: Workload, verdict: Verdict) -> tuple[str, str, bool]:
+    """(weights, KV, the model's own) formats the verdict priced. The model's own formats
+    are its published checkpoint's, which the default model path already holds."""
+    d = verdict.dtypes
+    if d is None:
+        return workload.priced_weights_dtype, workload.kv_dtype, False
+    return d.weights, d.kv_cache, d.source != "workload"
 
 
 def _engine_for(target: str, workload_engine: str, warnings: list[str]) -> Engine:
@@ -269,12 +279,21 @@ def _disaggregated_pools(w: Workload, v: Verdict, conditional: bool) -> tuple[Po
         role="decode",
         replicas=s.decode_replicas,
         tp=s.decode_tp * s.decode_dp,
-        max_num_seqs=s.decode_max_batch,
-        max_num_batched_tokens=s.decode_max_batch,
+        max_num_seqs=per_rank(s.decode_max_batch, s.decode_dp),
+        max_num_batched_tokens=per_rank(s.decode_max_batch, s.decode_dp),
         dp=s.decode_dp,
         ep=s.decode_ep,
     )
     return prefill, decode
+
+
+def per_rank(replica_batch: int, dp: int) -> int:
+    """The engines' sequence cap per attention-DP rank (vLLM --max-num-seqs, SGLang
+    --max-running-requests, TensorRT-LLM max_batch_size apply to each rank) for a replica
+    sized to hold `replica_batch` sequences over `dp` ranks."""
+    if replica_batch < 1:
+        return replica_batch
+    return max(1, math.ceil(replica_batch / max(dp, 1)))
 
 
 def _colocated_pool(v: Verdict) -> Pool:
@@ -283,7 +302,7 @@ def _colocated_pool(v: Verdict) -> Pool:
         role="colocated",
         replicas=s.colocated_replicas,
         tp=s.colocated_tp * s.colocated_dp,
-        max_num_seqs=s.colocated_max_batch,
+        max_num_seqs=per_rank(s.colocated_max_batch, s.colocated_dp),
         max_num_batched_tokens=s.colocated_chunk_tokens,
         dp=s.colocated_dp,
         ep=s.colocated_ep,
@@ -323,9 +342,10 @@ def _default_model_path(w: Workload) -> str:
 
 
 def _model_size_gib(w: Workload, base_dir: Path | None) -> int:
-    """Volume for the checkpoint: bf16 weights (how most repos publish them) plus a quarter."""
+    """Volume for the checkpoint: its published formats' weights (bf16 unless the model
+    ships quantized: gpt-oss MXFP4 experts, DeepSeek FP8) plus a quarter."""
     model = resolve(w, base_dir).model
-    return max(1, math.ceil(weight_bytes(model, "bf16") * 1.25 / 2**30))
+    return max(1, math.ceil(weight_bytes(model, model.weights_dtype) * 1.25 / 2**30))
 
 
 def k8s_name(text: str) -> str:

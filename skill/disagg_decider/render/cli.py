@@ -41,10 +41,12 @@ def render_command(
 ) -> None:
     """Regenerate outputs/: the skill file, the Agent Skill folder and one report per example.
 
-    Writes outputs/skill-disaggregation-decider.md, outputs/disaggregation-decider/SKILL.md and
-    outputs/reports/<example>.md; rendering the shipped rulebook into a checkout's outputs/ also
-    refreshes the package's shipped_data.jsonl (the shipped rulebook and catalogs as JSON, which
-    load faster than their YAML). Example: decide render --check
+    Writes outputs/skill-disaggregation-decider.md, the skill folder
+    outputs/disaggregation-decider/ (SKILL.md, references/*.md, evals.yaml) and
+    outputs/reports/<example>.md, and removes generated files it no longer produces; rendering
+    the shipped rulebook into a checkout's outputs/ also refreshes the package's
+    shipped_data.jsonl (the shipped rulebook and catalogs as JSON, which load faster than their
+    YAML). Example: decide render --check
     """
     from disagg_decider import shipped_data
     from disagg_decider.render.outputs import (
@@ -72,7 +74,7 @@ def render_command(
             for rel in status.missing:
                 typer.echo(f"missing: {out_dir / rel}")
             for rel in status.orphaned:
-                typer.echo(f"orphaned (no example produces it): {out_dir / rel}")
+                typer.echo(f"orphaned (no longer generated): {out_dir / rel}")
             typer.echo("run `decide render` to regenerate them")
             raise typer.Exit(code=1)
         typer.echo(f"{out_dir}: {len(expected)} generated files are current")

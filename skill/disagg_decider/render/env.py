@@ -45,6 +45,7 @@ def environment() -> jinja2.Environment:
         percent=text.percent,
         tokens=text.tokens_label,
         yes_no=text.yes_no,
+        count=text.count,
     )
     return env
 

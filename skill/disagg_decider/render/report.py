@@ -16,7 +16,7 @@ from disagg_decider.render import text
 from disagg_decider.render.env import render
 from disagg_decider.rules.text import effect_text
 from disagg_decider.verdict import Comparison, FiredRule, Reference, Verdict
-from disagg_decider.verdict_text import conditional_layout
+from disagg_decider.verdict_text import conditional_layout, dtypes_sentence
 from disagg_decider.workload import Resolved
 
 CHART_MIN_PROMPT_TOKENS = 128
@@ -177,6 +177,8 @@ def render_report(verdict: Verdict, resolved: Resolved) -> str:
             text.cell(_conditional_cell(verdict.conditional)) if verdict.conditional else ""
         ),
         conditional_gpus=_conditional_gpus(verdict.conditional),
+        assumed=[(a.field, value_text(a.value), a.affects) for a in verdict.assumptions],
+        dtypes=text.cell(dtypes_sentence(verdict)),
     )
 
 

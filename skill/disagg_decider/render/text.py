@@ -133,3 +133,8 @@ def tokens_label(tokens: int) -> str:
 
 def yes_no(flag: bool) -> str:
     return "yes" if flag else "no"
+
+
+def count(n: int, noun: str) -> str:
+    """`1 GPU`, `2 GPUs`: a count with its noun, singular where it is one."""
+    return f"{n} {noun}" if n == 1 else f"{n} {noun}s"

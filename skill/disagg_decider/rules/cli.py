@@ -75,19 +75,22 @@ def list_command(
         ]
         sys.stdout.write(json.dumps(rows, indent=2) + "\n")
         return
-    from rich.console import Console
-    from rich.table import Table
+    from disagg_decider.cli_common import out
+    from disagg_decider.render.fit import Column, fitted_table
 
-    table = Table(title=f"{len(rules)} rules (decide rules show ID)", title_justify="left")
-    # Ids (what `rules show` and `--rules` files name) never wrap; nothing is truncated.
-    table.add_column("id", no_wrap=True, min_width=max((len(r.id) for r in rules), default=2))
-    table.add_column("category", overflow="fold")
-    table.add_column("effect", overflow="fold")
-    table.add_column("name", overflow="fold")
-    table.add_column("title", overflow="fold")
-    for r in rules:
-        table.add_row(r.id, r.category, effect_text(r), r.name, r.title)
-    Console().print(table)
+    # One line per rule at any width: ids (what `rules show` and `--rules` files name) are never
+    # cut; names and titles are cut with an ellipsis (`rules show ID` prints them whole).
+    columns = [
+        Column("id", keep=True),
+        Column("category"),
+        Column("effect"),
+        Column("name"),
+        Column("title"),
+    ]
+    rows = [[r.id, r.category, effect_text(r), r.name, r.title] for r in rules]
+    console = out()
+    title = f"{len(rules)} rules (decide rules show ID)"
+    console.print(fitted_table(title, columns, rows, console.width))
 
 
 @rules_app.command("show")

@@ -82,6 +82,7 @@ def setup(
                 "decode_gpus instead"
             )
     s = verdict.sizing
+    # The engine caps sequences per attention-DP rank (`Engine.max_decode_batch`).
     engine_batch = r.workload.efficiency.max_decode_batch
     use_verdict = batch_cap == "verdict"
     # Pools count GPUs per replica (tp x dp); engines take the layout itself.
@@ -100,7 +101,7 @@ def setup(
             tp=gpus,
             chunk_tokens=c.chunk_tokens,
             max_batch=min(
-                max(c.max_batch, 1) if use_verdict and feasible else engine_batch,
+                max(c.max_batch, 1) if use_verdict and feasible else engine_batch * c.dp,
                 c.chunk_tokens - 1,
             ),
             policy=policy,
@@ -134,7 +135,7 @@ def setup(
         decode_tp=d_gpus,
         max_batch=max(s.decode_max_batch, 1)
         if use_verdict and verdict.disaggregated.feasible
-        else engine_batch,
+        else engine_batch * s.decode_dp,
         path=path,
         layerwise=layerwise_transfer(r),
         router=router,

@@ -1,41 +1,47 @@
-"""Seeded simulations whose exact results `tests/test_sim_identical.py` pins by digest.
+"""Seeded simulations whose results `tests/test_sim_seeded.py` pins, compared by meaning.
 
-Each case runs one simulated mode on seeded requests and reduces the outcome to a SHA-256 of
-the raw bytes of its first-token and done times (float64, bit for bit), so any change to the
-order of events, the step times or the floating-point arithmetic of the event loop shows.
+Each case runs one simulated mode on seeded requests and reduces the outcome to a signature of
+its first-token and done times (`signature`): the count, NaNs, sum, sum of squares, a sum
+weighted by request index (so a swap shows), 33 quantiles and 64 requests picked by index.
+The CLI cases keep the whole JSON a user gets. Signatures are compared as the golden verdicts
+are (`tests/meaning.py`): counts and text exact, floats within 1e-9 relative, so the last bit
+of numpy's exp/log on another CPU passes and any change to the order of events, the step
+times or the event loop's arithmetic beyond that fails.
+
 The cases cover colocated (chunked and prefill-first, every router, bursty and overloaded
 traffic so that queues, KV limits and run cuts are hit), disaggregated (plain and layer-wise
 transfer, every router, overloaded so that prefilled requests wait for decode seats),
 conditional (both router policies) and an MoE/EP layout (DeepSeek-V3, DP/EP attention), plus
 the JSON of `decide simulate` and `decide sweep --simulate` as a user gets it.
 
-Regenerate the pinned digests after a deliberate change (calculator physics, simulator
+Regenerate the pinned signatures after a deliberate change (calculator physics, simulator
 behaviour), and only then:
 
-    PYTHONPATH=skill /work/venv/bin/python tests/sim_digest_cases.py --write
+    PYTHONPATH=skill python tests/sim_signature_cases.py --write
 
-It rewrites `tests/data/sim_digests.json`; review the diff (which cases moved) in the commit.
+It rewrites `tests/data/sim_signatures.json`; review the diff (which cases moved) in the commit.
 """
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import subprocess
 import sys
 from functools import cache
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
 if __package__ in (None, ""):  # run as a script: the repository root, for `tests.*`
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from tests import meaning
 from tests.bimodal_support import bimodal_data
 
 ROOT = Path(__file__).resolve().parents[1]
 EXAMPLES = ROOT / "examples"
-DIGESTS = Path(__file__).resolve().parent / "data" / "sim_digests.json"
+SIGNATURES = Path(__file__).resolve().parent / "data" / "sim_signatures.json"
 RAG = EXAMPLES / "rag-8k-h200-rdma-dynamo.yaml"
 CHAT = EXAMPLES / "chat-short-colocate.yaml"
 MOE = EXAMPLES / "deepseek-v3-32xh200-colocate.yaml"
@@ -43,11 +49,33 @@ MOE = EXAMPLES / "deepseek-v3-32xh200-colocate.yaml"
 BIMODAL = bimodal_data()
 
 
-def digest_arrays(*arrays: np.ndarray) -> str:
-    h = hashlib.sha256()
-    for a in arrays:
-        h.update(np.ascontiguousarray(a, dtype=np.float64).tobytes())
-    return h.hexdigest()[:32]
+QUANTILES = np.linspace(0.0, 1.0, 33)
+PICKS = 64
+
+
+def signature(a: np.ndarray) -> dict[str, Any]:
+    """Enough of an array of times that any change beyond the last bits moves some of it."""
+    x = np.asarray(a, dtype=np.float64)
+    finite = x[np.isfinite(x)]
+    picks = np.linspace(0, len(x) - 1, min(PICKS, len(x))).astype(int) if len(x) else []
+    return meaning.rounded(
+        {
+            "n": len(x),
+            "not_finite": int(len(x) - len(finite)),
+            "sum": float(finite.sum()),
+            "sum_of_squares": float(np.square(finite).sum()),
+            # Order-sensitive: two requests that swap times move it, picked or not.
+            "index_weighted_sum": float(
+                np.nansum(np.arange(len(x)) * np.where(np.isfinite(x), x, 0.0))
+            ),
+            "quantiles": [float(q) for q in np.quantile(finite, QUANTILES)] if len(finite) else [],
+            "picked": [float(v) if np.isfinite(v) else str(v) for v in x[picks]],
+        }
+    )
+
+
+def signatures(first_token_ms: np.ndarray, done_ms: np.ndarray) -> dict[str, Any]:
+    return {"first_token_ms": signature(first_token_ms), "done_ms": signature(done_ms)}
 
 
 @cache
@@ -78,7 +106,7 @@ def _mode(path, mode, n, seed, rate_x=1.0, cv=1.0, layerwise=False, **setup_kw) 
     rate = r.workload.traffic.requests_per_second * rate_x
     requests = run.synthetic_requests(r, n, seed, rate, cv)
     out = run.simulate_mode(s, mode, requests)
-    return digest_arrays(out.first_token_ms, out.done_ms)
+    return signatures(out.first_token_ms, out.done_ms)
 
 
 def _conditional(policy: str, n: int, seed: int, rate_x: float = 1.0) -> str:
@@ -91,11 +119,11 @@ def _conditional(policy: str, n: int, seed: int, rate_x: float = 1.0) -> str:
     out = conditional.simulate(
         run.engine(r, cfg.prefill_tp), run.engine(r, cfg.decode_tp), requests, cfg
     )
-    return digest_arrays(out.first_token_ms, out.done_ms)
+    return signatures(out.first_token_ms, out.done_ms)
 
 
-def _cli(*args: str) -> str:
-    """`decide ...` in a fresh process, as a user runs it: a digest of its stdout."""
+def _cli(*args: str) -> dict[str, Any]:
+    """`decide ...` in a fresh process, as a user runs it: its JSON output."""
     env = {**os.environ, "PYTHONPATH": str(ROOT / "skill")}
     proc = subprocess.run(
         [sys.executable, "-m", "disagg_decider", *args, "--quiet", "--jobs", "1", "-f", "json"],
@@ -105,7 +133,7 @@ def _cli(*args: str) -> str:
         timeout=300,
     )
     assert proc.returncode == 0, proc.stderr.decode()
-    return hashlib.sha256(proc.stdout).hexdigest()[:32]
+    return meaning.rounded(json.loads(proc.stdout))
 
 
 CASES = {
@@ -139,17 +167,17 @@ CASES = {
 }
 
 
-def pinned() -> dict[str, str]:
-    return json.loads(DIGESTS.read_text())
+def pinned() -> dict[str, Any]:
+    return json.loads(SIGNATURES.read_text())
 
 
 def write() -> None:
-    digests = {name: case() for name, case in CASES.items()}
-    DIGESTS.write_text(json.dumps(digests, indent=2, sort_keys=True) + "\n")
-    print(f"wrote {len(digests)} digests to {DIGESTS.relative_to(ROOT)}")
+    pinned_now = {name: case() for name, case in CASES.items()}
+    SIGNATURES.write_text(json.dumps(pinned_now, indent=1, sort_keys=True) + "\n")
+    print(f"wrote {len(pinned_now)} signatures to {SIGNATURES.relative_to(ROOT)}")
 
 
 if __name__ == "__main__":
     if sys.argv[1:] != ["--write"]:
-        sys.exit("usage: PYTHONPATH=skill python tests/sim_digest_cases.py --write")
+        sys.exit("usage: PYTHONPATH=skill python tests/sim_signature_cases.py --write")
     write()
