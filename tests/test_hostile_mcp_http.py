@@ -123,8 +123,13 @@ def test_rebinding_protection_on_a_non_default_loopback_bind(server_127_0_0_2, h
 
 def test_body_and_header_size_limits(server_127_0_0_2):
     url, _ = server_127_0_0_2
-    big = httpx.post(url, content=b"a" * 2_000_000, headers=HEADERS, timeout=10)
-    assert big.status_code == 413
+    try:  # 413, or (when the server answers before the upload ends) the connection closed
+        big = httpx.post(url, content=b"a" * 2_000_000, headers=HEADERS, timeout=10).status_code
+    except (httpx.RemoteProtocolError, httpx.WriteError):
+        big = None
+    assert big in (413, None)
+    # Refused, not fallen over: the same server still answers a good request.
+    assert httpx.post(url, json=INIT, headers=HEADERS, timeout=30).status_code == 200
     try:  # a 20 KB header: refused with 400, or the connection is closed
         status = httpx.post(
             url, json=INIT, headers={**HEADERS, "X-Big": "a" * 20_000}, timeout=10

@@ -17,6 +17,7 @@ tool call (anyio copies the context into the worker thread that runs the tool).
 from __future__ import annotations
 
 import contextvars
+import io
 import os
 import stat
 from collections.abc import Iterator, Sequence
@@ -133,10 +134,88 @@ def read_text(
     the path the client named when `path` was derived from it by looking at the file system
     (a directory's config.json), and the refusal names that one instead.
     """
+    if current_policy().confined and given is not None:
+        return _read_confined(path, what, max_bytes, str(given)[:300])
+    data = read_bytes(path, what=what, max_bytes=max_bytes)
+    text = decode_utf8(data, str(path)[:300], what)
+    reads = _READS.get()
+    if reads is not None:  # an MCP worker keeps what it read out of its error messages
+        reads.append(text)
+    return text
+
+
+def _read_confined(path: Path, what: str, max_bytes: int, given: str) -> str:
+    """`read_text` whose refusal names the path the client gave, not the one derived from it."""
+    try:
+        return read_text(path, what=what, max_bytes=max_bytes)
+    except UserError as exc:
+        refusal = _refused(str(path)[:300], current_policy())
+        if str(exc) == str(refusal):
+            raise _refused(given, current_policy()) from None
+        raise
+
+
+def read_bytes(
+    path: Path, *, what: str, max_bytes: int = CONFIG_MAX_BYTES, raise_with: str = ""
+) -> bytes:
+    """The file's bytes under the same rules as `read_text` (for callers that hash them)."""
+    with open_regular(path, what=what, max_bytes=max_bytes, raise_with=raise_with) as f:
+        return f.read()
+
+
+def decode_utf8(data: bytes, shown: str, what: str) -> str:
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        line = data[: exc.start].count(b"\n") + 1
+        raise UserError(
+            f"{shown}:{line}: not UTF-8 text (byte {exc.start:,}); expected {what}"
+        ) from None
+
+
+@contextmanager
+def open_regular(
+    path: Path, *, what: str, max_bytes: int, raise_with: str = ""
+) -> Iterator[io.BufferedReader]:
+    """The checked file, open for reading in binary: a stream for readers that parse line by
+    line (a big JSON Lines file is never held whole). Reading past `max_bytes` (a file that
+    grows while read) raises the same `UserError` as a file that was too big to begin with;
+    `raise_with` names the flag that raises the cap ("--max-file-mb")."""
     policy = current_policy()
     shown = str(path)[:300]
-    if policy.confined and given is not None:
-        return _read_confined(path, what, max_bytes, str(given)[:300])
+    real = _resolve(path, what, policy, shown)
+    too_big = f"{shown}: larger than {max_bytes:,} bytes; expected {what}" + (
+        f" (raise the cap with {raise_with})" if raise_with else ""
+    )
+    try:
+        fd = _open_checked(real, max_bytes)
+    except _NotRegular as exc:
+        if policy.confined:
+            raise _refused(shown, policy) from None
+        raise UserError(f"{shown}: {exc}; expected {what}") from None
+    except _TooBig:
+        raise UserError(too_big) from None
+    except OSError as exc:
+        raise _unreadable(shown, exc, what, policy) from None
+    stream = io.BufferedReader(_Capped(fd, max_bytes), buffer_size=1 << 20)
+    try:
+        yield stream
+    except _TooBig:
+        raise UserError(too_big) from None
+    except OSError as exc:  # a read error part-way (EIO, ...): named like the others
+        raise _unreadable(shown, exc, what, policy) from None
+    finally:
+        stream.close()
+
+
+def _unreadable(shown: str, exc: OSError, what: str, policy: FilePolicy) -> UserError:
+    if policy.confined:
+        return _refused(shown, policy)
+    return UserError(f"{shown}: cannot read ({exc.strerror or exc}); expected {what}")
+
+
+def _resolve(path: Path, what: str, policy: FilePolicy, shown: str) -> Path:
+    """The real path (symlinks resolved), confined under the policy."""
     try:
         real = Path(path).expanduser().resolve(strict=True)
     except FileNotFoundError:
@@ -151,39 +230,7 @@ def read_text(
         ) from None
     if policy.confined and not _allowed(real, policy):
         raise _refused(shown, policy)
-    try:
-        data = _read_regular(real, max_bytes)
-    except _NotRegular as exc:
-        if policy.confined:
-            raise _refused(shown, policy) from None
-        raise UserError(f"{shown}: {exc}; expected {what}") from None
-    except _TooBig:
-        raise UserError(f"{shown}: larger than {max_bytes:,} bytes; expected {what}") from None
-    except OSError as exc:
-        if policy.confined:
-            raise _refused(shown, policy) from None
-        raise UserError(f"{shown}: cannot read ({exc.strerror or exc}); expected {what}") from None
-    try:
-        text = data.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        line = data[: exc.start].count(b"\n") + 1
-        raise UserError(
-            f"{shown}:{line}: not UTF-8 text (byte {exc.start:,}); expected {what}"
-        ) from None
-    reads = _READS.get()
-    if reads is not None:
-        reads.append(text)
-    return text
-
-
-def _read_confined(path: Path, what: str, max_bytes: int, given: str) -> str:
-    try:
-        return read_text(path, what=what, max_bytes=max_bytes)
-    except UserError as exc:
-        refusal = _refused(str(path)[:300], current_policy())
-        if str(exc) == str(refusal):
-            raise _refused(given, current_policy()) from None
-        raise
+    return real
 
 
 class _NotRegular(Exception):
@@ -206,30 +253,46 @@ def _kind(mode: int) -> str:
     return "is not a regular file"
 
 
-def _read_regular(real: Path, max_bytes: int) -> bytes:
-    """Refuse anything but a regular file before opening it; read at most max_bytes + 1."""
+def _open_checked(real: Path, max_bytes: int) -> int:
+    """Refuse anything but a regular file before opening it; the open descriptor is checked
+    again (the file opened is the one checked, no swap in between)."""
     mode = os.stat(real).st_mode
     if not stat.S_ISREG(mode):
         raise _NotRegular(_kind(mode))
     flags = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_NOCTTY", 0)
     fd = os.open(real, flags)
     try:
-        info = os.fstat(fd)  # the file opened is the one checked (no swap in between)
+        info = os.fstat(fd)
         if not stat.S_ISREG(info.st_mode):
             raise _NotRegular(_kind(info.st_mode))
         if info.st_size > max_bytes:
             raise _TooBig
-        chunks = []
-        left = max_bytes + 1
-        while left > 0:
-            chunk = os.read(fd, min(left, 1 << 20))
-            if not chunk:
-                break
-            chunks.append(chunk)
-            left -= len(chunk)
-        data = b"".join(chunks)
-    finally:
+    except BaseException:
         os.close(fd)
-    if len(data) > max_bytes:
-        raise _TooBig
-    return data
+        raise
+    return fd
+
+
+class _Capped(io.RawIOBase):
+    """A descriptor read at most `max_bytes` + 1 bytes deep: one byte more is `_TooBig`."""
+
+    def __init__(self, fd: int, max_bytes: int) -> None:
+        self._fd, self._left = fd, max_bytes + 1
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buffer) -> int:  # type: ignore[override]
+        if self._left <= 0:
+            raise _TooBig
+        view = memoryview(buffer).cast("B")
+        n = os.readv(self._fd, [view[: min(len(view), self._left)]])
+        self._left -= n
+        if self._left <= 0:
+            raise _TooBig
+        return n
+
+    def close(self) -> None:
+        if not self.closed:
+            os.close(self._fd)
+        super().close()

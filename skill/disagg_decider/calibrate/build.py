@@ -8,6 +8,7 @@ from pathlib import Path
 from disagg_decider.calibrate import fit as fitting
 from disagg_decider.calibrate.file import Calibration, Constants, DataFile, Entry, Point
 from disagg_decider.calibrate.readers import read_results
+from disagg_decider.calibrate.source import Limits
 from disagg_decider.catalog import Gpu, ModelSpec
 
 STATISTIC = {"ttft_ms": "ttft_stat", "tpot_ms": "tpot_stat"}
@@ -23,8 +24,9 @@ def calibrate(
     weights_dtype: str = "bf16",
     chunk_tokens: int = 8192,
     max_batch: int = 256,
+    limits: Limits | None = None,
 ) -> Calibration:
-    runs, files = read_results(paths)
+    runs, files = read_results(paths, limits)
     kv = "fp8" if weights_dtype in ("fp8", "fp4") else "bf16"
     target = fitting.Target(model, gpu, engine, tp, weights_dtype, kv, chunk_tokens, max_batch)
     if not bool(target.engine_with(target.base).fits()):

@@ -10,7 +10,11 @@ from typing import Annotated
 import typer
 
 from disagg_decider import catalog
+from disagg_decider.calibrate.source import Limits
 from disagg_decider.errors import UserError
+
+MAX_BATCH = 16_384  # max_num_seqs: vLLM's default is 256 (1,024 on some GPUs)
+MAX_CHUNK_TOKENS = 1_048_576  # max_num_batched_tokens
 
 
 def calibrate_command(
@@ -32,11 +36,44 @@ def calibrate_command(
         str, typer.Option("--weights-dtype", help="bf16, fp8 or fp4.")
     ] = "bf16",
     chunk_tokens: Annotated[
-        int, typer.Option("--chunk-tokens", min=1, help="max_num_batched_tokens of the server.")
+        int,
+        typer.Option(
+            "--chunk-tokens",
+            min=1,
+            max=MAX_CHUNK_TOKENS,
+            help="max_num_batched_tokens of the server.",
+        ),
     ] = 8192,
     max_batch: Annotated[
-        int, typer.Option("--max-batch", min=1, help="max_num_seqs of the server.")
+        int,
+        typer.Option("--max-batch", min=1, max=MAX_BATCH, help="max_num_seqs of the server."),
     ] = 256,
+    max_files: Annotated[
+        int,
+        typer.Option("--max-files", min=1, max=100_000, help="Refuse more result files than this."),
+    ] = Limits.max_files,
+    max_runs: Annotated[
+        int,
+        typer.Option(
+            "--max-runs",
+            min=1,
+            max=1_000_000,
+            help="Refuse more runs than this in all (each is fitted, ~0.25 CPU-s apiece).",
+        ),
+    ] = Limits.max_runs,
+    max_file_mb: Annotated[
+        int,
+        typer.Option("--max-file-mb", min=1, max=4_000, help="Refuse larger result files (MB)."),
+    ] = Limits.max_file_bytes // 1_000_000,
+    max_values: Annotated[
+        int,
+        typer.Option(
+            "--max-values",
+            min=1,
+            max=1_000_000_000,
+            help="Refuse result files with more JSON values than this (numbers, lists, ...).",
+        ),
+    ] = Limits.max_values,
     out_file: Annotated[
         Path | None, typer.Option("--out", "-o", help="Calibration file to write (YAML).")
     ] = None,
@@ -73,6 +110,7 @@ def calibrate_command(
         weights_dtype=weights_dtype,
         chunk_tokens=chunk_tokens,
         max_batch=max_batch,
+        limits=Limits(max_files, max_runs, max_file_mb * 1_000_000, max_values),
     )
     if out_file is not None:
         from disagg_decider.calibrate.file import dump_calibration

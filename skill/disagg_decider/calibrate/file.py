@@ -15,13 +15,17 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from disagg_decider import catalog
 from disagg_decider.errors import UserError
+from disagg_decider.workload import MAX_TOKENS, MAX_TP
 from disagg_decider.yamlio import load_yaml_file
 
 KIND = "disagg-decider-calibration"
 
 
 class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    """Unknown keys refused, and no NaN or infinity in any figure (they would reach JSON output
+    as non-standard `NaN`/`Infinity`)."""
+
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
 
 
 class Constants(_Strict):
@@ -34,7 +38,7 @@ class DataFile(_Strict):
     file: str
     sha256: str
     format: Literal["vllm", "sglang", "aiperf", "microbench"]
-    runs: int
+    runs: int = Field(ge=0)
 
 
 class Point(_Strict):
@@ -57,10 +61,10 @@ class Entry(_Strict):
     model: str
     gpu: str
     engine: Literal["vllm", "sglang", "trtllm"]
-    tp: int = Field(gt=0)
+    tp: int = Field(gt=0, le=MAX_TP)
     weights_dtype: Literal["bf16", "fp8", "fp4"] = "bf16"
-    chunk_tokens: int = Field(gt=0)
-    max_batch: int = Field(gt=0)
+    chunk_tokens: int = Field(gt=0, le=MAX_TOKENS)
+    max_batch: int = Field(gt=0, le=1_000_000)
     efficiency: Constants
     fitted: list[str]
     held: dict[str, str] = {}

@@ -10,23 +10,27 @@ Formats, detected from their keys (never from the file name):
   `profile_export_genai_perf.json`: metric objects such as
   `"time_to_first_token": {"unit": "ms", "avg": ...}`.
 
-Every error names the file, the line or run, and the field.
+Every error names the file, the line or run, and the field. Files are read under the file
+rules and work caps of `source.py`; every number is checked against its field's physical range
+by `fields.py`.
 """
 
 from __future__ import annotations
 
-import hashlib
-import json
+import itertools
 import math
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from disagg_decider.errors import UserError
+import numpy as np
+
+from disagg_decider.calibrate.fields import LATENCY_MS, Fields
+from disagg_decider.calibrate.source import Limits, ResultFile, RunBudget, expect_object, loads
+from disagg_decider.errors import UserError, clip
 
 FORMATS = ("vllm", "sglang", "aiperf")
-MAX_FILE_BYTES = 200 * 1024 * 1024
 
 
 @dataclass(frozen=True)
@@ -71,70 +75,48 @@ class SourceFile:
     runs: int
 
 
-def read_results(paths: Iterable[Path]) -> tuple[list[Run], list[SourceFile]]:
+def read_results(
+    paths: Iterable[Path], limits: Limits | None = None
+) -> tuple[list[Run], list[SourceFile]]:
+    """Every run in these files, under `limits` (files, runs, bytes; see `source.py`)."""
+    limits = limits or Limits()
+    paths = list(paths)
+    limits.check_files(len(paths))
+    budget = RunBudget(limits)
     runs: list[Run] = []
     files: list[SourceFile] = []
     for path in paths:
-        text, digest = _read_text(path)
-        found = parse_text(text, path.name)
-        if not found:
-            raise UserError(f"{path}: no benchmark runs found")
+        source = ResultFile(path, limits, budget)
+        found = [parse_record(obj, path.name, where) for where, obj in source.records()]
         runs.extend(found)
-        files.append(SourceFile(path.name, digest, found[0].format, len(found)))
+        files.append(SourceFile(path.name, source.sha256, found[0].format, len(found)))
     return runs, files
-
-
-def _read_text(path: Path) -> tuple[str, str]:
-    try:
-        if path.stat().st_size > MAX_FILE_BYTES:
-            raise UserError(f"{path}: larger than {MAX_FILE_BYTES // 2**20} MiB")
-        data = path.read_bytes()
-    except FileNotFoundError:
-        raise UserError(f"{path}: file not found") from None
-    except IsADirectoryError:
-        raise UserError(f"{path}: is a directory; give result files") from None
-    try:
-        return data.decode("utf-8"), hashlib.sha256(data).hexdigest()
-    except UnicodeDecodeError:
-        raise UserError(f"{path}: not UTF-8 text (expected JSON or JSON Lines)") from None
 
 
 def parse_text(text: str, source: str) -> list[Run]:
     """All runs in one file's text: one JSON document, a JSON list, or JSON Lines."""
-    records = _records(text, source)
-    return [parse_record(obj, source, where) for where, obj in records]
+    return [parse_record(obj, source, where) for where, obj in _records(text, source)]
 
 
 def _records(text: str, source: str) -> list[tuple[str, dict]]:
     try:
-        doc = json.loads(text)
-    except json.JSONDecodeError as whole_error:
+        doc = loads(text, source, "")
+    except UserError as whole_error:
         lines = [(i + 1, line) for i, line in enumerate(text.splitlines()) if line.strip()]
         if len(lines) < 2:
-            raise UserError(
-                f"{source}: not JSON ({whole_error.msg} at line {whole_error.lineno}); expected "
-                "a vllm bench serve / AIPerf JSON file or SGLang bench_serving JSON Lines"
-            ) from None
-        out = []
-        for number, line in lines:
-            try:
-                obj = json.loads(line)
-            except json.JSONDecodeError as exc:
-                raise UserError(
-                    f"{source}: line {number}: not JSON ({exc.msg}); JSON Lines files hold "
-                    "one result object per line"
-                ) from None
-            out.append((f"line {number}", obj))
-        return [(w, _object(o, source, w)) for w, o in out]
+            raise whole_error from None
+        return [
+            (
+                f"line {n}",
+                expect_object(loads(line, source, f"line {n}", jsonl=True), source, f"line {n}"),
+            )
+            for n, line in lines
+        ]
     if isinstance(doc, list):
-        return [(f"run {i + 1}", _object(o, source, f"run {i + 1}")) for i, o in enumerate(doc)]
-    return [("run 1", _object(doc, source, "the document"))]
-
-
-def _object(obj: Any, source: str, where: str) -> dict:
-    if not isinstance(obj, dict):
-        raise UserError(f"{source}: {where}: expected a JSON object of benchmark results")
-    return obj
+        return [
+            (f"run {i + 1}", expect_object(o, source, f"run {i + 1}")) for i, o in enumerate(doc)
+        ]
+    return [("run 1", expect_object(doc, source, "the document"))]
 
 
 def detect_format(obj: dict) -> str | None:
@@ -156,12 +138,12 @@ def parse_record(obj: dict, source: str, where: str) -> Run:
         obj = {**records, **{k: v for k, v in obj.items() if k != "records"}}  # early AIPerf
     fmt = detect_format(obj)
     if fmt == "aiperf":
-        return _aiperf(obj, _Fields(obj, source, where))
+        return _aiperf(obj, Fields(obj, source, where))
     if fmt == "sglang":
-        return _sglang(obj, _Fields(obj, source, where))
+        return _sglang(obj, Fields(obj, source, where))
     if fmt == "vllm":
-        return _vllm(obj, _Fields(obj, source, where))
-    keys = ", ".join(sorted(obj)[:8]) or "none"
+        return _vllm(obj, Fields(obj, source, where))
+    keys = ", ".join(clip(k, 40) for k in sorted(obj)[:8]) or "none"
     raise UserError(
         f"{source}: {where}: not a recognised benchmark result (keys: {keys}); expected "
         "vllm bench serve --save-result JSON (mean_ttft_ms, model_id, ...), SGLang "
@@ -170,104 +152,48 @@ def parse_record(obj: dict, source: str, where: str) -> Run:
     )
 
 
-class _Fields:
-    """Typed access to one result object; every failure names file, run and field."""
-
-    def __init__(self, obj: dict, source: str, where: str) -> None:
-        self.obj, self.source, self.where = obj, source, where
-
-    def fail(self, field: str, what: str) -> UserError:
-        return UserError(f"{self.source}: {self.where}: field '{field}': {what}")
-
-    def number(self, field: str, *, required: bool = True, positive: bool = False):
-        if field not in self.obj or self.obj[field] is None:
-            if required:
-                raise self.fail(field, "required field is missing")
-            return None
-        value = self.obj[field]
-        if isinstance(value, str) and value.strip().lower() in ("inf", "infinity"):
-            return math.inf
-        if isinstance(value, bool) or not isinstance(value, int | float):
-            raise self.fail(field, f"expected a number, got {value!r:.60}")
-        if math.isnan(value) or value < 0 or (positive and value <= 0):
-            raise self.fail(
-                field,
-                f"expected a {'positive' if positive else 'non-negative'} number, got {value!r}",
-            )
-        return float(value)
-
-    def first(self, *fields: str) -> tuple[float | None, str | None]:
-        for f in fields:
-            v = self.number(f, required=False)
-            if v is not None and v > 0:
-                return v, f
-        return None, None
-
-    def numbers(self, field: str) -> list[float] | None:
-        value = self.obj.get(field)
-        if value is None:
-            return None
-        if not isinstance(value, list) or not all(
-            isinstance(v, int | float) and not isinstance(v, bool) for v in value
-        ):
-            raise self.fail(field, "expected a list of numbers (per-request values)")
-        return [float(v) for v in value]
-
-    def metric(self, name: str, stat: str = "avg", *, required: bool = True):
-        """AIPerf's {"unit": ..., "avg": ...} objects; times converted to milliseconds."""
-        value = self.obj.get(name)
-        if value is None:
-            if required:
-                raise self.fail(name, "required metric is missing")
-            return None
-        if not isinstance(value, dict) or stat not in value:
-            raise self.fail(name, f"expected an object with '{stat}' and 'unit'")
-        x = value[stat]
-        if isinstance(x, bool) or not isinstance(x, int | float) or x < 0:
-            raise self.fail(f"{name}.{stat}", f"expected a non-negative number, got {x!r:.60}")
-        unit = str(value.get("unit", "")).lower()
-        scale = {"s": 1e3, "sec": 1e3, "seconds": 1e3, "us": 1e-3, "ns": 1e-6}.get(unit, 1.0)
-        return float(x) * scale
+def _mean_cv(values: np.ndarray) -> tuple[float, float]:
+    mean = float(values.mean())
+    return mean, (float(values.std()) / mean if mean > 0 else 0.0)
 
 
-def _mean_cv(values: list[float]) -> tuple[float, float]:
-    n = len(values)
-    mean = sum(values) / n
-    var = sum((v - mean) ** 2 for v in values) / n
-    return mean, (math.sqrt(var) / mean if mean > 0 else 0.0)
-
-
-def _concurrency(f: _Fields, field: str = "max_concurrency") -> float | None:
-    value = f.number(field, required=False, positive=True)
+def _concurrency(f: Fields, field: str = "max_concurrency") -> float | None:
+    value = f.number(field, required=False)
     return None if value is None or math.isinf(value) else value
 
 
-def _vllm(obj: dict, f: _Fields) -> Run:
-    completed = f.number("completed", positive=True)
+def _vllm(obj: dict, f: Fields) -> Run:
+    completed = f.number("completed")
     rate = f.number("request_rate", required=False)
-    inputs, outputs = f.numbers("input_lens"), f.numbers("output_lens")
-    ttfts, itls = f.numbers("ttfts"), obj.get("itls")
-    per_request = bool(inputs and outputs and ttfts)
+    inputs, outputs, ttfts = f.numbers("input_lens"), f.numbers("output_lens"), f.numbers("ttfts")
+    per_request = bool(inputs is not None and outputs is not None and ttfts is not None)
+    per_request = per_request and bool(inputs.size and outputs.size and ttfts.size)
     if per_request:
         if not (len(inputs) == len(outputs) == len(ttfts)):
             raise f.fail("ttfts", "input_lens, output_lens and ttfts differ in length")
-        done = [i for i, o in enumerate(outputs) if o > 0]
-        if not done:
+        done = np.flatnonzero(outputs > 0)
+        if not done.size:
             raise f.fail("output_lens", "no request produced output")
-        prompt, cv = _mean_cv([inputs[i] for i in done])
-        output, output_cv = _mean_cv([outputs[i] for i in done])
-        ttft = sum(ttfts[i] for i in done) / len(done) * 1e3
-        tpot, stat = _tpot_from_itls(f, itls, done)
+        prompt, cv = _mean_cv(inputs[done])
+        if prompt < 1:
+            raise f.fail("input_lens", "the requests that produced output had empty prompts")
+        output, output_cv = _mean_cv(outputs[done])
+        ttft = float(ttfts[done].mean()) * 1e3
+        if not LATENCY_MS.lo <= ttft <= LATENCY_MS.hi:
+            raise f.fail("ttfts", f"mean TTFT {ttft:.6g} ms; expected {LATENCY_MS.text()}")
+        tpot, stat = _tpot_from_itls(f, obj.get("itls"), done)
         ttft_stat = "mean"
     else:
-        prompt = f.number("total_input_tokens", positive=True) / completed
-        output = f.number("total_output_tokens", positive=True) / completed
+        prompt = f.mean_per_request("total_input_tokens", f.number("total_input_tokens"), completed)
+        output = f.mean_per_request(
+            "total_output_tokens", f.number("total_output_tokens"), completed
+        )
         cv = output_cv = 0.0
         ttft, key = f.first("mean_ttft_ms", "median_ttft_ms")
         ttft_stat = (key or "mean").split("_")[0]
         tpot, key = f.first("mean_tpot_ms", "mean_itl_ms", "median_tpot_ms", "median_itl_ms")
         stat = _stat_name(key)
-    duration = f.number("duration", required=False, positive=True)
+    duration = f.number("duration", required=False)
     throughput = f.number("output_throughput", required=False)
     if throughput is None and duration:
         throughput = output * completed / duration
@@ -291,20 +217,23 @@ def _vllm(obj: dict, f: _Fields) -> Run:
     )
 
 
-def _tpot_from_itls(f: _Fields, itls: Any, done: list[int]) -> tuple[float | None, str]:
+def _tpot_from_itls(f: Fields, itls: Any, done: np.ndarray) -> tuple[float | None, str]:
     """Mean over requests of each request's mean inter-token gap (vLLM's TPOT)."""
     if itls is None:
         return None, "none"
     if not isinstance(itls, list) or not all(isinstance(x, list) for x in itls):
         raise f.fail("itls", "expected a list of per-request lists of gaps (seconds)")
-    per = []
-    for i in done:
-        gaps = itls[i] if i < len(itls) else []
-        if gaps:
-            if not all(isinstance(g, int | float) and not isinstance(g, bool) for g in gaps):
-                raise f.fail(f"itls[{i}]", "expected numbers (seconds)")
-            per.append(sum(gaps) / len(gaps) * 1e3)
-    return (sum(per) / len(per), "mean TPOT") if per else (None, "none")
+    wanted = [i for i in done.tolist() if i < len(itls) and itls[i]]
+    if not wanted:
+        return None, "none"
+    counts = np.array([len(itls[i]) for i in wanted])
+    gaps = f.numbers("itls", list(itertools.chain.from_iterable(itls[i] for i in wanted)))
+    starts = np.concatenate(([0], np.cumsum(counts)[:-1]))
+    per = np.add.reduceat(gaps, starts) / counts * 1e3
+    tpot = float(per.mean())
+    if not LATENCY_MS.lo <= tpot <= LATENCY_MS.hi:
+        raise f.fail("itls", f"mean TPOT {tpot:.6g} ms; expected {LATENCY_MS.text()}")
+    return tpot, "mean TPOT"
 
 
 def _stat_name(key: str | None) -> str:
@@ -314,17 +243,17 @@ def _stat_name(key: str | None) -> str:
     return f"{stat} {metric.upper()}"
 
 
-def _sglang(obj: dict, f: _Fields) -> Run:
-    completed = f.number("completed", positive=True)
-    prompt = f.number("total_input_tokens", positive=True) / completed
-    output = f.number("total_output_tokens", positive=True) / completed
+def _sglang(obj: dict, f: Fields) -> Run:
+    completed = f.number("completed")
+    prompt = f.mean_per_request("total_input_tokens", f.number("total_input_tokens"), completed)
+    output = f.mean_per_request("total_output_tokens", f.number("total_output_tokens"), completed)
     ratio = f.number("random_range_ratio", required=False)
     cv = 0.0
     if obj.get("dataset_name") == "random" and ratio is not None and ratio < 1:
         # bench_serving draws random lengths uniformly on [ratio x L, L]
         cv = (1 - ratio) / (math.sqrt(3) * (1 + ratio))
     ttft, key = f.first("mean_ttft_ms", "median_ttft_ms")
-    if ttft is None:
+    if ttft is None or key is None:
         raise f.fail("median_ttft_ms", "required field is missing (or mean_ttft_ms)")
     tpot, tkey = f.first("mean_tpot_ms", "mean_itl_ms", "median_tpot_ms", "median_itl_ms")
     rate = f.number("request_rate", required=False)
@@ -348,18 +277,14 @@ def _sglang(obj: dict, f: _Fields) -> Run:
     )
 
 
-def _aiperf(obj: dict, f: _Fields) -> Run:
-    isl = f.obj.get("input_sequence_length")
+def _aiperf(obj: dict, f: Fields) -> Run:
     prompt = f.metric("input_sequence_length")
-    std = isl.get("std") if isinstance(isl, dict) else None
-    cv = float(std) / prompt if isinstance(std, int | float) and prompt > 0 else 0.0
     output = f.metric("output_sequence_length")
-    osl = f.obj.get("output_sequence_length")
-    out_std = osl.get("std") if isinstance(osl, dict) else None
-    output_cv = float(out_std) / output if isinstance(out_std, int | float) and output > 0 else 0.0
+    cv = f.spread("input_sequence_length", prompt)
+    output_cv = f.spread("output_sequence_length", output)
     tpot = f.metric("inter_token_latency", required=False)
     count = f.metric("request_count", required=False)
-    rate, concurrency = _aiperf_load(obj)
+    rate, concurrency = _aiperf_load(obj, f)
     return Run(
         source=f.source,
         where=f.where,
@@ -380,26 +305,28 @@ def _aiperf(obj: dict, f: _Fields) -> Run:
     )
 
 
-def _aiperf_load(obj: dict) -> tuple[float, float | None]:
+def _aiperf_load(obj: dict, f: Fields) -> tuple[float, float | None]:
     """Concurrency or request rate of the profiling phase, where AIPerf/GenAI-Perf record it."""
     config = obj.get("input_config") if isinstance(obj.get("input_config"), dict) else {}
-    candidates: list[dict] = [config]
+    candidates: list[tuple[str, dict]] = [("input_config", config)]
     for key in ("loadgen", "perf_analyzer"):
         if isinstance(config.get(key), dict):
-            candidates.append(config[key])
+            candidates.append((f"input_config.{key}", config[key]))
             stim = config[key].get("stimulus")
             if isinstance(stim, dict):
-                candidates.append(stim)
+                candidates.append((f"input_config.{key}.stimulus", stim))
     phases = config.get("phases")
     if isinstance(phases, list):
         candidates[:0] = [
-            p for p in phases if isinstance(p, dict) and not p.get("exclude_from_results")
+            (f"input_config.phases[{i}]", p)
+            for i, p in enumerate(phases)
+            if isinstance(p, dict) and not p.get("exclude_from_results")
         ]
-    for c in candidates:
-        conc = c.get("concurrency")
-        if isinstance(conc, int | float) and not isinstance(conc, bool) and conc > 0:
-            return math.inf, float(conc)
-        rate = c.get("request_rate")
-        if isinstance(rate, int | float) and not isinstance(rate, bool) and rate > 0:
-            return float(rate), None
+    for where, c in candidates:
+        if c.get("concurrency") is not None:
+            return math.inf, f.check(f"{where}.concurrency", c["concurrency"])
+        if c.get("request_rate") is not None:
+            rate = f.check(f"{where}.request_rate", c["request_rate"])
+            if not math.isinf(rate):
+                return rate, None
     return math.inf, None

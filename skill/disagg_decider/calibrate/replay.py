@@ -43,6 +43,7 @@ from disagg_decider.sim.requests import Requests
 MIN_REQUESTS = 2000  # simulated requests per run, over replicates
 MAX_REQUESTS = 20000  # ... and at most this many, unless two copies of a run need more
 MIN_COPIES = 3  # replicates at least: their spread is one run's scatter
+MIN_REPLICATES = 2  # ... and two for runs so long that three would pass MAX_REQUESTS
 APART_MS = 1e9  # replicates start this far apart (11.6 days): each finds the server empty
 REPLAY_SEED = 16
 
@@ -77,8 +78,9 @@ def replay(target, eff, runs: list[Run], rates_per_s) -> dict[str, np.ndarray]:
 def _requests(run: Run, rate_per_s: float, index: int) -> tuple[Requests, np.ndarray]:
     """The run's requests, replicated; also each request's replicate number."""
     n = max(int(run.requests), 1) if run.requests else 1000
+    n = min(n, MAX_REQUESTS // MIN_REPLICATES)  # a run of a million: its first 10,000 replayed
     copies = max(math.ceil(MIN_REQUESTS / n), MIN_COPIES)
-    copies = max(min(copies, MAX_REQUESTS // n), 2)  # long runs: fewer copies, two at least
+    copies = max(min(copies, MAX_REQUESTS // n), MIN_REPLICATES)  # long runs: fewer copies
     rng = np.random.default_rng([REPLAY_SEED, index])
     total = n * copies
     if math.isinf(rate_per_s):

@@ -1,10 +1,12 @@
 """Request traces: the Azure LLM inference CSV and Mooncake-style JSONL.
 
 Azure (github.com/Azure/AzurePublicDataset): a header `TIMESTAMP,ContextTokens,GeneratedTokens`,
-timestamps as ISO date-times (2023: naive, 2024: with +00:00) or plain seconds. Mooncake
+timestamps as ISO date-times (2023: naive, 2024: with +00:00; both UTC) or plain seconds, read
+by `trace_azure.py`. Mooncake
 (github.com/kvcache-ai/Mooncake, FAST'25 traces): one JSON object per line with `timestamp` (ms),
 `input_length`, `output_length` and optionally `hash_ids`, one hash per 512-token prompt block;
-a block seen before is a prefix-cache hit (an infinite, shared cache, as Mooncake's store).
+a block seen before is a prefix-cache hit (an infinite, shared cache, as Mooncake's store). Its
+fields are JSON numbers: a string such as "512" is refused, not converted.
 
 Every error names the file and line and says what would be valid; the CLI exits with code 2.
 Input is bounded: the file is a regular file of at most `TRACE_MAX_BYTES` (the CLI's
@@ -15,12 +17,9 @@ Input is bounded: the file is a regular file of at most `TRACE_MAX_BYTES` (the C
 
 from __future__ import annotations
 
-import csv
 import json
 import math
-import re
 from dataclasses import dataclass
-from datetime import datetime
 from pathlib import Path
 
 import numpy as np
@@ -33,10 +32,8 @@ MAX_LINE_CHARS = 65_536
 MAX_TIMESTAMP_S = 1e11  # year ~5100 as a Unix time; far beyond any trace
 MAX_HASH_IDS = 20_000  # 10M tokens / 512-token blocks
 
-AZURE_COLUMNS = ("TIMESTAMP", "ContextTokens", "GeneratedTokens")
 MOONCAKE_FIELDS = ("timestamp", "input_length", "output_length")
 MOONCAKE_BLOCK_TOKENS = 512
-_SUBMICRO = re.compile(r"(\.\d{6})\d+")  # datetime takes at most microseconds
 
 
 @dataclass(frozen=True)
@@ -56,92 +53,32 @@ class Trace:
 def load(path: Path, max_bytes: int = TRACE_MAX_BYTES) -> Trace:
     what = "a trace file (Azure CSV or Mooncake JSONL)"
     text = read_text(path, what=what, max_bytes=max_bytes)
-    first = next((line.strip() for line in text.splitlines() if line.strip()), "")
+    lines = text.splitlines()
+    del text
+    first = next((line.strip() for line in lines if line.strip()), "")
     if not first:
         raise UserError(f"{path}: the trace is empty")
-    for line_no, line in enumerate(text.splitlines(), start=1):
-        if len(line) > MAX_LINE_CHARS:
-            raise UserError(
-                f"{path} line {line_no}: {len(line):,} characters; a trace line has at most "
-                f"{MAX_LINE_CHARS:,}"
-            )
+    if max(map(len, lines)) > MAX_LINE_CHARS:
+        line_no = next(i for i, line in enumerate(lines, 1) if len(line) > MAX_LINE_CHARS)
+        raise UserError(
+            f"{path} line {line_no}: {len(lines[line_no - 1]):,} characters; a trace line has "
+            f"at most {MAX_LINE_CHARS:,}"
+        )
     if path.suffix.lower() in (".jsonl", ".json") or first.startswith("{"):
-        return _mooncake(text, str(path))
-    return _azure(text, str(path))
+        return _mooncake(lines, str(path))
+    from disagg_decider.sim.trace_azure import read_azure  # it uses the checks below
 
-
-# --- Azure CSV ---------------------------------------------------------------------------------
-
-
-def _azure(text: str, source: str) -> Trace:
-    try:
-        return _azure_rows(text, source)
-    except csv.Error as exc:
-        raise UserError(f"{source}: not a readable CSV ({exc})") from None
-
-
-def _azure_rows(text: str, source: str) -> Trace:
-    rows = csv.reader(text.splitlines())
-    header = next(rows)
-    names = {name.strip().lower(): i for i, name in enumerate(header)}
-    missing = [c for c in AZURE_COLUMNS if c.lower() not in names]
-    if missing:
-        raise UserError(
-            f"{source} line 1: missing column(s) {', '.join(missing)}; an Azure trace starts "
-            f"with the header {','.join(AZURE_COLUMNS)} (a Mooncake trace is JSON lines)"
-        )
-    it, ip, io = (names[c.lower()] for c in AZURE_COLUMNS)
-    times, prompts, outputs = [], [], []
-    for line_no, row in enumerate(rows, start=2):
-        if not row or not any(cell.strip() for cell in row):
-            continue
-        if len(row) <= max(it, ip, io):
-            raise UserError(
-                f"{source} line {line_no}: {len(row)} field(s), expected {len(header)} "
-                f"({excerpt(','.join(header))})"
-            )
-        times.append(_azure_time(row[it], source, line_no))
-        prompts.append(_tokens(row[ip], "ContextTokens", source, line_no))
-        outputs.append(_tokens(row[io], "GeneratedTokens", source, line_no))
-        _check_order(times, source, line_no)
-    return _build(source, "azure", times, prompts, outputs, [0] * len(times))
-
-
-def _azure_time(cell: str, source: str, line_no: int) -> float:
-    """Seconds: an ISO date-time (Azure writes 7 fractional digits) or a plain number."""
-    value = cell.strip()
-    try:
-        seconds = float(value)
-    except ValueError:
-        seconds = None
-    if seconds is not None:
-        return _timestamp(seconds, value, "TIMESTAMP", source, line_no)
-    try:
-        return datetime.fromisoformat(_SUBMICRO.sub(r"\1", value[:64])).timestamp()
-    except (ValueError, OverflowError, OSError):
-        raise UserError(
-            f"{source} line {line_no}: TIMESTAMP {excerpt(value)} is neither a date-time "
-            "(2023-11-16 18:15:46.680590) nor a number of seconds"
-        ) from None
-
-
-def _timestamp(seconds: float, raw, field: str, source: str, line_no: int) -> float:
-    if not math.isfinite(seconds) or abs(seconds) > MAX_TIMESTAMP_S:
-        raise UserError(
-            f"{source} line {line_no}: {field} {excerpt(raw)} is not a time within "
-            f"{MAX_TIMESTAMP_S:g} s of the epoch"
-        )
-    return seconds
+    return read_azure(lines, str(path))
 
 
 # --- Mooncake JSONL ----------------------------------------------------------------------------
 
 
-def _mooncake(text: str, source: str) -> Trace:
+def _mooncake(lines: list[str], source: str) -> Trace:
     times, prompts, outputs, cached = [], [], [], []
     seen_blocks: set = set()
     hashed = False
-    for line_no, line in enumerate(text.splitlines(), start=1):
+    for line_no, line in enumerate(lines, start=1):
         if not line.strip():
             continue
         record = _json_line(line, source, line_no)
@@ -153,6 +90,8 @@ def _mooncake(text: str, source: str) -> Trace:
                 f"{source} line {line_no}: missing field(s) {', '.join(missing)}; each line of a "
                 f"Mooncake trace needs {', '.join(MOONCAKE_FIELDS)} (timestamp in ms)"
             )
+        for field in MOONCAKE_FIELDS:
+            _json_number(record[field], field, source, line_no)
         ms = _number(record["timestamp"], "timestamp", source, line_no)
         times.append(_timestamp(ms / 1e3, record["timestamp"], "timestamp", source, line_no))
         prompt = _tokens(record["input_length"], "input_length", source, line_no)
@@ -189,6 +128,15 @@ def _json_line(line: str, source: str, line_no: int):
             f"{source} line {line_no}: unsupported JSON value {excerpt(str(exc))} (NaN and "
             "Infinity are not numbers)"
         ) from None
+
+
+def _json_number(value, field: str, source: str, line_no: int) -> None:
+    """Mooncake fields are JSON numbers: a string ("512") is refused, not converted."""
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise UserError(
+            f"{source} line {line_no}: {field} {excerpt(value)} is not a JSON number; a Mooncake "
+            f"trace writes {', '.join(MOONCAKE_FIELDS)} as numbers"
+        )
 
 
 def _hash_ids(value, source: str, line_no: int) -> list | None:
@@ -228,10 +176,19 @@ def _prefix_hit(hashes, prompt: int, seen: set) -> int:
 # --- shared checks -----------------------------------------------------------------------------
 
 
+def _timestamp(seconds: float, raw, field: str, source: str, line_no: int) -> float:
+    if not math.isfinite(seconds) or abs(seconds) > MAX_TIMESTAMP_S:
+        raise UserError(
+            f"{source} line {line_no}: {field} {excerpt(raw)} is not a time within "
+            f"{MAX_TIMESTAMP_S:g} s of the epoch"
+        )
+    return seconds
+
+
 def _number(value, field: str, source: str, line_no: int) -> float:
     try:
         x = float(value)
-    except (TypeError, ValueError):
+    except (TypeError, ValueError, OverflowError):  # OverflowError: a 400-digit integer
         x = math.nan
     if isinstance(value, bool) or not math.isfinite(x):
         raise UserError(f"{source} line {line_no}: {field} {excerpt(value)} is not a number")
@@ -259,7 +216,7 @@ def _check_order(times: list[float], source: str, line_no: int) -> None:
 
 
 def _build(source, kind, times, prompts, outputs, cached, hashed: bool = False) -> Trace:
-    if not times:
+    if not len(times):
         raise UserError(f"{source}: the trace has a header but no requests")
     t = np.asarray(times, dtype=float)
     return Trace(
