@@ -71,17 +71,19 @@ PING_BOUND_S = 5.0  # 5x the 1 s goal for a ping under another client's load
 HANG_S = 120  # far above any answer: only a hang reaches it
 
 
-def stop(proc: subprocess.Popen) -> float:
-    """SIGTERM, and the seconds until the process was gone (inf past `STOP_BOUND_S`)."""
-    start_s = time.monotonic()
+def stop(proc: subprocess.Popen) -> bool:
+    """SIGTERM; whether the process was gone before the `STOP_BOUND_S` timeout (else killed).
+
+    A timeout, not a measured time: only a server that waits for its calls reaches it; the
+    measured figure is `benchmarks/mcp_http_load.py`'s."""
     proc.send_signal(signal.SIGTERM)
     try:
         proc.wait(timeout=STOP_BOUND_S)
     except subprocess.TimeoutExpired:
         proc.kill()
         proc.wait()
-        return float("inf")
-    return time.monotonic() - start_s
+        return False
+    return True
 
 
 @pytest.fixture(scope="module")
@@ -213,20 +215,17 @@ def test_bad_calls_do_not_stall_other_requests_and_sigterm_stops_the_server():
             for _ in range(20):
                 tg.start_soon(one)
             await anyio.sleep(0.05)
-            start_s = time.monotonic()
-            await client.list_tools()  # the liveness probe: answered while the bad calls run
-            ping_s = time.monotonic() - start_s
+            with anyio.fail_after(PING_BOUND_S):  # the liveness probe, while the bad calls run
+                await client.list_tools()
         assert len(results) == 20 and all(r.is_error for r in results)
         assert all("traffic.prompt_tokens.p99" in r.content[0].text for r in results)
-        return ping_s
 
     try:
-        ping_s = anyio.run(hammer)
-        assert ping_s < PING_BOUND_S
+        anyio.run(hammer)
     finally:
-        seconds = stop(proc)
+        stopped = stop(proc)
         slowloris.close()
-    assert seconds < STOP_BOUND_S
+    assert stopped
     stderr = proc.stderr.read()
     assert "Traceback" not in stderr
     lines = [line for line in stderr.splitlines() if "refused" in line]
@@ -362,20 +361,18 @@ def test_one_clients_burst_does_not_starve_another_clients_ping_or_call():
             async with Client(url, mode="legacy") as other:
                 while len(mcp_flood_sessions(proc)) < 2 and flooder.poll() is None:
                     await anyio.sleep(0.2)  # the burst is in (a worker is computing it)
-                start_s = time.monotonic()
-                await other.send_ping()
-                ping_s = time.monotonic() - start_s
+                with anyio.fail_after(PING_BOUND_S):  # behind another client's burst
+                    await other.send_ping()
                 answer = await other.call_tool("decide_disaggregation", {"workload": COSTLESS})
-        return ping_s, answer.is_error
+        return answer.is_error
 
     try:
-        ping_s, is_error = anyio.run(ping_then_call)
+        is_error = anyio.run(ping_then_call)
     finally:
         flooder.kill()
         flooder.wait()
         stop(proc)
     assert not is_error
-    assert ping_s < PING_BOUND_S, f"ping answered after {ping_s:.1f} s behind another's burst"
 
 
 COSTLESS = workload_data()
@@ -395,11 +392,11 @@ def test_sigterm_with_two_calls_in_flight_stops_the_server_and_its_workers():
     port = free_port()
     proc = start("127.0.0.1", port)
     url = f"http://127.0.0.1:{port}/mcp"
-    seconds = float("inf")
+    stopped = False
     workers: set[int] = set()
 
     async def two_calls_then_sigterm() -> None:
-        nonlocal seconds, workers
+        nonlocal stopped, workers
         async with anyio.create_task_group() as tg:
             for source in ("127.0.0.1", second_loopback_address()):
 
@@ -414,7 +411,7 @@ def test_sigterm_with_two_calls_in_flight_stops_the_server_and_its_workers():
                     await anyio.sleep(0.1)
             await anyio.sleep(0.5)
             workers = descendants(proc.pid)
-            seconds = await anyio.to_thread.run_sync(stop, proc)
+            stopped = await anyio.to_thread.run_sync(stop, proc)
             tg.cancel_scope.cancel()
 
     try:
@@ -422,7 +419,7 @@ def test_sigterm_with_two_calls_in_flight_stops_the_server_and_its_workers():
     finally:
         if proc.poll() is None:
             proc.kill()
-    assert seconds < STOP_BOUND_S, "the server waited for its calls"
+    assert stopped, "the server waited for its calls"
     deadline = time.monotonic() + STOP_BOUND_S
     while any(alive(pid) for pid in workers) and time.monotonic() < deadline:
         time.sleep(0.1)

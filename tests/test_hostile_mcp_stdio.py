@@ -552,15 +552,16 @@ def test_500_pipelined_calls_do_not_delay_a_ping_past_a_generous_bound():
         )
         proc.stdin.write(burst)
         proc.stdin.flush()
-        sent = time.monotonic()
+        ping_timeout = threading.Timer(PING_BOUND_S, proc.kill)  # unanswered by then: killed
+        ping_timeout.start()
         _rpc(proc, {"jsonrpc": "2.0", "id": 9999, "method": "ping"})
-        assert _replies(proc, {9999})[9999]["result"] == {}
-        ping_s = time.monotonic() - sent
+        answered = _replies(proc, {9999})  # raises "server closed stdout" once killed
+        ping_timeout.cancel()
+        assert answered[9999]["result"] == {}
     finally:
         watchdog.cancel()
         proc.kill()
         proc.wait()
-    assert ping_s < PING_BOUND_S, f"ping answered after {ping_s:.1f} s behind 500 calls"
 
 
 @pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="needs Linux /proc")
