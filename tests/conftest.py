@@ -32,6 +32,21 @@ LLAMA_8B_CONFIG = {
 }
 
 
+# The fewest fields a workload needs: every default left to the verdict (tests of assumptions,
+# labels and limits start from it).
+MINIMAL_WORKLOAD = {
+    "name": "minimal",
+    "model": "llama-3.1-8b",
+    "traffic": {
+        "prompt_tokens": {"p50": 2000, "p99": 6000},
+        "output_tokens": {"p50": 300, "p99": 900},
+        "requests_per_second": 5,
+    },
+    "slo": {"ttft_ms": 1000, "tpot_ms": 40},
+    "cluster": {"gpu": "h100", "gpus": 8},
+}
+
+
 def run_cli(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess:
     """`decide ...` in a fresh process, importing this checkout's code."""
     env = {**os.environ, "PYTHONPATH": str(ROOT / "skill")}

@@ -16,19 +16,9 @@ from disagg_decider import catalog
 from disagg_decider.assumptions import DEFAULTS, assumed
 from disagg_decider.decide import decide
 from disagg_decider.workload import Workload
-from tests.conftest import RAG_EXAMPLE, ROOT, edited_example, run_cli
+from tests.conftest import MINIMAL_WORKLOAD, RAG_EXAMPLE, ROOT, edited_example, run_cli
 
-MINIMAL = {
-    "name": "minimal",
-    "model": "llama-3.1-8b",
-    "traffic": {
-        "prompt_tokens": {"p50": 2000, "p99": 6000},
-        "output_tokens": {"p50": 300, "p99": 900},
-        "requests_per_second": 5,
-    },
-    "slo": {"ttft_ms": 1000, "tpot_ms": 40},
-    "cluster": {"gpu": "h100", "gpus": 8},
-}
+MINIMAL = MINIMAL_WORKLOAD
 
 
 def _fields(data: dict) -> set[str]:

@@ -5,15 +5,12 @@ from __future__ import annotations
 
 from disagg_decider.decide import decide
 from disagg_decider.workload import Workload
+from tests.conftest import MINIMAL_WORKLOAD
 
 NOTHING_FITS = {
+    **MINIMAL_WORKLOAD,
     "name": "405b-on-two-h100",
     "model": "llama-3.1-405b",
-    "traffic": {
-        "prompt_tokens": {"p50": 2000, "p99": 6000},
-        "output_tokens": {"p50": 300, "p99": 900},
-        "requests_per_second": 1,
-    },
     "slo": {"ttft_ms": 2000, "tpot_ms": 50},
     "cluster": {"gpu": "h100", "gpus": 2},
 }
