@@ -312,12 +312,12 @@ def summarize(
                 f"below){_orchestrator_veto(outcome)}; always-disaggregated would be "
                 f"{_split_layout(d)}; {numbers}."
             )
-            if outcome.decision == "llm-d" and conditional_fits_cluster(r, a):
-                return f"{text} {layout_sentence(a.conditional, a.crossover_prompt_tokens)}"
         else:
             text = f"Disaggregate with {name}: {_split_layout(d)}; {numbers}."
     text += " " + layout_sentence(a.conditional, a.crossover_prompt_tokens, split=not colocate)
-    if not chosen.fits_cluster:
+    # llm-d runs the conditional pools: the always-split's shortfall is not the plan's.
+    plan_fits = outcome.decision == "llm-d" and conditional_fits_cluster(r, a)
+    if not chosen.fits_cluster and not plan_fits:
         text += f" Short of GPUs: {_limits_text(a, chosen.mode)}."
     if a.interactivity_band is not None or band_swept:
         text += " " + band_sentence(a.interactivity_band, 1e3 / r.workload.slo.tpot_ms)
