@@ -125,9 +125,8 @@ def conditional_fits_cluster(r: Resolved, a: Analysis) -> bool:
     k = a.conditional
     if k is None or not k.feasible or k.layout != "conditional":
         return False
-    gpus = k.prefill_replicas * (k.prefill_tp or 0) + k.decode_replicas * k.decode_tp
     w = r.workload
-    return gpus <= w.cluster.gpus and k.max_rate_per_s >= w.traffic.requests_per_second
+    return k.gpus <= w.cluster.gpus and k.max_rate_per_s >= w.traffic.requests_per_second
 
 
 def _gpus_saved_by_split(a: Analysis) -> int | None:

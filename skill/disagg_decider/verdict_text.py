@@ -204,7 +204,7 @@ def conditional_cells(v: Verdict) -> list[str]:
     k = v.conditional
     ok = k.feasible
     if k.layout == "conditional":
-        gpus = f"{k.prefill_replicas * (k.prefill_tp or 0) + k.decode_replicas * k.decode_tp}"
+        gpus = str(k.gpus)
     else:  # the search chose a mode: its column has the figures
         gpus = "as " + ("colocated" if k.layout == "colocated" else "disaggregated")
     return [

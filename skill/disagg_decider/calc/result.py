@@ -101,6 +101,13 @@ class ConditionalResult(_Out):
     gain_over_disaggregated: float | None
     curve: list[ThresholdPoint]
 
+    @property
+    def gpus(self) -> int:
+        """GPUs its pools take (plain TP replicas; no prefill pool where it has none)."""
+        return (
+            self.prefill_replicas * (self.prefill_tp or 0) + self.decode_replicas * self.decode_tp
+        )
+
 
 class Limit(_Out):
     """What stops a mode (or both) from serving the workload as asked, in words a user acts on.

@@ -195,4 +195,4 @@ def _conditional_gpus(k) -> int | str:
     """GPUs the conditional layout's pools use (plain TP replicas)."""
     if k is None or k.layout != "conditional":
         return "as " + ("colocated" if k is None or k.layout == "colocated" else "disaggregated")
-    return k.prefill_replicas * (k.prefill_tp or 0) + k.decode_replicas * k.decode_tp
+    return k.gpus
