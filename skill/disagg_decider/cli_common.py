@@ -9,10 +9,19 @@ from __future__ import annotations
 import io
 import sys
 from collections.abc import Callable
+from enum import StrEnum
 from pathlib import Path
 from typing import Any
 
 from disagg_decider.errors import UserError, excerpt
+
+
+class ReportFormat(StrEnum):
+    """`--format` of the commands that print a table, a JSON document or a markdown section."""
+
+    text = "text"
+    json = "json"
+    markdown = "markdown"
 
 
 def out():

@@ -9,14 +9,8 @@ from typing import Annotated
 
 import typer
 
-from disagg_decider.cli_common import parse_sets, write_output
+from disagg_decider.cli_common import ReportFormat, parse_sets, write_output
 from disagg_decider.errors import UserError
-
-
-class FrontierFormat(StrEnum):
-    text = "text"
-    json = "json"
-    markdown = "markdown"
 
 
 class BasisChoice(StrEnum):
@@ -55,8 +49,8 @@ def frontier_command(
         float, typer.Option("--ttft-high", help="--map: highest p99 TTFT target, ms.")
     ] = 5000.0,
     fmt: Annotated[
-        FrontierFormat, typer.Option("--format", "-f", help="text (default), json or markdown.")
-    ] = FrontierFormat.text,
+        ReportFormat, typer.Option("--format", "-f", help="text (default), json or markdown.")
+    ] = ReportFormat.text,
     plot: Annotated[
         Path | None,
         typer.Option(
@@ -124,12 +118,12 @@ def frontier_command(
         from disagg_decider.frontier_plot import write_frontier_png
 
         _write_png(plot, force, lambda tmp: write_frontier_png(f, tmp))
-    if fmt is FrontierFormat.json:
+    if fmt is ReportFormat.json:
         text = json.dumps(f.model_dump(mode="json"), indent=2, allow_nan=False)
     else:
         from disagg_decider.frontier_text import frontier_markdown, frontier_text
 
-        text = frontier_markdown(f) if fmt is FrontierFormat.markdown else frontier_text(f)
+        text = frontier_markdown(f) if fmt is ReportFormat.markdown else frontier_text(f)
     write_output(text, out_file, force)
 
 
@@ -142,10 +136,10 @@ def _emit_map(w, base_dir, sweep, ttft_low, ttft_high, options, fmt, plot, out_f
         from disagg_decider.frontier_plot import write_map_png
 
         _write_png(plot, force, lambda tmp: write_map_png(m, tmp))
-    if fmt is FrontierFormat.json:
+    if fmt is ReportFormat.json:
         text = json.dumps(m.model_dump(mode="json"), indent=2, allow_nan=False)
     else:
-        text = map_text(m, markdown=fmt is FrontierFormat.markdown)
+        text = map_text(m, markdown=fmt is ReportFormat.markdown)
     write_output(text, out_file, force)
 
 

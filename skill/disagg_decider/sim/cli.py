@@ -15,6 +15,7 @@ from typing import Annotated
 
 import typer
 
+from disagg_decider.cli_common import ReportFormat
 from disagg_decider.errors import UserError
 from disagg_decider.sim.cli_conditional import (
     BusyOpt,
@@ -35,12 +36,6 @@ from disagg_decider.sim.cli_trace import trace_summarize
 class OutFormat(StrEnum):
     text = "text"
     json = "json"
-
-
-class SweepFormat(StrEnum):
-    text = "text"
-    json = "json"
-    markdown = "markdown"
 
 
 class RouterChoice(StrEnum):
@@ -376,9 +371,9 @@ def sweep(
     router_policy: RouterPolicyOpt = RouterPolicy.isl_bounding,
     prefill_busy_threshold: BusyOpt = 1.0,
     fmt: Annotated[
-        SweepFormat,
+        ReportFormat,
         typer.Option("--format", "-f", help="text, json or markdown (table + mermaid chart)."),
-    ] = SweepFormat.text,
+    ] = ReportFormat.text,
     quiet: QuietOpt = False,
     jobs: JobsOpt = None,
 ) -> None:
@@ -428,9 +423,9 @@ def sweep(
 
         write_with(plot, lambda tmp: sweeps.write_plot(result, tmp), force, "--plot")
         print(f"wrote {plot}", file=sys.stderr)
-    if fmt is SweepFormat.json:
+    if fmt is ReportFormat.json:
         _dump(result.as_dict())
-    elif fmt is SweepFormat.markdown:
+    elif fmt is ReportFormat.markdown:
         sys.stdout.write(sweeps.markdown(result))
     else:
         sys.stdout.write(sweeps.text(result))
