@@ -126,6 +126,9 @@ def test_split_summary_says_which_layout_its_pools_belong_to() -> None:
     v = decide(load_workload(RAG_EXAMPLE), base_dir=RAG_EXAMPLE.parent)
     assert v.disaggregate and v.layout == "conditional"
     d = v.disaggregated
-    assert "routing by prompt length (the conditional layout below)" in v.summary
-    assert "always-disaggregated would be prefill" in v.summary
-    assert f"decode {d.decode_layout} x {d.decode_replicas}" in v.summary
+    plan, rest = v.summary.split(". Why:")
+    assert f"routing prompts above {v.conditional.threshold_tokens:,} uncached tokens" in plan
+    assert (
+        f"always-disaggregated {d.prefill_replicas} prefill x {d.prefill_layout} + "
+        f"{d.decode_replicas} decode x {d.decode_layout}" in rest.split("Alternatives: ")[1]
+    )

@@ -111,29 +111,30 @@ def test_cold_mix_on_dynamo_presents_the_always_split_pools_and_says_why() -> No
     assert "DSG018" in _ids(v) and "ORC009" not in _ids(v)  # gain 1.17x < conditional_margin
     d = v.disaggregated
     assert v.summary.startswith(
-        f"Disaggregate with NVIDIA Dynamo, always-disaggregated: prefill {d.prefill_layout} x "
-        f"{d.prefill_replicas} + decode {d.decode_layout} x {d.decode_replicas}"
+        f"Deploy on NVIDIA Dynamo: {d.prefill_replicas} prefill x {d.prefill_layout} + "
+        f"{d.decode_replicas} decode x {d.decode_layout} ({d.gpus} GPUs), every request"
     )
     assert "nothing cached" in v.summary and "prefix-based-pd-decider" in v.summary
-    assert "routing by prompt length" not in v.summary
+    assert "routing prompts above" not in v.summary.split(". Why:")[0]
 
 
 def test_warm_mix_on_dynamo_keeps_the_conditional_plan() -> None:
     _, v = verdict(0.3)
     assert v.decision == "dynamo" and "DSG018" not in _ids(v)
-    assert "routing by prompt length (the conditional layout below)" in v.summary
+    assert "routing prompts above" in v.summary.split(". Why:")[0]
 
 
 def test_orc009_moves_a_material_gain_to_llm_d_unless_the_team_wants_dynamo() -> None:
     _, free = verdict(0.0, margin=1.05)  # the layout's 1.17x gain now counts as material
     assert "ORC009" in _ids(free) and free.decision == "llm-d"
     assert free.scores["llm-d"] == 1.0 and free.scores["dynamo"] == 0.0
-    assert "routing by prompt length" in free.summary  # llm-d runs the conditional layout
+    assert "routing prompts above" in free.summary.split(". Why:")[0]  # llm-d: conditional
     _, managed = verdict(0.0, pref="managed-stack", margin=1.05)
     assert managed.decision == "dynamo" and managed.dynamo_layout == "disaggregated"
     _, bare = verdict(0.0, kubernetes=False, margin=1.05)
     assert bare.decision == "dynamo"  # ORC008: llm-d needs Kubernetes
-    assert bare.summary.startswith("Disaggregate with NVIDIA Dynamo, always-disaggregated")
+    assert bare.summary.startswith("Deploy on NVIDIA Dynamo: ")
+    assert "every request prefilled on the prefill pool" in bare.summary.split(". Why:")[0]
     # the conditional figures are the calculator's, whoever runs them
     assert managed.conditional == free.conditional
 

@@ -11,6 +11,7 @@ import pytest
 from disagg_decider.calc.compare import gain_curve
 from disagg_decider.decide import decide
 from disagg_decider.deploy.routing import dynamo_needs_always_split
+from disagg_decider.plan_text import for_workload_file
 from disagg_decider.render.report import chart_prompt_grid, render_report
 from disagg_decider.render.text import tokens_label
 from disagg_decider.workload import load_workload, parse_workload, resolve
@@ -30,7 +31,9 @@ SECTIONS = (
 
 def _report(path: Path) -> tuple[str, object, object]:
     workload = load_workload(path)
-    verdict = decide(workload, base_dir=path.parent)
+    # the next steps name the file as a user in the repository root would (no absolute path)
+    shown = path.relative_to(ROOT) if path.is_relative_to(ROOT) else path
+    verdict = for_workload_file(decide(workload, base_dir=path.parent), str(shown))
     resolved = resolve(workload, path.parent)
     return render_report(verdict, resolved), verdict, resolved
 
@@ -91,7 +94,16 @@ def test_numbers_table_is_the_verdict(example) -> None:
             assert rows["GPUs used"][2] == f"as {k.layout}"
     assert _num(rows["goodput (req/s per GPU)"][0]) == pytest.approx(c.goodput_per_gpu, abs=6e-4)
     assert _num(rows["goodput (req/s per GPU)"][1]) == pytest.approx(d.goodput_per_gpu, abs=6e-4)
-    assert _num(rows["cost per year"][1]) == pytest.approx(d.cost_per_year_usd, abs=1)
+    # a cost only where the layout carries the rate (a capped one would read cheaper)
+    for idx, mode in enumerate((c, d)):
+        if mode.feasible and mode.fits_cluster:
+            assert _num(rows["cost per year"][idx]) == pytest.approx(mode.cost_per_year_usd, abs=1)
+        else:
+            assert rows["cost per year"][idx] == rows["cost per million tokens"][idx] == "-"
+    priced = {p.layout: p for p in [verdict.plan, *verdict.alternatives] if p is not None}
+    if k is not None and "conditional" in priced and priced["conditional"].carries_rate:
+        cost = priced["conditional"].cost_per_year_usd
+        assert _num(rows["cost per year"][2]) == pytest.approx(cost, abs=1)
     for key, mode in (("TTFT p99 (ms)", c), ("TTFT p99 (ms)", d)):
         idx = 0 if mode is c else 1
         if mode.ttft_p99_ms is None:
@@ -227,7 +239,7 @@ def test_injected_name_cannot_break_tables_or_add_front_matter() -> None:
 
 def test_cli_markdown_is_the_report() -> None:
     path = ROOT / "examples/k8s-native-shop-llm-d.yaml"
-    done = run_cli("--workload", str(path), "--format", "markdown")
+    done = run_cli("--workload", "examples/k8s-native-shop-llm-d.yaml", "--format", "markdown")
     assert done.returncode == 0, done.stderr
     assert done.stdout == _report(path)[0]
 

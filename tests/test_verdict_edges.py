@@ -107,7 +107,9 @@ def test_a_rate_beyond_the_cluster_says_how_many_gpus_it_needs() -> None:
     assert f"needs {c.gpus_needed_for_rate} GPUs colocated, the cluster has 16" in rate["colocated"]
     assert f"needs {d.gpus_needed_for_rate} GPUs disaggregated" in rate["disaggregated"]
     assert v.feasible  # the chosen layout meets the targets at some rate; the cluster is short
-    assert "Short of GPUs" in v.summary
+    plan = v.summary.split(". Why:")[0]  # the first sentence says the plan falls short
+    assert v.plan.layout == "conditional" and not v.plan.carries_rate
+    assert f"serves at most {v.plan.max_rate_per_s:.2f} of the 30 req/s" in plan
 
 
 def test_a_rate_beyond_the_cluster_in_the_text_table(tmp_path: Path) -> None:
@@ -168,7 +170,8 @@ def test_only_the_split_carries_the_rate() -> None:
     assert v.decision == "dynamo" and "DSG013" in {f.id for f in v.fired_rules}
     # A colocate veto still wins (the team cannot run two pools), and says the cluster is short.
     low = decide(rag(**{"ops.maturity": "low"}))
-    assert low.decision == "colocate" and "Short of GPUs" in low.summary
+    assert low.decision == "colocate"
+    assert "does not fit: it needs 48 GPUs" in low.summary.split(". Why:")[0]
 
 
 def test_a_split_that_saves_no_gpus_at_the_rate_is_not_chosen() -> None:

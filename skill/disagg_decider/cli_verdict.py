@@ -52,6 +52,9 @@ def emit_verdict(
         overrides=parse_sets(sets or []),
         calibration=calibration,
     )
+    from disagg_decider.plan_text import for_workload_file
+
+    verdict = for_workload_file(verdict, str(workload))
     if fmt == "json":
         write_output(verdict_json(verdict), out_file, force)
     elif fmt == "markdown":

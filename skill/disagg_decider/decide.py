@@ -19,7 +19,19 @@ from disagg_decider.interactivity import (
     on_basis,
 )
 from disagg_decider.layout_text import layout_sentence
-from disagg_decider.metrics import conditional_fits_cluster, metric_values
+from disagg_decider.metrics import metric_values
+from disagg_decider.plan import Plan, plans, price_inputs
+from disagg_decider.plan_text import (
+    alternative_text,
+    alternatives_sentence,
+    carrying_alternative,
+    close_call_sentence,
+    cost_text,
+    layout_name,
+    next_steps,
+    plan_sentence,
+    step_inputs,
+)
 from disagg_decider.rules import engine
 from disagg_decider.rules.loader import LoadedRulebook, apply_overrides, load_files, with_extra
 from disagg_decider.verdict import Metrics, PricedDtypes, Sizing, Verdict
@@ -140,20 +152,14 @@ def _verdict(
         # ("disaggregated", threshold 0), which reads as a plan.
         layout, on_dynamo, threshold = "none", "none", None
     step_source = _step_source(resolved, analysis.warnings)
-    return Verdict(
+    verdict = Verdict(
         workload=workload.name,
         model=resolved.model.id,
         gpu=resolved.gpu.id,
         decision=outcome.decision,
         disaggregate=outcome.decision != "colocate",
         feasible=chosen.feasible,
-        summary=summarize(
-            resolved,
-            analysis,
-            outcome,
-            cold if on_dynamo != layout else None,
-            band_swept=curve is not None,
-        ),
+        summary="",
         fired_rules=outcome.fired,
         scores=outcome.scores,
         metrics=_metrics(analysis, cold),
@@ -176,6 +182,20 @@ def _verdict(
         interactivity_band=analysis.interactivity_band,
         **{"warnings": analysis.warnings, **step_source},
     )
+    plan, alternatives = plans(verdict, price_inputs(resolved))
+    verdict = verdict.model_copy(update={"plan": plan, "alternatives": alternatives})
+    summary = summarize(
+        resolved,
+        analysis,
+        outcome,
+        cold if on_dynamo != layout else None,
+        band_swept=curve is not None,
+        plan=plan,
+        alternatives=alternatives,
+        close_call=close_call_sentence(verdict),
+    )
+    steps = next_steps(verdict, step_inputs(resolved))
+    return verdict.model_copy(update={"summary": summary, "next_steps": steps})
 
 
 def _step_source(resolved: Resolved, warnings: list[str]) -> dict[str, Any]:
@@ -263,73 +283,85 @@ def summarize(
     outcome: engine.Outcome,
     dynamo_cold_share: float | None = None,
     band_swept: bool = False,
+    *,
+    plan: Plan | None = None,
+    alternatives: Sequence[Plan] = (),
+    close_call: str | None = None,
 ) -> str:
-    """One paragraph a reviewer can paste: the call, the deciding reason, the key numbers.
+    """One paragraph a reviewer can paste, in the order a platform engineer acts on it: what to
+    deploy and its cost (`plan`), then why (the rules and the labelled numbers), where a
+    close call is flagged (`close_call`, the confidence block's sentence), then the other
+    layouts with a cost only where they carry the rate, then what limits the plan.
 
-    When the chosen layout cannot meet the targets the paragraph starts by saying so and what
-    limits it; a layout is never presented as a plan unless it meets both p99 targets.
-    `band_swept` (the TPOT targets were swept) adds where the target sits against the
-    `interactivity_band`, or that the split wins nowhere on the sweep.
-    `dynamo_cold_share` (set when Dynamo's router cannot run the conditional layout: that share
-    of requests would be kept local with nothing cached) makes Dynamo's plan the always-split
-    pools, and says why.
+    With nothing feasible the paragraph says no plan carries the rate and the first limit.
+    `band_swept` adds where the TPOT target sits against the `interactivity_band`.
+    `dynamo_cold_share` (set when Dynamo's router cannot run the conditional layout) says why
+    Dynamo's plan is the always-split pools.
     """
     c, d = a.colocated, a.disaggregated
+    w = r.workload
+    rate, cluster = w.traffic.requests_per_second, w.cluster.gpus
     if not c.feasible and not d.feasible:
-        return f"No layout meets the targets: {_limits_text(a, None)}. Nothing to deploy as is."
+        first, *rest = [x.detail for x in a.limits] or ["none meets the p99 targets"]
+        more = f" Limits: {'; '.join(rest)}." if rest else ""
+        return f"No layout meets the targets: {first}. No plan carries the rate.{more}"
     colocate = outcome.decision == "colocate"
-    chosen = c if colocate else d
     numbers = (
         f"goodput split {_goodput(d)} vs colocated {_goodput(c)} req/s per GPU "
         f"(gain {_gain_text(a)}); "
         f"KV transfer {a.kv_transfer_ms:.1f} ms per request "
         f"({a.kv_bytes_per_request / 1e6:.0f} MB over {a.kv_transfer_path})"
     )
-    if colocate:
-        why = _why_colocated(outcome)
-        if not c.feasible:
-            return (
-                f"No colocated layout meets the targets: {_limits_text(a, 'colocated')}; "
-                f"only a split does ({_split_layout(d)}), but {why} keeps it colocated. {numbers}."
-            )
+    why = _why_colocated(outcome) + _rate_sizing(r, a, outcome) if colocate else _why_split(outcome)
+    carrying = carrying_alternative(list(alternatives))
+    if plan is None:  # colocate chosen, only a split meets the targets
+        only = alternative_text(carrying, rate, cluster) if carrying else _split_layout(d)
         text = (
-            f"Stay colocated: {_count(c.replicas, 'replica')} x {c.layout} "
-            f"({_count(c.gpus, 'GPU')}, "
-            f"chunked prefill {c.chunk_tokens} tokens); {why}{_rate_sizing(r, a, outcome)}. "
-            f"{numbers}."
+            f"No colocated layout meets the targets: {_limits_text(a, 'colocated')}; only a "
+            f"split does ({only}), but {why} keeps it colocated. {numbers}."
         )
     else:
-        name = "NVIDIA Dynamo" if outcome.decision == "dynamo" else "llm-d"
-        if outcome.decision == "dynamo" and dynamo_cold_share is not None:
-            text = (
-                f"Disaggregate with {name}, always-disaggregated: {_split_layout(d)}; "
-                f"{numbers}. {_dynamo_cold_text(a, dynamo_cold_share)}"
+        text = plan_sentence(plan, rate, cluster)
+        if not plan.carries_rate and carrying is not None:
+            text += (
+                f"; only the {layout_name(carrying)} carries the rate "
+                f"({_count(carrying.gpus, 'GPU')}, {cost_text(carrying)})"
             )
-        elif a.conditional is not None and a.conditional.layout == "conditional":
-            # the pools to deploy are the conditional layout's; the always-split sizing compares
-            text = (
-                f"Disaggregate with {name}, routing by prompt length (the conditional layout "
-                f"below){_orchestrator_veto(outcome)}; always-disaggregated would be "
-                f"{_split_layout(d)}; {numbers}."
-            )
-        else:
-            text = f"Disaggregate with {name}: {_split_layout(d)}; {numbers}."
-    text += " " + layout_sentence(a.conditional, a.crossover_prompt_tokens, split=not colocate)
-    # llm-d runs the conditional pools: the always-split's shortfall is not the plan's.
-    plan_fits = outcome.decision == "llm-d" and conditional_fits_cluster(r, a)
-    if not chosen.fits_cluster and not plan_fits:
-        text += f" Short of GPUs: {_limits_text(a, chosen.mode)}."
+        text += f". Why: {why}; {numbers}."
+    if outcome.decision == "dynamo" and dynamo_cold_share is not None:
+        text += " " + _dynamo_cold_text(a, dynamo_cold_share)
+    sentence = layout_sentence(a.conditional, a.crossover_prompt_tokens, split=not colocate)
+    if sentence:
+        text += " " + sentence
     if a.interactivity_band is not None or band_swept:
-        text += " " + band_sentence(a.interactivity_band, 1e3 / r.workload.slo.tpot_ms)
+        text += " " + band_sentence(a.interactivity_band, 1e3 / w.slo.tpot_ms)
+    if close_call:
+        text += " " + close_call
+    if plan is not None:
+        shown = [p for p in alternatives if plan.carries_rate or p is not carrying]
+        alternatives_text = alternatives_sentence(shown, rate, cluster)
+        if alternatives_text:
+            text += " " + alternatives_text
+        limits = _plan_limits(a, plan.layout)
+        if limits:
+            text += f" Limits: {limits}."
     return text
 
 
-def _orchestrator_veto(outcome: engine.Outcome) -> str:
-    """Why this orchestrator, where a veto chose it (no Kubernetes, only its plan fits...)."""
-    veto = outcome.deciding_veto
-    if veto is None or veto.pushes not in ("dynamo", "llm-d"):
-        return ""
-    return f", because {veto.title[0].lower()}{veto.title[1:]} ({veto.id})"
+def _plan_limits(a: Analysis, layout: str) -> str:
+    """What stops the plan's own mode (the conditional pools: only what stops both)."""
+    mode = {"colocated": "colocated", "disaggregated": "disaggregated"}.get(layout)
+    return "; ".join(x.detail for x in a.limits if x.mode in ("both", mode))
+
+
+def _why_split(outcome: engine.Outcome) -> str:
+    """The rules that pushed toward the split and its orchestrator, vetoes marked."""
+    pushing = [
+        f"{'veto ' if f.kind == 'veto' else ''}{f.id} ({f.title})"
+        for f in outcome.fired
+        if f.kind != "advice" and f.pushes in ("disaggregate", outcome.decision)
+    ]
+    return ", ".join(pushing) or "no rule against a split"
 
 
 def _dynamo_cold_text(a: Analysis, cold_share: float) -> str:

@@ -15,16 +15,11 @@ def layout_sentence(
 ) -> str:
     """The crossover and the routing threshold in one sentence: they answer different questions
     (at which p50 prompt a whole split wins; which requests of this mix to send to a split).
-    With `split` False (the verdict stays colocated) a layout with a prefill pool is marked as
-    what a split would run, not the plan."""
-    if cond is None or not cond.feasible:
+    With `split` False (the verdict stays colocated) a layout with a prefill pool is not the
+    plan, so no sentence: the summary lists it among the alternatives."""
+    if cond is None or not cond.feasible or (not split and cond.layout != "colocated"):
         return ""
-    sentence = _sentence(cond, crossover_prompt_tokens)
-    if not split and cond.layout != "colocated":
-        sentence += (
-            " The verdict stays colocated, so these pools are what a split would run, not the plan."
-        )
-    return sentence
+    return _sentence(cond, crossover_prompt_tokens)
 
 
 def _sentence(cond: ConditionalResult, crossover_prompt_tokens: int | None) -> str:

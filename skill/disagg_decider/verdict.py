@@ -17,6 +17,8 @@ from disagg_decider.calc.result import (
     InteractivityBand,
     Limit,
 )
+from disagg_decider.plan import Plan
+from disagg_decider.plan_text import NextStep
 
 Decision = Literal["colocate", "dynamo", "llm-d"]
 
@@ -169,3 +171,10 @@ class Verdict(_Out):
     # least min_gain times the colocated goodput per GPU, read off a coarse sweep of the TPOT
     # target (interactivity.py); null when it wins nowhere on the grid.
     interactivity_band: InteractivityBand | None = None
+    # What to deploy (orchestrator, pools, threshold, GPUs, cost; plan.py): the summary's first
+    # sentence. Null where the chosen mode meets no target. `alternatives`: the other feasible
+    # layouts, priced; `next_steps`: commands to deploy, simulate, benchmark and calibrate
+    # (the workload path is WORKLOAD.yaml until a front end that read the file puts it in).
+    plan: Plan | None = None
+    alternatives: list[Plan] = []
+    next_steps: list[NextStep] = []

@@ -33,6 +33,11 @@ def print_verdict(v: Verdict, console) -> None:
         highlight=False,
     )
     console.print(safe(v.summary), highlight=False)
+    if v.next_steps:
+        console.print("[bold]Next:[/]", highlight=False)
+        for step in v.next_steps:
+            console.print(f"  [dim]# {safe(step.why)}[/]", highlight=False)
+            console.print(f"  {safe(step.command)}", highlight=False)
     console.print()
     k = v.conditional
     what = "Both modes" if k is None else "The three layouts"
@@ -54,13 +59,11 @@ def print_verdict(v: Verdict, console) -> None:
         ("TTFT p99 ms", _num(c.ttft_p99_ms), _num(d.ttft_p99_ms)),
         ("TPOT p99 ms", _num(c.tpot_p99_ms), _num(d.tpot_p99_ms)),
         ("goodput req/s per GPU", _if(c, c.goodput_per_gpu, 3), _if(d, d.goodput_per_gpu, 3)),
-        (
-            "$ per 1M tokens",
-            _num(c.cost_per_million_tokens_usd, 3),
-            _num(d.cost_per_million_tokens_usd, 3),
-        ),
-        ("$ per year", _if(c, c.cost_per_year_usd, 0), _if(d, d.cost_per_year_usd, 0)),
-    ]
+        ("$ per 1M tokens", _cost_cell(c, c.cost_per_million_tokens_usd, 3),
+         _cost_cell(d, d.cost_per_million_tokens_usd, 3)),
+        ("$ per year", _cost_cell(c, c.cost_per_year_usd, 0),
+         _cost_cell(d, d.cost_per_year_usd, 0)),
+    ]  # fmt: skip
     if k is not None:  # three columns: short labels so the table fits 80 columns
         rows = [
             (label, *row[1:], cell)
@@ -199,14 +202,16 @@ def _threshold_cell(k) -> str:
 
 def conditional_cells(v: Verdict) -> list[str]:
     """The conditional column of the modes table, row for row. Its pools are sized for the
-    workload's rate (at most the cluster's split), so its GPUs are those pools'; whether the
-    cluster carries the rate and the costs are not priced for it: "-"."""
+    workload's rate (at most the cluster's split), so its GPUs are those pools'; its costs are
+    the plan's (plan.py) where those pools carry the rate, "-" otherwise."""
     k = v.conditional
     ok = k.feasible
     if k.layout == "conditional":
         gpus = str(k.gpus)
     else:  # the search chose a mode: its column has the figures
         gpus = "as " + ("colocated" if k.layout == "colocated" else "disaggregated")
+    priced = conditional_plan_of(v)
+    carries = priced is not None and priced.carries_rate
     return [
         conditional_layout(k),
         gpus if ok else "-",
@@ -216,9 +221,15 @@ def conditional_cells(v: Verdict) -> list[str]:
         _num(k.ttft_p99_ms),
         _num(k.tpot_p99_ms),
         _num(k.goodput_per_gpu, 3) if ok else "-",
-        "-",
-        "-",
+        _num(priced.cost_per_million_tokens_usd, 3) if carries else "-",
+        _num(priced.cost_per_year_usd, 0) if carries else "-",
     ]
+
+
+def conditional_plan_of(v: Verdict):
+    """The conditional layout as priced in the verdict's plan or alternatives, if it is one."""
+    every = ([v.plan] if v.plan is not None else []) + list(v.alternatives)
+    return next((p for p in every if p.layout == "conditional"), None)
 
 
 def colocated_layout(c) -> str:
@@ -245,6 +256,12 @@ def _gpus(mode, cluster: int) -> str:
     if mode.fits_cluster:
         return str(mode.gpus)
     return f"needs {mode.gpus_needed_for_rate}, has {cluster}"
+
+
+def _cost_cell(mode, x: float | None, digits: int) -> str:
+    """A cost only where the mode carries the rate on the cluster: a mode capped at the
+    cluster's GPUs serves less than the rate, and its cost would read cheaper than the plan's."""
+    return _num(x, digits) if mode.feasible and mode.fits_cluster else "-"
 
 
 def _if(mode, x: float, digits: int) -> str:

@@ -76,12 +76,14 @@ def example_files(examples_dir: Path) -> list[Path]:
 def report_file(example: Path, examples_dir: Path, rulebook: LoadedRulebook) -> str:
     """One example's report, headed by the marker that names its source file."""
     from disagg_decider.decide import decide
+    from disagg_decider.plan_text import for_workload_file
     from disagg_decider.render.report import render_report
     from disagg_decider.workload import load_workload, resolve
 
     workload = load_workload(example)
     verdict = decide(workload, base_dir=example.parent, rulebook=rulebook)
     source = comment_safe(f"{examples_dir.name}/{example.name}")
+    verdict = for_workload_file(verdict, f"{examples_dir.name}/{example.name}")
     header = (
         f"<!-- {MARKER} from {source}: `decide --workload {source} --format markdown`. "
         "Do not edit. -->\n\n"

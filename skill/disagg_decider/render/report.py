@@ -166,7 +166,7 @@ def render_report(verdict: Verdict, resolved: Resolved) -> str:
         chart=chart,
         own_gain=verdict.metrics.gain,
         references=references(verdict.fired_rules),
-        layout_sentence=text.cell(
+        layout_sentence=text.inline(
             layout_sentence(
                 verdict.conditional,
                 verdict.metrics.crossover_prompt_tokens,
@@ -177,9 +177,18 @@ def render_report(verdict: Verdict, resolved: Resolved) -> str:
             text.cell(_conditional_cell(verdict.conditional)) if verdict.conditional else ""
         ),
         conditional_gpus=_conditional_gpus(verdict.conditional),
+        costs=_cost_columns(verdict),
         assumed=[(a.field, value_text(a.value), a.affects) for a in verdict.assumptions],
         dtypes=text.cell(dtypes_sentence(verdict)),
     )
+
+
+def _cost_columns(v: Verdict) -> list:
+    """The priced plan of each table column (colocated, disaggregated[, conditional]); None
+    where that layout is not one (the template prints "-" unless it carries the rate)."""
+    every = {p.layout: p for p in ([v.plan] if v.plan is not None else []) + v.alternatives}
+    columns = ["colocated", "disaggregated"] + ([] if v.conditional is None else ["conditional"])
+    return [every.get(layout) for layout in columns]
 
 
 def _conditional_cell(k) -> str:
