@@ -122,11 +122,13 @@ def conditional_fits_cluster(r: Resolved, a: Analysis) -> bool:
 
     Dynamo runs the always-split pools where its router cannot keep cache-cold prompts local
     (DSG018), so which orchestrator's plan carries the rate can differ (rule ORC010)."""
-    k = a.conditional
-    if k is None or not k.feasible or k.layout != "conditional":
-        return False
+    from disagg_decider.plan import conditional_carries_rate
+
     w = r.workload
-    return k.gpus <= w.cluster.gpus and k.max_rate_per_s >= w.traffic.requests_per_second
+    k = a.conditional
+    return k is not None and conditional_carries_rate(
+        k, w.cluster.gpus, w.traffic.requests_per_second
+    )
 
 
 def _gpus_saved_by_split(a: Analysis) -> int | None:

@@ -19,6 +19,7 @@ from disagg_decider.calc.result import (
     ColocatedResult,
     ConditionalResult,
     DisaggregatedResult,
+    ModeResult,
 )
 
 if TYPE_CHECKING:
@@ -115,14 +116,8 @@ def colocated_plan(c: ColocatedResult) -> Plan:
         layout="colocated",
         orchestrator=None,
         pools=[pool],
-        gpus=c.gpus,
-        gpus_needed_for_rate=c.gpus_needed_for_rate,
-        fits_cluster=c.fits_cluster,
-        carries_rate=c.feasible and c.fits_cluster,
-        max_rate_per_s=c.max_rate_per_s,
         chunk_tokens=c.chunk_tokens,
-        cost_per_year_usd=c.cost_per_year_usd,
-        cost_per_million_tokens_usd=c.cost_per_million_tokens_usd,
+        **_mode_fields(c),
     )
 
 
@@ -137,16 +132,23 @@ def split_plan(d: DisaggregatedResult, orchestrator: Orchestrator | None) -> Pla
         layout="disaggregated",
         orchestrator=orchestrator,
         pools=pools,
-        gpus=d.gpus,
-        gpus_needed_for_rate=d.gpus_needed_for_rate,
-        fits_cluster=d.fits_cluster,
-        carries_rate=d.feasible and d.fits_cluster,
-        max_rate_per_s=d.max_rate_per_s,
         threshold_tokens=0,
         share_to_prefill=1.0,
-        cost_per_year_usd=d.cost_per_year_usd,
-        cost_per_million_tokens_usd=d.cost_per_million_tokens_usd,
+        **_mode_fields(d),
     )
+
+
+def _mode_fields(m: ModeResult) -> dict:
+    """A calculator mode's size and cost as the plan states them (the calculator priced it)."""
+    return {
+        "gpus": m.gpus,
+        "gpus_needed_for_rate": m.gpus_needed_for_rate,
+        "fits_cluster": m.fits_cluster,
+        "carries_rate": m.feasible and m.fits_cluster,
+        "max_rate_per_s": m.max_rate_per_s,
+        "cost_per_year_usd": m.cost_per_year_usd,
+        "cost_per_million_tokens_usd": m.cost_per_million_tokens_usd,
+    }
 
 
 def conditional_carries_rate(k: ConditionalResult, cluster_gpus: int, rate_per_s: float) -> bool:
