@@ -29,8 +29,10 @@ from disagg_decider.plan_text import (
     cost_text,
     layout_name,
     next_steps,
+    plan_limits,
     plan_sentence,
     step_inputs,
+    why_split,
 )
 from disagg_decider.rules import engine
 from disagg_decider.rules.loader import LoadedRulebook, apply_overrides, load_files, with_extra
@@ -312,7 +314,7 @@ def summarize(
         f"KV transfer {a.kv_transfer_ms:.1f} ms per request "
         f"({a.kv_bytes_per_request / 1e6:.0f} MB over {a.kv_transfer_path})"
     )
-    why = _why_colocated(outcome) + _rate_sizing(r, a, outcome) if colocate else _why_split(outcome)
+    why = _why_colocated(outcome) + _rate_sizing(r, a, outcome) if colocate else why_split(outcome)
     carrying = carrying_alternative(list(alternatives))
     if plan is None:  # colocate chosen, only a split meets the targets
         only = alternative_text(carrying, rate, cluster) if carrying else _split_layout(d)
@@ -342,26 +344,10 @@ def summarize(
         alternatives_text = alternatives_sentence(shown, rate, cluster)
         if alternatives_text:
             text += " " + alternatives_text
-        limits = _plan_limits(a, plan.layout)
+        limits = plan_limits(a.limits, plan.layout)
         if limits:
             text += f" Limits: {limits}."
     return text
-
-
-def _plan_limits(a: Analysis, layout: str) -> str:
-    """What stops the plan's own mode (the conditional pools: only what stops both)."""
-    mode = {"colocated": "colocated", "disaggregated": "disaggregated"}.get(layout)
-    return "; ".join(x.detail for x in a.limits if x.mode in ("both", mode))
-
-
-def _why_split(outcome: engine.Outcome) -> str:
-    """The rules that pushed toward the split and its orchestrator, vetoes marked."""
-    pushing = [
-        f"{'veto ' if f.kind == 'veto' else ''}{f.id} ({f.title})"
-        for f in outcome.fired
-        if f.kind != "advice" and f.pushes in ("disaggregate", outcome.decision)
-    ]
-    return ", ".join(pushing) or "no rule against a split"
 
 
 def _dynamo_cold_text(a: Analysis, cold_share: float) -> str:

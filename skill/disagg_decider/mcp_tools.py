@@ -84,7 +84,10 @@ def decide_disaggregation(
     uncached tokens go to a prefill pool; `conditional` holds its pools, share sent to prefill,
     p99s and goodput per GPU against the threshold; `dynamo_layout` is what Dynamo's router
     can run: `disaggregated` where the conditional layout keeps cache-cold prompts local,
-    which Dynamo sends to the prefill pool), a one-paragraph `summary`,
+    which Dynamo sends to the prefill pool), a one-paragraph `summary` whose first sentence is
+    the plan and its cost (`plan`: orchestrator, pools, threshold, GPUs, $/year, $ per 1M
+    tokens; `alternatives` priced the same way, a cost to quote only where `carries_rate`;
+    `next_steps`: commands to deploy, simulate, benchmark and calibrate, on WORKLOAD.yaml),
     `fired_rules` with the metric comparisons and rationale behind each, `metrics` (KV bytes,
     transfer time, goodput per GPU of both modes, gain, crossover prompt length), `sizing`
     (replicas and TP per pool), the rule `thresholds` used and `warnings`. `feasible` is false

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING
 
 from pydantic import BaseModel, ConfigDict
 
+from disagg_decider.calc.result import Limit
 from disagg_decider.plan import Plan
 
 if TYPE_CHECKING:
@@ -114,6 +115,24 @@ def alternatives_sentence(alternatives: list[Plan], rate_per_s: float, cluster_g
     return f"Alternatives: {each}."
 
 
+def why_split(outcome) -> str:
+    """The rules that pushed toward the split and its orchestrator (`engine.Outcome`), vetoes
+    marked: the "why" of a split verdict."""
+    pushing = [
+        f"{'veto ' if f.kind == 'veto' else ''}{f.id} ({f.title})"
+        for f in outcome.fired
+        if f.kind != "advice" and f.pushes in ("disaggregate", outcome.decision)
+    ]
+    return ", ".join(pushing) or "no rule against a split"
+
+
+def plan_limits(limits: list[Limit], layout: str) -> str:
+    """What stops the plan's own mode (the conditional pools: only what stops both); the
+    alternatives' shortfalls are said where they are listed."""
+    mode = {"colocated": "colocated", "disaggregated": "disaggregated"}.get(layout)
+    return "; ".join(x.detail for x in limits if x.mode in ("both", mode))
+
+
 def carrying_alternative(alternatives: list[Plan]) -> Plan | None:
     """The cheapest alternative that carries the rate (fewest GPUs first), if any does."""
     carrying = [p for p in alternatives if p.carries_rate]
@@ -191,11 +210,6 @@ def with_workload_path(steps: list[NextStep], workload_path: str) -> list[NextSt
 def for_workload_file(verdict: Verdict, path: str) -> Verdict:
     """The verdict with its next steps naming the workload file the user gave."""
     return verdict.model_copy(update={"next_steps": with_workload_path(verdict.next_steps, path)})
-
-
-def next_text(steps: list[NextStep]) -> list[str]:
-    """`Next:` lines for a terminal or a report: the command, then why."""
-    return [f"{s.command}  # {s.why}" for s in steps]
 
 
 def _calibration_steps(v: Verdict, plan: Plan, x: StepInputs, workload_path: str) -> list[NextStep]:
