@@ -7,6 +7,7 @@ prints for the same file.
 
 import json
 import os
+import shlex
 import socket
 import subprocess
 import sys
@@ -18,6 +19,7 @@ import pytest
 import yaml
 from mcp import Client, StdioServerParameters
 
+from disagg_decider.plan_text import WORKLOAD_PLACEHOLDER
 from tests.conftest import RAG_EXAMPLE as RAG
 from tests.conftest import ROOT
 
@@ -64,6 +66,12 @@ async def test_stdio_subprocess_serves_the_same_verdict_as_the_cli():
     assert result.is_error is False
     got = result.structured_content
     expected = cli_verdict(RAG)
+    # The CLI's next steps name the file it read; the tool gets the workload as data, so its
+    # commands name the placeholder a user saves it as.
+    assert any(str(RAG) in step["argv"] for step in expected["next_steps"])
+    for step in expected["next_steps"]:
+        step["argv"] = [WORKLOAD_PLACEHOLDER if a == str(RAG) else a for a in step["argv"]]
+        step["command"] = shlex.join(step["argv"])
     assert got["decision"] == expected["decision"]
     assert [r["id"] for r in got["fired_rules"]] == [r["id"] for r in expected["fired_rules"]]
     assert got["sizing"] == expected["sizing"]
