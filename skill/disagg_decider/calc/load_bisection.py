@@ -50,8 +50,10 @@ def max_rate_per_ms(servers, mean_service_ms, scv, nodes_ms, target_ms, rho_max=
         if todo.any():
             subset = test.subset(todo)
             few = _FewEntries.of(subset)
-            if few is not None:
+            if few is not None and subset.size <= REPLAY_ENTRIES:
                 lo[todo] = few.replayed(float(rho_max), p_top[todo].tolist())
+            elif few is not None:
+                lo[todo] = few.bisect(float(rho_max))
             else:
                 lo[todo] = _bisect_load(subset, float(rho_max))
     rho = np.where(top_ok.reshape(shape), rho_max, lo.reshape(shape))
@@ -63,7 +65,7 @@ def _bisect_load(test: _LoadTest, rho_max: float) -> np.ndarray:
 
     Plain bisection: on many entries a round of `replay` costs as many numpy calls as two
     tests here (measured: replaying this loop made decisions slower), so only the plain-float
-    path for a few entries (`_FewEntries.replayed`) replays."""
+    path on one or two entries (`_FewEntries.replayed`, `REPLAY_ENTRIES`) replays."""
     lo, hi = np.zeros(test.size), np.full(test.size, rho_max)
     below_one = test.below_one(rho_max)  # every midpoint lies in (0, rho_max]
     for _ in range(BISECTIONS):
@@ -187,6 +189,12 @@ def _moderate(c: np.ndarray, mean: np.ndarray, capacity: np.ndarray) -> bool:
 
 
 FEW_ENTRIES = 8  # up to this many entries, `_FewEntries` tests them in plain floats
+# Up to this many, `_FewEntries.replayed` rather than `bisect`: its rounds last as long as the
+# slowest entry's search and its bookkeeping is per entry, so it wins on one or two entries
+# only (`benchmarks/replay_rounds.py`, CPU us per bisection over the examples and 120 mixed
+# workloads, loop against replay: 159/139 on one entry, 199/165 on two, 207/247 on three,
+# 415/556 on eight).
+REPLAY_ENTRIES = 2
 
 
 class _FewEntries:

@@ -12,12 +12,13 @@ two grid points per round, around an estimate of the crossing (a regula falsi on
 log((P - P0) / (tail - P0)), P0 the miss probability at no load, with the Illinois correction;
 from the second round the secant through the last round's two points) and half the estimate's
 last move beyond it, so a secant walking up one side lands a point past the crossing. On the
-examples' single-pool bisections that is 3-5 rounds instead of 16 tests. Entries still open
-after `ESTIMATED_ROUNDS` rounds halve their index bracket, so every search ends.
+examples' single-pool bisections that is 3-5 rounds (median 4) instead of 16 tests. Entries
+still open after `ESTIMATED_ROUNDS` rounds halve their index bracket, so every search ends.
 
-Only for a few entries in plain floats (`load_bisection._FewEntries`): on many entries, in
-numpy, each round's bookkeeping cost as many calls as the tests it saved (measured: a
-vectorised replay made decisions slower).
+Only for one or two entries in plain floats (`load_bisection.REPLAY_ENTRIES`): a round lasts
+as long as the slowest entry's search and its bookkeeping is per entry, so on three or more the
+16-step loop is cheaper; and in numpy each round's bookkeeping cost as many calls as the tests
+it saved (measured: a vectorised replay made decisions slower).
 """
 
 from __future__ import annotations
