@@ -6,6 +6,10 @@ midpoint it can visit belongs to one fixed set of floats: the grid G of the bise
 in floats), whose leaves partition [0, top] as G[0] = 0 < G[1] < ... < G[2^n] = top. With a test
 that is monotone in the load, the bisection returns G[k] for the one k where G[k] passes (or k
 is 0) and G[k + 1] misses (or is `top`); which midpoints it visited on the way does not matter.
+(Monotone as computed, in floats: the load test is in exact arithmetic, and rounding could
+only break that where P lies within a few ulps of the tail at two neighbouring grid points;
+no answer differs over the bisections `benchmarks/replay_rounds.py` and `tests/test_replay.py`
+capture.)
 
 So any search over the indices of G that only ever tests grid points finds the same k. Here:
 two grid points per round, around an estimate of the crossing (a regula falsi on
@@ -67,12 +71,11 @@ def replay(
     and `p_top` (P at no load and at the top) only seed the first estimate: nothing but an
     exact test at a grid point decides a step.
     """
-
     m, last = len(p_low), len(grid) - 1
     ka, kb = [0] * m, [last] * m
     p0 = [_offset(p, tail) for p in p_low]
-    la = [min(_log_ratio_float(p, tail, o), 0.0) for p, o in zip(p_low, p0, strict=True)]
-    lb = [max(_log_ratio_float(p, tail, o), 0.0) for p, o in zip(p_top, p0, strict=True)]
+    la = [min(_log_ratio(p, tail, o), 0.0) for p, o in zip(p_low, p0, strict=True)]
+    lb = [max(_log_ratio(p, tail, o), 0.0) for p, o in zip(p_top, p0, strict=True)]
     stale = [0] * m
     pairs: list[tuple[float, float, float, float] | None] = [None] * m
     prev: list[float | None] = [None] * m
@@ -109,7 +112,7 @@ def replay(
             second = max(j2, first + 1) if ahead else min(j2 - 1, first - 1)
             hi_k = max(b - 1, a + 1)
             points.append((min(max(first, a + 1), hi_k), min(max(second, a + 1), hi_k)))
-        # Every entry's first point, then every entry's second (as `replay`'s rows).
+        # Every entry's first point, then every entry's second.
         p = probability([grid[f] for f, _ in points] + [grid[s] for _, s in points])
         for i, (first, second) in enumerate(points):
             a0, b0 = ka[i], kb[i]
@@ -117,12 +120,12 @@ def replay(
                 continue
             pairs[i] = (
                 grid[first],
-                _log_ratio_float(p[i], tail, p0[i]),
+                _log_ratio(p[i], tail, p0[i]),
                 grid[second],
-                _log_ratio_float(p[m + i], tail, p0[i]),
+                _log_ratio(p[m + i], tail, p0[i]),
             )
             for k, pk in ((first, p[i]), (second, p[m + i])):
-                lp = _log_ratio_float(pk, tail, p0[i])
+                lp = _log_ratio(pk, tail, p0[i])
                 if pk > tail:
                     if k < kb[i]:
                         kb[i], lb[i] = k, max(lp, 0.0)
@@ -142,8 +145,12 @@ def replay(
     return [grid[a] for a in ka]
 
 
-def _log_ratio_float(p: float, tail: float, p0: float) -> float:
-    """`_log_ratio` of one float."""
+def _log_ratio(p: float, tail: float, p0: float) -> float:
+    """log((P - P0) / (tail - P0)), clamped: the estimates' axis, nothing exact is read off it.
+
+    P0 (the miss probability at no load, `_offset`) is subtracted: a pool that misses 0.6%
+    idle spends most of the bracket near 0.6% and then climbs, and the climb is what is close
+    to exponential in the load. P at or below P0 (or nan) reads as the lowest value."""
     if not p - p0 > 0.0:
         return -LOG_CLAMP
     return min(max(math.log((p - p0) / (tail - p0)), -LOG_CLAMP), LOG_CLAMP)
