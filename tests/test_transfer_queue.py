@@ -73,3 +73,36 @@ def test_the_receivers_rate_keeps_the_links_wait_inside_the_target() -> None:
     c2, theta2 = ingress_queue.transfer_wait_tail(np.array([rate[0] / 1e3]), t_nodes[:1])
     # P(W2 > 500 ms) is the 1% the target leaves.
     assert c2[0] * np.exp(-theta2[0, 0] * 500.0) == pytest.approx(0.01, rel=1e-3)
+
+
+def _two_waits_written_out(c1, theta1, c2, theta2, gap_ms):
+    """The tail of W1 + W2 as `two_waits_exceed` read it before `TwoWaits` (the reference)."""
+    g = np.asarray(gap_ms, dtype=float)
+    t1, t2 = np.asarray(theta1, dtype=float), np.asarray(theta2, dtype=float)
+    e1, e2 = np.exp(-t1 * g), np.exp(-t2 * g)
+    diff = t2 - t1
+    close = np.abs(diff) <= 1e-6 * np.maximum(t1, t2)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        both = np.where(
+            close, (1.0 + t1 * g) * e1, (t2 * e1 - t1 * e2) / np.where(close, 1.0, diff)
+        )
+    return c1 * (1.0 - c2) * e1 + c2 * (1.0 - c1) * e2 + c1 * c2 * both
+
+
+def test_two_waits_read_at_many_gaps_give_the_written_out_bits() -> None:
+    """`TwoWaits` works out what does not depend on the gap once; each reading must be the
+    formula's, bit for bit: close and equal rates, no wait, certain waits, zero gaps."""
+    rng = np.random.default_rng(27)
+    n, k = 300, 25
+    c1 = rng.choice([0.0, 1.0, 0.3], n)[:, None] * rng.uniform(0.2, 1.0, (n, 1))
+    c2 = rng.uniform(0.0, 1.0, (n, 1))
+    t1 = rng.uniform(1e-4, 0.5, (n, 1))
+    t2 = t1 * rng.choice([1.0, 1.0 + 1e-8, 1.3, 0.2], (n, 1)) * rng.uniform(0.5, 2.0, (n, k))
+    t2[: n // 4] = t1[: n // 4]  # equal rates at every node
+    waits = ingress_queue.TwoWaits(c1, t1, c2, t2)
+    for scale in (0.0, 1.0, 30.0, 400.0):
+        gap = np.maximum(rng.uniform(-5.0, 1.0, (n, k)) * scale, 0.0)
+        got = waits.exceed(gap)
+        expected = _two_waits_written_out(c1, t1, c2, t2, gap)
+        assert got.tobytes() == expected.tobytes()
+        assert ingress_queue.two_waits_exceed(c1, t1, c2, t2, gap).tobytes() == got.tobytes()

@@ -19,6 +19,7 @@ B (along the batch grid, or by bisection on it for many rows: `best_points`); th
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
+from functools import cached_property
 from typing import NamedTuple
 
 import numpy as np
@@ -85,6 +86,12 @@ class Lines:
     # periods (`chunk_runs.class_spread_weight`; 0 on the lines that are not mixed); None
     # where no line is mixed.
     class_spread: np.ndarray | None = None
+
+    @cached_property
+    def seat_scv(self) -> np.ndarray:
+        """`decode.held_scv` of these lines' lengths: the same at every batch `evaluate` tries
+        (a search evaluates the lines at several), so worked out once per lines."""
+        return held_scv(self.lengths)
 
 
 def lines(engine: Engine, lengths: Lengths, ttft_ms, tpot_ms, chunk, servers=1.0) -> Lines:
@@ -208,7 +215,7 @@ def _headroom(at: Lines, q: PromptQueue, b, t_empty, carrying, tpot_p99) -> np.n
     np.maximum(worst, b / at.chunk, out=worst)
     np.maximum(worst, carrying, out=worst)
     # The KV seats hold the p99 of the sequences in flight (`decode.seats_in_use_p99`).
-    in_use = seats_in_use_p99(b, t_empty, at.empty_pass.ms(b + 1.0, 0.0), held_scv(at.lengths))
+    in_use = seats_in_use_p99(b, t_empty, at.empty_pass.ms(b + 1.0, 0.0), at.seat_scv)
     np.maximum(worst, in_use * at.inverse_memory_limit, out=worst)
     np.maximum(worst, tpot_p99 / at.tpot_ms, out=worst)
     if np.max(b) > at.engine.eff.max_decode_batch:  # the engine's cap per DP rank

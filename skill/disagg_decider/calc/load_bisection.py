@@ -9,11 +9,13 @@ in plain floats (`_FewEntries`).
 from __future__ import annotations
 
 import math
+from functools import cache
 
 import numpy as np
 
 from disagg_decider.calc.arrays import broadcast, broadcast_flat
 from disagg_decider.calc.erlang import RHO_STEPS, erlang_steps, erlang_table
+from disagg_decider.calc.replay import bisection_grid, replay
 from disagg_decider.calc.zgrid import P99_TAIL, Z_WEIGHTS, exceed_probability, weighted_exp_sum
 
 RHO_MAX = 0.95  # never plan a server hotter than this
@@ -39,15 +41,18 @@ def max_rate_per_ms(servers, mean_service_ms, scv, nodes_ms, target_ms, rho_max=
     few = _FewEntries.of(test)
     with np.errstate(divide="ignore", invalid="ignore"):
         if few is not None:
-            top_ok = ~np.array(few.misses([float(rho_max)] * test.size), dtype=bool)
+            p_top = np.array(few.probabilities([float(rho_max)] * test.size))
         else:
-            top_ok = ~test.misses(np.full(test.size, float(rho_max)), test.below_one(rho_max))
+            p_top = test.probability(np.full(test.size, float(rho_max)), test.below_one(rho_max))
+        top_ok = ~(p_top > P99_TAIL)
         todo = ~top_ok & ~(test.over > P99_TAIL)
         lo = np.zeros(test.size)
         if todo.any():
             subset = test.subset(todo)
             few = _FewEntries.of(subset)
-            if few is not None:
+            if few is not None and subset.size <= REPLAY_ENTRIES:
+                lo[todo] = few.replayed(float(rho_max), p_top[todo].tolist())
+            elif few is not None:
                 lo[todo] = few.bisect(float(rho_max))
             else:
                 lo[todo] = _bisect_load(subset, float(rho_max))
@@ -56,7 +61,11 @@ def max_rate_per_ms(servers, mean_service_ms, scv, nodes_ms, target_ms, rho_max=
 
 
 def _bisect_load(test: _LoadTest, rho_max: float) -> np.ndarray:
-    """The largest load (share of capacity) that meets the target, to 2^-16 of `rho_max`."""
+    """The largest load (share of capacity) that meets the target, to 2^-16 of `rho_max`.
+
+    Plain bisection: on many entries a round of `replay` costs as many numpy calls as two
+    tests here (measured: replaying this loop made decisions slower), so only the plain-float
+    path on one or two entries (`_FewEntries.replayed`, `REPLAY_ENTRIES`) replays."""
     lo, hi = np.zeros(test.size), np.full(test.size, rho_max)
     below_one = test.below_one(rho_max)  # every midpoint lies in (0, rho_max]
     for _ in range(BISECTIONS):
@@ -132,6 +141,10 @@ class _LoadTest:
         `below_one` (from `below_one`, for loads rho in [0, rho_max]) skips the operations
         that are identities there; the rest is the same arithmetic.
         """
+        return self.probability(rho, below_one) > P99_TAIL
+
+    def probability(self, rho: np.ndarray, below_one: bool = False) -> np.ndarray:
+        """P(W + S' > T) at each entry's load, the value `misses` compares with 1%."""
         c, mean = self.c, self.mean
         a = rho * self.capacity * mean
         load = a / c
@@ -160,7 +173,7 @@ class _LoadTest:
         np.exp(exponent, out=exponent)  # `weighted_exp_sum`, inline
         np.multiply(exponent, Z_WEIGHTS, out=exponent)
         tail_wait = np.add.reduce(exponent, axis=-1)
-        return (1.0 - wait) * self.over + wait * tail_wait > P99_TAIL
+        return (1.0 - wait) * self.over + wait * tail_wait
 
 
 _BELOW_ONE_RHO = 0.99  # loads up to this share keep `misses`' load below 1 (`below_one`)
@@ -176,6 +189,12 @@ def _moderate(c: np.ndarray, mean: np.ndarray, capacity: np.ndarray) -> bool:
 
 
 FEW_ENTRIES = 8  # up to this many entries, `_FewEntries` tests them in plain floats
+# Up to this many, `_FewEntries.replayed` rather than `bisect`: its rounds last as long as the
+# slowest entry's search and its bookkeeping is per entry, so it wins on one or two entries
+# only (`benchmarks/replay_rounds.py`, CPU us per bisection over the examples and 120 mixed
+# workloads, loop against replay: 159/139 on one entry, 199/165 on two, 207/247 on three,
+# 415/556 on eight).
+REPLAY_ENTRIES = 2
 
 
 class _FewEntries:
@@ -191,7 +210,7 @@ class _FewEntries:
     c, mean > 0 (`of` checks), where the load is finite and every test is well defined.
     """
 
-    __slots__ = ("base", "c", "capacity", "half", "mean", "over", "pull", "test")
+    __slots__ = ("base", "c", "capacity", "half", "mean", "neg_gap_ms", "over", "pull", "test")
 
     def __init__(self, test: _LoadTest) -> None:
         self.test = test
@@ -199,6 +218,18 @@ class _FewEntries:
         self.capacity, self.over = test.capacity.tolist(), test.over.tolist()
         self.half, self.pull = test.scv_half.tolist(), test.scv_pull.tolist()
         self.base = test.row_base.tolist()
+        self.neg_gap_ms = test.neg_gap_ms
+
+    def twice(self) -> _FewEntries:
+        """These entries twice over (every list repeated, the gaps' rows too): two loads per
+        entry in one test, for `replayed`."""
+        out = object.__new__(_FewEntries)
+        out.test = self.test
+        for name in ("c", "mean", "capacity", "over", "half", "pull", "base"):
+            values = getattr(self, name)
+            setattr(out, name, values + values)
+        out.neg_gap_ms = np.concatenate((self.neg_gap_ms, self.neg_gap_ms))
+        return out
 
     @staticmethod
     def of(test: _LoadTest) -> _FewEntries | None:
@@ -212,6 +243,10 @@ class _FewEntries:
         return _FewEntries(test)
 
     def misses(self, rhos: list[float]) -> list[bool]:
+        return [p > P99_TAIL for p in self.probabilities(rhos)]
+
+    def probabilities(self, rhos: list[float]) -> list[float]:
+        """P(W + S' > T) at each entry's load: `_LoadTest.probability` in plain floats."""
         table, table_step = self.test.table, self.test.table_step
         waits, thetas = [], []
         for rho, c, mean, capacity, half, pull, base in zip(
@@ -231,12 +266,19 @@ class _FewEntries:
                 theta = top / scale if scale != 0 else math.copysign(math.inf, scale)
             waits.append(wait)
             thetas.append(theta)
-        exponent = np.array(thetas)[:, None] * self.test.neg_gap_ms
+        exponent = np.array(thetas)[:, None] * self.neg_gap_ms
         tail_wait = weighted_exp_sum(exponent).tolist()
         return [
-            (1.0 - wait) * over + wait * tail > P99_TAIL
+            (1.0 - wait) * over + wait * tail
             for wait, over, tail in zip(waits, self.over, tail_wait, strict=True)
         ]
+
+    def replayed(self, rho_max: float, p_top: list[float]) -> np.ndarray:
+        """`bisect`'s answer from fewer tests (`replay`; `p_top`: the miss probability at
+        `rho_max`, already tested): every load tested is one `bisect` could visit, tested the
+        same way, so with a test monotone in the load the same grid point."""
+        grid = _grid_list(rho_max)
+        return np.array(replay(self.twice().probabilities, grid, self.over, p_top, P99_TAIL))
 
     def bisect(self, rho_max: float) -> np.ndarray:
         """`_bisect_load` on these entries."""
@@ -250,3 +292,9 @@ class _FewEntries:
                 else:
                     lo[i] = mid[i]
         return np.array(lo)
+
+
+@cache
+def _grid_list(rho_max: float) -> list[float]:
+    """`replay.bisection_grid` as floats, for `_FewEntries.replayed`."""
+    return bisection_grid(rho_max, BISECTIONS).tolist()
