@@ -26,3 +26,21 @@ def test_the_static_basis_prices_the_conditional_column_on_the_static_basis_too(
     assert k.goodput_per_gpu == best.goodput_per_gpu
     assert (k.ttft_p99_ms, k.tpot_p99_ms) == (best.ttft_p99_ms, best.tpot_p99_ms)
     assert "slo.basis static" in k.threshold_reason
+
+
+def test_deploy_json_names_the_conditional_layout_it_wrote(tmp_path):
+    """The RAG example deploys the conditional graph on Dynamo (a prefill pool for prompts
+    above the routing threshold); `--json` said "disaggregated"."""
+    import json
+
+    from tests.conftest import RAG_EXAMPLE, decide_json, run_cli
+
+    verdict = decide_json(RAG_EXAMPLE)
+    assert verdict["layout"] == "conditional"
+    proc = run_cli("deploy", "-w", str(RAG_EXAMPLE), "-t", "dynamo", "-o", str(tmp_path), "--json")
+    assert proc.returncode == 0, proc.stderr
+    payload = json.loads(proc.stdout)
+    assert payload["layout"] == "conditional"
+    assert payload["threshold_tokens"] == verdict["conditional"]["threshold_tokens"] > 0
+    graph = (tmp_path / "dynamo-graph.yaml").read_text()
+    assert str(payload["threshold_tokens"]) in graph
