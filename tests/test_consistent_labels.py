@@ -44,3 +44,51 @@ def test_deploy_json_names_the_conditional_layout_it_wrote(tmp_path):
     assert payload["threshold_tokens"] == verdict["conditional"]["threshold_tokens"] > 0
     graph = (tmp_path / "dynamo-graph.yaml").read_text()
     assert str(payload["threshold_tokens"]) in graph
+
+
+def test_find_crossover_reads_the_crossover_and_the_winning_ranges_on_one_grid():
+    """The RAG example: it said crossover 298 with winning range [451, 23912] (the crossover
+    on the calculator's 11-point grid, log-interpolated; the range's grid points on a 12-point
+    one from 256)."""
+    from disagg_decider.calc.compare import crossover_grid
+    from disagg_decider.mcp_tools import find_crossover
+    from disagg_decider.workload import load_workload, resolve
+    from tests.conftest import RAG_EXAMPLE
+
+    w = load_workload(RAG_EXAMPLE)
+    got = find_crossover(w)
+    assert got.crossover_prompt_tokens == decide(w).metrics.crossover_prompt_tokens
+    assert got.crossover_prompt_tokens in [lo for lo, _ in got.winning_ranges]
+    assert got.crossover_grid == [round(p) for p in crossover_grid(resolve(w))]
+    lengths = [p.prompt_tokens for p in got.curve]
+    assert set(got.crossover_grid) <= set(lengths)
+    assert not got.notes
+    # Another grid keeps the verdict's number and says where it was read.
+    other = find_crossover(w, min_prompt_tokens=256, max_prompt_tokens=32768, steps=12)
+    assert other.crossover_prompt_tokens == got.crossover_prompt_tokens
+    starts = [lo for lo, _ in other.winning_ranges]
+    if other.crossover_prompt_tokens not in starts:
+        assert any("read on the calculator's grid" in n for n in other.notes), other.notes
+
+
+def test_the_reports_gain_table_shows_the_grid_the_crossover_is_read_on():
+    """The report's table was on powers of two (128 to 128K) while the crossover is read on
+    the calculator's 11-point grid, so the two could disagree (a crossover at 61,147 tokens
+    beside a 1.38x gain at 32K). The table now holds the crossover's own points, and the
+    crossover read off the table is the verdict's."""
+    from disagg_decider.calc.compare import crossover_from_curve, crossover_grid
+    from disagg_decider.render.report import chart_prompt_grid, gain_chart
+    from disagg_decider.workload import load_workload, resolve
+    from tests.conftest import EXAMPLES
+
+    for path in EXAMPLES:
+        w = load_workload(path)
+        r = resolve(w)
+        chart = gain_chart(r)
+        lengths = [p.prompt_tokens for p in chart.points]
+        assert {round(p) for p in crossover_grid(r)} <= set(lengths), path.name
+        gains = [p.gain for p in chart.points]
+        crossover = decide(w).metrics.crossover_prompt_tokens
+        own = w.traffic.prompt_tokens.p50
+        grid = chart_prompt_grid(r)  # the table's lengths before rounding for print
+        assert crossover_from_curve(grid, gains, own) == crossover, path.name
