@@ -92,3 +92,35 @@ def test_the_reports_gain_table_shows_the_grid_the_crossover_is_read_on():
         own = w.traffic.prompt_tokens.p50
         grid = chart_prompt_grid(r)  # the table's lengths before rounding for print
         assert crossover_from_curve(grid, gains, own) == crossover, path.name
+
+
+def test_a_narrow_terminal_never_crops_a_catalog_figure(monkeypatch):
+    """At 60 columns `decide catalog links` printed the links' efficiency 0.8 as "0": the
+    table was drawn in a width that cropped its last column."""
+    import re
+
+    from disagg_decider import catalog
+    from disagg_decider.catalog_cli import CATALOG_COLUMNS, _catalog_value
+    from tests.conftest import run_cli
+
+    records = {r.id: r for r in catalog.links().values()}
+    for columns in (56, 60, 63, 64, 80):
+        monkeypatch.setenv("COLUMNS", str(columns))
+        proc = run_cli("catalog", "links")
+        assert proc.returncode == 0, proc.stderr
+        lines = proc.stdout.splitlines()
+        assert max(len(x.rstrip()) for x in lines) <= columns
+        for r in records.values():
+            values = [_catalog_value(getattr(r, f)) for f in CATALOG_COLUMNS["links"]]
+            row = [x for x in lines if re.match(rf"\s*{re.escape(r.id)}(\s|$)", x)]
+            shown = (
+                " ".join(row)
+                + " "
+                + " ".join(lines[lines.index(row[0]) + 1 : lines.index(row[0]) + 3])
+            )
+            for value in values:
+                assert re.search(rf"(^|\s){re.escape(value)}(;|\s|$)", shown), (
+                    columns,
+                    r.id,
+                    value,
+                )
