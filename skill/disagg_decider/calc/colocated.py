@@ -355,11 +355,40 @@ def best_points(
 
         bisected = bisect_edge(at, batches.size, (n_lines,))
         rate, batch = bisected.value(0), bisected.value(1)
+    rate, batch = _below_batch_one(at_lines, rate, batch)
     if keep is not None:
         rate, batch = _spread(rate, keep), _spread(batch, keep)
     rate, batch = rate.reshape(shape[:-1]), batch.reshape(shape[:-1])
     best = rate.argmax(axis=-1)
     return ColocatedPoint(rate_per_s=pick(rate, best), chunk_index=best, batch=pick(batch, best))
+
+
+def _below_batch_one(at: Lines, rate: np.ndarray, batch: np.ndarray):
+    """Lines where no batch on the grid (from 1) meets the targets may still carry a load
+    below one sequence in flight (`low_load`); they deploy with a batch of 1. `at` holds one
+    entry per line (`best_points` lays them out), so its fields index by line."""
+    failing = np.ravel(rate) <= 0.0
+    if not failing.any():
+        return rate, batch
+    from disagg_decider.calc.low_load import rate_below_batch_one
+
+    def sub(a) -> np.ndarray:
+        return np.asarray(a)[failing]
+
+    e = at.engine
+    low = lines(
+        replace(e, tp=sub(e.tp), dp=sub(e.dp), ep=sub(e.ep)),
+        at.lengths.map(sub),
+        sub(at.ttft_ms),
+        sub(at.tpot_ms),
+        sub(at.chunk),
+        sub(at.servers),
+    )
+    rate, batch = np.array(rate, dtype=float), np.array(batch, dtype=float)
+    low_rate = rate_below_batch_one(low).reshape(rate[failing].shape)
+    rate[failing] = low_rate
+    batch[failing] = np.where(low_rate > 0.0, 1.0, 0.0)
+    return rate, batch
 
 
 def _spread(values: np.ndarray, keep: np.ndarray) -> np.ndarray:

@@ -229,8 +229,10 @@ def _colocated_slo_limits(members: Members, idx: np.ndarray) -> list[Limit]:
     point = colocated.evaluate(at, 1.0, with_headroom=False)  # idle TTFT and TPOT only
     allowed = members.allowed["colocated"][idx]
     ok = (allowed & engine.fits().reshape(1, -1))[:, :, None]
+    # Unloaded: no queue and no prefill chunk riding along (the p99 TPOT at a batch of one
+    # is a loaded replica's: one sequence always decoding, prompts arriving to match).
     ttft = np.where(ok, point.idle_ttft_ms, np.inf).min(axis=(1, 2))
-    tpot = np.where(ok, point.tpot_p99_ms, np.inf).min(axis=(1, 2))
+    tpot = np.where(ok, point.idle_tpot_ms, np.inf).min(axis=(1, 2))
     out = []
     for n, k in enumerate(idx.tolist()):
         r = members.resolved[k]
