@@ -6,14 +6,9 @@ from __future__ import annotations
 
 from disagg_decider.decide import decide
 from disagg_decider.workload import load_workload_text
+from tests.test_static_basis import WORKLOAD as STATIC_CASE
 
-STATIC = """
-name: static-case
-model: llama-3.1-8b
-traffic: {prompt_tokens: 4000, output_tokens: 500, requests_per_second: 4}
-slo: {ttft_ms: 600, tpot_ms: 25, basis: static}
-cluster: {gpu: h200, gpus: 8}
-"""
+STATIC = STATIC_CASE.replace("BASIS", "static")  # tests/test_static_basis.py
 
 
 def test_the_static_basis_prices_the_conditional_column_on_the_static_basis_too():
