@@ -199,14 +199,19 @@ def _missed(r: Resolved, mode: str, best_ttft_ms: float, best_tpot_ms: float) ->
         missed.append(f"p99 TPOT {slo.tpot_ms:g} ms (best {best_tpot_ms:,.2f} ms)")
     if missed:
         what = " and ".join(missed)
-        detail = f"no {mode} layout meets {what}, even unloaded"
-    else:
+        detail = (
+            f"no {mode} layout meets {what}, even unloaded: relax the target or use faster GPUs"
+        )
+    else:  # each target is met idle: the load (queueing, chunks beside decode steps) breaks them
+        rate = r.workload.traffic.requests_per_second
         detail = (
             f"no {mode} layout meets p99 TTFT {slo.ttft_ms:g} ms and TPOT {slo.tpot_ms:g} ms "
-            f"together at any load (unloaded bests {best_ttft_ms:,.1f} ms and "
-            f"{best_tpot_ms:,.2f} ms, not from the same layout or not with queueing)"
+            f"together at {rate:g} req/s on {r.workload.cluster.gpus} GPUs (unloaded bests "
+            f"{best_ttft_ms:,.1f} ms and {best_tpot_ms:,.2f} ms, not from the same layout or "
+            "only at a lighter load per replica): relax a target, spread the rate over more "
+            "GPUs or use faster GPUs"
         )
-    return Limit(mode=mode, kind="slo", detail=detail + ": relax the target or use faster GPUs")
+    return Limit(mode=mode, kind="slo", detail=detail)
 
 
 def _rows(members: Members, idx: np.ndarray, shape: tuple[int, ...]) -> Lengths:

@@ -216,6 +216,7 @@ class Rows:
     batch_mix: decode.BatchMix | None = None
     # A mixed member's own rows: its longest class's p99 request (tokens); nan elsewhere.
     class_context: np.ndarray | None = None
+    rate_per_s: np.ndarray | None = None  # (S, 1, 1, 1) the workload's own rate
 
 
 @dataclass(frozen=True)
@@ -248,6 +249,7 @@ class Members:
     mix: MemberMix | None = None
     # Mixed traffic: the longest class's p99 prompt + p99 output; nan for one class.
     class_context: np.ndarray | None = None
+    rate_per_s: np.ndarray | None = None  # the workloads' rates
 
     @property
     def first(self) -> Resolved:
@@ -275,6 +277,8 @@ class Members:
         if self.class_context is not None:
             own = p50 == self.prompt_p50[index]
             mixed["class_context"] = np.where(own, self.class_context[index], np.nan)
+        if self.rate_per_s is not None:
+            mixed["rate_per_s"] = self.rate_per_s[index].reshape(shape)
         return Rows(
             lengths=lengths,
             ttft_ms=self.ttft_ms[index].reshape(shape),
@@ -320,6 +324,7 @@ def members_of(resolved: Sequence[Resolved]) -> Members:
         seat_scv=each(batch_mix(r.workload)[0] for r in resolved),
         mix=member_mix(resolved, prompt_p50),
         class_context=each(max(class_context_tokens(r.workload), default=np.nan) for r in resolved),
+        rate_per_s=each(t.requests_per_second for t in traffic),
     )
 
 
@@ -397,7 +402,14 @@ def search(r: Resolved, rows: Rows, layouts: dict[str, np.ndarray]) -> Found:
     servers = np.maximum(budget[:, None] // tps, 1.0).reshape(n_rows, -1, 1, 1)
     # Layouts a row may not use are never chosen (masked below) nor read: not searched.
     best = colocated.best_points(
-        engine, lengths, rows.ttft_ms, rows.tpot_ms, chunks, servers, rows.allowed["colocated"]
+        engine,
+        lengths,
+        rows.ttft_ms,
+        rows.tpot_ms,
+        chunks,
+        servers,
+        rows.allowed["colocated"],
+        rows.rate_per_s,
     )
     colo_rate = np.where(served_rows[:, None], best.rate_per_s, 0.0)
     colo_within_t = (budget[:, None] // tps) * colo_rate
