@@ -103,7 +103,9 @@ def catalog_command(
             row.append(shapes[r.id])
         table.add_row(*row)
     console = out()
-    if sum(widths) + 2 * len(widths) <= console.width:
+    # Each column takes its width, a space of padding either side and one separator (the
+    # outer edges count as separators): a narrower terminal would crop figures ("0.8" as "0").
+    if sum(widths) + 3 * len(widths) <= console.width:
         console.print(table)
     else:  # too narrow for a table that shows every figure: one block per record instead
         console.print(table.title, highlight=False)

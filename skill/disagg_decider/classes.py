@@ -61,6 +61,18 @@ def components(workload: Any) -> list[Component]:
     ]
 
 
+def class_context_tokens(workload: Any) -> list[float]:
+    """Each class's p99 prompt plus p99 output (mixed traffic), [] for one class.
+
+    The context window bounds each request, so a mix is served when every class's own p99
+    request fits; the fitted log-normal's p99 (the mix's one-class stand-in) reaches far past
+    the longest class when short and long classes are mixed, and must not be checked instead.
+    """
+    t = getattr(workload, "traffic", workload)
+    classes = getattr(t, "classes", None) or []
+    return [c.prompt_tokens.p99 + c.output_tokens.p99 for c in classes]
+
+
 def fit_moments(mean: float, second: float) -> tuple[float, float]:
     """(p50, sigma) of the log-normal with this mean and second moment."""
     var_log = max(math.log(max(second / (mean * mean), 1.0)), 0.0)

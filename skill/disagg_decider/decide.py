@@ -402,12 +402,23 @@ def _goodput(mode) -> str:
     return f"{mode.goodput_per_gpu:.3f}" if mode.feasible else "-"
 
 
+_CAUSES = {
+    "memory": "has no room in memory",
+    "context": "exceeds the context",
+    "slo": "meets no SLO",
+}
+
+
 def _gain_text(a: Analysis) -> str:
+    """The gain, or why there is none: the infeasible mode's first limit (memory for a pin
+    that leaves no room for KV, not the SLO)."""
     if a.gain is not None:
         return f"{a.gain:.2f}x"
-    if not a.colocated.feasible:
-        return "n/a, colocated meets no SLO"
-    return "n/a, the split meets no SLO"
+    mode, who = (
+        ("colocated", "colocated") if not a.colocated.feasible else ("disaggregated", "the split")
+    )
+    kinds = [x.kind for x in a.limits if x.mode in (mode, "both") and x.kind in _CAUSES]
+    return f"n/a, {who} {_CAUSES[kinds[0] if kinds else 'slo']}"
 
 
 def _limits_text(a: Analysis, mode: str | None) -> str:

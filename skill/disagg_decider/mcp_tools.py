@@ -332,14 +332,22 @@ class CrossoverResult(_Out):
     crossover_prompt_tokens: int | None = Field(
         description=(
             "where disaggregation starts to win (gain > 1), read from the workload's own "
-            "prompt p50: the lower end of the winning stretch that contains it, else the first "
-            "longer prompt where it wins; log-interpolated; null if it never wins. Computed "
-            "once by the calculator on its own grid: the number decide_disaggregation reports, "
-            "whatever range the curve below covers"
+            "prompt p50: the start of the winning range that contains it, else of the first "
+            "one above it; log-interpolated; null if it never wins. The number "
+            "decide_disaggregation reports, read on the calculator's grid (`crossover_grid`); "
+            "the default range is that grid, so it is the start of one of `winning_ranges`"
         )
     )
+    crossover_grid: list[int] = Field(
+        description="the prompt p50s the crossover is read on (plus the workload's own)"
+    )
     winning_ranges: list[tuple[int, int]] = Field(
-        description="[first, last] grid prompt lengths of each run of points where it wins"
+        description=(
+            "[from, to] of each stretch of the curve where disaggregation wins: `from` where "
+            "the gain crosses 1, log-interpolated between the last losing and first winning "
+            "point exactly as the crossover is read (the curve's first point when it wins from "
+            "there), `to` the stretch's last winning point"
+        )
     )
     workload_prompt_tokens_p50: float
     curve: list[GainPoint]
@@ -365,8 +373,13 @@ class CrossoverResult(_Out):
 def find_crossover(
     workload: Annotated[Workload, Field(description=WORKLOAD_HELP)],
     min_prompt_tokens: Annotated[
-        int, Field(ge=16, le=MAX_TOKENS, description="Shortest prompt p50 to try.")
-    ] = 256,
+        int,
+        Field(
+            ge=16,
+            le=MAX_TOKENS,
+            description="Shortest prompt p50 to try; default 64, the crossover grid's start.",
+        ),
+    ] = compare.CROSSOVER_MIN_PROMPT_TOKENS,
     max_prompt_tokens: Annotated[
         int | None,
         Field(
@@ -376,8 +389,16 @@ def find_crossover(
         ),
     ] = None,
     steps: Annotated[
-        int, Field(ge=2, le=64, description="Log-spaced prompt lengths in the range.")
-    ] = 12,
+        int,
+        Field(
+            ge=2,
+            le=64,
+            description=(
+                "Log-spaced prompt lengths in the range; default 11: with the default range, "
+                "the grid the crossover is read on."
+            ),
+        ),
+    ] = compare.CROSSOVER_POINTS,
 ) -> CrossoverResult:
     """Find the prompt length from which disaggregated serving beats colocated serving for a
     workload, with the gain curve over a range of prompt lengths.
@@ -413,10 +434,19 @@ def find_crossover(
         notes.append(f"lengths above {r.model.max_context_tokens} exceed {r.model.id}'s context")
     analysis = compare.analyze(r)
     cond = analysis.conditional
+    crossover = analysis.crossover_prompt_tokens
+    on_curve = compare.crossover_from_curve(prompts, gains, own)
+    if on_curve != crossover:
+        notes.append(
+            f"crossover_prompt_tokens ({crossover}) is read on the calculator's grid "
+            f"(crossover_grid); on this curve's grid it would be {on_curve}: pass "
+            "min_prompt_tokens, max_prompt_tokens and steps at their defaults to see that grid"
+        )
     return CrossoverResult(
         workload=workload.name,
-        crossover_prompt_tokens=analysis.crossover_prompt_tokens,
-        winning_ranges=_runs(curve),
+        crossover_prompt_tokens=crossover,
+        crossover_grid=[round(p) for p in compare.crossover_grid(r)],
+        winning_ranges=compare.winning_stretches(prompts, gains),
         workload_prompt_tokens_p50=workload.traffic.prompt_tokens.p50,
         curve=curve,
         layout=cond.layout if cond else "colocated",
@@ -485,19 +515,6 @@ def _gain_point(prompt_tokens: int, gain: float) -> GainPoint:
         outcome=outcome,
         disaggregation_wins=outcome == "disaggregated-only" or (finite is not None and finite > 1),
     )
-
-
-def _runs(curve: list[GainPoint]) -> list[tuple[int, int]]:
-    runs: list[tuple[int, int]] = []
-    start: int | None = None
-    for i, point in enumerate(curve):
-        if point.disaggregation_wins and start is None:
-            start = i
-        if start is not None and (not point.disaggregation_wins or i == len(curve) - 1):
-            end = i if point.disaggregation_wins else i - 1
-            runs.append((curve[start].prompt_tokens, curve[end].prompt_tokens))
-            start = None
-    return runs
 
 
 # --- list_catalog -----------------------------------------------------------------------------

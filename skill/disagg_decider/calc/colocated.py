@@ -302,7 +302,14 @@ class ColocatedPoint:
 
 
 def best_points(
-    engine: Engine, lengths: Lengths, ttft_ms, tpot_ms, chunks, servers=1.0, searched=None
+    engine: Engine,
+    lengths: Lengths,
+    ttft_ms,
+    tpot_ms,
+    chunks,
+    servers=1.0,
+    searched=None,
+    rate_per_s=None,
 ) -> ColocatedPoint:
     """Largest feasible batch per chunk size (interpolated), then the best chunk size.
 
@@ -362,11 +369,46 @@ def best_points(
 
         bisected = bisect_edge(at, batches.size, (n_lines,))
         rate, batch = bisected.value(0), bisected.value(1)
+    if rate_per_s is not None:
+        rate, batch = _below_batch_one(at_lines, rate, batch, per_line(rate_per_s))
     if keep is not None:
         rate, batch = _spread(rate, keep), _spread(batch, keep)
     rate, batch = rate.reshape(shape[:-1]), batch.reshape(shape[:-1])
     best = rate.argmax(axis=-1)
     return ColocatedPoint(rate_per_s=pick(rate, best), chunk_index=best, batch=pick(batch, best))
+
+
+def _below_batch_one(at: Lines, rate: np.ndarray, batch: np.ndarray, wanted: np.ndarray):
+    """Lines where no batch on the grid (from 1) meets the targets may still carry the
+    workload's own rate (`wanted`, req/s per line) below one sequence in flight per replica
+    (`low_load`); they deploy with a batch of 1. Only where the line's replicas carry that rate
+    there: the low-load line is the rate sizing's reading near idle, not a capacity to compare
+    modes on at loads the workload does not have. `at` holds one entry per line (`best_points`
+    lays them out), so its fields index by line."""
+    failing = np.ravel(rate) <= 0.0
+    if not failing.any():
+        return rate, batch
+    from disagg_decider.calc.low_load import rate_below_batch_one
+
+    def sub(a) -> np.ndarray:
+        return np.asarray(a)[failing]
+
+    e = at.engine
+    low = lines(
+        replace(e, tp=sub(e.tp), dp=sub(e.dp), ep=sub(e.ep)),
+        at.lengths.map(sub),
+        sub(at.ttft_ms),
+        sub(at.tpot_ms),
+        sub(at.chunk),
+        sub(at.servers),
+    )
+    rate, batch = np.array(rate, dtype=float), np.array(batch, dtype=float)
+    low_rate = rate_below_batch_one(low)
+    carries = low_rate * np.ravel(sub(at.servers)) >= np.ravel(sub(wanted)) * (1.0 - 1e-9)
+    low_rate = np.where(carries, low_rate, 0.0).reshape(rate[failing].shape)
+    rate[failing] = low_rate
+    batch[failing] = np.where(low_rate > 0.0, 1.0, 0.0)
+    return rate, batch
 
 
 def _spread(values: np.ndarray, keep: np.ndarray) -> np.ndarray:

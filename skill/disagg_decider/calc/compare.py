@@ -53,6 +53,7 @@ from disagg_decider.workload import Resolved
 
 HOURS_PER_YEAR = 8760.0
 CROSSOVER_POINTS = 11
+CROSSOVER_MIN_PROMPT_TOKENS = 64  # the crossover grid's shortest prompt p50
 BLOCK_WORKLOADS = 256  # workloads per search: big enough to spread numpy's per-call cost
 ONE_PASS_WORKLOADS = 4  # up to this many, own prompts and crossover grid share one search
 SIZING_REPLICAS = 64  # prefill pools are sized up to this many replicas beyond the cluster
@@ -221,7 +222,7 @@ def crossover_grid(r: Resolved) -> np.ndarray:
 
 @cache
 def _log_grid(top: int) -> np.ndarray:
-    grid = sorted_unique(np.round(np.geomspace(64, top, CROSSOVER_POINTS)))
+    grid = sorted_unique(np.round(np.geomspace(CROSSOVER_MIN_PROMPT_TOKENS, top, CROSSOVER_POINTS)))
     grid.setflags(write=False)
     return grid
 
@@ -248,6 +249,29 @@ def crossover_from_curve(prompts: np.ndarray, gains: np.ndarray, own_prompt: flo
         start = wins.index(True, own)
     else:
         return None
+    return _stretch_start(prompts, gains, start)
+
+
+def winning_stretches(prompts, gains) -> list[tuple[int, int]]:
+    """Each stretch of the curve where disaggregation wins, as (from, to) prompt tokens: `from`
+    where the gain crosses 1, log-interpolated as `crossover_from_curve` reads it (so the
+    crossover is one of them on the same grid), `to` the stretch's last winning grid point."""
+    prompts = np.asarray(prompts, dtype=float).tolist()
+    gains = np.asarray(gains, dtype=float).tolist()
+    wins = [_wins(g) for g in gains]
+    out = []
+    for i, won in enumerate(wins):
+        if won and (i == 0 or not wins[i - 1]):
+            end = i
+            while end + 1 < len(wins) and wins[end + 1]:
+                end += 1
+            out.append((_stretch_start(prompts, gains, i), round(prompts[end])))
+    return out
+
+
+def _stretch_start(prompts: list[float], gains: list[float], start: int) -> int:
+    """Where a winning stretch starting at grid point `start` begins: the grid's first point,
+    else the log-interpolated crossing from the losing point before it."""
     if start == 0:
         return int(prompts[0])
     return _log_crossing(prompts[start - 1], prompts[start], gains[start - 1], gains[start])

@@ -20,7 +20,7 @@ from disagg_decider.workload import Resolved
 class TransferPath:
     """The link a request's KV takes; numeric fields may be arrays, one entry per row."""
 
-    kind: str  # "scale-up" or "network"
+    kind: str  # "scale-up" (NVLink), "pcie" (one box without NVLink) or "network"
     gbps_per_gpu: float | np.ndarray
     efficiency: float | np.ndarray
     latency_ms: float | np.ndarray
@@ -57,15 +57,27 @@ class TransferPath:
         )
 
 
+# GPU-to-GPU inside one box without NVLink (L40S-class PCIe cards): PCIe Gen4 x16 carries
+# 32 GB/s one way (the catalog's L40S note: 64 GB/s bidirectional). Peer-to-peer copies through
+# the host's root complex reach about 70% of it; a few microseconds to set one up.
+PCIE_GB_PER_S = 32.0
+PCIE_EFFICIENCY = 0.7
+PCIE_LATENCY_MS = 0.01
+
+
 def transfer_path(r: Resolved) -> TransferPath:
-    """KV stays on NVLink when the whole cluster is one scale-up domain; else the network."""
+    """KV stays on NVLink when the whole cluster is one scale-up domain, on PCIe when it is one
+    box of GPUs without NVLink (both pools sit in the node, so the KV never meets the cluster
+    network), and takes the network otherwise."""
     c = r.workload.cluster
     domain = max(c.gpus_per_node, r.gpu.scaleup_domain_gpus)
-    on_scaleup = r.link.kind == "scale-up" or (c.gpus <= domain and r.gpu.scaleup_gb_per_s > 0)
-    if on_scaleup:
+    has_nvlink = r.gpu.scaleup_gb_per_s > 0
+    if r.link.kind == "scale-up" or (c.gpus <= domain and has_nvlink):
         nvlink = get_link("nvlink")
         gbps = transfer.link_gbps_per_gpu(nvlink, r.gpu)
         return TransferPath("scale-up", gbps, nvlink.efficiency, nvlink.latency_us / 1e3, True)
+    if c.gpus <= c.gpus_per_node and not c.heterogeneous:
+        return TransferPath("pcie", PCIE_GB_PER_S * 8.0, PCIE_EFFICIENCY, PCIE_LATENCY_MS, True)
     link = r.link
     return TransferPath("network", r.link_gbps, link.efficiency, link.latency_us / 1e3, link.rdma)
 

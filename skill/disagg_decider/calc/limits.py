@@ -35,24 +35,26 @@ def limits_for_block(
 ) -> list[list[Limit]]:
     """Every limit on each member of a search block, most fundamental first.
 
-    Context and memory limits hold for both modes and explain every infeasible mode; an SLO
-    limit is given for a mode that is infeasible for no other reason; a rate limit for a
-    feasible mode the cluster is too small for. The unloaded bests are computed for all the
-    members that need them at once, so a batch with many infeasible workloads stays fast.
+    Memory and context limits hold for both modes and explain every infeasible mode; memory
+    comes first, since no other fix runs while the weights fit no replica (capping prompts for
+    the context would still leave nothing that loads). An SLO limit is given for a mode that is
+    infeasible for no other reason; a rate limit for a feasible mode the cluster is too small
+    for. The unloaded bests are computed for all the members that need them at once, so a
+    batch with many infeasible workloads stays fast.
     """
     out: list[list[Limit]] = [[] for _ in members.resolved]
     pairs = list(zip(colo, disagg, strict=True))
     todo = [k for k, (c, d) in enumerate(pairs) if not (c.feasible and d.feasible)]
+    both = [k for k in todo if not colo[k].feasible and not disagg[k].feasible]
+    if both:
+        for k, bound in zip(both, _memory_bound(members, np.array(both)), strict=True):
+            memory = _memory_limit(members.resolved[k]) if bound else None
+            if memory is not None:
+                out[k].append(memory)
     for k in todo:
         context = _context_limit(members.resolved[k])
         if context is not None:
             out[k].append(context)
-    todo = [k for k in todo if not out[k]]
-    both = [k for k in todo if not colo[k].feasible and not disagg[k].feasible]
-    if both:
-        for k, bound in zip(both, _memory_bound(members, np.array(both)), strict=True):
-            if bound:
-                out[k].append(_memory_limit(members.resolved[k]))
     todo = [k for k in todo if not out[k]]
     need = [k for k in todo if not colo[k].feasible]
     if need:
@@ -81,19 +83,33 @@ def replica_tps(r: Resolved) -> list[int]:
 
 
 def _context_limit(r: Resolved) -> Limit | None:
+    """The p99 request beyond the model's window: the workload's, or with `traffic.classes`
+    each class's own (the mix's fitted log-normal reaches past its longest class)."""
     t = r.workload.traffic
-    total = t.prompt_tokens.p99 + t.output_tokens.p99
     window = r.model.max_context_tokens
-    if total <= window * (1.0 + 1e-9):
-        return None
+    if t.classes:
+        over = [
+            (n, c.prompt_tokens.p99, c.output_tokens.p99)
+            for n, c in enumerate(t.classes, start=1)
+            if c.prompt_tokens.p99 + c.output_tokens.p99 > window * (1.0 + 1e-9)
+        ]
+        if not over:
+            return None
+        n, prompt, output = max(over, key=lambda x: x[1] + x[2])
+        who = f"class {n}'s p99 request (traffic.classes[{n - 1}]: "
+    else:
+        prompt, output = t.prompt_tokens.p99, t.output_tokens.p99
+        if prompt + output <= window * (1.0 + 1e-9):
+            return None
+        who = "a p99 request ("
     return Limit(
         mode="both",
         kind="context",
         detail=(
-            f"a p99 request ({t.prompt_tokens.p99:,.0f} prompt + {t.output_tokens.p99:,.0f} "
-            f"output tokens = {total:,.0f}) exceeds {r.model.id}'s context of {window:,} tokens; "
-            f"the engine rejects it: cap prompts at {max(window - t.output_tokens.p99, 0):,.0f} "
-            "tokens (truncate or retrieve less) or choose a model with a longer context"
+            f"{who}{prompt:,.0f} prompt + {output:,.0f} output tokens = {prompt + output:,.0f}) "
+            f"exceeds {r.model.id}'s context of {window:,} tokens; the engine rejects it: cap "
+            f"prompts at {max(window - output, 0):,.0f} tokens (truncate or retrieve less) or "
+            "choose a model with a longer context"
         ),
     )
 
@@ -183,14 +199,19 @@ def _missed(r: Resolved, mode: str, best_ttft_ms: float, best_tpot_ms: float) ->
         missed.append(f"p99 TPOT {slo.tpot_ms:g} ms (best {best_tpot_ms:,.2f} ms)")
     if missed:
         what = " and ".join(missed)
-        detail = f"no {mode} layout meets {what}, even unloaded"
-    else:
+        detail = (
+            f"no {mode} layout meets {what}, even unloaded: relax the target or use faster GPUs"
+        )
+    else:  # each target is met idle: the load (queueing, chunks beside decode steps) breaks them
+        rate = r.workload.traffic.requests_per_second
         detail = (
             f"no {mode} layout meets p99 TTFT {slo.ttft_ms:g} ms and TPOT {slo.tpot_ms:g} ms "
-            f"together at any load (unloaded bests {best_ttft_ms:,.1f} ms and "
-            f"{best_tpot_ms:,.2f} ms, not from the same layout or not with queueing)"
+            f"together at {rate:g} req/s on {r.workload.cluster.gpus} GPUs (unloaded bests "
+            f"{best_ttft_ms:,.1f} ms and {best_tpot_ms:,.2f} ms, not from the same layout or "
+            "only at a lighter load per replica): relax a target, spread the rate over more "
+            "GPUs or use faster GPUs"
         )
-    return Limit(mode=mode, kind="slo", detail=detail + ": relax the target or use faster GPUs")
+    return Limit(mode=mode, kind="slo", detail=detail)
 
 
 def _rows(members: Members, idx: np.ndarray, shape: tuple[int, ...]) -> Lengths:
@@ -213,8 +234,10 @@ def _colocated_slo_limits(members: Members, idx: np.ndarray) -> list[Limit]:
     point = colocated.evaluate(at, 1.0, with_headroom=False)  # idle TTFT and TPOT only
     allowed = members.allowed["colocated"][idx]
     ok = (allowed & engine.fits().reshape(1, -1))[:, :, None]
+    # Unloaded: no queue and no prefill chunk riding along (the p99 TPOT at a batch of one
+    # is a loaded replica's: one sequence always decoding, prompts arriving to match).
     ttft = np.where(ok, point.idle_ttft_ms, np.inf).min(axis=(1, 2))
-    tpot = np.where(ok, point.tpot_p99_ms, np.inf).min(axis=(1, 2))
+    tpot = np.where(ok, point.idle_tpot_ms, np.inf).min(axis=(1, 2))
     out = []
     for n, k in enumerate(idx.tolist()):
         r = members.resolved[k]

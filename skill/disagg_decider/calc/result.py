@@ -153,7 +153,7 @@ class Analysis(_Out):
     kv_transfer_ms: float  # the engine's transfer style, exposed part
     kv_transfer_serialized_ms: float
     kv_transfer_layerwise_ms: float
-    kv_transfer_path: Literal["scale-up", "network"]
+    kv_transfer_path: Literal["scale-up", "pcie", "network"]
     kv_transfer_gb_per_s: float
     kv_transfer_rdma: bool
     prefill_ms: float

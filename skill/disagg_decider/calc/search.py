@@ -42,6 +42,7 @@ from disagg_decider.classes import (
     batch_context_tokens,
     batch_mix,
     chunk_prompt_tokens,
+    class_context_tokens,
 )
 from disagg_decider.workload import Resolved, Workload, lognormal_sigma
 
@@ -213,6 +214,9 @@ class Rows:
     # its decode batch's mix; None where no row is one.
     prompts: PromptMix | None = None
     batch_mix: decode.BatchMix | None = None
+    # A mixed member's own rows: its longest class's p99 request (tokens); nan elsewhere.
+    class_context: np.ndarray | None = None
+    rate_per_s: np.ndarray | None = None  # (S, 1, 1, 1) the workload's own rate
 
 
 @dataclass(frozen=True)
@@ -243,6 +247,9 @@ class Members:
     # Mixed traffic: the classes' shape for the always-disaggregated mode (`calc/classes.py`);
     # None when every member is one class.
     mix: MemberMix | None = None
+    # Mixed traffic: the longest class's p99 prompt + p99 output; nan for one class.
+    class_context: np.ndarray | None = None
+    rate_per_s: np.ndarray | None = None  # the workloads' rates
 
     @property
     def first(self) -> Resolved:
@@ -267,6 +274,11 @@ class Members:
         p50 = np.concatenate(prompts)
         lengths = self.lengths(p50, index, shape)
         mixed = {} if self.mix is None else self.mix.rows_at(lengths, p50, index, shape)
+        if self.class_context is not None:
+            own = p50 == self.prompt_p50[index]
+            mixed["class_context"] = np.where(own, self.class_context[index], np.nan)
+        if self.rate_per_s is not None:
+            mixed["rate_per_s"] = self.rate_per_s[index].reshape(shape)
         return Rows(
             lengths=lengths,
             ttft_ms=self.ttft_ms[index].reshape(shape),
@@ -311,6 +323,8 @@ def members_of(resolved: Sequence[Resolved]) -> Members:
         chunk_prompt=each(chunk_prompt_tokens(r.workload) for r in resolved),
         seat_scv=each(batch_mix(r.workload)[0] for r in resolved),
         mix=member_mix(resolved, prompt_p50),
+        class_context=each(max(class_context_tokens(r.workload), default=np.nan) for r in resolved),
+        rate_per_s=each(t.requests_per_second for t in traffic),
     )
 
 
@@ -380,7 +394,7 @@ def search(r: Resolved, rows: Rows, layouts: dict[str, np.ndarray]) -> Found:
     )
 
     # Rows whose p99 request outruns the model's context serve nothing in either mode.
-    served_rows = within_context(r.model.max_context_tokens, lengths).reshape(n_rows)
+    served_rows = within_context(r.model.max_context_tokens, lengths, rows.class_context)
 
     # Colocated: every (layout, chunk, batch) at once; the replicas on the budget form one
     # pooled queue.
@@ -388,7 +402,14 @@ def search(r: Resolved, rows: Rows, layouts: dict[str, np.ndarray]) -> Found:
     servers = np.maximum(budget[:, None] // tps, 1.0).reshape(n_rows, -1, 1, 1)
     # Layouts a row may not use are never chosen (masked below) nor read: not searched.
     best = colocated.best_points(
-        engine, lengths, rows.ttft_ms, rows.tpot_ms, chunks, servers, rows.allowed["colocated"]
+        engine,
+        lengths,
+        rows.ttft_ms,
+        rows.tpot_ms,
+        chunks,
+        servers,
+        rows.allowed["colocated"],
+        rows.rate_per_s,
     )
     colo_rate = np.where(served_rows[:, None], best.rate_per_s, 0.0)
     colo_within_t = (budget[:, None] // tps) * colo_rate
@@ -450,14 +471,19 @@ def search(r: Resolved, rows: Rows, layouts: dict[str, np.ndarray]) -> Found:
     )
 
 
-def within_context(max_context_tokens: int, lengths: Lengths) -> np.ndarray:
-    """Whether a p99 prompt plus a p99 output fits the model's context window.
+def within_context(max_context_tokens: int, lengths: Lengths, class_context=None) -> np.ndarray:
+    """Whether a p99 prompt plus a p99 output fits the model's context window, per row (S,).
 
     A request beyond it cannot be served at all (the engine rejects it), so such a row is
-    infeasible in both modes rather than priced as if the window were longer.
+    infeasible in both modes rather than priced as if the window were longer. A mixed
+    member's own rows check their longest class's p99 request (`class_context`, finite
+    there), not the fitted log-normal's.
     """
     output_p99 = queueing.lognormal_p99(lengths.output_p50, lengths.output_sigma)
-    return lengths.prompt_p99 + output_p99 <= max_context_tokens * (1.0 + 1e-9)
+    total = np.ravel(lengths.prompt_p99 + output_p99)
+    if class_context is not None:
+        total = np.where(np.isfinite(class_context), class_context, total)
+    return total <= max_context_tokens * (1.0 + 1e-9)
 
 
 def pairs_allowed(

@@ -29,7 +29,13 @@ from disagg_decider.calc.compare import HOURS_PER_YEAR
 from disagg_decider.calc.frontier import pick
 from disagg_decider.calc.kvpath import transfer_path, transfer_times
 from disagg_decider.calc.lengths import Lengths
-from disagg_decider.calc.result import Analysis
+from disagg_decider.calc.result import (
+    Analysis,
+    ColocatedResult,
+    ConditionalResult,
+    DisaggregatedResult,
+    ThresholdPoint,
+)
 from disagg_decider.calc.search import TP_CANDIDATES, engine_for, pairs_allowed, pinned_layouts
 from disagg_decider.errors import UserError
 from disagg_decider.workload import Resolved
@@ -250,17 +256,89 @@ def static_analysis(r: Resolved, a: Analysis) -> Analysis:
     gain = dis.goodput_per_gpu / colo.goodput_per_gpu if colo.goodput_per_gpu > 0 else None
     note = (
         "slo.basis static: TTFT is a batch's prefill latency with no queueing and TPOT the mean "
-        "step (ttft_p99_ms / tpot_p99_ms hold these static figures); the crossover prompt "
-        "length is still read on the p99-under-load basis"
+        "step (ttft_p99_ms / tpot_p99_ms hold these static figures); the conditional column is "
+        "the better of the two static modes; the crossover prompt length is still read on the "
+        "p99-under-load basis"
     )
     return a.model_copy(
         update={
             "colocated": colo,
             "disaggregated": dis,
+            "conditional": static_conditional(a.conditional, colo, dis),
             "gain": gain,
             "warnings": [*a.warnings, note],
         }
     )
+
+
+STATIC_ROUTING = (
+    "slo.basis static: no routing threshold between the modes is priced on this basis, so the "
+    "conditional layout is the better of static colocated and static always-disaggregated"
+)
+
+
+def static_conditional(
+    k: ConditionalResult | None, colo: ColocatedResult, dis: DisaggregatedResult
+) -> ConditionalResult | None:
+    """The conditional column on the static basis: its two ends (no prefill pool, T = 0) are
+    the static modes, so it reports the better of them rather than the p99 basis's pools,
+    which a column of static figures beside it would misread as comparable."""
+    if k is None:  # an analysis without the conditional layout (the interactivity sweep)
+        return None
+    curve = [
+        ThresholdPoint(
+            threshold_tokens=None, goodput_per_gpu=colo.goodput_per_gpu, share_to_prefill=0.0
+        ),
+        ThresholdPoint(
+            threshold_tokens=0, goodput_per_gpu=dis.goodput_per_gpu, share_to_prefill=1.0
+        ),
+    ]
+    split = dis.feasible and dis.goodput_per_gpu > colo.goodput_per_gpu
+    best = dis if split else colo
+    common = {
+        "feasible": best.feasible,
+        "threshold_reason": STATIC_ROUTING,
+        "max_rate_per_s": best.max_rate_per_s,
+        "goodput_per_gpu": best.goodput_per_gpu,
+        "ttft_p99_ms": best.ttft_p99_ms,
+        "tpot_p99_ms": best.tpot_p99_ms,
+        "pooled_ttft_p99_ms": None,
+        "local_ttft_p99_ms": None,
+        "gain_over_colocated": _ratio(best.goodput_per_gpu, colo.goodput_per_gpu),
+        "gain_over_disaggregated": _ratio(best.goodput_per_gpu, dis.goodput_per_gpu),
+        "curve": curve,
+    }
+    if split:
+        return k.model_copy(
+            update={
+                **common,
+                "layout": "disaggregated",
+                "threshold_tokens": 0,
+                "share_to_prefill": 1.0,
+                "prefill_tp": dis.prefill_tp,
+                "decode_tp": dis.decode_tp,
+                "prefill_replicas": dis.prefill_replicas,
+                "decode_replicas": dis.decode_replicas,
+                "chunk_tokens": None,
+            }
+        )
+    return k.model_copy(
+        update={
+            **common,
+            "layout": "colocated",
+            "threshold_tokens": None,
+            "share_to_prefill": 0.0,
+            "prefill_tp": None,
+            "decode_tp": colo.tp,
+            "prefill_replicas": 0,
+            "decode_replicas": colo.replicas,
+            "chunk_tokens": colo.chunk_tokens,
+        }
+    )
+
+
+def _ratio(x: float, y: float) -> float | None:
+    return x / y if y > 0 else None
 
 
 def output_tokens_per_s_per_gpu(a: Analysis, r: Resolved) -> tuple[float, float]:

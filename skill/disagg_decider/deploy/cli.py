@@ -133,7 +133,8 @@ def deploy_command(
         payload = {
             "target": target,
             "decision": verdict.decision,
-            "layout": "disaggregated" if bundle.plan.disaggregated else "colocated",
+            "layout": bundle.plan.layout,
+            "threshold_tokens": bundle.plan.threshold_tokens if bundle.plan.disaggregated else None,
             "files": [str(p) for p in written],
             "warnings": bundle.warnings,
         }

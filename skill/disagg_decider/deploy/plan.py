@@ -117,6 +117,14 @@ class DeployPlan:
         return sum(p.gpus for p in self.pools)
 
     @property
+    def layout(self) -> str:
+        """The layout the files run, in the verdict's names: `conditional` (a prefill pool for
+        prompts above the threshold), `disaggregated` (every prompt to it) or `colocated`."""
+        if not self.disaggregated:
+            return "colocated"
+        return "conditional" if self.threshold_tokens > 0 else "disaggregated"
+
+    @property
     def multinode(self) -> bool:
         """Some replica spans several nodes (llm-d: the chart's LeaderWorkerSet mode)."""
         return any(p.nodes > 1 for p in self.pools)

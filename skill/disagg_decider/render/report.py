@@ -19,8 +19,6 @@ from disagg_decider.verdict import Comparison, FiredRule, Reference, Verdict
 from disagg_decider.verdict_text import conditional_layout, dtypes_sentence
 from disagg_decider.workload import Resolved
 
-CHART_MIN_PROMPT_TOKENS = 128
-CHART_MAX_PROMPT_TOKENS = 131072
 DECISION_HEADLINE = {
     "colocate": "Verdict: stay colocated",
     "dynamo": "Verdict: disaggregate, on NVIDIA Dynamo",
@@ -82,15 +80,14 @@ class GainChart:
         return any(p.gain == 0 for p in self.points)
 
 
-def chart_prompt_grid(resolved: Resolved) -> list[int]:
-    """Powers of two from 128 tokens to the model's context (at most 128K): log-spaced."""
-    top = min(resolved.model.max_context_tokens, CHART_MAX_PROMPT_TOKENS)
-    grid = []
-    tokens = CHART_MIN_PROMPT_TOKENS
-    while tokens <= top:
-        grid.append(tokens)
-        tokens *= 2
-    return grid or [top]
+def chart_prompt_grid(resolved: Resolved) -> list[float]:
+    """The prompt p50s the crossover is read on: the calculator's log-spaced grid
+    (`compare.crossover_grid`, 64 tokens to the context, at most 128K) with the workload's own
+    p50, so the table's gains and the crossover the report states come from the same points."""
+    from disagg_decider.calc.compare import crossover_grid
+
+    own = float(resolved.workload.traffic.prompt_tokens.p50)
+    return sorted({*(float(p) for p in crossover_grid(resolved)), own})
 
 
 def gain_chart(resolved: Resolved) -> GainChart:
@@ -101,7 +98,7 @@ def gain_chart(resolved: Resolved) -> GainChart:
     finite = [g for g in gains if math.isfinite(g)]
     y_max = max([2.0, *(g * 1.15 for g in finite)])
     y_max = math.ceil(y_max * 2) / 2  # a round top on a half
-    points = tuple(GainPoint(p, g) for p, g in zip(grid, gains, strict=True))
+    points = tuple(GainPoint(round(p), g) for p, g in zip(grid, gains, strict=True))
     return GainChart(points=points, y_max=y_max)
 
 
