@@ -195,7 +195,7 @@ print(resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss)
 def _peak_rss_kib(path: Path, tmp_path: Path) -> int:
     """The largest resident set of `decide batch` and its workers, in a fresh process tree."""
     command = [sys.executable, "-m", "disagg_decider", "batch", str(path), "-f", "jsonl"]
-    command += ["--jobs", "2", "--out", str(tmp_path / f"{path.stem}.out.jsonl")]
+    command += ["--jobs", "2", "--chunk", "100", "--out", str(tmp_path / f"{path.stem}.out.jsonl")]
     proc = subprocess.run(
         [sys.executable, "-c", MEASURE, *command],
         env=_env(),

@@ -10,6 +10,7 @@ from typing import Annotated
 
 import typer
 
+from disagg_decider.batch_stream import CHUNK_WORKLOADS
 from disagg_decider.cli_common import parse_sets
 from disagg_decider.errors import UserError
 
@@ -79,9 +80,10 @@ def batch_command(
         typer.Option(
             "--chunk",
             metavar="N",
-            help="Workloads a worker decides at once; memory grows with N x jobs.",
+            help="Workloads sent to a worker at once (decided 64 of one kind at a time): the "
+            "rows of 2 x jobs chunks are in flight.",
         ),
-    ] = 64,
+    ] = CHUNK_WORKLOADS,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No progress bar.")] = False,
 ) -> None:
     """Decide many workloads at once: the fast path for sweeps, fleets and scripts.

@@ -24,7 +24,7 @@ from disagg_decider.batch_inputs import Entry, Source, entries, total
 from disagg_decider.batch_work import CSV_COLUMNS, Done, Options, csv_line, decide_chunk
 from disagg_decider.errors import UserError
 
-CHUNK_WORKLOADS = 64  # per call to a worker: ~0.2-0.4 s of work, a few MB of verdicts
+CHUNK_WORKLOADS = 512  # per call to a worker; decided in slices of batch_work.GROUP_WORKLOADS
 FILE_WIDTH_CHARS = 140  # a table written with --out: wide enough that nothing is cut
 EXIT_INTERRUPTED = 130  # 128 + SIGINT, as a shell reports a Ctrl-C
 TABLE_COLUMNS = (  # header, never cut, right-justified, narrowest width

@@ -12,6 +12,7 @@ import csv
 import io
 import json
 import textwrap
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
@@ -57,28 +58,37 @@ class Done:
 
 
 def decide_chunk(job: tuple[list[Entry], Options]) -> Done:
-    """Decide a chunk of entries and format their rows (the function the workers run)."""
+    """Decide a chunk of entries and format their rows (the function the workers run).
+
+    Each slice's verdicts become rows (strings) as soon as it is decided, so a worker holds
+    one slice's verdicts at a time, whatever the chunk's length."""
     entries, options = job
+    fmt = options.fmt
+    rows: list[Any] = [None] * len(entries)
+    done = Done()
     loaded: list[tuple[int, Any]] = []
-    outcomes: list[Any] = [None] * len(entries)
     for i, entry in enumerate(entries):
         try:
             loaded.append((i, _load(entry)))
         except Exception as exc:  # one bad workload is its own row
-            outcomes[i] = _message(exc)
-    dirs = [Path(entries[i].base_dir) for i, _ in loaded]
-    verdicts = _decide([w for _, w in loaded], dirs, options)
-    for (i, _), verdict in zip(loaded, verdicts, strict=True):
-        outcomes[i] = verdict
-    done = Done()
-    for entry, outcome in zip(entries, outcomes, strict=True):
-        if isinstance(outcome, str):
-            done.errors.append(outcome)
-            done.rows.append(error_row(entry.label, outcome, options.fmt))
-        else:
-            done.infeasible += not outcome.feasible
-            done.rows.append(verdict_row(entry.label, outcome, options.fmt))
+            rows[i] = _error(done, entry.label, _message(exc), fmt)
+    for members, verdicts in _decide(
+        [w for _, w in loaded], [Path(entries[i].base_dir) for i, _ in loaded], options
+    ):
+        for k, outcome in zip(members, verdicts, strict=True):
+            i = loaded[k][0]
+            if isinstance(outcome, str):
+                rows[i] = _error(done, entries[i].label, outcome, fmt)
+            else:
+                done.infeasible += not outcome.feasible
+                rows[i] = verdict_row(entries[i].label, outcome, fmt)
+    done.rows = rows
     return done
+
+
+def _error(done: Done, label: str, message: str, fmt: str) -> Any:
+    done.errors.append(message)
+    return error_row(label, message, fmt)
 
 
 def _load(entry: Entry):
@@ -97,22 +107,47 @@ def _load(entry: Entry):
     return parse_workload(data, entry.label)
 
 
-def _decide(workloads: list, dirs: list[Path], options: Options) -> list[Any]:
-    """Verdicts for the chunk's loaded workloads; if the chunk fails as a whole, each alone,
-    so that only the workload at fault gets an error."""
-    if not workloads:
-        return []
-    try:
-        return _decide_many(workloads, dirs, options)
-    except Exception:  # find the workload at fault
-        pass
-    results: list[Any] = []
-    for w, d in zip(workloads, dirs, strict=True):
+# Workloads per `decide_many` call. A call searches the workloads that share an engine
+# together (the larger the group, the less numpy's fixed cost per call weighs), but its
+# intermediate arrays grow with the group: 256 alike took ~440 MB, 64 about 130 MB.
+GROUP_WORKLOADS = 64
+
+
+def _decide(workloads: list, dirs: list[Path], options: Options) -> Iterator[tuple[list, list]]:
+    """(indices, verdicts or error messages) for the chunk's loaded workloads, a slice at a time.
+
+    The chunk is cut by engine (model, GPU, engine, weights) into slices of at most
+    `GROUP_WORKLOADS`: a chunk of a mixed fleet keeps its groups whole, a chunk of one kind
+    keeps its memory bounded. A slice that fails as a whole is decided one workload at a
+    time, so that only the workload at fault gets an error."""
+    for members in _slices(workloads):
         try:
-            results.append(_decide_many([w], [d], options)[0])
-        except Exception as exc:  # that workload's row carries it
-            results.append(_message(exc))
-    return results
+            verdicts = _decide_many(
+                [workloads[i] for i in members], [dirs[i] for i in members], options
+            )
+        except Exception:  # find the workload at fault
+            verdicts = [_decide_alone(workloads[i], dirs[i], options) for i in members]
+        yield members, verdicts
+
+
+def _slices(workloads: list) -> list[list[int]]:
+    """Indices grouped by engine, in first-seen order, each group cut into slices."""
+    groups: dict[tuple, list[int]] = {}
+    for i, w in enumerate(workloads):
+        model = w.model if isinstance(w.model, str) else repr(w.model)
+        groups.setdefault((model, w.cluster.gpu, w.engine, w.weights_dtype), []).append(i)
+    return [
+        members[start : start + GROUP_WORKLOADS]
+        for members in groups.values()
+        for start in range(0, len(members), GROUP_WORKLOADS)
+    ]
+
+
+def _decide_alone(workload, base_dir: Path, options: Options) -> Any:
+    try:
+        return _decide_many([workload], [base_dir], options)[0]
+    except Exception as exc:  # that workload's row carries it
+        return _message(exc)
 
 
 def _decide_many(workloads: list, dirs: list[Path], options: Options) -> list:
