@@ -145,7 +145,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
     parser.add_argument("--workloads", type=int, default=2000, help="batch for throughput")
     parser.add_argument("--repeats", type=int, default=3)
-    parser.add_argument("--chunk", type=int, default=64)
+    parser.add_argument("--chunk", type=int, default=512)
     parser.add_argument("--rss-sizes", type=int, nargs="*", default=[1000, 10000])
     parser.add_argument("--startup-runs", type=int, default=10)
     args = parser.parse_args()
@@ -153,8 +153,11 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         folder = Path(tmp)
         start = time.perf_counter()
-        startup(args.startup_runs)
-        throughput(write_mix(args.workloads, folder), args.workloads, args.repeats, args.chunk)
+        if args.startup_runs:
+            startup(args.startup_runs)
+        if args.workloads and args.repeats:
+            path = write_mix(args.workloads, folder)
+            throughput(path, args.workloads, args.repeats, args.chunk)
         if args.rss_sizes:
             memory(folder, args.rss_sizes, cores(), args.chunk)
     print(f"\nload {os.getloadavg()[0]:.1f}; {time.perf_counter() - start:.0f} s in all")
