@@ -220,18 +220,6 @@ def test_peak_memory_does_not_grow_with_the_batch(tmp_path):
 # --- files and bad input ------------------------------------------------------------------------
 
 
-def test_an_existing_out_is_never_replaced_without_force(tmp_path):
-    path = _jsonl(tmp_path / "w.jsonl", 2)
-    taken = tmp_path / "verdicts.csv"
-    taken.write_text("mine")
-    proc = run_cli("batch", str(path), "-f", "csv", "--out", str(taken))
-    assert proc.returncode == 2 and "--force" in proc.stderr
-    assert taken.read_text() == "mine"
-    proc = run_cli("batch", str(path), "-f", "csv", "--out", str(taken), "--force")
-    assert proc.returncode == 0, proc.stderr
-    assert taken.read_text().startswith("file,workload,decision")
-
-
 def test_jsonl_lines_that_are_no_workload_are_error_rows(tmp_path):
     path = _jsonl(tmp_path / "w.jsonl", 1)
     with path.open("ab") as f:
