@@ -119,13 +119,18 @@ def test_batch_command_prints_what_decide_prints_per_file(tmp_path):
         assert line == decide_file(path).model_dump(mode="json"), path.name
 
 
-def test_batch_command_checks_every_file_before_computing(tmp_path):
+def test_a_bad_file_is_its_own_error_row_and_the_batch_goes_on(tmp_path):
+    """A fleet batch streams: a workload that cannot be read is that row's "error" (the file
+    and field named), the others are decided, and the exit code (2) says something failed."""
     bad = tmp_path / "typo.yaml"
     bad.write_text(RAG_EXAMPLE.read_text().replace("requests_per_second", "request_per_second"))
     proc = run_cli("batch", str(RAG_EXAMPLE), str(bad), "--format", "json")
     assert proc.returncode == 2
-    assert "typo.yaml" in proc.stderr and "requests_per_second" in proc.stderr
-    assert proc.stdout == "" and "Traceback" not in proc.stderr
+    good, wrong = json.loads(proc.stdout)
+    assert good["decision"] == "dynamo" and "error" not in good
+    assert wrong["file"] == str(bad) and "requests_per_second" in wrong["error"]
+    assert "typo.yaml" in proc.stderr and "1 of 2 workloads" in proc.stderr
+    assert "Traceback" not in proc.stderr
 
 
 def test_batch_command_refuses_an_empty_folder_and_an_existing_out(tmp_path):

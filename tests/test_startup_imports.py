@@ -30,6 +30,13 @@ NOT_ON_VERDICT_PATH = [
     "disagg_decider.calibrate.cli",
     "disagg_decider.calibrate.file",  # the example names no calibration file
     "disagg_decider.batch_cli",
+    "disagg_decider.batch_inputs",
+    "disagg_decider.batch_stream",
+    "disagg_decider.batch_work",
+    "disagg_decider.pool",  # the worker processes of batches and sweeps
+    "disagg_decider.progress",
+    "multiprocessing",
+    "concurrent.futures",
     "disagg_decider.catalog_cli",
     "disagg_decider.verdict_text",
     "mcp",

@@ -1,35 +1,46 @@
-"""`decide batch`: many workload files at once, through `decide.decide_many`."""
+"""`decide batch`: many workloads at once, streamed through worker processes (`batch_stream`)."""
 
 from __future__ import annotations
 
-import json
+import shutil
+import sys
 from enum import StrEnum
 from pathlib import Path
 from typing import Annotated
 
 import typer
 
-from disagg_decider.cli_common import out, parse_sets, plain_text, write_output
+from disagg_decider.batch_stream import CHUNK_WORKLOADS
+from disagg_decider.cli_common import parse_sets
 from disagg_decider.errors import UserError
-from disagg_decider.verdict import Verdict
-from disagg_decider.verdict_text import gain_text
+
+MAX_JOBS = 512
+MAX_CHUNK = 10_000
 
 
 class BatchFormat(StrEnum):
     table = "table"
     jsonl = "jsonl"
     json = "json"
+    csv = "csv"
 
 
 def batch_command(
     paths: Annotated[
         list[Path],
-        typer.Argument(metavar="FILE_OR_DIR", help="Workload files, or folders of *.yaml."),
+        typer.Argument(
+            metavar="FILE_OR_DIR",
+            help="Workload files, folders of *.yaml, quoted glob patterns, or .jsonl files "
+            "(one workload as a JSON object per line).",
+        ),
     ],
     fmt: Annotated[
         BatchFormat,
         typer.Option(
-            "--format", "-f", help="table (default), jsonl (one verdict per line) or json."
+            "--format",
+            "-f",
+            help="table (default), jsonl (one verdict per line), json (an array) or csv (one "
+            "summary row per workload).",
         ),
     ] = BatchFormat.table,
     out_file: Annotated[
@@ -54,102 +65,85 @@ def batch_command(
             help="Calibration file for every workload (replaces their own calibration:).",
         ),
     ] = None,
+    jobs: Annotated[
+        int | None,
+        typer.Option(
+            "--jobs",
+            "-j",
+            metavar="N",
+            help="Worker processes (default: the CPUs this process may use). 1 decides in "
+            "this process; every N gives the same output.",
+        ),
+    ] = None,
+    chunk: Annotated[
+        int,
+        typer.Option(
+            "--chunk",
+            metavar="N",
+            help="Workloads sent to a worker at once (decided 64 of one kind at a time): the "
+            "rows of 2 x jobs chunks are in flight.",
+        ),
+    ] = CHUNK_WORKLOADS,
+    quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No progress bar.")] = False,
 ) -> None:
-    """Decide many workloads at once: the fast path for sweeps and scripts.
+    """Decide many workloads at once: the fast path for sweeps, fleets and scripts.
 
-    Workloads that share a model, GPU and engine are searched together, so hundreds of
-    verdicts take about a second. Each verdict equals `decide --workload FILE --format json`.
-    Every file is read and checked before anything is computed.
+    Workloads are read lazily and decided in chunks by worker processes; each chunk's rows are
+    written in input order as soon as it is done, so memory stays bounded and rows appear
+    while the rest are decided. Each verdict equals `decide --workload FILE --format json`.
+    A workload that cannot be read or decided gets a row with its "error" (exit code 2 at the
+    end). Ctrl-C keeps the complete rows and says how far it got (exit code 130).
 
     \b
     Examples:
       decide batch examples/
-      decide batch sweep/*.yaml --format jsonl > verdicts.jsonl
+      decide batch 'sweep/*.yaml' --format jsonl > verdicts.jsonl
+      decide batch fleet.jsonl --format csv --out fleet.csv --jobs 8
     """
-    from disagg_decider.decide import decide_many
-    from disagg_decider.workload import load_workload
+    from disagg_decider.batch_inputs import plan
+    from disagg_decider.batch_stream import open_target, run, summary_lines
+    from disagg_decider.batch_work import Options
+    from disagg_decider.pool import cpu_count
 
-    files = _workload_files(paths)
-    workloads = [load_workload(f) for f in files]
-    verdicts = decide_many(
-        workloads,
-        base_dir=[f.parent for f in files],
-        rule_files=rules or [],
-        overrides=parse_sets(sets or []),
-        calibration=calibration,
+    if jobs is not None and not 1 <= jobs <= MAX_JOBS:
+        raise UserError(f"--jobs {jobs}: expected 1 to {MAX_JOBS} worker processes")
+    if not 1 <= chunk <= MAX_CHUNK:
+        raise UserError(f"--chunk {chunk}: expected 1 to {MAX_CHUNK:,} workloads per chunk")
+    options = Options(
+        fmt=fmt.value,
+        rule_files=tuple(str(p) for p in rules or []),
+        overrides=tuple(parse_sets(sets or []).items()),
+        calibration=str(calibration) if calibration else None,
     )
-    if fmt is BatchFormat.json:
-        items = [
-            {"file": str(f), **v.model_dump(mode="json")}
-            for f, v in zip(files, verdicts, strict=True)
-        ]
-        write_output(json.dumps(items, indent=2, allow_nan=False), out_file, force)
-    elif fmt is BatchFormat.jsonl:
-        lines = [
-            json.dumps({"file": str(f), **v.model_dump(mode="json")}, allow_nan=False)
-            for f, v in zip(files, verdicts, strict=True)
-        ]
-        write_output("\n".join(lines), out_file, force)
-    elif out_file is None:
-        console = out()
-        console.print(_batch_table(files, verdicts, console.width))
-    else:
-        table = _batch_table(files, verdicts, FILE_WIDTH_CHARS)
-        write_output(
-            plain_text(lambda console: console.print(table), FILE_WIDTH_CHARS), out_file, force
-        )
+    _check_shared(options)
+    sources = plan(paths)
+    sink = open_target(out_file, force) if out_file is not None else sys.stdout
+    width = shutil.get_terminal_size().columns if out_file is None else FILE_WIDTH_CHARS
+    try:
+        outcome = run(sources, options, sink, jobs=jobs or cpu_count(), chunk=chunk,
+                      width_chars=width, quiet=quiet)  # fmt: skip
+    finally:
+        if out_file is not None:
+            sink.close()
+    where = str(out_file) if out_file is not None else "stdout"
+    for line in summary_lines(outcome, where):
+        sys.stderr.write(line + "\n")
+    if out_file is not None and not outcome.interrupted:
+        sys.stderr.write(f"wrote {out_file}\n")
+    if outcome.interrupted:
+        raise typer.Exit(130)
+    if outcome.errors:
+        raise typer.Exit(2)
 
 
 FILE_WIDTH_CHARS = 140  # a table written with --out: wide enough that nothing is cut
 
 
-def _compact_split(d) -> str:
-    if not d.feasible:
-        return "-"
-    return f"{d.prefill_replicas}x{d.prefill_layout} + {d.decode_replicas}x{d.decode_layout}"
+def _check_shared(options) -> None:
+    """The flags every workload shares (--rules, --set) are checked once, before the batch:
+    a typo there is one message and exit code 2, not an error on every row."""
+    from disagg_decider.batch_work import _rulebook
+    from disagg_decider.rules.loader import apply_overrides
 
-
-def _workload_files(paths: list[Path]) -> list[Path]:
-    """The files named, with folders expanded to their *.yaml and *.yml files, sorted."""
-    files: list[Path] = []
-    for path in paths:
-        if path.is_dir():
-            found = sorted([*path.glob("*.yaml"), *path.glob("*.yml")])
-            if not found:
-                raise UserError(f"{path}: folder has no *.yaml or *.yml workload files")
-            files.extend(found)
-        else:
-            files.append(path)
-    return files
-
-
-def _batch_table(files: list[Path], verdicts: list[Verdict], width_chars: int):
-    from disagg_decider.render.fit import Column, fitted_table
-
-    columns = [
-        Column("workload"),
-        Column("decision", keep=True),
-        Column("gain", keep=True, right=True),
-        Column("colocated", right=True),
-        Column("P + D", right=True),
-        Column("crossover", keep=True, right=True),
-    ]
-    rows = []
-    for f, v in zip(files, verdicts, strict=True):
-        c, d = v.colocated, v.disaggregated
-        crossover = v.metrics.crossover_prompt_tokens
-        rows.append(
-            [
-                f.stem,
-                v.decision if v.feasible else f"{v.decision}*",
-                gain_text(v.metrics.gain),
-                f"{c.replicas}x{c.layout}" if c.feasible else "-",
-                _compact_split(d),
-                f"{crossover:,}" if crossover else "-",
-            ]
-        )
-    table = fitted_table(f"{len(verdicts)} workloads", columns, rows, width_chars)
-    if any(not v.feasible for v in verdicts):
-        table.caption = "* the chosen layout meets no target: see its `limits`"
-        table.caption_justify = "left"
-    return table
+    loaded = _rulebook(options.rule_files)
+    apply_overrides(loaded, loaded.param_values(), dict(options.overrides), "--set")

@@ -17,6 +17,7 @@ import typer
 
 from disagg_decider.cli_common import ReportFormat
 from disagg_decider.errors import UserError
+from disagg_decider.progress import Progress
 from disagg_decider.sim.cli_conditional import (
     BusyOpt,
     LayoutChoice,
@@ -105,44 +106,6 @@ def _load(workload: Path):
     w = load_workload(workload)
     calibrated = calibrated_workload(w, workload.parent)  # the constants the verdict uses
     return w, resolve(calibrated, workload.parent), decide(w, base_dir=workload.parent)
-
-
-class _Progress:
-    """A rich progress bar on stderr, shown only on a terminal and without --quiet."""
-
-    def __init__(self, total: int, label: str, quiet: bool) -> None:
-        self.bar = None
-        if quiet or not sys.stderr.isatty():
-            return
-        from rich.console import Console
-        from rich.progress import BarColumn, MofNCompleteColumn, Progress, TimeElapsedColumn
-
-        self.bar = Progress(
-            "[progress.description]{task.description}",
-            BarColumn(),
-            MofNCompleteColumn(),
-            TimeElapsedColumn(),
-            console=Console(stderr=True),
-            transient=True,
-        )
-        self.task = self.bar.add_task(label, total=total)
-
-    def __enter__(self) -> _Progress:
-        if self.bar is not None:
-            self.bar.start()
-        return self
-
-    def __exit__(self, *exc) -> None:
-        if self.bar is not None:
-            self.bar.stop()
-
-    def set(self, done: int, label: str | None = None) -> None:
-        if self.bar is not None:
-            self.bar.update(self.task, completed=done, description=label)
-
-    def advance(self, label: str | None = None) -> None:
-        if self.bar is not None:
-            self.bar.update(self.task, advance=1, description=label)
 
 
 def _refuse_overwrite(path: Path, force: bool, flag: str = "--out") -> None:
@@ -278,7 +241,7 @@ def simulate(
         bar.set(sum(done.values()), mode)
 
     results, share = {}, None
-    with _Progress(len(modes) * n, "simulating", quiet) as bar:
+    with Progress(len(modes) * n, "simulating", quiet) as bar:
         if s is not None:
             results = run.simulate_both(s, batch, progress, jobs or default_jobs())
         if cond_cfg is not None:
@@ -399,7 +362,7 @@ def sweep(
 
     w = load_workload(workload)
     total = steps if do_simulate else 0
-    with _Progress(total, "sweeping", quiet or not do_simulate) as bar:
+    with Progress(total, "sweeping", quiet or not do_simulate) as bar:
         result = sweeps.run_sweep(
             w,
             workload.parent,

@@ -1,0 +1,167 @@
+"""`decide batch` at fleet scale (issue 27): per-core throughput, --jobs scaling, memory, start-up.
+
+Everything runs `decide batch` as a process on generated workloads (the seeded mix of
+`workload_mix.py`, written as one JSONL file per size), as a user would, and reads the process
+tree's CPU time and peak RSS from `resource.getrusage(RUSAGE_CHILDREN)` in a fresh wrapper
+process per run (so one run's peak is not another's). Repeats are interleaved (every setting
+once, then every setting again) so that drift in the machine's speed spreads over all of them.
+
+    python benchmarks/batch_scale.py                       # the figures in the README
+    python benchmarks/batch_scale.py --rss-sizes 1000 10000 100000 --repeats 3
+
+Reports:
+- batched decisions per CPU-second per core: workloads / (user + sys CPU of the whole tree),
+  for each --jobs (the pool's overhead shows as a lower rate with more jobs);
+- --jobs 1 .. the machine's cores: workloads per wall second, and the ratio to --jobs 1;
+- peak RSS (the largest process of the tree) against the batch's size, with the wall time to
+  the first row on stdout and to the last;
+- start-up: `decide --version` against `python -c "import pydantic, typer, yaml, jinja2,
+  numpy"`, wall and CPU medians, and their ratio.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from workload_mix import ROOT, workload_mix
+
+ENV = {**os.environ, "PYTHONPATH": str(ROOT / "skill")}
+DECIDE = [sys.executable, "-m", "disagg_decider"]
+DEPENDENCIES = "import pydantic, typer, yaml, jinja2, numpy"
+
+# Runs `argv` and prints: seconds to the first stdout line, seconds to the end, CPU seconds of
+# the process tree and the largest resident set (KiB) in it.
+WRAPPER = """
+import json, resource, subprocess, sys, time
+start = time.perf_counter()
+proc = subprocess.Popen(sys.argv[1:], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
+first = None
+for line in proc.stdout:
+    if first is None:
+        first = time.perf_counter() - start
+code = proc.wait()
+wall = time.perf_counter() - start
+use = resource.getrusage(resource.RUSAGE_CHILDREN)
+print(json.dumps({"code": code, "first_s": first, "wall_s": wall,
+                  "cpu_s": use.ru_utime + use.ru_stime, "maxrss_kib": use.ru_maxrss}))
+"""
+
+
+def cores() -> int:
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:
+        return os.cpu_count() or 1
+
+
+def write_mix(n: int, folder: Path) -> Path:
+    """`n` seeded workloads as a JSONL file (the mix repeats with new variations past 1,000)."""
+    path = folder / f"mix-{n}.jsonl"
+    if not path.exists():
+        with path.open("w") as f:
+            for start in range(0, n, 1000):
+                for w in workload_mix(min(1000, n - start), seed=7 + start):
+                    data = w.model_dump(mode="json", exclude_none=True)
+                    data["name"] = f"{data['name']}-{start}"
+                    f.write(json.dumps(data) + "\n")
+    return path
+
+
+def measure(argv: list[str]) -> dict:
+    proc = subprocess.run(
+        [sys.executable, "-c", WRAPPER, *argv], env=ENV, capture_output=True, text=True
+    )
+    result = json.loads(proc.stdout.strip().splitlines()[-1])
+    if result["code"] != 0:
+        raise SystemExit(f"{' '.join(argv)}: exit code {result['code']}")
+    return result
+
+
+def batch(path: Path, jobs: int, chunk: int) -> dict:
+    argv = [*DECIDE, "batch", str(path), "-f", "jsonl", "--jobs", str(jobs)]
+    return measure([*argv, "--chunk", str(chunk), "--quiet"])
+
+
+def span(values: list[float], fmt: str = "{:.0f}") -> str:
+    lo, mid, hi = min(values), statistics.median(values), max(values)
+    return f"{fmt.format(mid)} (range {fmt.format(lo)}-{fmt.format(hi)})"
+
+
+def throughput(path: Path, n: int, repeats: int, chunk: int) -> None:
+    jobs_list = list(range(1, cores() + 1))
+    runs: dict[int, list[dict]] = {j: [] for j in jobs_list}
+    for _ in range(repeats):
+        for j in jobs_list:  # interleaved: 1, 2, ..., 1, 2, ...
+            runs[j].append(batch(path, j, chunk))
+    print(f"\n{n:,} workloads, --chunk {chunk}, {repeats} interleaved repeats")
+    base = [n / r["wall_s"] for r in runs[1]]
+    for j in jobs_list:
+        per_cpu = [n / r["cpu_s"] for r in runs[j]]
+        wall = [n / r["wall_s"] for r in runs[j]]
+        ratio = [w / b for w, b in zip(wall, base, strict=True)]
+        print(
+            f"--jobs {j}: {span(per_cpu)} decisions per CPU-second per core; "
+            f"{span(wall)} per wall second; {span(ratio, '{:.2f}')}x --jobs 1"
+        )
+
+
+def memory(folder: Path, sizes: list[int], jobs: int, chunk: int) -> None:
+    print(f"\npeak RSS (largest process of the tree), --jobs {jobs}, --chunk {chunk}")
+    for n in sizes:
+        r = batch(write_mix(n, folder), jobs, chunk)
+        print(
+            f"{n:>7,} workloads: {r['maxrss_kib'] / 1024:.0f} MiB; first row after "
+            f"{r['first_s']:.2f} s of {r['wall_s']:.1f} s; {n / r['cpu_s']:.0f} per CPU-second"
+        )
+
+
+def startup(repeats: int) -> None:
+    version, deps = [], []
+    for _ in range(repeats):
+        version.append(measure([*DECIDE, "--version"]))
+        deps.append(measure([sys.executable, "-c", DEPENDENCIES]))
+    print(f"\nstart-up, {repeats} interleaved runs")
+    for key, label in (("wall_s", "wall"), ("cpu_s", "CPU")):
+        v = [r[key] * 1e3 for r in version]
+        d = [r[key] * 1e3 for r in deps]
+        ratios = [a / b for a, b in zip(v, d, strict=True)]
+        print(
+            f"{label}: decide --version {span(v)} ms, `{DEPENDENCIES}` {span(d)} ms: "
+            f"{span(ratios, '{:.2f}')}x"
+        )
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
+    parser.add_argument("--workloads", type=int, default=2000, help="batch for throughput")
+    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--chunk", type=int, default=512)
+    parser.add_argument("--rss-sizes", type=int, nargs="*", default=[1000, 10000])
+    parser.add_argument("--startup-runs", type=int, default=10)
+    args = parser.parse_args()
+    print(f"{cores()} cores, Python {sys.version.split()[0]}, load {os.getloadavg()[0]:.1f}")
+    with tempfile.TemporaryDirectory() as tmp:
+        folder = Path(tmp)
+        start = time.perf_counter()
+        if args.startup_runs:
+            startup(args.startup_runs)
+        if args.workloads and args.repeats:
+            path = write_mix(args.workloads, folder)
+            throughput(path, args.workloads, args.repeats, args.chunk)
+        if args.rss_sizes:
+            memory(folder, args.rss_sizes, cores(), args.chunk)
+    print(f"\nload {os.getloadavg()[0]:.1f}; {time.perf_counter() - start:.0f} s in all")
+
+
+if __name__ == "__main__":
+    main()
