@@ -10,6 +10,7 @@ from disagg_decider.assumptions import assumed
 from disagg_decider.calc.bypass import cold_local_share, dynamo_layout
 from disagg_decider.calc.compare import analyze_many
 from disagg_decider.calc.result import Analysis
+from disagg_decider.confidence import confidence
 from disagg_decider.gcpause import paused_collector
 from disagg_decider.interactivity import (
     DEFAULT_MARGIN,
@@ -20,9 +21,10 @@ from disagg_decider.interactivity import (
 )
 from disagg_decider.layout_text import layout_sentence
 from disagg_decider.metrics import conditional_fits_cluster, metric_values
+from disagg_decider.provenance import Inputs, field_labels, input_labels
 from disagg_decider.rules import engine
 from disagg_decider.rules.loader import LoadedRulebook, apply_overrides, load_files, with_extra
-from disagg_decider.verdict import Metrics, PricedDtypes, Sizing, Verdict
+from disagg_decider.verdict import Metrics, PricedDtypes, Provenance, Sizing, Verdict
 from disagg_decider.workload import Resolved, Workload, load_workload, resolve
 
 
@@ -91,7 +93,7 @@ def decide_many(
             _verdict(loaded, r, a, overrides or {}, overrides_source, curve)
             for r, a, curve in zip(resolved, analyses, curves, strict=True)
         ]
-        return [
+        verdicts = [
             v.model_copy(
                 update={
                     "calibration": c.notes,
@@ -103,6 +105,33 @@ def decide_many(
             else v
             for v, c, r in zip(verdicts, calibrated, resolved, strict=True)
         ]
+        return [
+            _with_provenance(v, w, c, overrides or {})
+            for v, w, c in zip(verdicts, workloads, calibrated, strict=True)
+        ]
+
+
+def _with_provenance(v: Verdict, given: Workload, applied, overrides: Mapping[str, Any]) -> Verdict:
+    """The verdict with `provenance`: every numeric leaf of its JSON labelled by its source."""
+    inputs = Inputs(
+        workload=given,
+        calibrated=_calibrated_fields(given, applied),
+        overridden=frozenset(given.overrides) | frozenset(overrides),
+        silicon=v.step_source == "silicon",
+    )
+    doc = v.model_dump(mode="json", exclude={"provenance"})
+    labels = Provenance(fields=field_labels(doc, inputs), inputs=input_labels(inputs))
+    return v.model_copy(update={"provenance": labels})
+
+
+def _calibrated_fields(given: Workload, applied) -> frozenset[str]:
+    """The efficiency constants a calibration file set: those the workload left to it."""
+    if not applied.notes:
+        return frozenset()
+    from disagg_decider.calibrate.apply import FIELDS
+
+    explicit = given.efficiency.model_fields_set
+    return frozenset(f for f in FIELDS if f not in explicit)
 
 
 def _calibrated(workload: Workload, base_dir: Path | None, cli: Path | None):
@@ -174,6 +203,12 @@ def _verdict(
             source=resolved.dtypes_from,
         ),
         interactivity_band=analysis.interactivity_band,
+        confidence=confidence(
+            outcome.fired,
+            analysis.gain,
+            analysis.conditional if layout != "none" else None,
+            outcome.deciding_veto,
+        ),
         **{"warnings": analysis.warnings, **step_source},
     )
 

@@ -16,7 +16,12 @@ from disagg_decider.render import text
 from disagg_decider.render.env import render
 from disagg_decider.rules.text import effect_text
 from disagg_decider.verdict import Comparison, FiredRule, Reference, Verdict
-from disagg_decider.verdict_text import conditional_layout, dtypes_sentence
+from disagg_decider.verdict_text import (
+    conditional_layout,
+    confidence_notes,
+    dtypes_sentence,
+    first_paragraph,
+)
 from disagg_decider.workload import Resolved
 
 CHART_MIN_PROMPT_TOKENS = 128
@@ -179,6 +184,8 @@ def render_report(verdict: Verdict, resolved: Resolved) -> str:
         conditional_gpus=_conditional_gpus(verdict.conditional),
         assumed=[(a.field, value_text(a.value), a.affects) for a in verdict.assumptions],
         dtypes=text.cell(dtypes_sentence(verdict)),
+        first_paragraph=first_paragraph(verdict),
+        confidence_notes=confidence_notes(verdict),
     )
 
 
