@@ -19,6 +19,7 @@ from disagg_decider.workload import MAX_TOKENS, MAX_TP
 from disagg_decider.yamlio import load_yaml_file
 
 KIND = "disagg-decider-calibration"
+UNBOUNDED = "unbounded"  # an uncertainty the runs cannot bound (see Entry.uncertainty)
 
 
 class _Strict(BaseModel):
@@ -68,7 +69,9 @@ class Entry(_Strict):
     efficiency: Constants
     fitted: list[str]
     held: dict[str, str] = {}
-    uncertainty: dict[str, float] = {}  # one standard error, relative to the fitted value
+    # One standard error, relative to the fitted value; "unbounded" where the runs cannot pin
+    # the constant (fewer independent measured values than constants, or a flat direction).
+    uncertainty: dict[str, float | Literal["unbounded"]] = {}
     residuals: dict[str, float | None]  # median / worst absolute relative error per metric
     warnings: list[str] = []
     data: list[DataFile]
