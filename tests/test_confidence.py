@@ -59,6 +59,7 @@ def test_a_gain_inside_the_error_band_is_a_close_call_in_the_first_paragraph(clo
     c = v.confidence
     assert c.close_call and (c.rule, c.param, c.threshold) == ("DSG007", "min_gain", 1.1)
     assert c.margin == pytest.approx(v.metrics.gain / 1.1 - 1)
+    assert 0 < c.distance_in_error_bands <= 1
     assert c.summary.startswith("Close call: ") and "1.1x" in c.summary
     text = run_cli("--workload", str(close_file))
     assert text.returncode == 0, text.stderr
@@ -77,6 +78,7 @@ def test_a_clear_win_is_not_a_close_call():
     assert "Close call" not in proc.stdout
     v = decide(load_workload(RAG_EXAMPLE))
     assert v.metrics.gain > 2 and not v.confidence.close_call and v.confidence.summary is None
+    assert v.confidence.distance_in_error_bands > 1
 
 
 def test_the_threshold_comes_from_the_rulebook_as_overridden(close_file):

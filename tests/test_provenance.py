@@ -134,3 +134,16 @@ def test_constants_from_a_calibration_file_are_labelled_calibrated(tmp_path: Pat
 @pytest.mark.parametrize("example", sorted((RAG_EXAMPLE.parent).glob("*.yaml")), ids=str)
 def test_every_example_verdict_is_fully_labelled(example: Path):
     assert unlabelled(decide(load_workload(example), base_dir=example.parent)) == []
+
+
+def test_step_times_from_measured_kernels_are_labelled_silicon():
+    pytest.importorskip("aiconfigurator_core")
+    w = load_workload(RAG_EXAMPLE).model_copy(update={"step_source": "silicon"})
+    v = decide(w, base_dir=RAG_EXAMPLE.parent)
+    assert v.step_source == "silicon"
+    assert v.provenance.fields["metrics.prefill_ms"] == "silicon"
+    assert v.provenance.fields["metrics.decode_step_ms"] == "silicon"
+    assert v.provenance.inputs["step_times"] == "silicon"
+    assert unlabelled(v) == []
+    plain = decide(load_workload(RAG_EXAMPLE), base_dir=RAG_EXAMPLE.parent)
+    assert plain.provenance.fields["metrics.prefill_ms"] == "derived"

@@ -63,10 +63,11 @@ def confidence(
     nearest = _nearest_gain_comparison(fired)
     rests_on_gain = deciding_veto is None or _compares_gain(deciding_veto)
     rule, param, threshold = nearest if nearest else (None, None, None)
-    margin, summary = None, None
+    margin, distance, summary = None, None, None
     close = False
     if gain is not None and threshold:
         margin = gain / threshold - 1
+        distance = abs(math.log(gain / threshold)) / math.log(high)
         close = rests_on_gain and low <= threshold / gain <= high
         if close:
             summary = _close_sentence(gain, threshold, rule, param, high)
@@ -76,6 +77,7 @@ def confidence(
         param=param,
         threshold=threshold,
         margin=margin,
+        distance_in_error_bands=distance,
         error_band_low=low,
         error_band_high=high,
         close_call=close,

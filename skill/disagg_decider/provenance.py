@@ -70,7 +70,7 @@ _COMPUTED = {
     "interactivity_band": (
         "low_tokens_per_s_per_user high_tokens_per_s_per_user target_tokens_per_s_per_user"
     ),
-    "confidence": "gain margin",
+    "confidence": "gain margin distance_in_error_bands",
     "confidence.cliff": "threshold_tokens",
     "confidence.cliff.neighbours[]": "threshold_tokens goodput_ratio",
 }

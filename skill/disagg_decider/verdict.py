@@ -146,6 +146,8 @@ class Confidence(_Out):
     param: str | None  # its rulebook parameter (min_gain...)
     threshold: float | None
     margin: float | None  # gain / threshold - 1
+    # |log(gain / threshold)| in units of the error band's half-width: 1 or less is a close call
+    distance_in_error_bands: float | None = None
     error_band_low: float  # the gain's measured error as a factor range (calculator / simulator)
     error_band_high: float
     close_call: bool
