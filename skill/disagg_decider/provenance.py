@@ -11,7 +11,6 @@ without one fails `tests/test_provenance.py` instead of being labelled by a gues
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any, Literal, get_args
 
@@ -76,6 +75,9 @@ _COMPUTED = {
 }
 
 
+_COMPUTED_SETS = {block: frozenset(names.split()) for block, names in _COMPUTED.items()}
+
+
 @dataclass(frozen=True)
 class Inputs:
     """What a verdict rests on beyond its own JSON: which inputs came from where."""
@@ -119,7 +121,7 @@ def label_of(path: str, inputs: Inputs, fixed: dict[str, str]) -> str | None:
     if path in fixed:
         return fixed[path]
     block, _, name = path.rpartition(".")
-    if name in _COMPUTED.get(block, "").split():
+    if name in _COMPUTED_SETS.get(block, ()):
         return _DERIVED
     if block == "thresholds":  # every entry is a rule parameter, by construction
         return _param_source(inputs, name)
@@ -130,24 +132,30 @@ def label_of(path: str, inputs: Inputs, fixed: dict[str, str]) -> str | None:
     return None
 
 
-def numeric_paths(doc: Any, path: str = "") -> Iterator[str]:
-    """Each int/float leaf's generalised JSON path (booleans are not numbers here)."""
-    if isinstance(doc, dict):
-        for key, value in doc.items():
-            yield from numeric_paths(value, f"{path}.{key}" if path else str(key))
-    elif isinstance(doc, list):
-        for value in doc:
-            yield from numeric_paths(value, f"{path}[]")
-    elif isinstance(doc, (int, float)) and not isinstance(doc, bool):
-        yield path
+def numeric_paths(doc: Any) -> set[str]:
+    """Each int/float leaf's generalised JSON path (booleans are not numbers here). Iterative:
+    a batch labels every verdict, so this stays a small share of a decision."""
+    out: set[str] = set()
+    stack: list[tuple[str, Any]] = [("", doc)]
+    while stack:
+        path, node = stack.pop()
+        if isinstance(node, dict):
+            prefix = f"{path}." if path else ""
+            stack.extend((f"{prefix}{key}", value) for key, value in node.items())
+        elif isinstance(node, list):
+            inner = f"{path}[]"
+            stack.extend((inner, value) for value in node)
+        elif isinstance(node, (int, float)) and not isinstance(node, bool):
+            out.add(path)
+    return out
 
 
 def field_labels(doc: dict[str, Any], inputs: Inputs) -> dict[str, str]:
     """Every numeric leaf of the verdict's JSON that the table knows, with its source."""
     fixed = _fixed(inputs, doc)
     out: dict[str, str] = {}
-    for path in numeric_paths(doc):
-        if path not in out and (source := label_of(path, inputs, fixed)) is not None:
+    for path in sorted(numeric_paths(doc)):
+        if (source := label_of(path, inputs, fixed)) is not None:
             out[path] = source
     return out
 
