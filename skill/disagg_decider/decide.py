@@ -21,10 +21,10 @@ from disagg_decider.interactivity import (
 )
 from disagg_decider.layout_text import layout_sentence
 from disagg_decider.metrics import conditional_fits_cluster, metric_values
-from disagg_decider.provenance import Inputs, field_labels, input_labels
+from disagg_decider.provenance import labelled
 from disagg_decider.rules import engine
 from disagg_decider.rules.loader import LoadedRulebook, apply_overrides, load_files, with_extra
-from disagg_decider.verdict import Metrics, PricedDtypes, Provenance, Sizing, Verdict
+from disagg_decider.verdict import Metrics, PricedDtypes, Sizing, Verdict
 from disagg_decider.workload import Resolved, Workload, load_workload, resolve
 
 
@@ -106,32 +106,9 @@ def decide_many(
             for v, c, r in zip(verdicts, calibrated, resolved, strict=True)
         ]
         return [
-            _with_provenance(v, w, c, overrides or {})
+            labelled(v, w, calibrated=bool(c.notes), overrides=overrides or {})
             for v, w, c in zip(verdicts, workloads, calibrated, strict=True)
         ]
-
-
-def _with_provenance(v: Verdict, given: Workload, applied, overrides: Mapping[str, Any]) -> Verdict:
-    """The verdict with `provenance`: every numeric leaf of its JSON labelled by its source."""
-    inputs = Inputs(
-        workload=given,
-        calibrated=_calibrated_fields(given, applied),
-        overridden=frozenset(given.overrides) | frozenset(overrides),
-        silicon=v.step_source == "silicon",
-    )
-    doc = v.model_dump(mode="json", exclude={"provenance"})
-    labels = Provenance(fields=field_labels(doc, inputs), inputs=input_labels(inputs))
-    return v.model_copy(update={"provenance": labels})
-
-
-def _calibrated_fields(given: Workload, applied) -> frozenset[str]:
-    """The efficiency constants a calibration file set: those the workload left to it."""
-    if not applied.notes:
-        return frozenset()
-    from disagg_decider.calibrate.apply import FIELDS
-
-    explicit = given.efficiency.model_fields_set
-    return frozenset(f for f in FIELDS if f not in explicit)
 
 
 def _calibrated(workload: Workload, base_dir: Path | None, cli: Path | None):

@@ -11,9 +11,11 @@ without one fails `tests/test_provenance.py` instead of being labelled by a gues
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Literal, get_args
 
+from disagg_decider.verdict import Provenance, Verdict
 from disagg_decider.workload import Efficiency, Workload
 
 Source = Literal[
@@ -86,6 +88,30 @@ class Inputs:
     calibrated: frozenset[str] = frozenset()  # efficiency fields a calibration file set
     overridden: frozenset[str] = frozenset()  # rule parameters overrides: or --set changed
     silicon: bool = False  # step times from measured kernels (step_source silicon, used)
+
+
+def labelled(
+    v: Verdict, given: Workload, *, calibrated: bool, overrides: Mapping[str, Any]
+) -> Verdict:
+    """The verdict with `provenance`. `given` is the workload before a calibration file was
+    applied (`calibrated`: one matched), `overrides` the `--set` (or MCP) parameter values."""
+    inputs = Inputs(
+        workload=given,
+        calibrated=_calibrated_fields(given) if calibrated else frozenset(),
+        overridden=frozenset(given.overrides) | frozenset(overrides),
+        silicon=v.step_source == "silicon",
+    )
+    doc = v.model_dump(mode="json", exclude={"provenance"})
+    labels = Provenance(fields=field_labels(doc, inputs), inputs=input_labels(inputs))
+    return v.model_copy(update={"provenance": labels})
+
+
+def _calibrated_fields(given: Workload) -> frozenset[str]:
+    """The efficiency constants a calibration file sets: those the workload left to it."""
+    from disagg_decider.calibrate.apply import FIELDS
+
+    explicit = given.efficiency.model_fields_set
+    return frozenset(f for f in FIELDS if f not in explicit)
 
 
 def _fixed(inputs: Inputs, doc: dict[str, Any]) -> dict[str, str]:
