@@ -83,3 +83,19 @@ def test_the_cli_writes_and_prints_unbounded(tmp_path):
     assert as_json.returncode == 0, as_json.stderr
     uncertainty = json.loads(as_json.stdout)["entries"][0]["uncertainty"]
     assert set(uncertainty.values()) == {"unbounded"}
+    shown = run_cli("catalog", "calibration", str(out))
+    assert shown.returncode == 0, shown.stderr
+    assert "unbounded by these runs" in " ".join(shown.stdout.split())
+    data = {
+        "name": "uses-it",
+        "model": "llama-3.1-8b",
+        "weights_dtype": "bf16",
+        "traffic": {"prompt_tokens": 1024, "output_tokens": 256, "requests_per_second": 2},
+        "slo": {"ttft_ms": 1000, "tpot_ms": 40},
+        "cluster": {"gpu": "h100", "gpus": 8},
+    }
+    (workload := tmp_path / "w.yaml").write_text(yaml.safe_dump(data))
+    verdict = run_cli("--workload", str(workload), "--calibration", str(out), "--format", "json")
+    assert verdict.returncode == 0, verdict.stderr
+    note = json.loads(verdict.stdout)["calibration"][0]
+    assert "unbounded by these runs" in note

@@ -153,18 +153,6 @@ def fitted_text(e) -> str:
     return ", ".join(f"{k} {getattr(e.efficiency, k):.3g}{spread(k)}" for k in e.fitted)
 
 
-def residual_text(e) -> str:
-    """The residual, qualified where a constant is unbounded (then a small residual only says
-    the fit passes through the points)."""
-    from disagg_decider.calibrate.file import UNBOUNDED
-
-    text = f"residual error {e.error_text()}"
-    free = [k for k, u in e.uncertainty.items() if u == UNBOUNDED]
-    if free:
-        text += f" (not a measure of {', '.join(free)}: unbounded by these runs)"
-    return text
-
-
 def print_calibration(cal, out_file: Path | None) -> None:
     from rich import box
     from rich.console import Console
@@ -176,7 +164,7 @@ def print_calibration(cal, out_file: Path | None) -> None:
     for e in cal.entries:
         console.print(f"[bold]calibration[/] {safe(e.label())}", highlight=False)
         console.print(f"fitted: {safe(fitted_text(e))}", highlight=False)
-        console.print(safe(residual_text(e)), highlight=False)
+        console.print(safe(e.residual_text()), highlight=False)
         for name, why in e.held.items():
             console.print(f"held: {safe(name)} ({safe(why)})", highlight=False)
         files = sorted({p.file for p in e.points})

@@ -87,6 +87,15 @@ class Entry(_Strict):
             return "no residuals"
         return f"median {median:.1%}, worst {worst:.1%} over {len(self.points)} measurements"
 
+    def residual_text(self) -> str:
+        """The residual, qualified where a constant is unbounded (then a small residual only
+        says the fit passes through the points)."""
+        free = [k for k, u in self.uncertainty.items() if u == UNBOUNDED]
+        text = f"residual error {self.error_text()}"
+        if free:
+            text += f" (not a measure of {', '.join(free)}: unbounded by these runs)"
+        return text
+
 
 class Calibration(_Strict):
     kind: Literal["disagg-decider-calibration"] = KIND
