@@ -70,9 +70,7 @@ def test_every_number_in_a_generated_verdict_has_a_provenance_label(case) -> Non
     for name in {*w.overrides, *cli}:
         assert p.fields[f"thresholds.{name}"] == "override", name
     assert p.fields["sizing.cluster_gpus"] == "workload"
-    assert p.fields["metrics.gain" if v.metrics.gain is not None else "sizing.prefill_tp"] in (
-        "derived",
-    )
+    assert p.fields["sizing.prefill_tp"] == p.fields["colocated.goodput_per_gpu"] == "derived"
 
 
 def test_a_numeric_field_the_table_does_not_know_is_left_unlabelled():
