@@ -140,7 +140,7 @@ def _show_calibration(file: Path | None, as_json: bool) -> None:
         files = ", ".join(d.file for d in e.data)
         console.print(
             f"{e.label()}: prefill_mfu {c.prefill_mfu:.3g}, decode_mbu {c.decode_mbu:.3g}, "
-            f"step_overhead_ms {c.step_overhead_ms:.3g}; residual error {e.error_text()}; "
+            f"step_overhead_ms {c.step_overhead_ms:.3g}; {e.residual_text()}; "
             f"from {safe(files)}",
             highlight=False,
         )

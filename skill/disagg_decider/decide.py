@@ -10,6 +10,7 @@ from disagg_decider.assumptions import assumed
 from disagg_decider.calc.bypass import cold_local_share, dynamo_layout
 from disagg_decider.calc.compare import analyze_many
 from disagg_decider.calc.result import Analysis
+from disagg_decider.confidence import confidence
 from disagg_decider.gcpause import paused_collector
 from disagg_decider.interactivity import (
     DEFAULT_MARGIN,
@@ -34,6 +35,7 @@ from disagg_decider.plan_text import (
     step_inputs,
     why_split,
 )
+from disagg_decider.provenance import labelled
 from disagg_decider.rules import engine
 from disagg_decider.rules.loader import LoadedRulebook, apply_overrides, load_files, with_extra
 from disagg_decider.verdict import Metrics, PricedDtypes, Sizing, Verdict
@@ -105,7 +107,7 @@ def decide_many(
             _verdict(loaded, r, a, overrides or {}, overrides_source, curve)
             for r, a, curve in zip(resolved, analyses, curves, strict=True)
         ]
-        return [
+        verdicts = [
             v.model_copy(
                 update={
                     "calibration": c.notes,
@@ -116,6 +118,10 @@ def decide_many(
             if c.notes or c.warnings or r.workload.slo.basis != "p99-under-load"
             else v
             for v, c, r in zip(verdicts, calibrated, resolved, strict=True)
+        ]
+        return [
+            labelled(v, w, calibrated=bool(c.notes), overrides=overrides or {})
+            for v, w, c in zip(verdicts, workloads, calibrated, strict=True)
         ]
 
 
@@ -182,6 +188,12 @@ def _verdict(
             source=resolved.dtypes_from,
         ),
         interactivity_band=analysis.interactivity_band,
+        confidence=confidence(
+            outcome.fired,
+            analysis.gain,
+            analysis.conditional if layout != "none" else None,
+            outcome.deciding_veto,
+        ),
         **{"warnings": analysis.warnings, **step_source},
     )
     plan, alternatives = plans(verdict, price_inputs(resolved))

@@ -93,6 +93,9 @@ def decide_disaggregation(
     (replicas and TP per pool), the rule `thresholds` used and `warnings`. `feasible` is false
     when the chosen layout meets no target; `limits` then says why (memory, context, slo, rate,
     with what would fit), and each mode's `gpus_needed_for_rate` how many GPUs the rate needs.
+    `confidence.close_call` is true when the gain sits within the calculator's measured error
+    of its rule's threshold (say so: `confidence.summary`), and `confidence.cliff` whether the
+    routing threshold sits on a cliff; `provenance` gives each number's source.
     Quote the summary and the fired rules' reasons rather than re-deriving numbers.
     """
     return decide(

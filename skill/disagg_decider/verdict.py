@@ -122,6 +122,51 @@ class PricedDtypes(_Out):
     source: str  # "workload", or "model: <where the checkpoint's formats are published>"
 
 
+class Neighbour(_Out):
+    """A grid threshold next to the chosen one, and its goodput per GPU relative to the chosen."""
+
+    threshold_tokens: int
+    goodput_ratio: float  # neighbour / chosen goodput per GPU
+
+
+class Cliff(_Out):
+    """Whether the conditional layout's routing threshold sits where goodput falls steeply."""
+
+    threshold_tokens: int
+    neighbours: list[Neighbour]  # the grid thresholds just below and just above
+    drop_share: float  # a neighbour this much lower (share of the chosen's goodput) is a cliff
+    on_cliff: bool
+    sentence: str
+
+
+class Confidence(_Out):
+    """How far the deciding gain sits from its rule's threshold, against the calculator's
+    measured error (calc/error_bands.json), and whether the routing threshold is on a cliff."""
+
+    gain: float | None  # the gain the deciding comparison read (metrics.gain)
+    rule: str | None  # the fired rule whose gain comparison sits nearest its threshold
+    param: str | None  # its rulebook parameter (min_gain...)
+    threshold: float | None
+    margin: float | None  # gain / threshold - 1
+    # |log(gain / threshold)| in units of the error band's half-width: 1 or less is a close call
+    distance_in_error_bands: float | None = None
+    error_band_low: float  # the gain's measured error as a factor range (calculator / simulator)
+    error_band_high: float
+    close_call: bool
+    summary: str | None  # one sentence, only for a close call
+    cliff: Cliff | None = None  # the conditional layout's threshold; None for other layouts
+    basis: str  # where the error figures come from
+
+
+class Provenance(_Out):
+    """Where each number comes from (provenance.py): `fields` maps every numeric leaf's JSON
+    path (list indices generalised: `pools[]`) to its source, `inputs` what the derived figures
+    rest on (the model, GPU, link, efficiency constants and step times)."""
+
+    fields: dict[str, str]
+    inputs: dict[str, str]
+
+
 class Verdict(_Out):
     workload: str
     model: str
@@ -178,3 +223,6 @@ class Verdict(_Out):
     plan: Plan | None = None
     alternatives: list[Plan] = []
     next_steps: list[NextStep] = []
+    # How close the call is (confidence.py) and where every number comes from (provenance.py).
+    confidence: Confidence | None = None
+    provenance: Provenance | None = None

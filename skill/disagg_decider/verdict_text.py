@@ -95,6 +95,8 @@ def print_verdict(v: Verdict, console) -> None:
         console.print(f"[dim]SLO basis: {v.slo_basis} (see warnings)[/]", highlight=False)
     if v.step_source is not None:
         console.print(f"[dim]step source: {v.step_source} (measured kernels)[/]", highlight=False)
+    for sentence in confidence_notes(v):
+        console.print(f"[dim]confidence: {safe(sentence)}[/]", highlight=False)
     if v.limits or v.warnings:
         console.print()
     for limit in v.limits:
@@ -105,6 +107,25 @@ def print_verdict(v: Verdict, console) -> None:
     if v.assumptions:
         console.print()
         console.print(f"[dim]{safe(assumptions_sentence(v))}[/]", highlight=False)
+
+
+def confidence_notes(v: Verdict) -> list[str]:
+    """The gain's distance from its threshold and the routing threshold's cliff, if any."""
+    c = v.confidence
+    if c is None:
+        return []
+    out = []
+    if c.gain is not None and c.threshold is not None and c.margin is not None:
+        side = "above" if c.margin >= 0 else "below"
+        out.append(
+            f"gain {c.gain:.2f}x sits {abs(c.margin):.0%} {side} {c.rule}'s "
+            f"{c.param or 'threshold'} {c.threshold:g}x; measured against the simulator, the "
+            f"calculator's gains sit within {c.error_band_low:.2f}-{c.error_band_high:.2f}x, "
+            f"so this is {'a' if c.close_call else 'not a'} close call"
+        )
+    if c.cliff is not None and c.cliff.on_cliff:
+        out.append(c.cliff.sentence)
+    return out
 
 
 def dtypes_sentence(v: Verdict) -> str:

@@ -89,8 +89,8 @@ def apply_calibration(workload: Workload, path: Path) -> Applied:
     eff = workload.efficiency.model_copy(update=update)
     constants = ", ".join(f"{f} {v:.3g}" for f, v in update.items())
     notes = [
-        f"calibrated from {path.name}: {entry.label()}: {constants}; residual error "
-        f"{entry.error_text()}{tp_note}"
+        f"calibrated from {path.name}: {entry.label()}: {constants}; "
+        f"{entry.residual_text()}{tp_note}"
     ]
     if kept:
         notes.append(f"efficiency.{', '.join(kept)} set in the workload: kept over the calibration")

@@ -6,7 +6,14 @@ import math
 from pathlib import Path
 
 from disagg_decider.calibrate import fit as fitting
-from disagg_decider.calibrate.file import Calibration, Constants, DataFile, Entry, Point
+from disagg_decider.calibrate.file import (
+    UNBOUNDED,
+    Calibration,
+    Constants,
+    DataFile,
+    Entry,
+    Point,
+)
 from disagg_decider.calibrate.readers import read_results
 from disagg_decider.calibrate.source import Limits
 from disagg_decider.catalog import Gpu, ModelSpec
@@ -65,7 +72,9 @@ def calibrate(
         ),
         fitted=list(result.fitted),
         held=result.held,
-        uncertainty={k: round(v, 4) for k, v in result.uncertainty.items() if math.isfinite(v)},
+        uncertainty={
+            k: round(v, 4) if math.isfinite(v) else UNBOUNDED for k, v in result.uncertainty.items()
+        },
         residuals={
             k: None if v is None else round(v, 4)
             for k, v in fitting.summary(result.residuals).items()

@@ -132,7 +132,29 @@ BY = {
 }
 
 
+# What each metric measures, with its unit, for the table's metric column.
+METRIC_LABELS = {
+    "ttft_ms": "TTFT ms",
+    "tpot_ms": "TPOT ms",
+    "output_tokens_per_s": "output tok/s",
+}
+
+
+def fitted_text(e) -> str:
+    """`prefill_mfu 0.55 (+/-3%), decode_mbu 0.98 (unbounded)`: each constant and its spread."""
+    from disagg_decider.calibrate.file import UNBOUNDED
+
+    def spread(k: str) -> str:
+        u = e.uncertainty.get(k)
+        if u is None:
+            return ""
+        return " (unbounded: the runs cannot pin it)" if u == UNBOUNDED else f" (+/-{u:.0%})"
+
+    return ", ".join(f"{k} {getattr(e.efficiency, k):.3g}{spread(k)}" for k in e.fitted)
+
+
 def print_calibration(cal, out_file: Path | None) -> None:
+    from rich import box
     from rich.console import Console
     from rich.table import Table
 
@@ -141,17 +163,22 @@ def print_calibration(cal, out_file: Path | None) -> None:
     console = Console()
     for e in cal.entries:
         console.print(f"[bold]calibration[/] {safe(e.label())}", highlight=False)
-        fitted = ", ".join(
-            f"{k} {getattr(e.efficiency, k):.3g}"
-            + (f" (+/-{e.uncertainty[k]:.0%})" if k in e.uncertainty else "")
-            for k in e.fitted
-        )
-        console.print(f"fitted: {fitted}; residual error {e.error_text()}", highlight=False)
+        console.print(f"fitted: {safe(fitted_text(e))}", highlight=False)
+        console.print(safe(e.residual_text()), highlight=False)
         for name, why in e.held.items():
             console.print(f"held: {safe(name)} ({safe(why)})", highlight=False)
-        table = Table(title="measured vs predicted", title_justify="left")
-        for col in (
-            "file",
+        files = sorted({p.file for p in e.points})
+        one_file = len(files) == 1
+        if one_file:
+            console.print(f"runs from {safe(files[0])}", highlight=False)
+        table = Table(
+            title="measured vs predicted (tokens per request; error = predicted / measured - 1)",
+            title_justify="left",
+            box=box.SIMPLE_HEAD,  # no cell borders: 80 columns hold every column unclipped
+            padding=(0, 1),
+            pad_edge=False,
+        )
+        columns = (() if one_file else ("file",)) + (
             "run",
             "load",
             "prompt",
@@ -160,23 +187,32 @@ def print_calibration(cal, out_file: Path | None) -> None:
             "measured",
             "predicted",
             "error",
-        ):
+        )
+        for col in columns:
             table.add_column(
-                col, justify="left" if col in ("file", "run", "load", "metric") else "right"
+                col,
+                justify="left" if col in ("file", "run", "load", "metric") else "right",
+                min_width=len(col),
             )
         for p in e.points:
             table.add_row(  # file and run names come from the user's files: never markup
-                safe(p.file),
+                *(() if one_file else (safe(p.file),)),
                 safe(p.run),
                 safe(p.load),
                 f"{p.prompt_tokens:.0f}",
                 f"{p.output_tokens:.0f}",
-                safe(f"{p.metric} ({p.statistic})"),
+                safe(f"{METRIC_LABELS.get(p.metric, p.metric)} ({_statistic(p)})"),
                 f"{p.measured:.4g}",
                 "-" if p.predicted is None else f"{p.predicted:.4g}",
                 "-" if p.error is None else f"{p.error:+.1%}",
             )
         console.print(table)
+        if any(p.predicted is None for p in e.points):
+            console.print(
+                "predicted -: the calculator predicts no value there (the run's load saturates "
+                "its model)",
+                highlight=False,
+            )
         by = {name: sum(p.predicted_by == name for p in e.points) for name in BY}
         said = ", ".join(f"{BY[name]}: {n} points" for name, n in by.items() if n)
         console.print(f"predicted by {said}", highlight=False)
@@ -184,3 +220,9 @@ def print_calibration(cal, out_file: Path | None) -> None:
             console.print(f"[yellow]warning:[/] {safe(w)}", highlight=False)
     if out_file is not None:
         Console(stderr=True).print(f"wrote {safe(out_file)}", highlight=False)
+
+
+def _statistic(p) -> str:
+    """`mean`, `median`: the statistic, without the metric's name that some readers repeat."""
+    words = [w for w in p.statistic.split() if w.lower() not in ("tpot", "itl", "ttft")]
+    return " ".join(words) or p.statistic

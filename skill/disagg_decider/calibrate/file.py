@@ -19,6 +19,7 @@ from disagg_decider.workload import MAX_TOKENS, MAX_TP
 from disagg_decider.yamlio import load_yaml_file
 
 KIND = "disagg-decider-calibration"
+UNBOUNDED = "unbounded"  # an uncertainty the runs cannot bound (see Entry.uncertainty)
 
 
 class _Strict(BaseModel):
@@ -68,7 +69,9 @@ class Entry(_Strict):
     efficiency: Constants
     fitted: list[str]
     held: dict[str, str] = {}
-    uncertainty: dict[str, float] = {}  # one standard error, relative to the fitted value
+    # One standard error, relative to the fitted value; "unbounded" where the runs cannot pin
+    # the constant (fewer independent measured values than constants, or a flat direction).
+    uncertainty: dict[str, float | Literal["unbounded"]] = {}
     residuals: dict[str, float | None]  # median / worst absolute relative error per metric
     warnings: list[str] = []
     data: list[DataFile]
@@ -83,6 +86,15 @@ class Entry(_Strict):
         if median is None or worst is None:
             return "no residuals"
         return f"median {median:.1%}, worst {worst:.1%} over {len(self.points)} measurements"
+
+    def residual_text(self) -> str:
+        """The residual, qualified where a constant is unbounded (then a small residual only
+        says the fit passes through the points)."""
+        free = [k for k, u in self.uncertainty.items() if u == UNBOUNDED]
+        text = f"residual error {self.error_text()}"
+        if free:
+            text += f" (not a measure of {', '.join(free)}: unbounded by these runs)"
+        return text
 
 
 class Calibration(_Strict):

@@ -49,6 +49,8 @@ REPLAY_TOLERANCE = 0.005  # relative change of every constant that ends the corr
 SETTLED_SE = 0.2  # ... or this share of its standard error, if larger
 IDLE_SENSITIVITY = 1e-4  # |d log prediction / d log constant| below which nothing responds
 NOISE_FLOOR = 0.01  # log error every residual is allowed (model and measurement), weighting
+FLAT = 1e-6  # singular value (of the largest) below which a direction of the fit is flat
+IN_FLAT = 0.1  # a constant's share of a flat direction that leaves it unpinned
 
 
 @dataclass(frozen=True)
@@ -139,7 +141,7 @@ def fit(runs: list[Run], target: Target, *, simulate: bool = True) -> Fit:
             )
         again = correction(target, eff_of(x), runs, rates)
         fixed = Correction(again.ratio, rates, again.scatter)
-    uncertainty = _relative_std_errors(errors, x, names, NOISE_FLOOR if fixed else 0.0)
+    uncertainty, idle_set = _spread(errors, x, names, NOISE_FLOOR if fixed else 0.0)
     eff = eff_of(x)
     residuals = predict_runs(target, eff, runs, fixed, simulate=False)
     fitted = {n: float(getattr(eff, n)) for n in names}
@@ -160,7 +162,16 @@ def fit(runs: list[Run], target: Target, *, simulate: bool = True) -> Fit:
             "runs well (speculative decoding, prefix caching, CPU-bound serving or a different "
             "batch/chunk setting than --max-batch/--chunk-tokens can cause this)"
         )
-    idle = [n for n, u in uncertainty.items() if math.isinf(u)]
+    idle = [n for n in names if n in idle_set]
+    flat = [n for n, u in uncertainty.items() if math.isinf(u) and n not in idle_set]
+    if flat:
+        values = sum(len(measured_values(r)) for r in runs)
+        warnings.append(
+            f"{', '.join(flat)} cannot be pinned by these runs ({values} measured values for "
+            f"{len(names)} constants, or runs that repeat one another): they trade off along a "
+            "direction no measurement moves, so they are unbounded, and the residual says only "
+            "that the fit passes through the points; add runs at other loads and prompt lengths"
+        )
     for n in idle:
         warnings.append(
             f"{n} moves no prediction for these runs (the step model bounds those passes by "
@@ -170,7 +181,7 @@ def fit(runs: list[Run], target: Target, *, simulate: bool = True) -> Fit:
     loose = {
         n: u
         for n, u in uncertainty.items()
-        if n != "step_overhead_ms" and u > LOOSE and n not in idle
+        if n != "step_overhead_ms" and LOOSE < u < math.inf and n not in idle
     }
     if loose:
         spread = ", ".join(f"{n} +/-{u:.0%}" for n, u in loose.items())
@@ -185,32 +196,60 @@ def fit(runs: list[Run], target: Target, *, simulate: bool = True) -> Fit:
 def _relative_std_errors(
     errors, x: np.ndarray, names: list[str], floor: float = 0.0
 ) -> dict[str, float]:
+    """`_spread`'s standard errors alone."""
+    return _spread(errors, x, names, floor)[0]
+
+
+def _spread(
+    errors, x: np.ndarray, names: list[str], floor: float = 0.0
+) -> tuple[dict[str, float], set[str]]:
     """One standard error of each constant, relative to its value: s^2 (J^T J)^-1 with s^2 the
     residual variance (log errors), the usual least-squares estimate, or `floor`^2 if larger:
     residuals weighted by their expected scatter have that variance, and a fit that happens to
-    pass closer than the noise allows does not know the constants better. Empty when the runs
-    give no degrees of freedom."""
+    pass closer than the noise allows does not know the constants better. A constant the runs
+    cannot pin (no prediction responds to it, or it lies along a flat direction of the fit:
+    fewer independent measured values than constants) is infinite, however small the residual:
+    a fit through every point with a free direction left says nothing of where on it the truth
+    is. Others are left out when the runs give no degrees of freedom. Also returns the
+    constants no prediction responds to at all (idle), a subset of the infinite ones."""
     r = errors(x)
-    dof = r.size - x.size
-    if dof <= 0:
-        return {}
     jac = np.empty((r.size, x.size))
     for j in range(x.size):
         h = max(abs(x[j]) * 1e-4, 1e-6)
         step = x.copy()
         step[j] += h
         jac[:, j] = (errors(step) - r) / h
+    # A constant no prediction responds to is not determined at all (pinv would report 0).
+    moves = np.linalg.norm(jac, axis=0) * np.abs(x) > IDLE_SENSITIVITY
+    free = _flat_constants(jac * np.abs(x), names)
+    idle = {n for i, n in enumerate(names) if not moves[i]}
+    unbounded = {n: math.inf for n in names if n in idle or n in free}
+    dof = r.size - x.size
+    if dof <= 0:
+        return unbounded, idle
     try:
         cov = np.linalg.pinv(jac.T @ jac) * max(float(r @ r) / dof, floor**2)
     except np.linalg.LinAlgError:
-        return {}
+        return unbounded, idle
     se = np.sqrt(np.maximum(np.diag(cov), 0.0))
-    # A constant no prediction responds to is not determined at all (pinv would report 0).
-    moves = np.linalg.norm(jac, axis=0) * np.abs(x) > IDLE_SENSITIVITY
-    return {
-        n: float(se[i] / abs(x[i])) if abs(x[i]) > 1e-9 and moves[i] else math.inf
+    spread = {
+        n: float(se[i] / abs(x[i])) if abs(x[i]) > 1e-9 and n not in unbounded else math.inf
         for i, n in enumerate(names)
     }
+    return spread, idle
+
+
+def _flat_constants(scaled_jac: np.ndarray, names: list[str]) -> set[str]:
+    """The constants along a direction no measured value responds to: the right singular
+    vectors of the Jacobian (per relative change of each constant) beyond its rank, or with a
+    singular value below FLAT of the largest. Fewer measured values than constants always
+    leave one."""
+    if scaled_jac.size == 0:
+        return set(names)
+    _, sv, vt = np.linalg.svd(scaled_jac, full_matrices=True)
+    top = float(sv.max()) if sv.size else 0.0
+    flat = [k for k in range(len(names)) if k >= sv.size or sv[k] <= FLAT * top]
+    return {n for i, n in enumerate(names) if any(abs(vt[k, i]) > IN_FLAT for k in flat)}
 
 
 def _clip(name: str, value: float) -> float:

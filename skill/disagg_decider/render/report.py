@@ -16,7 +16,11 @@ from disagg_decider.render import text
 from disagg_decider.render.env import render
 from disagg_decider.rules.text import effect_text
 from disagg_decider.verdict import Comparison, FiredRule, Reference, Verdict
-from disagg_decider.verdict_text import conditional_layout, dtypes_sentence
+from disagg_decider.verdict_text import (
+    conditional_layout,
+    confidence_notes,
+    dtypes_sentence,
+)
 from disagg_decider.workload import Resolved
 
 DECISION_HEADLINE = {
@@ -177,6 +181,7 @@ def render_report(verdict: Verdict, resolved: Resolved) -> str:
         costs=_cost_columns(verdict),
         assumed=[(a.field, value_text(a.value), a.affects) for a in verdict.assumptions],
         dtypes=text.cell(dtypes_sentence(verdict)),
+        confidence_notes=confidence_notes(verdict),
     )
 
 

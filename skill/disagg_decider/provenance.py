@@ -1,0 +1,229 @@
+"""Where every number in a verdict comes from: the workload, the catalog, a calibration file...
+
+A platform engineer acting on a verdict must tell a figure they gave (the rate) from one the
+tool looked up (a GPU's bandwidth), one it assumed (an efficiency the workload left out), one a
+calibration file set, and one the calculator computed from all of those. `provenance` labels
+each numeric leaf of the verdict's JSON by its generalised path (list indices dropped:
+`conditional.curve[].goodput_per_gpu`), from one declarative table (`FIELDS`) and the verdict's
+actual inputs. A leaf the table does not know gets no label, so a new numeric field added
+without one fails `tests/test_provenance.py` instead of being labelled by a guess.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any, Literal, get_args
+
+from disagg_decider.verdict import Provenance, Verdict
+from disagg_decider.workload import Efficiency, Workload
+
+Source = Literal[
+    "workload",  # the workload file (or the MCP call) gave it
+    "catalog",  # the shipped GPU, model or link catalog
+    "calibrated",  # a calibration file from `decide calibrate`
+    "silicon",  # measured kernel times (step_source: silicon)
+    "fitted",  # the physics table fitted to measured silicon (calc/step_fit.json)
+    "default",  # a default the tool filled in where the workload said nothing
+    "rulebook",  # a rule's parameter or weight as shipped (or from --rules)
+    "override",  # a rule parameter the workload's overrides: or --set changed
+    "benchmark",  # a measured error figure shipped with the tool (calc/error_bands.json)
+    "derived",  # computed by the calculator or the rule engine from the sources above
+]
+SOURCES: tuple[str, ...] = get_args(Source)
+
+# Efficiency constants whose defaults come from the fitted physics table rather than a plain
+# default; when `calc/step_fit.json` becomes the default, name its constants here.
+FITTED_DEFAULTS: frozenset[str] = frozenset()
+
+_DERIVED = "derived"
+# Blocks whose numeric fields the calculator computes, field by field: a field not listed here
+# is unlabelled (and the property test fails) until someone says where it comes from.
+_COMPUTED = {
+    "metrics": (
+        "kv_bytes_per_token kv_bytes_per_request kv_transfer_ms kv_transfer_serialized_ms "
+        "kv_transfer_layerwise_ms kv_transfer_gb_per_s effective_prompt_tokens "
+        "goodput_per_gpu_colocated goodput_per_gpu_disaggregated gain crossover_prompt_tokens "
+        "conditional_cold_local_share"
+    ),
+    "sizing": (
+        "prefill_gpus decode_gpus colocated_gpus prefill_replicas decode_replicas "
+        "colocated_replicas prefill_tp decode_tp colocated_tp prefill_dp decode_dp colocated_dp "
+        "prefill_ep decode_ep colocated_ep decode_max_batch colocated_max_batch "
+        "colocated_chunk_tokens"
+    ),
+    "colocated": (
+        "gpus gpus_needed_for_rate max_rate_per_s goodput_per_gpu ttft_p99_ms tpot_p99_ms "
+        "cost_per_million_tokens_usd cost_per_year_usd tp dp ep replicas chunk_tokens max_batch"
+    ),
+    "disaggregated": (
+        "gpus gpus_needed_for_rate max_rate_per_s goodput_per_gpu ttft_p99_ms tpot_p99_ms "
+        "cost_per_million_tokens_usd cost_per_year_usd prefill_tp decode_tp prefill_dp "
+        "decode_dp prefill_ep decode_ep prefill_replicas decode_replicas prefill_gpus "
+        "decode_gpus max_batch transfer_ms_p99"
+    ),
+    "conditional": (
+        "threshold_tokens share_to_prefill max_rate_per_s goodput_per_gpu prefill_tp decode_tp "
+        "prefill_replicas decode_replicas chunk_tokens ttft_p99_ms tpot_p99_ms "
+        "pooled_ttft_p99_ms local_ttft_p99_ms gain_over_colocated gain_over_disaggregated"
+    ),
+    "conditional.curve[]": "threshold_tokens goodput_per_gpu share_to_prefill",
+    "interactivity_band": (
+        "low_tokens_per_s_per_user high_tokens_per_s_per_user target_tokens_per_s_per_user"
+    ),
+    "confidence": "gain margin distance_in_error_bands",
+    "confidence.cliff": "threshold_tokens",
+    "confidence.cliff.neighbours[]": "threshold_tokens goodput_ratio",
+}
+
+
+_COMPUTED_SETS = {block: frozenset(names.split()) for block, names in _COMPUTED.items()}
+
+
+@dataclass(frozen=True)
+class Inputs:
+    """What a verdict rests on beyond its own JSON: which inputs came from where."""
+
+    workload: Workload  # as the user gave it, before any calibration file was applied
+    calibrated: frozenset[str] = frozenset()  # efficiency fields a calibration file set
+    overridden: frozenset[str] = frozenset()  # rule parameters overrides: or --set changed
+    silicon: bool = False  # step times from measured kernels (step_source silicon, used)
+
+
+def labelled(
+    v: Verdict, given: Workload, *, calibrated: bool, overrides: Mapping[str, Any]
+) -> Verdict:
+    """The verdict with `provenance`. `given` is the workload before a calibration file was
+    applied (`calibrated`: one matched), `overrides` the `--set` (or MCP) parameter values."""
+    inputs = Inputs(
+        workload=given,
+        calibrated=_calibrated_fields(given) if calibrated else frozenset(),
+        overridden=frozenset(given.overrides) | frozenset(overrides),
+        silicon=v.step_source == "silicon",
+    )
+    doc = v.model_dump(mode="json", exclude={"provenance"})
+    labels = Provenance(fields=field_labels(doc, inputs), inputs=input_labels(inputs))
+    return v.model_copy(update={"provenance": labels})
+
+
+def _calibrated_fields(given: Workload) -> frozenset[str]:
+    """The efficiency constants a calibration file sets: those the workload left to it."""
+    from disagg_decider.calibrate.apply import FIELDS
+
+    explicit = given.efficiency.model_fields_set
+    return frozenset(f for f in FIELDS if f not in explicit)
+
+
+def _fixed(inputs: Inputs, doc: dict[str, Any]) -> dict[str, str]:
+    """Labels that depend on the verdict's inputs, for paths outside `_COMPUTED`."""
+    steps = "silicon" if inputs.silicon else _DERIVED
+    band = "override" if "min_gain" in inputs.overridden else "rulebook"
+    return {
+        "conditional_disagg_threshold_tokens": _DERIVED,
+        "sizing.cluster_gpus": "workload",
+        "metrics.prefill_ms": steps,
+        "metrics.decode_step_ms": steps,
+        "fired_rules[].weight": "rulebook",
+        "fired_rules[].compared[].actual": _DERIVED,
+        "fired_rules[].compared[].threshold": "override" if inputs.overridden else "rulebook",
+        "interactivity_band.margin": band,
+        "interactivity_band.grid_low_tokens_per_s_per_user": "default",
+        "interactivity_band.grid_high_tokens_per_s_per_user": "default",
+        "interactivity_band.grid_points": "default",
+        "confidence.threshold": _param_source(inputs, (doc.get("confidence") or {}).get("param")),
+        "confidence.error_band_low": "benchmark",
+        "confidence.error_band_high": "benchmark",
+        "confidence.cliff.drop_share": "benchmark",
+    }
+
+
+def _param_source(inputs: Inputs, param: str | None) -> str:
+    return "override" if param in inputs.overridden else "rulebook"
+
+
+def label_of(path: str, inputs: Inputs, fixed: dict[str, str]) -> str | None:
+    """The source of the numeric leaf at `path` (generalised), or None where the table has none;
+    `fixed` is `_fixed`'s table for this verdict."""
+    if path in fixed:
+        return fixed[path]
+    block, _, name = path.rpartition(".")
+    if name in _COMPUTED_SETS.get(block, ()):
+        return _DERIVED
+    if block == "thresholds":  # every entry is a rule parameter, by construction
+        return _param_source(inputs, name)
+    if block == "scores":  # every entry is a rule engine's sum of weights
+        return _DERIVED
+    if path.startswith("assumptions[].value"):  # the value, or any number inside it
+        return "default"  # an assumption is a default filled in, by definition
+    return None
+
+
+def numeric_paths(doc: Any) -> set[str]:
+    """Each int/float leaf's generalised JSON path (booleans are not numbers here). Iterative:
+    a batch labels every verdict, so this stays a small share of a decision."""
+    out: set[str] = set()
+    stack: list[tuple[str, Any]] = [("", doc)]
+    while stack:
+        path, node = stack.pop()
+        if isinstance(node, dict):
+            prefix = f"{path}." if path else ""
+            stack.extend((f"{prefix}{key}", value) for key, value in node.items())
+        elif isinstance(node, list):
+            inner = f"{path}[]"
+            stack.extend((inner, value) for value in node)
+        elif isinstance(node, (int, float)) and not isinstance(node, bool):
+            out.add(path)
+    return out
+
+
+def field_labels(doc: dict[str, Any], inputs: Inputs) -> dict[str, str]:
+    """Every numeric leaf of the verdict's JSON that the table knows, with its source."""
+    fixed = _fixed(inputs, doc)
+    out: dict[str, str] = {}
+    for path in sorted(numeric_paths(doc)):
+        if (source := label_of(path, inputs, fixed)) is not None:
+            out[path] = source
+    return out
+
+
+def input_labels(inputs: Inputs) -> dict[str, str]:
+    """What the derived figures rest on: the model, GPU, link, efficiency constants, steps."""
+    w = inputs.workload
+    given = w.model_fields_set
+    cluster = w.cluster.model_fields_set
+    out = {
+        "model": "catalog" if isinstance(w.model, str) else "workload",
+        "gpu": "catalog",
+        "traffic": "workload",
+        "slo": "workload",
+        "cluster.gpus": "workload",
+        "cluster.network": _network(w, cluster),
+        "cost.usd_per_gpu_hour": _given("cost" in given and _cost_set(w)),
+    }
+    explicit = w.efficiency.model_fields_set if "efficiency" in given else set()
+    for name in Efficiency.model_fields:
+        out[f"efficiency.{name}"] = _efficiency(name, explicit, inputs.calibrated)
+    out["step_times"] = "silicon" if inputs.silicon else _DERIVED
+    return out
+
+
+def _network(w: Workload, cluster_set: set[str]) -> str:
+    if "network" not in cluster_set:
+        return "default"
+    return "catalog" if isinstance(w.cluster.network, str) else "workload"
+
+
+def _cost_set(w: Workload) -> bool:
+    return "usd_per_gpu_hour" in w.cost.model_fields_set
+
+
+def _given(given: bool) -> str:
+    return "workload" if given else "default"
+
+
+def _efficiency(name: str, explicit: set[str], calibrated: frozenset[str]) -> str:
+    if name in explicit:
+        return "workload"
+    if name in calibrated:
+        return "calibrated"
+    return "fitted" if name in FITTED_DEFAULTS else "default"
