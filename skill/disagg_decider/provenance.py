@@ -71,6 +71,16 @@ _COMPUTED = {
     "interactivity_band": (
         "low_tokens_per_s_per_user high_tokens_per_s_per_user target_tokens_per_s_per_user"
     ),
+    "plan": (
+        "gpus gpus_needed_for_rate max_rate_per_s threshold_tokens share_to_prefill "
+        "chunk_tokens cost_per_year_usd cost_per_million_tokens_usd"
+    ),
+    "plan.pools[]": "replicas tp dp ep gpus",
+    "alternatives[]": (
+        "gpus gpus_needed_for_rate max_rate_per_s threshold_tokens share_to_prefill "
+        "chunk_tokens cost_per_year_usd cost_per_million_tokens_usd"
+    ),
+    "alternatives[].pools[]": "replicas tp dp ep gpus",
     "confidence": "gain margin distance_in_error_bands",
     "confidence.cliff": "threshold_tokens",
     "confidence.cliff.neighbours[]": "threshold_tokens goodput_ratio",
