@@ -222,6 +222,7 @@ def _lines_at_rows(at: Lines, take) -> Lines:
             prefill_context=take(p.prefill_context),
             fixed_ms=take(p.fixed_ms),
             decode_context=take(p.decode_context),
+            decode_attention_flops=take(p.decode_attention_flops),
             moe_comm=engine.model.moe is not None and bool(np.any(engine.expert_parallel)),
         )
 
