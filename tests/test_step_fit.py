@@ -183,3 +183,14 @@ def test_the_default_install_prices_without_aiconfigurator():
     )
     assert out.returncode == 0, out.stderr
     assert float(out.stdout) > 0
+
+
+def test_a_dumped_and_revalidated_workload_is_priced_on_the_same_physics():
+    """Sweeps and rate variants copy a workload through `model_dump` -> `model_validate`, which
+    marks every efficiency field set; the copy must still take the table, not 0.45/0.7."""
+    from disagg_decider.workload import Workload
+
+    w = parse_workload({**MINIMAL_WORKLOAD, "efficiency": {"prefill_mfu": 0.31}}, "test")
+    copy = Workload.model_validate(w.model_dump(mode="json", exclude_none=True))
+    assert resolve(copy).workload.efficiency == resolve(w).workload.efficiency
+    assert resolve(copy).workload.efficiency.prefill_mfu == 0.31

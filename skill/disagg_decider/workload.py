@@ -610,6 +610,7 @@ def with_fitted_efficiency(
 ) -> tuple[Workload, str]:
     """The workload with the fitted step physics (`calc/step_fit.py`) for every efficiency
     constant it does not set (its own, or a calibration's, are kept), and where they came from.
+    A constant set to its class default counts as not set (see below).
 
     The filled-in constants are not marked as given, so `assumptions.assumed` lists them as
     defaults the verdict used, with the table entry they came from.
@@ -620,7 +621,11 @@ def with_fitted_efficiency(
     if fit is None:
         return workload, ""
     eff = workload.efficiency
-    given = set(eff.model_fields_set)
+    # Given: set, to a value other than the class default. A workload dumped and validated
+    # again (`model_dump` -> `model_validate`: sweeps, rate variants) marks every field set;
+    # its defaults must still take the table, or the copy is priced on other physics.
+    defaults = type(eff).model_fields
+    given = {f for f in eff.model_fields_set if getattr(eff, f) != defaults[f].default}
     update = {k: v for k, v in fit.constants.items() if k not in given}
     if not update:
         return workload, ""
