@@ -180,3 +180,33 @@ def test_any_batch_equals_its_workloads_one_by_one(changes):
         batch = decide_many(workloads)
     for w, verdict in zip(workloads, batch, strict=True):
         assert verdict.model_dump(mode="json") == decide(w).model_dump(mode="json")
+
+
+def _moe(gpus: int, prompt: tuple, output: tuple, rate: float, slo: tuple, cached: float):
+    """Qwen3-30B-A3B on H100s: a MoE model whose layouts include DP attention."""
+    data = {
+        "name": f"qwen3-30b-a3b-h100x{gpus}",
+        "model": "qwen3-30b-a3b",
+        "traffic": {
+            "prompt_tokens": {"p50": prompt[0], "p99": prompt[1]},
+            "output_tokens": {"p50": output[0], "p99": output[1]},
+            "requests_per_second": rate,
+            "prefix_cache_hit_rate": cached,
+        },
+        "slo": {"ttft_ms": slo[0], "tpot_ms": slo[1]},
+        "cluster": {"gpu": "h100", "gpus": gpus, "gpus_per_node": 8, "network": "ib-ndr-400"},
+    }
+    return load_workload_text(json.dumps(data))
+
+
+def test_a_block_of_dp_and_tp_only_rows_searches_the_tp_only_rows_alone():
+    """Issue 24: a MoE workload on 16 GPUs (DP-attention layouts, a wider batch grid) blocked
+    with one on 4 whose colocated load was re-searched read the block's grid with its own
+    narrower batch grid (a ValueError); the answers must be each workload's alone."""
+    ws = [
+        _moe(4, (5110, 9108), (76, 147), 9.2378, (6618.0, 49.0), 0.0),
+        _moe(16, (3307, 18838), (589, 879), 34.6515, (4817.0, 76.0), 0.3),
+    ]
+    batch = [v.model_dump(mode="json") for v in decide_many(ws)]
+    for w, many in zip(ws, batch, strict=True):
+        assert many == decide(w).model_dump(mode="json"), w.name
