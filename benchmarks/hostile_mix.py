@@ -118,16 +118,22 @@ def _at_rate(data: dict, rate_per_s: float) -> Workload:
 
 def hostile_mix(n: int, seed: int = 24) -> list[Workload]:
     """`n` workloads, the same for the same seed; a draw neither mode can serve on its cluster
-    draws its SLOs again (a few times), and is dropped if it still cannot."""
-    rng = np.random.default_rng(seed)
+    draws its SLOs again (a few times), and is dropped if it still cannot.
+
+    Each workload has its own stream, and draws its shape and its rate's share first: a change
+    to the calculator moves a workload's rate (a share of what it says the cluster carries),
+    never which workloads are drawn.
+    """
     out = []
     for k in range(n):
+        rng = np.random.default_rng([seed, k])
         data = _draw(rng, k)
+        share = float(rng.uniform(*RATE_SHARE))
         for _ in range(REDRAWS):
             v = decide(_at_rate(data, 1.0))
             most = max(v.colocated.max_rate_per_s, v.disaggregated.max_rate_per_s)
             if most > 0:
-                out.append(_at_rate(data, round(most * float(rng.uniform(*RATE_SHARE)), 4)))
+                out.append(_at_rate(data, round(most * share, 4)))
                 break
             data["slo"] = _slo(rng)
     return out
