@@ -24,29 +24,28 @@ from disagg_decider.calc import chunk_runs, queueing
 from disagg_decider.decide import decide
 from disagg_decider.sim import metrics, run
 from disagg_decider.workload import Workload, resolve
+from tests.conftest import traffic_workload
 
 REQUESTS = 3000
 
 
 def _workload(model: str, gpu: str, gpus: int, prompt, output, rate, slo, cached) -> Workload:
-    return Workload.model_validate(
-        {
-            "name": f"{model}-{gpu}x{gpus}",
-            "model": model,
-            "weights_dtype": "fp8",
-            "kv_cache_dtype": "fp8",
-            "engine": "vllm",
-            "traffic": {
-                "prompt_tokens": {"p50": prompt[0], "p99": prompt[1]},
-                "output_tokens": {"p50": output[0], "p99": output[1]},
-                "requests_per_second": rate,
-                "prefix_cache_hit_rate": cached,
-            },
-            "slo": {"ttft_ms": slo[0], "tpot_ms": slo[1]},
-            "cluster": {"gpu": gpu, "gpus": gpus, "gpus_per_node": 8, "network": "roce-200"},
-            "ops": {"maturity": "high"},
-        }
+    data = traffic_workload(
+        model,
+        gpu,
+        gpus,
+        prompt,
+        output,
+        rate,
+        slo,
+        cached,
+        "roce-200",
+        weights_dtype="fp8",
+        kv_cache_dtype="fp8",
+        engine="vllm",
+        ops={"maturity": "high"},
     )
+    return Workload.model_validate(data)
 
 
 def _colocated_share(w: Workload, seed: int = 1) -> float:

@@ -20,7 +20,7 @@ from disagg_decider.calc import colocated, compare
 from disagg_decider.calc.frontier import bisect_edge, boundary_index, interp_rows, value_at
 from disagg_decider.decide import decide, decide_file, decide_many
 from disagg_decider.workload import load_workload, load_workload_text
-from tests.conftest import EXAMPLES, RAG_EXAMPLE, edited_example, run_cli
+from tests.conftest import EXAMPLES, RAG_EXAMPLE, edited_example, run_cli, traffic_workload
 
 
 def _variants() -> list:
@@ -184,18 +184,7 @@ def test_any_batch_equals_its_workloads_one_by_one(changes):
 
 def _moe(gpus: int, prompt: tuple, output: tuple, rate: float, slo: tuple, cached: float):
     """Qwen3-30B-A3B on H100s: a MoE model whose layouts include DP attention."""
-    data = {
-        "name": f"qwen3-30b-a3b-h100x{gpus}",
-        "model": "qwen3-30b-a3b",
-        "traffic": {
-            "prompt_tokens": {"p50": prompt[0], "p99": prompt[1]},
-            "output_tokens": {"p50": output[0], "p99": output[1]},
-            "requests_per_second": rate,
-            "prefix_cache_hit_rate": cached,
-        },
-        "slo": {"ttft_ms": slo[0], "tpot_ms": slo[1]},
-        "cluster": {"gpu": "h100", "gpus": gpus, "gpus_per_node": 8, "network": "ib-ndr-400"},
-    }
+    data = traffic_workload("qwen3-30b-a3b", "h100", gpus, prompt, output, rate, slo, cached)
     return load_workload_text(json.dumps(data))
 
 
