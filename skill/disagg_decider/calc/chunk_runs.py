@@ -34,6 +34,7 @@ from disagg_decider.calc.lengths import Lengths
 
 # Cornish-Fisher's skewness term at the p99: (z^2 - 1) / 6.
 SKEW_P99 = (queueing.Z99 * queueing.Z99 - 1.0) / 6.0
+FEW_RUNS = 0.25  # expected runs per window below which the skewness stops growing
 
 
 def class_spread_weight(lengths: Lengths) -> np.ndarray:
@@ -103,17 +104,20 @@ def share_spread_p99(carrying, draws, weight=None) -> np.ndarray:
     carrying (1 - carrying) / draws; its runs arrive as a Poisson count, about
     m = draws x carrying of them in a window, so it is skewed (1 / sqrt(m)) where the runs
     are few: long prompts that each block many iterations, met a handful of times by a short
-    output. Cornish-Fisher adds (z^2 - 1) / 6 x skew standard deviations, which is
-    sqrt(1 - carrying) / draws: at m = 1 the p99 is 4 runs (Poisson), where the normal
-    reading alone gives 3.3. Issue 24: a Qwen3-30B-A3B pool on two L40S with 6.8K-token
-    prompts (p99 20K) was priced at a p99 TPOT of 54 ms and simulated at 88-97.
+    output. Cornish-Fisher adds (z^2 - 1) / 6 x skew standard deviations: at m = 1 the p99
+    is 4 runs (Poisson), where the normal reading alone gives 3.3. Issue 24: a Qwen3-30B-A3B
+    pool on two L40S with 6.8K-token prompts (p99 20K) was priced at a p99 TPOT of 54 ms and
+    simulated at 88-97.
 
     Mixed traffic (`weight`, `class_spread_weight`) reads its p99 off a shorter output
     (`tail_window_tokens`), already matched to the simulator: it takes 1 - weight of the skew.
     """
     keep = np.maximum(1.0 - carrying, 0.0)
-    normal = queueing.Z99 * np.sqrt(np.maximum(carrying, 0.0) * keep / draws)
-    skew = SKEW_P99 * np.sqrt(keep) / draws
+    sd = np.sqrt(np.maximum(carrying, 0.0) * keep / draws)
+    normal = queueing.Z99 * sd
+    # Skewness 1 / sqrt(m), held at 2 below m = 1/4 so that it fades with the load: a window
+    # that meets a run less than 1% of the time has a p99 of none.
+    skew = SKEW_P99 * sd / np.sqrt(np.maximum(draws * carrying, FEW_RUNS))
     return normal + (skew if weight is None else skew * (1.0 - weight))
 
 

@@ -119,11 +119,16 @@ def lines(engine: Engine, lengths: Lengths, ttft_ms, tpot_ms, chunk, servers=1.0
 
 
 def _chunk_prompt(lengths: Lengths, mixed: bool) -> np.ndarray:
-    """The prompt a chunk's token belongs to, on average over tokens (issue 24)."""
+    """The prompt a chunk's token belongs to, on average over tokens (issue 24); on mixed
+    traffic moved toward `chunk_prompt_tokens` with the classes' spread, continuously
+    (`chunk_runs.class_spread_weight`: near-identical classes price as one)."""
     if not mixed:
         return lengths.uncached_size_biased
     scv = np.asarray(lengths.context_scv, dtype=float)
-    return np.where(scv > 0.0, lengths.chunk_prompt_tokens, lengths.uncached_size_biased)
+    weight = np.where(scv > 0.0, chunk_runs.class_spread_weight(lengths), 0.0)
+    return lengths.uncached_size_biased + weight * (
+        lengths.chunk_prompt_tokens - lengths.uncached_size_biased
+    )
 
 
 def evaluate(at: Lines, batch, t_empty=None, with_ttft=False, with_headroom=True) -> ColocatedGrid:
@@ -170,7 +175,10 @@ def evaluate(at: Lines, batch, t_empty=None, with_ttft=False, with_headroom=True
     t_empty99, t_full99 = _steps_at_p99(at, b, b99, np.maximum(c - b99, 1.0))
     slow99 = t_full99 - t_empty99
     carrying99 = (
-        carrying * (b99 / np.maximum(b, 1e-9)) * (np.maximum(c - b, 1.0) / np.maximum(c - b99, 1.0))
+        # prompts arrive with the others (the p99 batch less the request itself)
+        carrying
+        * (np.maximum(b99 - 1.0, b) / np.maximum(b, 1e-9))
+        * (np.maximum(c - b, 1.0) / np.maximum(c - b99, 1.0))
     )
     tpot_p99 = t_empty99 + np.minimum(1.0, carrying99 + behind + spread) * slow99
 
