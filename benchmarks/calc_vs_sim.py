@@ -58,6 +58,12 @@ MODELS = (
 )
 QUICK = 8
 LATENCY_REQUESTS = 40_000
+# Requests per decode seat of the pools: the steady window (70% of the arrivals,
+# `metrics.steady_window`) must pass through every seat many times, or a pool of thousands of
+# seats (DP8/EP8 replicas with 4,096 each) is never filled and its goodput reads far above the
+# calculator's. Bounded so the 40-workload run stays a few minutes.
+REQUESTS_PER_SEAT = 12 / 0.7
+MAX_REQUESTS = 200_000
 
 
 def workloads(count: int, seed: int = SEED) -> list[Workload]:
@@ -132,10 +138,24 @@ def at_rate(w: Workload, rate: float) -> Workload:
     return Workload.model_validate(data)
 
 
-def request_count(w: Workload, rate: float, lo: int = 2000, hi: int = 12000) -> int:
-    """Enough requests that the steady window spans many request lifetimes at this rate."""
+def request_count(w: Workload, rate: float, seats: int = 0, lo: int = 2000, hi: int = 12000) -> int:
+    """Enough requests that the steady window spans many request lifetimes at this rate, and
+    passes through each of the pools' `seats` (decode sequences they hold at once) many times.
+
+    The lifetimes alone are capped at `hi`; the seats raise that cap up to `MAX_REQUESTS`, so
+    pools of a few hundred seats keep the runs they had.
+    """
     life_s = (w.slo.ttft_ms + w.traffic.output_tokens.p99 * w.slo.tpot_ms) / 1e3
-    return int(min(max(lo, rate * life_s * 12 / 0.7), hi))
+    by_seats = seats * REQUESTS_PER_SEAT
+    cap = max(hi, min(by_seats, MAX_REQUESTS))
+    return int(min(max(lo, rate * life_s * 12 / 0.7, by_seats), cap))
+
+
+def seats_of(s, mode: str) -> int:
+    """Decode sequences the simulated pools hold at once (`max_batch` per replica)."""
+    if mode == "colocated":
+        return s.colocated.replicas * s.colocated.max_batch
+    return s.disaggregated.decode_replicas * s.disaggregated.max_batch
 
 
 def _steady_attainment(w: Workload, s, mode: str, base, rate: float) -> float:
@@ -166,10 +186,12 @@ def compare_one(w: Workload) -> Row:
         s = run.setup(resolve(w_top), v)
         # p99 latencies near a pool's saturation need long runs (waits correlate over many
         # requests): one long run at the calculator's max rate, shorter ones for the bisection.
-        long = run.synthetic_requests(r, LATENCY_REQUESTS, SEED, rate_per_s=1.0)
+        seats = seats_of(s, mode)
+        n_long = max(LATENCY_REQUESTS, min(int(seats * REQUESTS_PER_SEAT), MAX_REQUESTS))
+        long = run.synthetic_requests(r, n_long, SEED, rate_per_s=1.0)
         at = replay_at(long, top)
         out = run.simulate_mode(s, mode, at)
-        window = metrics.steady_window(LATENCY_REQUESTS)
+        window = metrics.steady_window(n_long)
         sim_ttft = np.percentile(metrics.ttft_ms(out, at)[window], 99)
         t = metrics.tpot_ms(out, at)[window]
         sim_tpot = np.percentile(t[at.output[window] > 1], 99)
@@ -177,7 +199,7 @@ def compare_one(w: Workload) -> Row:
         ttft[mode] = (result.ttft_p99_ms or math.nan) / sim_ttft
         tpot[mode] = (result.tpot_p99_ms or math.nan) / sim_tpot
 
-        n = request_count(w, top)
+        n = request_count(w, top, seats)
         base = run.synthetic_requests(r, n, SEED, rate_per_s=1.0)
         try:
             sim[mode] = max_rate(

@@ -89,6 +89,35 @@ def edited_example(example: Path = RAG_EXAMPLE, **changes: Any) -> dict:
     return data
 
 
+def traffic_workload(
+    model: str,
+    gpu: str,
+    gpus: int,
+    prompt: tuple,
+    output: tuple,
+    rate: float,
+    slo: tuple,
+    cached: float = 0.0,
+    network: str = "ib-ndr-400",
+    **fields: Any,
+) -> dict:
+    """A workload's data from its traffic in one line: (p50, p99) prompt and output tokens,
+    requests per second, (TTFT, TPOT) p99 targets in ms; `fields` adds top-level fields."""
+    return {
+        "name": f"{model}-{gpu}x{gpus}",
+        "model": model,
+        "traffic": {
+            "prompt_tokens": {"p50": prompt[0], "p99": prompt[1]},
+            "output_tokens": {"p50": output[0], "p99": output[1]},
+            "requests_per_second": rate,
+            "prefix_cache_hit_rate": cached,
+        },
+        "slo": {"ttft_ms": slo[0], "tpot_ms": slo[1]},
+        "cluster": {"gpu": gpu, "gpus": gpus, "gpus_per_node": 8, "network": network},
+        **fields,
+    }
+
+
 # Property tests: a bounded profile for CI (the default) and a large one on demand,
 # `HYPOTHESIS_PROFILE=large python -m pytest tests/test_verdict_invariants.py`.
 # A test that sets max_examples itself keeps its own count.

@@ -20,7 +20,7 @@ from disagg_decider.calc import colocated, compare
 from disagg_decider.calc.frontier import bisect_edge, boundary_index, interp_rows, value_at
 from disagg_decider.decide import decide, decide_file, decide_many
 from disagg_decider.workload import load_workload, load_workload_text
-from tests.conftest import EXAMPLES, RAG_EXAMPLE, edited_example, run_cli
+from tests.conftest import EXAMPLES, RAG_EXAMPLE, edited_example, run_cli, traffic_workload
 
 
 def _variants() -> list:
@@ -185,3 +185,22 @@ def test_any_batch_equals_its_workloads_one_by_one(changes):
         batch = decide_many(workloads)
     for w, verdict in zip(workloads, batch, strict=True):
         assert verdict.model_dump(mode="json") == decide(w).model_dump(mode="json")
+
+
+def _moe(gpus: int, prompt: tuple, output: tuple, rate: float, slo: tuple, cached: float):
+    """Qwen3-30B-A3B on H100s: a MoE model whose layouts include DP attention."""
+    data = traffic_workload("qwen3-30b-a3b", "h100", gpus, prompt, output, rate, slo, cached)
+    return load_workload_text(json.dumps(data))
+
+
+def test_a_block_of_dp_and_tp_only_rows_searches_the_tp_only_rows_alone():
+    """Issue 24: a MoE workload on 16 GPUs (DP-attention layouts, a wider batch grid) blocked
+    with one on 4 whose colocated load was re-searched read the block's grid with its own
+    narrower batch grid (a ValueError); the answers must be each workload's alone."""
+    ws = [
+        _moe(4, (5110, 9108), (76, 147), 9.2378, (6618.0, 49.0), 0.0),
+        _moe(16, (3307, 18838), (589, 879), 34.6515, (4817.0, 76.0), 0.3),
+    ]
+    batch = [v.model_dump(mode="json") for v in decide_many(ws)]
+    for w, many in zip(ws, batch, strict=True):
+        assert many == decide(w).model_dump(mode="json"), w.name

@@ -87,8 +87,11 @@ class _OnCurve:
             return np.where(self.low[rows], idle + self.share[rows] * (ttft - idle), ttft)
 
 
-def _on_curve(at: Lines, rate_per_s, grid) -> _OnCurve:
-    batches = engine_batch_grid(at.engine)
+def _on_curve(at: Lines, rate_per_s, grid, batches=None) -> _OnCurve:
+    """Each load placed on its row's load curve. `batches`, the columns `grid` was evaluated
+    on, defaults to the engine's grid; rows taken from a larger block must pass the block's,
+    whose DP ranks (and so grid) may be wider than these rows' own."""
+    batches = engine_batch_grid(at.engine) if batches is None else batches
     g = evaluate(at, batches, with_headroom=False) if grid is None else grid
     shape = (len(rate_per_s), batches.size)
     rates = broadcast(g.rate_per_s, shape)
@@ -119,14 +122,14 @@ def _on_curve(at: Lines, rate_per_s, grid) -> _OnCurve:
     return _OnCurve(at=at, batch=batch, tpot=tpot, low=low, share=share, idle_ttft=idle_ttft)
 
 
-def _meet_targets(at: Lines, rate_per_s, grid) -> np.ndarray:
+def _meet_targets(at: Lines, rate_per_s, grid, batches=None) -> np.ndarray:
     """Whether `latency_terms` would report both p99s within their targets, per load.
 
     The same placement and the same numbers; the TTFT test goes through
     `p99_check.p99_of_sum_within`, which stops bisecting a row once the test is decided (the
     reported TTFT is non-decreasing in the solved p99), so the answer is the same.
     """
-    on = _on_curve(at, rate_per_s, grid)
+    on = _on_curve(at, rate_per_s, grid, batches)
     n = len(rate_per_s)
     ttft_limit = broadcast(np.ravel(at.ttft_ms) * (1 + 1e-9), (n,))
 
@@ -175,11 +178,14 @@ def rate_within_targets(
     n = len(rate_hi)
     # Every row's batch grid, evaluated once: the rounds below try 16 loads per row on it.
     at, on_grid = on or lines_and_grid(engine, lengths, ttft_ms, tpot_ms, chunk, servers)
+    # The grid's columns: the whole block's batches (a block mixing DP and TP-only rows is
+    # wider than a subset of TP-only rows would be on its own).
+    batches = engine_batch_grid(at.engine)
 
     def meets(rows: np.ndarray, rate: np.ndarray) -> np.ndarray:
         take = functools.partial(_row_subset, rows=rows, n=n)
         grid_rows = ColocatedGrid(**{k: take(v) for k, v in vars(on_grid).items()})
-        return _meet_targets(_lines_at_rows(at, take), rate, grid_rows)
+        return _meet_targets(_lines_at_rows(at, take), rate, grid_rows, batches)
 
     # Every row at once: the lines and grid themselves (taking all rows in order would copy
     # the same values).
