@@ -19,6 +19,7 @@ from disagg_decider.calc.erlang import (
     erlang_steps,
     erlang_table,
     interpolated,
+    table_top,
 )
 from disagg_decider.calc.zgrid import P99_TAIL, Z_WEIGHTS, exceed_probability, weighted_exp_sum
 
@@ -89,8 +90,8 @@ class _LoadTest:
         top = int(np.max(c_full)) if c_full.size else 0
         t = np.asarray(target_ms, dtype=float)[..., None]
         gap_ms = np.maximum(t - nodes_ms, 0.0)  # (T - S')+ at each node
-        self.table = erlang_table(max(min(top, TABLE_ROWS), 1))
-        self.table_step = erlang_steps(max(min(top, TABLE_ROWS), 1))
+        rows = table_top(c) if top > TABLE_ROWS else max(top, 1)
+        self.table, self.table_step = erlang_table(rows), erlang_steps(rows)
         self.c, self.mean, self.over = flat(c), flat(mean), flat(over)
         # Pools beyond the table (`erlang.interpolated`) read its row 0 and are then replaced.
         self.large = (self.c > TABLE_ROWS) if top > TABLE_ROWS else None
