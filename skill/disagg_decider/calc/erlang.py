@@ -11,7 +11,7 @@ cost independent of c, so a decision's cost does not grow with the cluster.
 
 from __future__ import annotations
 
-from functools import cache
+from functools import cache, lru_cache
 
 import numpy as np
 
@@ -173,6 +173,14 @@ def interpolated(servers: np.ndarray, x: np.ndarray) -> np.ndarray:
     both = erlang_c_integral(np.concatenate((c, c)), np.concatenate((at, at + 1)) / RHO_STEPS)
     at_lo, at_hi = both[: points.size][inverse], both[points.size :][inverse]
     return at_lo + (x - lo) * (at_hi - at_lo)
+
+
+@lru_cache(maxsize=1 << 16)
+def grid_pair(servers: int, lo: int) -> tuple[float, float]:
+    """C of a pool of `servers` at grid loads lo and lo + 1, for one entry at a time (the load
+    bisection's few-entry path asks about the same few points again and again)."""
+    both = erlang_c_integral(np.full(2, float(servers)), np.array([lo, lo + 1]) / RHO_STEPS)
+    return float(both[0]), float(both[1])
 
 
 def table_top(servers: np.ndarray) -> int:

@@ -18,6 +18,7 @@ from disagg_decider.calc.erlang import (
     TABLE_ROWS,
     erlang_steps,
     erlang_table,
+    grid_pair,
     interpolated,
     table_top,
 )
@@ -247,7 +248,8 @@ class _FewEntries:
             lo = min(int(x), RHO_STEPS - 1)
             frac = x - lo
             if large and a < c:
-                wait = float(interpolated(np.array([c]), np.array([x]))[0])
+                at_lo, at_hi = grid_pair(int(c), lo)
+                wait = at_lo + frac * (at_hi - at_lo)
             else:
                 wait = (
                     float(table[base + lo]) + frac * float(table_step[base + lo]) if a < c else 1.0

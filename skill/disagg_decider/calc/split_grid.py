@@ -62,11 +62,17 @@ def first_grid(budget: float, p_tp: int, d_tp: int, n: int) -> tuple[np.ndarray,
 
 
 def refine(
-    x: np.ndarray, used: np.ndarray, total: np.ndarray
+    x: np.ndarray, used: np.ndarray, total: np.ndarray, gap: np.ndarray | None = None
 ) -> tuple[np.ndarray, np.ndarray, bool]:
     """The next pass's sizes around each threshold's best (first maximum of `total` over its
     used sizes), as (x, used), and whether every best already has its whole neighbours priced
-    (then the next pass would find the same bests)."""
+    (then the next pass would find the same bests).
+
+    `gap` (P - D at each size, optional) places most of a bracket's sizes around where P and D
+    cross, read off a line through the priced sizes (`_crossing`): on a large cluster both are
+    nearly straight, so the next bracket is a few sizes wide. The bracket's ends are always
+    priced, so the best stays inside it whatever the estimate.
+    """
     grids, settled = [], True
     for t in range(x.shape[0]):
         sizes, values = x[t, used[t]], total[t, used[t]]
@@ -74,11 +80,33 @@ def refine(
             grids.append(sizes[:1])
             continue
         j = int(values.argmax())
-        lo = int(sizes[max(j - 1, 0)])
-        hi = int(sizes[min(j + 1, sizes.size - 1)])
-        if hi - lo <= 2 and np.all(np.diff(sizes[max(j - 1, 0) : j + 2]) <= 1):
-            grids.append(sizes[max(j - 1, 0) : j + 2])
+        near = slice(max(j - 1, 0), j + 2)
+        lo, hi = int(sizes[near][0]), int(sizes[near][-1])
+        if hi - lo <= 2 and np.all(np.diff(sizes[near]) <= 1):
+            grids.append(sizes[near])
             continue
         settled = False
-        grids.append(_spread(lo, hi))
+        at = None if gap is None else _crossing(sizes[near], gap[t, used[t]][near])
+        grids.append(_spread(lo, hi) if at is None else _around(lo, hi, at))
     return (*_rows(grids), settled)
+
+
+def _crossing(sizes: np.ndarray, gap: np.ndarray) -> float | None:
+    """Where a line between two neighbouring priced sizes takes P - D from <= 0 to > 0."""
+    for k in range(sizes.size - 1):
+        g0, g1 = gap[k], gap[k + 1]
+        if g0 <= 0 < g1 and np.isfinite(g0) and np.isfinite(g1):
+            return float(sizes[k] + (sizes[k + 1] - sizes[k]) * (-g0) / (g1 - g0))
+    return None
+
+
+def _around(lo: int, hi: int, at: float) -> np.ndarray:
+    """The bracket's ends and `BRACKET_SIZES` - 2 sizes close around `at`, within [lo, hi]:
+    whole neighbours where the bracket is narrow enough, else 1% of it apart."""
+    if hi - lo + 1 <= BRACKET_SIZES:
+        return np.arange(lo, hi + 1, dtype=float)
+    inner = BRACKET_SIZES - 2
+    step = max(1.0, (hi - lo) / 100.0)
+    start = np.clip(round(at - step * (inner - 1) / 2.0), lo, hi)
+    near = np.clip(np.round(start + step * np.arange(inner)), lo, hi)
+    return np.unique(np.concatenate(([lo, hi], near)))

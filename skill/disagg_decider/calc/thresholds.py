@@ -216,16 +216,19 @@ def candidates_many(
         for k, s in enumerate(live)
         for pair in s.pairs
     }
-    while True:
-        pools = _prefill_pools(first, live, grids)  # keyed (index in live, pair)
-        workers = _decode_workers(first, live, pools)  # keyed (index in live, decode TP)
-        totals = {key: _totals(pool, workers[key[0], key[1][1]]) for key, pool in pools.items()}
-        narrower = {
-            key: split_grid.refine(pool.x, pool.used, totals[key][0]) for key, pool in pools.items()
-        }
-        if all(settled for _, _, settled in narrower.values()):
-            break
-        grids = {key: (x, used) for key, (x, used, _) in narrower.items()}
+    pools, totals = {}, {}  # each (workload, pair) once its bests are settled
+    while grids:
+        priced = _prefill_pools(first, live, grids)  # keyed (index in live, pair)
+        workers = _decode_workers(first, live, priced)  # keyed (index in live, decode TP)
+        grids = {}
+        for key, pool in priced.items():
+            total = _totals(pool, workers[key[0], key[1][1]])
+            gap = pool.total_per_s - pool.y * total[1]  # P - D
+            x, used, settled = split_grid.refine(pool.x, pool.used, total[0], gap)
+            if settled:
+                pools[key], totals[key] = pool, total
+            else:
+                grids[key] = (x, used)
     found: list[list[Candidate]] = []
     for k, s in enumerate(live):
         found.append([])
