@@ -17,6 +17,8 @@ A cluster with at most `GRID_SIZES` sizes is priced at every one in one pass, as
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import numpy as np
 
 GRID_SIZES = 64  # a cluster with at most this many prefill sizes is priced at every one
@@ -110,3 +112,28 @@ def _around(lo: int, hi: int, at: float) -> np.ndarray:
     start = np.clip(round(at - step * (inner - 1) / 2.0), lo, hi)
     near = np.clip(np.round(start + step * np.arange(inner)), lo, hi)
     return np.unique(np.concatenate(([lo, hi], near)))
+
+
+def best_sizes(
+    price: Callable[[np.ndarray], tuple[np.ndarray, np.ndarray]], most: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
+    """(value, size) of each entry's first best size in 1 .. most[e], for a goodput that rises
+    then falls with the size (`refine`'s condition); value <= 0 where nothing is served.
+
+    `price(sizes)` takes sizes (E, G) and returns (goodput, gap) there, gap the rising side's
+    cap less the falling side's (<= 0 before they cross). Entries with at most `GRID_SIZES`
+    sizes are priced at every one; larger ones in brackets narrowed pass by pass.
+    """
+    most = np.asarray(most, dtype=int).ravel()
+    x, used = _rows([_spread(1, max(int(m), 1), GRID_SIZES) for m in most])
+    used &= most[:, None] >= 1
+    while True:
+        total, gap = price(x)
+        total = np.where(used, total, -np.inf)
+        x_next, used_next, settled = refine(x, used, total, np.where(used, gap, np.nan))
+        if settled:
+            break
+        x, used = x_next, used_next
+    k = total.argmax(axis=1)
+    at = np.arange(most.size)
+    return total[at, k], x[at, k]
