@@ -136,3 +136,60 @@ def test_narrowed_brackets_find_the_first_best_split_trying_every_split_finds(bu
         assert total[t, k] == full[t].max()
     assert priced <= split_grid.GRID_SIZES
     assert passes <= 6
+
+
+# --- the bracketed paths on small clusters give what every count gives -----------------------
+# Forcing a small cluster through the paths a large one takes (brackets of a few sizes, the ray
+# bound, the bisected count) must leave its verdict's meaning unchanged.
+
+
+def _verdict(workload: Workload) -> dict:
+    return decide(workload).model_dump(mode="json")
+
+
+def _same_meaning(expected: dict, got: dict) -> None:
+    from tests.meaning import differences
+
+    assert differences(expected, got) == []
+
+
+@pytest.mark.parametrize(
+    ("example", "gpus"),
+    [("rag-8k-h200-rdma-dynamo.yaml", 64), ("mixed-chat-rag-llm-d.yaml", 48)],
+)
+def test_brackets_of_four_sizes_find_the_splits_every_size_finds(monkeypatch, example, gpus):
+    from tests.conftest import ROOT
+
+    data = edited_example(ROOT / "examples" / example, **{"cluster.gpus": gpus})
+    expected = _verdict(Workload.model_validate(data))
+    monkeypatch.setattr(split_grid, "GRID_SIZES", 4)
+    monkeypatch.setattr(split_grid, "BRACKET_SIZES", 4)
+    _same_meaning(expected, _verdict(Workload.model_validate(data)))
+
+
+def test_the_heterogeneous_cross_split_in_brackets_matches_every_count(monkeypatch):
+    from tests.conftest import ROOT
+
+    data = edited_example(ROOT / "examples" / "b200-prefill-h200-decode-dynamo.yaml")
+    expected = _verdict(Workload.model_validate(data))
+    monkeypatch.setattr(split_grid, "GRID_SIZES", 2)
+    monkeypatch.setattr(split_grid, "BRACKET_SIZES", 4)
+    _same_meaning(expected, _verdict(Workload.model_validate(data)))
+
+
+def test_the_ray_bound_sizes_the_conditional_layout_as_every_split_does(monkeypatch):
+    from disagg_decider.calc import conditional_sizing
+
+    w = _rag(64, rate_per_s=5.0)
+    expected = _verdict(w)
+    monkeypatch.setattr(conditional_sizing, "FULL_GRID", 0)
+    _same_meaning(expected, _verdict(w))
+
+
+def test_a_bisected_pool_count_is_the_first_that_carries_the_rate(monkeypatch):
+    from disagg_decider.calc import pool_rates
+
+    w = _rag(64, rate_per_s=40.0)  # pools beyond the cluster: sized up to 64 replicas
+    expected = _verdict(w)
+    monkeypatch.setattr(pool_rates, "BISECT_ABOVE", 0)
+    _same_meaning(expected, _verdict(w))

@@ -103,15 +103,17 @@ def _crossing(sizes: np.ndarray, gap: np.ndarray) -> float | None:
 
 
 def _around(lo: int, hi: int, at: float) -> np.ndarray:
-    """The bracket's ends and `BRACKET_SIZES` - 2 sizes close around `at`, within [lo, hi]:
-    whole neighbours where the bracket is narrow enough, else 1% of it apart."""
+    """Sizes over [lo, hi]: a third of `BRACKET_SIZES` (at least 3) spread evenly, ends
+    included, so every pass shrinks the bracket whatever the estimate; the rest close around
+    `at`, 1% of the bracket apart (whole neighbours where it is narrow enough)."""
     if hi - lo + 1 <= BRACKET_SIZES:
         return np.arange(lo, hi + 1, dtype=float)
-    inner = BRACKET_SIZES - 2
+    even = max(3, BRACKET_SIZES // 3)
+    inner = max(BRACKET_SIZES - even, 1)
     step = max(1.0, (hi - lo) / 100.0)
     start = np.clip(round(at - step * (inner - 1) / 2.0), lo, hi)
     near = np.clip(np.round(start + step * np.arange(inner)), lo, hi)
-    return np.unique(np.concatenate(([lo, hi], near)))
+    return np.unique(np.concatenate((np.round(np.linspace(lo, hi, even)), near)))
 
 
 def best_sizes(
