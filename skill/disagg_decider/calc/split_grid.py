@@ -103,12 +103,12 @@ def _crossing(sizes: np.ndarray, gap: np.ndarray) -> float | None:
 
 
 def _around(lo: int, hi: int, at: float) -> np.ndarray:
-    """Sizes over [lo, hi]: a third of `BRACKET_SIZES` (at least 3) spread evenly, ends
+    """Sizes over [lo, hi]: a third of `BRACKET_SIZES` (at least 4) spread evenly, ends
     included, so every pass shrinks the bracket whatever the estimate; the rest close around
     `at`, 1% of the bracket apart (whole neighbours where it is narrow enough)."""
     if hi - lo + 1 <= BRACKET_SIZES:
         return np.arange(lo, hi + 1, dtype=float)
-    even = max(3, BRACKET_SIZES // 3)
+    even = max(4, BRACKET_SIZES // 3)  # a bracket of W > 3 then shrinks to <= 2 ceil(W / 3)
     inner = max(BRACKET_SIZES - even, 1)
     step = max(1.0, (hi - lo) / 100.0)
     start = np.clip(round(at - step * (inner - 1) / 2.0), lo, hi)
