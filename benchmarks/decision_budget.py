@@ -5,8 +5,9 @@
 
 Each size runs `decide` on the chat example (llama-3.1-8b on H100, TP1 allowed: the most
 replicas per GPU) in a fresh process and reports that process's CPU seconds and peak RSS.
-The budget (`calc/budget.py`, `MAX_POOL_REPLICAS`) coarsens clusters whose pools would have
-more replicas and refuses those where no layout keeps them within it.
+The budget (`calc/budget.py`, `MAX_POOL_REPLICAS`) would coarsen clusters whose pools have
+more replicas; since issue 27 it is a safety net at the schema's largest cluster, which no
+valid workload meets (`benchmarks/cluster_scale.py` shows the cost by cluster size).
 """
 
 from __future__ import annotations

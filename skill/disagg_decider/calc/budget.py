@@ -1,21 +1,21 @@
-"""The cost budget of one decision: how many replicas a pool the search prices may have.
+"""The cost budget of one decision: a safety net on how many replicas a priced pool may have.
 
 What grows with the input. Prompt and output lengths, the request rate and the chunk sizes
 are array values; they change no array's shape, so a 10M-token prompt costs what a 400-token
-one does (measured: 0.6 CPU-s per cold process either way). What grows is the cluster: the
-search prices every layout's pool as one queue of `cluster.gpus // replica GPUs` servers, and
-Erlang C for c servers on the load grid (`calc/erlang.py`) is a table of rows 1..c, each
-O(c x 4,097), built once per process: O(c^2) time, O(c x 4,097) memory. Measured on the
-2-core CI box, one cold `decide` (llama-3.1-8b on H100, TP1 allowed, imports included):
-c = 64 (the shipped examples and the 800-workload golden mix never exceed 64) 0.5 CPU-s;
-128, 1.2 CPU-s; 256, 2.2 CPU-s and 210 MB; 1,024, 24 CPU-s and 1.1 GB; 4,096, minutes.
-`benchmarks/decision_budget.py` reproduces these figures.
+one does. The cluster once grew the cost too: Erlang C for a pool of c replicas came from a
+table of rows 1..c (O(c^2) time: 1,024 GPUs took 24 CPU-s and 1.1 GB, 4,096 minutes), and the
+conditional layout's search tried every split of the cluster. Now neither does: pools beyond
+the table's 64 rows compute Erlang C where asked at a cost independent of c (`calc/erlang.py`),
+the conditional search narrows brackets of splits (`calc/split_grid.py`) and sizes its pools
+from a split that carries the rate (`calc/conditional_sizing.py`). The RAG example costs about
+as much on 100,000 GPUs as on 16 (`benchmarks/cluster_scale.py`, README "Performance").
 
-The budget: pools of at most `MAX_POOL_REPLICAS` replicas, four times the largest the golden
-mix prices (a few CPU-seconds, once per process). A larger cluster is coarsened: its roles
-are searched only on layouts of at least `min_replica_gpus` GPUs, so no pool has more
-replicas, and the verdict says so in `warnings`. Where no layout the cluster allows is that
-large, or a pinned layout is smaller, the workload is refused up front with the limit named.
+So the budget below is only a safety net: `MAX_POOL_REPLICAS` equals the largest cluster the
+schema accepts (`workload.MAX_GPUS`), so no valid workload meets it today. Were the schema's
+limit raised, a larger cluster would be coarsened: its roles searched only on layouts of at
+least `min_replica_gpus` GPUs, so no pool has more replicas, and the verdict would say so in
+`warnings`; where no layout the cluster allows is that large, or a pinned layout is smaller,
+the workload is refused up front with the limit named.
 """
 
 from __future__ import annotations
@@ -25,8 +25,9 @@ from collections.abc import Sequence
 import numpy as np
 
 from disagg_decider.errors import UserError
+from disagg_decider.workload import MAX_GPUS
 
-MAX_POOL_REPLICAS = 256
+MAX_POOL_REPLICAS = MAX_GPUS  # one GPU per replica on the largest valid cluster
 
 
 def min_replica_gpus(cluster_gpus: int) -> int:
@@ -37,7 +38,7 @@ def min_replica_gpus(cluster_gpus: int) -> int:
 def _refusal(gpus: int, floor: int, widest: int) -> UserError:
     return UserError(
         f"cluster.gpus: {gpus:,} GPUs is beyond one decision's cost budget: pools of at most "
-        f"{MAX_POOL_REPLICAS} replicas are priced (a few CPU-seconds), which needs replicas of "
+        f"{MAX_POOL_REPLICAS} replicas are priced, which needs replicas of "
         f"at least {floor} GPUs here, and the largest layout this model and cluster allow has "
         f"{widest}; give cluster.gpus <= {widest * MAX_POOL_REPLICAS:,} (decide for a share "
         "of the cluster and repeat the pools)"

@@ -14,6 +14,14 @@ Where the rate needs the whole split (or more), the candidate is returned as it 
 
 Every operation is element-wise per row, so a candidate gets the same pools in a batch of
 workloads as alone.
+
+On a large cluster the split (X, Y) is large, and X x Y smaller splits too many to price. As
+more replicas of either role never carry less, a split that carries the rate bounds the
+answer: it has at most that split's GPUs. So where X x Y exceeds `FULL_GRID`, splits along the
+candidate's own ratio (s X, s Y) are priced first (`RAY_PROBES` values of s, twice, the
+second time between the largest that fails and the smallest that carries), and only splits
+within the smallest carrying one's GPUs are then priced: as many as the rate needs, whatever
+the cluster. The answer is the one pricing every split gives.
 """
 
 from __future__ import annotations
@@ -36,17 +44,18 @@ def sized_for_rate(first: Resolved, rows: list[tuple[Resolved, Candidate]]) -> l
     that carry its workload's rate; ties go to fewer prefill replicas."""
     if not rows:
         return []
-    pairs = [_smaller_splits(r, c) for r, c in rows]
+    parts = Rows.of(first, rows)
+    shape = parts.layouts(rows)
+    rates = np.array([float(r.workload.traffic.requests_per_second) for r, _ in rows])
+    bounds = _ray_bounds(first, rows, parts, shape, rates)
+    pairs = [_smaller_splits(r, c, bound) for (r, c), bound in zip(rows, bounds, strict=True)]
     owner = np.concatenate([np.full(len(p), i) for i, p in enumerate(pairs)])
     xs = np.concatenate([p[:, 0] for p in pairs]).astype(float)
     ys = np.concatenate([p[:, 1] for p in pairs]).astype(float)
     if not xs.size:
         return [c for _, c in rows]
-    parts = Rows.of(first, rows)
-    shape = parts.layouts(rows)
     layouts = _with_servers(shape, owner, xs, ys)
-    rates = np.array([float(r.workload.traffic.requests_per_second) for r, _ in rows])[owner]
-    carries = _carries(first, parts, layouts, owner, rates)
+    carries = _carries(first, parts, layouts, owner, rates[owner])
     out = []
     for i, (_, c) in enumerate(rows):
         mine = np.flatnonzero((owner == i) & carries)
@@ -59,16 +68,68 @@ def sized_for_rate(first: Resolved, rows: list[tuple[Resolved, Candidate]]) -> l
     return out
 
 
-def _smaller_splits(r: Resolved, c: Candidate) -> np.ndarray:
-    """(x, y) with x <= X, y <= Y and fewer GPUs than the candidate's split, as rows (M, 2):
-    empty where the rate needs at least the candidate's goodput (nothing smaller carries it)."""
-    if float(r.workload.traffic.requests_per_second) >= c.goodput_rate_per_s:
+FULL_GRID = 4096  # splits up to this many (X x Y) are all priced; beyond, bounded first
+RAY_PROBES = 16  # splits along the candidate's ratio priced per pass, two passes
+
+
+def _needs_less(r: Resolved, c: Candidate) -> bool:
+    """Whether the rate is below the candidate's goodput (else nothing smaller carries it)."""
+    return float(r.workload.traffic.requests_per_second) < c.goodput_rate_per_s
+
+
+def _whole_gpus(c: Candidate) -> int:
+    return c.prefill_replicas * c.prefill_tp + c.decode_replicas * c.decode_tp
+
+
+def _smaller_splits(r: Resolved, c: Candidate, most_gpus: float) -> np.ndarray:
+    """(x, y) with x <= X, y <= Y, fewer GPUs than the candidate's split and at most
+    `most_gpus`, as rows (M, 2): empty where the rate needs at least the candidate's goodput
+    (nothing smaller carries it)."""
+    if not _needs_less(r, c):
         return np.empty((0, 2))
-    x, y = np.meshgrid(np.arange(1, c.prefill_replicas + 1), np.arange(1, c.decode_replicas + 1))
+    p_tp, d_tp = c.prefill_tp, c.decode_tp
+    x_most = int(min(c.prefill_replicas, (most_gpus - d_tp) // p_tp))
+    y_most = int(min(c.decode_replicas, (most_gpus - p_tp) // d_tp))
+    x, y = np.meshgrid(np.arange(1, max(x_most, 0) + 1), np.arange(1, max(y_most, 0) + 1))
     x, y = x.ravel(), y.ravel()
-    whole = c.prefill_replicas * c.prefill_tp + c.decode_replicas * c.decode_tp
-    keep = x * c.prefill_tp + y * c.decode_tp < whole
+    gpus = x * p_tp + y * d_tp
+    keep = (gpus < _whole_gpus(c)) & (gpus <= most_gpus)
     return np.column_stack((x[keep], y[keep]))
+
+
+def _ray_bounds(
+    first: Resolved, rows: list, parts: Rows, shape: Layouts, rates: np.ndarray
+) -> np.ndarray:
+    """Per row, the GPUs of the smallest split along the candidate's ratio found to carry the
+    rate (the whole split where none is priced or none carries): the answer has no more."""
+    bounds = np.array([float(_whole_gpus(c)) for _, c in rows])
+    big = [
+        i
+        for i, (r, c) in enumerate(rows)
+        if _needs_less(r, c) and c.prefill_replicas * c.decode_replicas > FULL_GRID
+    ]
+    if not big:
+        return bounds
+    lo = np.array([1.0 / max(rows[i][1].prefill_replicas, rows[i][1].decode_replicas) for i in big])
+    hi = np.ones(len(big))
+    for _ in range(2):
+        scale = np.geomspace(lo, hi, RAY_PROBES, axis=1)  # (B, P)
+        owner = np.repeat(np.array(big), RAY_PROBES)
+        whole_x = np.array([rows[i][1].prefill_replicas for i in big], dtype=float)[:, None]
+        whole_y = np.array([rows[i][1].decode_replicas for i in big], dtype=float)[:, None]
+        xs, ys = np.ceil(scale * whole_x - 1e-9), np.ceil(scale * whole_y - 1e-9)
+        layouts = _with_servers(shape, owner, xs.ravel(), ys.ravel())
+        ok = _carries(first, parts, layouts, owner, rates[owner]).reshape(scale.shape)
+        first_ok = np.where(ok.any(axis=1), ok.argmax(axis=1), RAY_PROBES - 1)
+        at = np.arange(len(big))
+        carried = ok[at, first_ok]
+        p_tp = np.array([rows[i][1].prefill_tp for i in big])
+        d_tp = np.array([rows[i][1].decode_tp for i in big])
+        gpus = xs[at, first_ok] * p_tp + ys[at, first_ok] * d_tp
+        bounds[big] = np.where(carried, np.minimum(bounds[big], gpus), bounds[big])
+        lo = np.where(carried & (first_ok > 0), scale[at, np.maximum(first_ok - 1, 0)], lo)
+        hi = np.where(carried, scale[at, first_ok], hi)
+    return bounds
 
 
 def _with_servers(shape: Layouts, owner: np.ndarray, xs: np.ndarray, ys: np.ndarray) -> Layouts:

@@ -25,7 +25,7 @@ from dataclasses import dataclass, replace
 import numpy as np
 
 from disagg_decider import catalog
-from disagg_decider.calc import conditional, decode, parallel, prefill
+from disagg_decider.calc import conditional, decode, parallel, prefill, split_grid
 from disagg_decider.calc.kvpath import TransferPath, transfer_times
 from disagg_decider.calc.limits import rate_limit
 from disagg_decider.calc.pools import ingress_rate_per_s, prefill_pool
@@ -160,29 +160,47 @@ def cross_split(rp: Resolved, rd: Resolved) -> CrossSplit | None:
     ok_s = md.allowed["prefill"][0][:, None] & rule(ld)  # (Ts, Td)
     n_p, n_d = rp.workload.cluster.gpus, rd.workload.cluster.gpus
     x = n_p // lp["gpus"]  # (Tp,) prefill replicas filling the prefill pool
-    y = np.arange(1, n_d + 1)  # decode replicas tried
     p_cap = np.where(ok_p, _rates(pool_p, np.broadcast_to(x[:, None], ok_p.shape)), 0.0)
-    # Spare decode-pool GPUs run prefill replicas of layout s: axes (Ts, Td, Y).
-    free = n_d - y[None, None, :] * ld["gpus"][None, :, None]
-    spill = np.maximum(free, 0) // md.layouts["gpus"][:, None, None]
-    spill = np.where(ok_s[:, :, None], spill, 0)
-    s_cap = _rates(pool_s, spill.astype(float))  # (Ts, Td, Y)
     d_p, d_s = ingress(lp["tp"]), ingress(ld["tp"])  # (Tp, Td), (Ts, Td)
-    # Axes (Tp, Td, Ts, Y); decode is capped by the ingress of every prefill side it receives
-    # from.
-    d_rate = np.minimum(d_alone[None, :, None, None], d_p[:, :, None, None])
-    d_rate = np.where(
-        spill.transpose(1, 0, 2)[None] > 0,
-        np.minimum(d_rate, d_s.T[None, :, :, None]),
-        d_rate,
-    )
-    prefill_cap = p_cap[:, :, None, None] + s_cap.transpose(1, 0, 2)[None]
-    decode_cap = y[None, None, None, :] * d_rate
-    served = np.where(free.transpose(1, 0, 2)[None] >= 0, np.minimum(prefill_cap, decode_cap), -1)
-    best = np.unravel_index(int(served.argmax()), served.shape)
-    i, j, k, n = (int(v) for v in best)
-    if served[best] <= 0:
+    n_tp, n_td, n_ts = len(lp["gpus"]), len(ld["gpus"]), len(md.layouts["gpus"])
+    shape = (n_tp, n_td, n_ts)
+
+    def spill_of(y: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """(GPUs left, prefill replicas of layout s on them) at y decode replicas: y on axes
+        (Tp, Td, Ts, G)."""
+        free = n_d - y * ld["gpus"][None, :, None, None]
+        spill = np.maximum(free, 0) // md.layouts["gpus"][None, None, :, None]
+        return free, np.where(ok_s.T[None, :, :, None], spill, 0)
+
+    def d_rate_of(spill: np.ndarray) -> np.ndarray:
+        """Per decode replica, capped by the ingress of every prefill side it receives from."""
+        d_rate = np.minimum(d_alone[None, :, None, None], d_p[:, :, None, None])
+        return np.where(spill > 0, np.minimum(d_rate, d_s.T[None, :, :, None]), d_rate)
+
+    def price(sizes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Served rate and decode less prefill capacity at each entry's decode replica counts:
+        spare decode-pool GPUs run prefill replicas of layout s."""
+        y = sizes.reshape(*shape, -1)
+        free, spill = spill_of(y)
+        g = y.shape[-1]
+        flat = spill.transpose(2, 1, 0, 3).reshape(n_ts, n_td, n_tp * g).astype(float)
+        s_cap = _rates(pool_s, flat).reshape(n_ts, n_td, n_tp, g).transpose(2, 1, 0, 3)
+        prefill_cap = p_cap[:, :, None, None] + s_cap
+        decode_cap = y * d_rate_of(spill)
+        served = np.where(free >= 0, np.minimum(prefill_cap, decode_cap), -1.0)
+        return served.reshape(sizes.shape), (decode_cap - prefill_cap).reshape(sizes.shape)
+
+    # Decode replicas from 1 to what the decode pool holds, per (prefill, decode, spill)
+    # layout: every count on a small pool, narrowed brackets on a large one (`split_grid`).
+    most = np.broadcast_to((n_d // ld["gpus"])[None, :, None], shape)
+    value, count = split_grid.best_sizes(price, most)
+    e = int(value.argmax())
+    if value[e] <= 0:
         return None
+    i, j, k = (int(v) for v in np.unravel_index(e, shape))
+    y_best = np.full((1, 1, 1, 1), count[e])
+    _, spill_best = spill_of(np.broadcast_to(y_best, (1, n_td, n_ts, 1)))
+    served_best = float(value[e])
 
     def layout(lay, index) -> tuple[int, int, int]:
         return (int(lay["tp"][index]), int(lay["dp"][index]), int(lay["ep"][index]))
@@ -193,16 +211,16 @@ def cross_split(rp: Resolved, rd: Resolved) -> CrossSplit | None:
     p99 = float(prefill.p99_prefill_ms(e_p, lengths)[0, i, 0, 0])
     _, _, t99 = transfer_times(rp, path, u99, p99, int(lp["tp"][i]), int(ld["tp"][j]))
     return CrossSplit(
-        served_per_s=float(served[best]),
+        served_per_s=served_best,
         p_layout=layout(lp, i),
         d_layout=layout(ld, j),
         spill_layout=layout(ld, k),
         p_pool=_pick(pool_p, i, j),
         spill_pool=_pick(pool_s, k, j),
-        d_rate=float(d_rate[i, j, k, n]),
+        d_rate=float(d_rate_of(spill_best)[i, j, k, 0]),
         p_replicas=int(x[i]) if uses_p else 0,
-        d_replicas=int(y[n]),
-        spill_replicas=int(spill[k, j, n]),
+        d_replicas=int(count[e]),
+        spill_replicas=int(spill_best[0, j, k, 0]),
         d_batch=float(d_point.batch[0, j, 0, 0]),
         transfer_p99_ms=float(t99),
     )

@@ -14,7 +14,15 @@ from functools import cache
 import numpy as np
 
 from disagg_decider.calc.arrays import broadcast, broadcast_flat
-from disagg_decider.calc.erlang import RHO_STEPS, erlang_steps, erlang_table
+from disagg_decider.calc.erlang import (
+    RHO_STEPS,
+    TABLE_ROWS,
+    erlang_steps,
+    erlang_table,
+    grid_pair,
+    interpolated,
+    table_top,
+)
 from disagg_decider.calc.replay import bisection_grid, replay
 from disagg_decider.calc.zgrid import P99_TAIL, Z_WEIGHTS, exceed_probability, weighted_exp_sum
 
@@ -92,13 +100,18 @@ class _LoadTest:
         top = int(np.max(c_full)) if c_full.size else 0
         t = np.asarray(target_ms, dtype=float)[..., None]
         gap_ms = np.maximum(t - nodes_ms, 0.0)  # (T - S')+ at each node
-        self.table = erlang_table(max(top, 1))
-        self.table_step = erlang_steps(max(top, 1))
+        rows = table_top(c) if top > TABLE_ROWS else max(top, 1)
+        self.table, self.table_step = erlang_table(rows), erlang_steps(rows)
         self.c, self.mean, self.over = flat(c), flat(mean), flat(over)
+        # Pools beyond the table (`erlang.interpolated`) read its row 0 and are then replaced.
+        self.large = (self.c > TABLE_ROWS) if top > TABLE_ROWS else None
         self.capacity = flat(c / mean)
         self.scv_half = flat((1.0 + scv) / 2.0)  # variability's two terms without the load
         self.scv_pull = flat(np.maximum(1.0 - scv, 0.0) / 2.0)
-        self.row_base = flat(c_full.astype(np.int64) * (RHO_STEPS + 1))
+        rows = c_full.astype(np.int64)
+        if self.large is not None:
+            rows = np.where(c_full > TABLE_ROWS, 0, rows)
+        self.row_base = flat(rows * (RHO_STEPS + 1))
         # -(T - S')+: theta (-gap) is -(theta gap) rounded, bit for bit the same as
         # (-theta) gap (round to nearest is symmetric in sign), one negation fewer per test.
         self.neg_gap_ms = np.negative(
@@ -114,6 +127,7 @@ class _LoadTest:
         out = object.__new__(_LoadTest)
         out.table, out.table_step = self.table, self.table_step
         out.moderate = self.moderate  # of every entry, so of these (or not known yet)
+        out.large = None if self.large is None else self.large[mask]
         for name in ("c", "mean", "over", "capacity", "scv_half", "scv_pull", "row_base"):
             setattr(out, name, getattr(self, name)[mask])
         out.neg_gap_ms = self.neg_gap_ms[mask]
@@ -157,6 +171,8 @@ class _LoadTest:
         frac = x - lo
         base = self.row_base + lo
         wait = self.table.take(base) + frac * self.table_step.take(base)
+        if self.large is not None and self.large.any():
+            wait[self.large] = interpolated(c[self.large], x[self.large])
         if below_one:
             # wait = t0 + frac (t1 - t0) between two table values in [0, 1], frac in [0, 1):
             # for t1 >= t0 every term is >= 0; for t1 < t0, |t1 - t0| <= t0 rounds to at most
@@ -210,7 +226,18 @@ class _FewEntries:
     c, mean > 0 (`of` checks), where the load is finite and every test is well defined.
     """
 
-    __slots__ = ("base", "c", "capacity", "half", "mean", "neg_gap_ms", "over", "pull", "test")
+    __slots__ = (
+        "base",
+        "c",
+        "capacity",
+        "half",
+        "large",
+        "mean",
+        "neg_gap_ms",
+        "over",
+        "pull",
+        "test",
+    )
 
     def __init__(self, test: _LoadTest) -> None:
         self.test = test
@@ -218,6 +245,7 @@ class _FewEntries:
         self.capacity, self.over = test.capacity.tolist(), test.over.tolist()
         self.half, self.pull = test.scv_half.tolist(), test.scv_pull.tolist()
         self.base = test.row_base.tolist()
+        self.large = [False] * len(self.c) if test.large is None else test.large.tolist()
         self.neg_gap_ms = test.neg_gap_ms
 
     def twice(self) -> _FewEntries:
@@ -225,7 +253,7 @@ class _FewEntries:
         entry in one test, for `replayed`."""
         out = object.__new__(_FewEntries)
         out.test = self.test
-        for name in ("c", "mean", "capacity", "over", "half", "pull", "base"):
+        for name in ("c", "mean", "capacity", "over", "half", "pull", "base", "large"):
             values = getattr(self, name)
             setattr(out, name, values + values)
         out.neg_gap_ms = np.concatenate((self.neg_gap_ms, self.neg_gap_ms))
@@ -249,15 +277,29 @@ class _FewEntries:
         """P(W + S' > T) at each entry's load: `_LoadTest.probability` in plain floats."""
         table, table_step = self.test.table, self.test.table_step
         waits, thetas = [], []
-        for rho, c, mean, capacity, half, pull, base in zip(
-            rhos, self.c, self.mean, self.capacity, self.half, self.pull, self.base, strict=True
+        for rho, c, mean, capacity, half, pull, base, large in zip(
+            rhos,
+            self.c,
+            self.mean,
+            self.capacity,
+            self.half,
+            self.pull,
+            self.base,
+            self.large,
+            strict=True,
         ):
             a = rho * capacity * mean
             load = a / c
             x = min(max(load, 0.0), 1.0) * RHO_STEPS
             lo = min(int(x), RHO_STEPS - 1)
             frac = x - lo
-            wait = float(table[base + lo]) + frac * float(table_step[base + lo]) if a < c else 1.0
+            if large and a < c:
+                at_lo, at_hi = grid_pair(int(c), lo)
+                wait = at_lo + frac * (at_hi - at_lo)
+            else:
+                wait = (
+                    float(table[base + lo]) + frac * float(table_step[base + lo]) if a < c else 1.0
+                )
             light = 1.0 - math.sqrt(min(max(wait / 0.1, 0.0), 1.0))
             theta = 0.0
             if load < 1.0:

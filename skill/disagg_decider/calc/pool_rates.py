@@ -26,6 +26,7 @@ from disagg_decider.calc import prefill
 from disagg_decider.calc.pools import rate_where
 
 TABLE_SIZES = 8  # entries allowing up to this many prefill replicas are tabulated whole
+BISECT_ABOVE = 64  # `sizing` bisects the count where a pool may need more replicas than this
 
 
 @dataclass(frozen=True)
@@ -103,6 +104,9 @@ class PoolRates:
         with np.errstate(divide="ignore", invalid="ignore"):
             bound = np.where(one > 0, np.ceil(rate / one - 1e-9), most)
         top = int(max(np.max(np.minimum(bound, most)), 1))
+        if top > BISECT_ABOVE:
+            most_ = np.asarray(most, dtype=float)
+            return self._bisected(rate, most_, np.minimum(float(top), most_)), self
         sizes = np.arange(1.0, top + 1.0)
         width = max(top, self.rates.shape[0])
         table = np.moveaxis(self.rates, 0, -1)
@@ -123,6 +127,23 @@ class PoolRates:
         servers = np.where(ok.any(axis=-1), ok.argmax(axis=-1) + 1.0, np.asarray(most) + 1.0)
         known = np.where(settled, self.sizes, np.maximum(self.sizes, top))
         return servers, PoolRates(pool=self.pool, rates=np.moveaxis(table, -1, 0), sizes=known)
+
+    def _bisected(self, rate: np.ndarray, most: np.ndarray, top: np.ndarray) -> np.ndarray:
+        """`sizing`'s count by bisection on it, for pools that may need more than
+        `BISECT_ABOVE` replicas (a large cluster): a pool's rate does not fall as it grows, so
+        the first size that carries the rate is found in log2(top) passes of one size per
+        entry, not by pricing every size up to the cluster's. The rates priced are not kept."""
+        lo = np.zeros(np.shape(top))  # carries nothing (no replica)
+        hi = np.maximum(top, 1.0) + 1.0  # past the last size tried: as if it carried
+        while (open_ := hi - lo > 1.0).any():
+            mid = np.floor((lo + hi) / 2.0)
+            ask = open_ & (mid <= top)
+            carries = self._carries(
+                self(np.where(ask, mid, 1.0), ask)[..., None], rate, mid[..., None], most
+            )[..., 0]
+            carries = np.where(ask, carries, True)
+            lo, hi = np.where(open_ & ~carries, mid, lo), np.where(open_ & carries, mid, hi)
+        return np.where(hi <= top, hi, most + 1.0)
 
     @staticmethod
     def _carries(rates: np.ndarray, rate: np.ndarray, sizes: np.ndarray, most) -> np.ndarray:

@@ -18,7 +18,7 @@ from functools import lru_cache
 
 import numpy as np
 
-from disagg_decider.calc import colocated, decode, prefill
+from disagg_decider.calc import colocated, decode, prefill, split_grid
 from disagg_decider.calc.arrays import sorted_unique
 from disagg_decider.calc.kvpath import TransferPath, transfer_path
 from disagg_decider.calc.lengths import Lengths
@@ -209,14 +209,32 @@ def candidates_many(
     if not live:
         return [[] for _ in searches]
     first = live[0].r
-    pools = _prefill_pools(first, live)  # keyed (index in live, pair)
-    workers = _decode_workers(first, live, pools)  # keyed (index in live, decode TP)
+    # Each (workload, pair)'s prefill sizes, per threshold: every split of a small cluster,
+    # brackets narrowed pass by pass on a large one (`split_grid`).
+    grids = {
+        (k, pair): split_grid.first_grid(s.budget, *pair, s.n)
+        for k, s in enumerate(live)
+        for pair in s.pairs
+    }
+    pools, totals = {}, {}  # each (workload, pair) once its bests are settled
+    while grids:
+        priced = _prefill_pools(first, live, grids)  # keyed (index in live, pair)
+        workers = _decode_workers(first, live, priced)  # keyed (index in live, decode TP)
+        grids = {}
+        for key, pool in priced.items():
+            total = _totals(pool, workers[key[0], key[1][1]])
+            gap = pool.total_per_s - pool.y * total[1]  # P - D
+            x, used, settled = split_grid.refine(pool.x, pool.used, total[0], gap)
+            if settled:
+                pools[key], totals[key] = pool, total
+            else:
+                grids[key] = (x, used)
     found: list[list[Candidate]] = []
     for k, s in enumerate(live):
         found.append([])
         for pair in s.pairs:
             if (k, pair) in pools:
-                found[-1].extend(_best_splits(s, pools[k, pair], workers[k, pair[1]], pair))
+                found[-1].extend(_best_splits(s, pools[k, pair], totals[k, pair], pair))
     each = iter(found)
     return [[] if s is None else next(each) for s in searches]
 
@@ -239,13 +257,6 @@ def _concat(many: list[Lengths], shape) -> Lengths:
     return Lengths(
         **{k: np.concatenate([getattr(x, k) for x in many]).reshape(shape) for k in vars(many[0])}
     )
-
-
-def _split_grid(budget: float, p_tp: int, d_tp: int) -> tuple[np.ndarray, np.ndarray]:
-    """Every whole split of the budget: x prefill replicas, the most decode replicas y left."""
-    x = np.arange(1, max(int((budget - d_tp) // p_tp), 0) + 1, dtype=float)
-    y = np.floor((budget - x * p_tp) / d_tp)
-    return x[y >= 1], y[y >= 1]
 
 
 @dataclass(frozen=True)
@@ -299,8 +310,12 @@ class _Workers:
     chunk_index: np.ndarray  # (n, Y)
 
     def at(self, y: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        k = np.searchsorted(self.sizes, y)
-        return self.rate_per_s[:, k], self.chunk_index[:, k]
+        """Capacity and chunk index at pool sizes y, (n, X) like y (the sizes searched)."""
+        k = np.minimum(np.searchsorted(self.sizes, y), self.sizes.size - 1)
+        return (
+            np.take_along_axis(self.rate_per_s, k, axis=1),
+            np.take_along_axis(self.chunk_index, k, axis=1),
+        )
 
 
 def _decode_workers(
@@ -319,8 +334,10 @@ def _decode_workers(
     keys, sizes, needs, blocks = [], [], [], []
     for k, s in enumerate(live):
         by_tp: dict[int, set[float]] = {}
-        for p_tp, d_tp in s.pairs:
-            by_tp.setdefault(d_tp, set()).update(_split_grid(s.budget, p_tp, d_tp)[1].tolist())
+        for pair in s.pairs:
+            if (k, pair) in pools:
+                pool = pools[k, pair]
+                by_tp.setdefault(pair[1], set()).update(pool.y[pool.used].tolist())
         for d_tp, ys in by_tp.items():
             if ys:
                 keys.append((k, d_tp))
@@ -371,7 +388,10 @@ def _rows_needed(
         if pair[1] == d_tp and (k, pair) in pools:
             pool = pools[k, pair]
             # Sizes may repeat along a pair's splits: ufunc.at ORs every one in.
-            np.logical_or.at(need.T, np.searchsorted(ys, pool.y), (pool.total_per_s > 0).T)
+            rows = np.broadcast_to(np.arange(s.n)[:, None], pool.y.shape)
+            at = np.searchsorted(ys, pool.y)
+            serves = (pool.total_per_s > 0) & pool.used
+            np.logical_or.at(need, (rows[serves], at[serves]), True)
     return need
 
 
@@ -380,27 +400,29 @@ class _PoolRates:
     """A (workload, TP pair)'s prefill pool at each threshold and size, and the KV ingress
     bound on a decode worker."""
 
-    x: np.ndarray  # (X,) prefill replicas
-    y: np.ndarray  # (X,) the decode replicas left
+    x: np.ndarray  # (n, X) prefill replicas, per threshold (`split_grid`)
+    y: np.ndarray  # (n, X) the decode replicas left
+    used: np.ndarray  # (n, X) which sizes are real (the rest pad the rows, never read)
     total_per_s: np.ndarray  # (n, X) all requests the pool admits (its share of them)
     ingress_per_s: np.ndarray  # (n,) all requests a decode worker's NICs admit
 
 
-def _prefill_pools(first: Resolved, live: list[_Search]) -> dict[tuple[int, tuple], _PoolRates]:
-    """Every (workload, pair, threshold)'s prefill pool at each whole split, in one bisection."""
+def _prefill_pools(
+    first: Resolved, live: list[_Search], sizes: dict[tuple[int, tuple], tuple]
+) -> dict[tuple[int, tuple], _PoolRates]:
+    """Every (workload, pair, threshold)'s prefill pool at its sizes (`sizes`: (x, used), both
+    (n, X)), in one bisection."""
     keys, grids = [], []
-    for k, s in enumerate(live):
-        for pair in s.pairs:
-            x, y = _split_grid(s.budget, *pair)
-            if x.size:
-                keys.append((k, pair))
-                grids.append((x, y))
+    for key, (x, used) in sizes.items():
+        if x.size:
+            keys.append(key)
+            grids.append((x, used))
     if not keys:
         return {}
-    widest = max(x.size for x, _ in grids)
+    widest = max(x.shape[1] for x, _ in grids)
     longs, locals_, p_col, d_col, ttft, paths, x_rows, shares = [], [], [], [], [], [], [], []
     used = []  # which padded sizes are real (the padding is never read, so never bisected)
-    for (k, (p_tp, d_tp)), (x, _) in zip(keys, grids, strict=True):
+    for (k, (p_tp, d_tp)), (x, real) in zip(keys, grids, strict=True):
         s = live[k]
         longs.append(s.longs)
         locals_.append(s.locals_)
@@ -409,10 +431,9 @@ def _prefill_pools(first: Resolved, live: list[_Search]) -> dict[tuple[int, tupl
         ttft.append(np.full(s.n, float(s.r.workload.slo.ttft_ms)))
         paths.extend([s.path] * s.n)
         # Sizes past this pair's grid pad the row (one replica) and are never read.
-        x_rows.append(
-            np.broadcast_to(np.pad(x, (0, widest - x.size), constant_values=1.0), (s.n, widest))
-        )
-        used.append(np.broadcast_to(np.arange(widest) < x.size, (s.n, widest)))
+        pad = [(0, 0), (0, widest - x.shape[1])]
+        x_rows.append(np.pad(x, pad, constant_values=1.0))
+        used.append(np.pad(real, pad, constant_values=False))
         shares.append(s.shares)
     p, d = np.concatenate(p_col).reshape(-1, 1), np.concatenate(d_col).reshape(-1, 1)
     long_rows = _concat(longs, (-1, 1))
@@ -432,23 +453,30 @@ def _prefill_pools(first: Resolved, live: list[_Search]) -> dict[tuple[int, tupl
     # Each decode worker receives its share of the long requests' KV over its NICs.
     ingress = np.ravel(ingress_rate_per_s(first, path, long_rows, p, d)) / share
     out, start = {}, 0
-    for (k, pair), (x, y) in zip(keys, grids, strict=True):
+    for (k, pair), (x, real) in zip(keys, grids, strict=True):
         stop = start + live[k].n
-        out[k, pair] = _PoolRates(x, y, total[start:stop, : x.size], ingress[start:stop])
+        y = split_grid.decode_left(live[k].budget, x, *pair)
+        rates = total[start:stop, : x.shape[1]]
+        out[k, pair] = _PoolRates(x, y, real, rates, ingress[start:stop])
         start = stop
     return out
 
 
-def _best_splits(
-    s: _Search, pools: _PoolRates, workers: _Workers, pair: tuple[int, int]
-) -> list[Candidate]:
+def _totals(pools: _PoolRates, workers: _Workers) -> tuple:
+    """(goodput, per-replica decode capacity, chunk index) of every split priced, (n, X) each;
+    goodput -1 at padding."""
+    # Decode workers with local prefill: per-replica capacity with y replicas behind the router.
+    per_replica, chunk_i = workers.at(pools.y)
+    per_replica = np.minimum(per_replica, pools.ingress_per_s[:, None])
+    total = np.minimum(pools.total_per_s, pools.y * per_replica)
+    return np.where(pools.used, total, -1.0), per_replica, chunk_i
+
+
+def _best_splits(s: _Search, pools: _PoolRates, totals: tuple, pair: tuple[int, int]) -> list:
     """The best split of the cluster for each threshold, one TP pair."""
     chunks = np.asarray(s.r.workload.efficiency.chunk_tokens, dtype=float)
     x, y = pools.x, pools.y
-    # Decode workers with local prefill: per-replica capacity with y replicas behind the router.
-    per_replica, chunk_i = workers.at(y)
-    per_replica = np.minimum(per_replica, pools.ingress_per_s[:, None])
-    total = np.minimum(pools.total_per_s, y[None, :] * per_replica)
+    total, per_replica, chunk_i = totals
     out = []
     for t, (threshold, split) in enumerate(s.parts):
         k = int(total[t].argmax())
@@ -461,8 +489,8 @@ def _best_splits(
                 goodput_rate_per_s=float(total[t, k]),
                 prefill_tp=pair[0],
                 decode_tp=pair[1],
-                prefill_replicas=int(x[k]),
-                decode_replicas=int(y[k]),
+                prefill_replicas=int(x[t, k]),
+                decode_replicas=int(y[t, k]),
                 chunk_tokens=int(chunks[chunk_i[t, k]]),
                 ttft_p99_ms=None,
                 tpot_p99_ms=None,

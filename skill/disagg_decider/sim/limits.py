@@ -8,7 +8,7 @@ What a simulation costs: memory grows with the requests (about 23 bytes each, pl
 outcome arrays: `--requests 1e8` reached 2.3 GB) and time with requests x replicas (the
 routers scan replicas; 2,000 requests on 65,536 colocated replicas took 6.8 CPU-s, on a
 million the setup alone ran past a minute). The caps sit far above any run the README shows
-(20,000 requests on the verdict's pools, at most 256 replicas each: `calc/budget.py`).
+(20,000 requests on the verdict's pools, sized for the workload's rate).
 """
 
 from __future__ import annotations
