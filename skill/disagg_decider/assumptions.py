@@ -43,16 +43,8 @@ DEFAULTS = (
 )
 
 
-# The efficiency defaults a resolved workload takes from the fitted step physics.
-FITTED_STEP = ("efficiency.prefill_mfu", "efficiency.decode_mbu")
-
-
-def assumed(workload: Workload, efficiency_from: str = "") -> list[Assumption]:
-    """The `DEFAULTS` this workload left out, with the values the verdict used.
-
-    `efficiency_from` names the fitted table entry the step constants came from
-    (`Resolved.efficiency_from`); the efficiency entries say so.
-    """
+def assumed(workload: Workload) -> list[Assumption]:
+    """The `DEFAULTS` this workload left out, with the values the verdict used."""
     out = []
     for d in DEFAULTS:
         if d.path == "traffic.prefix_cache_hit_rate" and workload.traffic.classes:
@@ -63,10 +55,7 @@ def assumed(workload: Workload, efficiency_from: str = "") -> list[Assumption]:
         elif d.path == "weights_dtype":
             value = workload.priced_weights_dtype
         if not given:
-            why = d.why
-            if efficiency_from and d.path in FITTED_STEP:
-                why = f"{why}; fitted to measured silicon: {efficiency_from}"
-            out.append(Assumption(field=d.path, value=_plain(value), affects=why))
+            out.append(Assumption(field=d.path, value=_plain(value), affects=d.why))
     return out
 
 
