@@ -107,7 +107,9 @@ def test_huge_values_are_cut_in_messages(tmp_path, capsys, rules, parameters):
     for args in (["rules", "lint", str(path)], ["--workload", str(CHAT), "--rules", str(path)]):
         result = run_decide(capsys, *args)
         assert result.code in ((1, 2) if args[0] == "rules" else (0, 2)), result.stderr[:500]
-        assert len(result.stdout) + len(result.stderr) < 4000, (args, len(result.stdout))
+        # A whole verdict (plan, reasons, next steps, confidence) is ~4.5K characters; the
+        # 900,000-character value must not come through whole.
+        assert len(result.stdout) + len(result.stderr) < 8000, (args, len(result.stdout))
         assert "Traceback" not in result.stderr
 
 
