@@ -37,7 +37,9 @@ def print_verdict(v: Verdict, console) -> None:
         console.print("[bold]Next:[/]", highlight=False)
         for step in v.next_steps:
             console.print(f"  [dim]# {safe(step.why)}[/]", highlight=False)
-            console.print(f"  {safe(step.command)}", highlight=False)
+            # One line per command however narrow the terminal: a command wrapped mid-flag
+            # breaks when pasted.
+            console.print(f"  {safe(step.command)}", highlight=False, soft_wrap=True)
     console.print()
     k = v.conditional
     what = "Both modes" if k is None else "The three layouts"
