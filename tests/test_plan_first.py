@@ -217,3 +217,21 @@ def test_close_call_sentence_ends_the_first_paragraph(monkeypatch: pytest.Monkey
 @given(st.one_of(workloads(), served_workloads()))
 def test_generated_verdicts_lead_with_a_plan_that_carries_the_rate(workload) -> None:
     check_plan_first(decide(workload))
+
+
+def test_next_step_commands_fold_at_whole_arguments_and_still_parse() -> None:
+    """At 80 columns a long command is folded with shell continuations at whole arguments: no
+    line past the width (where no single argument is longer), and the folded text, pasted into a
+    shell, is the same argv."""
+    import shlex
+
+    from disagg_decider.verdict_text import shell_lines
+
+    argv = ["vllm", "bench", "serve", "--model", "meta-llama/Llama-3.3-70B-Instruct"]
+    argv += ["--random-input-len", "8192", "--result-filename", "my bench.json"] * 3
+    lines = shell_lines(argv, 78)
+    assert len(lines) > 1
+    assert all(len(line) <= 78 for line in lines)
+    assert all(line.endswith(" \\") for line in lines[:-1])
+    pasted = " ".join(line.removesuffix("\\").strip() for line in lines)
+    assert shlex.split(pasted) == argv

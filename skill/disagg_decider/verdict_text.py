@@ -22,6 +22,7 @@ def print_verdict(v: Verdict, console) -> None:
     """The verdict for a terminal: the call, the summary, both modes, the rules that fired."""
     from rich.table import Table
 
+    from disagg_decider.render.text import strip_invisible
     from disagg_decider.render.text import terminal_text as safe
 
     color = "green" if v.disaggregate else "cyan"
@@ -37,9 +38,11 @@ def print_verdict(v: Verdict, console) -> None:
         console.print("[bold]Next:[/]", highlight=False)
         for step in v.next_steps:
             console.print(f"  [dim]# {safe(step.why)}[/]", highlight=False)
-            # One line per command however narrow the terminal: a command wrapped mid-flag
-            # breaks when pasted.
-            console.print(f"  {safe(step.command)}", highlight=False, soft_wrap=True)
+            for line in shell_lines(step.argv, console.width - 2):
+                # markup off rather than escaped: rich's escape doubles a trailing backslash
+                console.print(
+                    "  " + strip_invisible(line), markup=False, highlight=False, soft_wrap=True
+                )
     console.print()
     k = v.conditional
     what = "Both modes" if k is None else "The three layouts"
@@ -109,6 +112,23 @@ def print_verdict(v: Verdict, console) -> None:
     if v.assumptions:
         console.print()
         console.print(f"[dim]{safe(assumptions_sentence(v))}[/]", highlight=False)
+
+
+def shell_lines(argv: list[str], width: int) -> list[str]:
+    """A command folded at whole arguments with shell line continuations, so that it fits the
+    terminal and still runs when pasted (rich would wrap it mid-flag). An argument longer than
+    the line keeps a line of its own."""
+    import shlex
+
+    lines: list[str] = []
+    line = ""
+    for word in (shlex.quote(a) for a in argv):
+        if line and len(line) + 1 + len(word) + 2 > width:
+            lines.append(line + " \\")
+            line = "    " + word
+        else:
+            line = f"{line} {word}" if line else word
+    return [*lines, line] if line else lines
 
 
 def confidence_notes(v: Verdict) -> list[str]:
