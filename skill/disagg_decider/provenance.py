@@ -37,6 +37,12 @@ SOURCES: tuple[str, ...] = get_args(Source)
 FITTED_DEFAULTS: frozenset[str] = frozenset()
 
 _DERIVED = "derived"
+# The chosen plan and each alternative are the same model (plan.Plan, plan.Pool).
+_PLAN_FIELDS = (
+    "gpus gpus_needed_for_rate max_rate_per_s threshold_tokens share_to_prefill chunk_tokens "
+    "cost_per_year_usd cost_per_million_tokens_usd"
+)
+_POOL_FIELDS = "replicas tp dp ep gpus"
 # Blocks whose numeric fields the calculator computes, field by field: a field not listed here
 # is unlabelled (and the property test fails) until someone says where it comes from.
 _COMPUTED = {
@@ -71,16 +77,10 @@ _COMPUTED = {
     "interactivity_band": (
         "low_tokens_per_s_per_user high_tokens_per_s_per_user target_tokens_per_s_per_user"
     ),
-    "plan": (
-        "gpus gpus_needed_for_rate max_rate_per_s threshold_tokens share_to_prefill "
-        "chunk_tokens cost_per_year_usd cost_per_million_tokens_usd"
-    ),
-    "plan.pools[]": "replicas tp dp ep gpus",
-    "alternatives[]": (
-        "gpus gpus_needed_for_rate max_rate_per_s threshold_tokens share_to_prefill "
-        "chunk_tokens cost_per_year_usd cost_per_million_tokens_usd"
-    ),
-    "alternatives[].pools[]": "replicas tp dp ep gpus",
+    "plan": _PLAN_FIELDS,
+    "plan.pools[]": _POOL_FIELDS,
+    "alternatives[]": _PLAN_FIELDS,
+    "alternatives[].pools[]": _POOL_FIELDS,
     "confidence": "gain margin distance_in_error_bands",
     "confidence.cliff": "threshold_tokens",
     "confidence.cliff.neighbours[]": "threshold_tokens goodput_ratio",
