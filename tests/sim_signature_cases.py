@@ -162,7 +162,7 @@ CASES = {
         "simulate", "--workload", str(MOE), "-n", "2000", "--cv", "2", "--seed", "3"
     ),
     "cli-sweep-rag": lambda: _cli(
-        "sweep", "--workload", str(RAG), "--simulate", "-n", "300", "--steps", "2"
+        "sweep", "--workload", str(RAG), "--simulate", "-n", "1000", "--steps", "2"
     ),
 }
 
