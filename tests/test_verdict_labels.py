@@ -31,7 +31,7 @@ def test_a_feasible_verdict_keeps_its_layout(tmp_path):
 
 
 def test_the_orchestrator_follows_the_plan_that_carries_the_rate():
-    """Dynamo's plan here is the always-split pools (cold prompts, DSG018): 18 GPUs for 20 req/s
+    """Dynamo's plan here is the always-split pools (cold prompts, DSG018): 17 GPUs for 35 req/s
     on a 16-GPU cluster; llm-d's conditional pools carry it on 16. It used to say Dynamo."""
     from tests.conftest import ROOT, decide_json
 
