@@ -32,9 +32,17 @@ Source = Literal[
 ]
 SOURCES: tuple[str, ...] = get_args(Source)
 
-# Efficiency constants whose defaults come from the fitted physics table rather than a plain
-# default; when `calc/step_fit.json` becomes the default, name its constants here.
-FITTED_DEFAULTS: frozenset[str] = frozenset()
+
+
+def _fitted_names() -> frozenset[str]:
+    """Efficiency constants whose defaults come from the fitted physics table
+    (`calc/step_fit.json`, the default physics) rather than a plain default."""
+    from disagg_decider.calc.step_fit import _table
+
+    return frozenset(name for fit in _table()["fits"] for name in fit["constants"])
+
+
+FITTED_DEFAULTS: frozenset[str] = _fitted_names()
 
 _DERIVED = "derived"
 # The chosen plan and each alternative are the same model (plan.Plan, plan.Pool).
