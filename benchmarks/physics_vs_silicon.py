@@ -18,7 +18,11 @@ x engine, the worst rows, and writes every row to a CSV.
     python benchmarks/physics_vs_silicon.py                    # full grid (a few minutes)
     python benchmarks/physics_vs_silicon.py --quick            # a CI-sized grid
     python benchmarks/physics_vs_silicon.py --step-source silicon --format json
-    python benchmarks/physics_vs_silicon.py --step-source fitted   # constants of step_fit.json
+    python benchmarks/physics_vs_silicon.py --step-source roofline # the plain roofline's
+                                                               # class defaults (0.45/0.7)
+
+The default step source is what a workload that sets no `efficiency.*` gets: the constants
+`fit_step_physics.py` fitted per GPU x engine x family x format (`calc/step_fit.json`).
 """
 
 from __future__ import annotations
@@ -37,7 +41,7 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT / "skill") not in sys.path:
     sys.path.insert(0, str(ROOT / "skill"))
 
-from disagg_decider.calc import silicon, silicon_steps  # noqa: E402
+from disagg_decider.calc import silicon, silicon_steps, step_fit  # noqa: E402
 from disagg_decider.calc.decode import decode_step_ms  # noqa: E402
 from disagg_decider.calc.parallel import label  # noqa: E402
 from disagg_decider.calc.step import Engine, iteration_ms  # noqa: E402
@@ -207,30 +211,22 @@ def count_points(engine: Engine, grid: Grid) -> int:
     return n
 
 
-def default_efficiency(gpu_id: str, engine: str, family: str) -> Efficiency:
+def default_efficiency(gpu_id: str, engine: str, moe: bool, dtype: str) -> Efficiency:
+    """What a workload setting no `efficiency.*` is priced with (`workload.resolve`): the
+    fitted table's entry for its GPU x engine x family x format."""
+    fit = step_fit.fitted(gpu_id, engine, moe, dtype)
+    return Efficiency(**fit.constants) if fit else Efficiency()
+
+
+def roofline_efficiency(gpu_id: str, engine: str, moe: bool, dtype: str) -> Efficiency:
+    """The plain roofline's class defaults (prefill MFU 0.45, MBU 0.7, ...)."""
     return Efficiency()
 
 
-STEP_FIT = ROOT / "skill" / "disagg_decider" / "calc" / "step_fit.json"
-
-
-def fitted_efficiency(path: Path = STEP_FIT):
-    """The constants `fit_step_physics.py` fitted per GPU x engine x family (defaults elsewhere)."""
-    fits = {
-        (f["gpu"], f["engine"], f["family"]): f["constants"]
-        for f in json.loads(path.read_text())["fits"]
-    }
-
-    def efficiency(gpu_id: str, engine: str, family: str) -> Efficiency:
-        constants = fits.get((gpu_id, engine, family))
-        return Efficiency(**constants) if constants else Efficiency()
-
-    return efficiency
-
-
-def run(grid: Grid, step_source: str, log, efficiency=default_efficiency):
-    """(rows, refused points) over the grid; `efficiency(gpu, engine, family)` gives the
-    roofline's constants (the defaults unless a fit is being tried)."""
+def run(grid: Grid, step_source: str, log):
+    """(rows, refused points) over the grid; `step_source` default (the fitted table), roofline
+    (the class defaults) or silicon (measured steps, the fitted table where not covered)."""
+    efficiency = roofline_efficiency if step_source == "roofline" else default_efficiency
     rows, refused = [], 0
     for engine_name in grid.engines:
         for gpu_id in grid.gpus:
@@ -242,8 +238,8 @@ def run(grid: Grid, step_source: str, log, efficiency=default_efficiency):
                 )
                 moe = model.moe is not None
                 steps = silicon_steps.steps_for(key, moe) if step_source == "silicon" else None
+                eff = efficiency(gpu_id, engine_name, moe, dtype)
                 for lay in layouts(moe):
-                    eff = efficiency(gpu_id, engine_name, "moe" if moe else "dense")
                     engine = our_engine(model, gpu, dtype, lay, steps, eff)
                     if not engine.fits():
                         continue
@@ -340,9 +336,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--quick", action="store_true", help="a small grid (one GPU and engine)")
     ap.add_argument(
         "--step-source",
-        choices=("default", "silicon", "fitted"),
+        choices=("default", "roofline", "silicon"),
         default="default",
-        help="fitted: the roofline with the constants of fit_step_physics.py (step_fit.json)",
+        help="default: the fitted table (calc/step_fit.json); roofline: the class defaults",
     )
     ap.add_argument("--format", choices=("text", "json"), default="text")
     ap.add_argument("--csv", type=Path, default=Path("physics_vs_silicon.csv"))
@@ -356,8 +352,7 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     log = (lambda s: print(s, file=sys.stderr)) if args.format == "json" else print
     t0 = time.process_time()
-    efficiency = fitted_efficiency() if args.step_source == "fitted" else default_efficiency
-    rows, refused = run(QUICK if args.quick else FULL, args.step_source, log, efficiency)
+    rows, refused = run(QUICK if args.quick else FULL, args.step_source, log)
     write_csv(args.csv, rows)
     gs = groups(rows)
     if args.format == "json":

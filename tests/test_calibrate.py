@@ -11,6 +11,7 @@ import pytest
 import yaml
 
 from disagg_decider import catalog
+from disagg_decider.calc import step_fit
 from disagg_decider.calibrate import fit, readers, synthetic
 from disagg_decider.calibrate.build import calibrate
 from disagg_decider.errors import UserError
@@ -18,9 +19,20 @@ from disagg_decider.workload import Efficiency
 from tests.conftest import ROOT, run_cli
 
 PUBLISHED = ROOT / "tests" / "data" / "benchmarks" / "published"
-TRUE = Efficiency(prefill_mfu=0.55, decode_mbu=0.62, step_overhead_ms=2.5)
+# `decide calibrate` fits three constants on top of the default step physics (the fitted
+# table's entry for the target), so the runs are written with that physics too.
+BASE = Efficiency(**step_fit.fitted("h100", "vllm", False, "bf16").constants)
+TRUE = BASE.model_copy(update={"prefill_mfu": 0.55, "decode_mbu": 0.62, "step_overhead_ms": 2.5})
 TARGET = fit.Target(
-    catalog.get_model("llama-3.1-8b"), catalog.get_gpu("h100"), "vllm", 1, "bf16", "bf16", 8192, 256
+    catalog.get_model("llama-3.1-8b"),
+    catalog.get_gpu("h100"),
+    "vllm",
+    1,
+    "bf16",
+    "bf16",
+    8192,
+    256,
+    base=BASE,
 )
 # (prompt, output, open-loop rate or None, closed-loop concurrency or None)
 SWEEP = [

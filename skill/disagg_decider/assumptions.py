@@ -43,8 +43,16 @@ DEFAULTS = (
 )
 
 
-def assumed(workload: Workload) -> list[Assumption]:
-    """The `DEFAULTS` this workload left out, with the values the verdict used."""
+# The efficiency defaults a resolved workload takes from the fitted step physics.
+FITTED_STEP = ("efficiency.prefill_mfu", "efficiency.decode_mbu")
+
+
+def assumed(workload: Workload, efficiency_from: str = "") -> list[Assumption]:
+    """The `DEFAULTS` this workload left out, with the values the verdict used.
+
+    `efficiency_from` names the fitted table entry the step constants came from
+    (`Resolved.efficiency_from`); the efficiency entries say so.
+    """
     out = []
     for d in DEFAULTS:
         if d.path == "traffic.prefix_cache_hit_rate" and workload.traffic.classes:
@@ -55,7 +63,10 @@ def assumed(workload: Workload) -> list[Assumption]:
         elif d.path == "weights_dtype":
             value = workload.priced_weights_dtype
         if not given:
-            out.append(Assumption(field=d.path, value=_plain(value), affects=d.why))
+            why = d.why
+            if efficiency_from and d.path in FITTED_STEP:
+                why = f"{why}; fitted to measured silicon: {efficiency_from}"
+            out.append(Assumption(field=d.path, value=_plain(value), affects=why))
     return out
 
 

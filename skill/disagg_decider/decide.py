@@ -181,7 +181,7 @@ def _verdict(
         limits=analysis.limits,
         thresholds=params,
         overrides_applied=notes,
-        assumptions=assumed(workload),
+        assumptions=assumed(workload, resolved.efficiency_from),
         dtypes=PricedDtypes(
             weights=workload.priced_weights_dtype,
             kv_cache=workload.kv_dtype,

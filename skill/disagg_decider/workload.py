@@ -377,6 +377,42 @@ class Efficiency(_Strict):
         default=8.0, ge=0, le=MAX_LATENCY_US, description="per TP all-reduce"
     )
     prefill_overhead_ms: float = Field(default=3.0, ge=0, le=60_000)
+    # The fitted step physics (`calc/step_fit.json`, `calc/step_fit.py`): the class defaults
+    # below keep the plain roofline; a resolved workload gets the fitted values for its GPU x
+    # engine x family x format unless it sets them.
+    attention_mfu: float | None = Field(
+        default=None,
+        gt=0,
+        le=1,
+        description=(
+            "attention priced on its own: max(KV read at kv_mbu, attention FLOPs at this MFU) "
+            "added to the pass; null: attention inside the linear roofline"
+        ),
+    )
+    kv_mbu: float | None = Field(
+        default=None, gt=0, le=1, description="HBM share of the KV read; null: decode_mbu"
+    )
+    expert_saturation_tokens: float | None = Field(
+        default=None,
+        ge=0,
+        le=MAX_TOKENS,
+        description=(
+            "tokens per routed expert at which its GEMMs reach half their MFU; null: "
+            "saturation_tokens scaled by the routing (the roofline's expert-GEMM term)"
+        ),
+    )
+    mfu_tp_slope: float = Field(
+        default=0.0, ge=0, le=10, description="MFU divided by 1 + slope x log2(TP)"
+    )
+    expert_parallel_slope: float = Field(
+        default=0.0, ge=0, le=10, description="routed-expert GEMM time x (1 + slope x (EP - 1))"
+    )
+    allreduce_time_scale: float = Field(
+        default=1.0, ge=0, le=100, description="TP all-reduce bandwidth time x this"
+    )
+    alltoall_time_scale: float = Field(
+        default=1.0, ge=0, le=100, description="MoE dispatch/combine time x this"
+    )
     link_efficiency: float | None = Field(default=None, gt=0, le=1, description="None: link's")
     kv_transfer: Literal["auto", "serialized", "layerwise"] = Field(
         default="auto", description="auto: layer-wise for TensorRT-LLM, serialized otherwise"
@@ -524,6 +560,9 @@ class Resolved:
     # Where the priced formats come from: "workload", or the model's own ("model: <source>")
     # where the workload omits the weights' format (`with_native_dtypes`).
     dtypes_from: str = "workload"
+    # The fitted step physics' table entry its unset efficiency constants came from
+    # (`calc/step_fit.py`); "" where it sets them all or no entry serves.
+    efficiency_from: str = ""
 
 
 def resolve(workload: Workload, base_dir: Path | None = None) -> Resolved:
@@ -532,6 +571,7 @@ def resolve(workload: Workload, base_dir: Path | None = None) -> Resolved:
     workload = with_native_dtypes(workload, model)
     dtypes_from = f"model: {model.dtype_source}" if native else "workload"
     gpu = catalog.get_gpu(workload.cluster.gpu)
+    workload, efficiency_from = with_fitted_efficiency(workload, model, gpu)
     link, gbps = _resolve_link(workload.cluster.network, gpu)
     if workload.efficiency.link_efficiency is not None:
         link = link.model_copy(update={"efficiency": workload.efficiency.link_efficiency})
@@ -542,6 +582,7 @@ def resolve(workload: Workload, base_dir: Path | None = None) -> Resolved:
         link=link,
         link_gbps=gbps,
         dtypes_from=dtypes_from,
+        efficiency_from=efficiency_from,
     )
 
 
@@ -562,6 +603,37 @@ def with_native_dtypes(workload: Workload, model: catalog.ModelSpec) -> Workload
     # Filled in, not given: `assumptions.assumed` lists them as defaults the verdict used.
     native.__pydantic_fields_set__ = set(workload.model_fields_set)
     return native
+
+
+def with_fitted_efficiency(
+    workload: Workload, model: catalog.ModelSpec, gpu: catalog.Gpu
+) -> tuple[Workload, str]:
+    """The workload with the fitted step physics (`calc/step_fit.py`) for every efficiency
+    constant it does not set (its own, or a calibration's, are kept), and where they came from.
+    A constant set to its class default counts as not set (see below).
+
+    The filled-in constants are not marked as given, so `assumptions.assumed` lists them as
+    defaults the verdict used, with the table entry they came from.
+    """
+    from disagg_decider.calc import step_fit
+
+    fit = step_fit.fitted(gpu.id, workload.engine, model.moe is not None, workload.weights_dtype)
+    if fit is None:
+        return workload, ""
+    eff = workload.efficiency
+    # Given: set, to a value other than the class default. A workload dumped and validated
+    # again (`model_dump` -> `model_validate`: sweeps, rate variants) marks every field set;
+    # its defaults must still take the table, or the copy is priced on other physics.
+    defaults = type(eff).model_fields
+    given = {f for f in eff.model_fields_set if getattr(eff, f) != defaults[f].default}
+    update = {k: v for k, v in fit.constants.items() if k not in given}
+    if not update:
+        return workload, ""
+    filled = eff.model_copy(update=update)
+    filled.__pydantic_fields_set__ = given
+    out = workload.model_copy(update={"efficiency": filled})
+    out.__pydantic_fields_set__ = set(workload.model_fields_set)
+    return out, fit.source()
 
 
 def _resolve_model(ref: str | HfConfigRef, base_dir: Path | None) -> catalog.ModelSpec:

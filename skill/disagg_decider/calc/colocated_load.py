@@ -8,6 +8,7 @@ them" is needed there, which `p99_check` answers without always solving the TTFT
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 from dataclasses import dataclass, replace
 
@@ -228,6 +229,7 @@ def _lines_at_rows(at: Lines, take) -> Lines:
             prefill_context=take(p.prefill_context),
             fixed_ms=take(p.fixed_ms),
             decode_context=take(p.decode_context),
+            decode_attention_flops=take(p.decode_attention_flops),
             moe_comm=engine.model.moe is not None and bool(np.any(engine.expert_parallel)),
         )
 
@@ -254,8 +256,19 @@ def _engine_at_rows(engine: Engine, take) -> Engine:
     fields = set(vars(rows))  # the dataclass fields; the rest of vars() is cached values
     for name, value in vars(engine).items():
         if name not in fields and name != "_constants":  # the rows' own entry, when asked
-            vars(rows)[name] = tuple(map(take, value)) if isinstance(value, tuple) else take(value)
+            vars(rows)[name] = _value_at_rows(value, take)
     return rows
+
+
+def _value_at_rows(value, take):
+    """A cached engine value at some rows: arrays taken, tuples and small records (the fitted
+    physics' `SplitConstants`) field by field."""
+    if isinstance(value, tuple):
+        return tuple(map(take, value))
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        parts = {f.name: take(getattr(value, f.name)) for f in dataclasses.fields(value)}
+        return dataclasses.replace(value, **parts)
+    return take(value)
 
 
 def _row_subset(value, rows: np.ndarray, n: int):

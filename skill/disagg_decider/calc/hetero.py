@@ -32,7 +32,7 @@ from disagg_decider.calc.pools import ingress_rate_per_s, prefill_pool
 from disagg_decider.calc.result import Analysis, ColocatedResult, DisaggregatedResult, Limit
 from disagg_decider.calc.search import engine_for, members_of, pairs_allowed
 from disagg_decider.errors import UserError
-from disagg_decider.workload import Resolved, Workload
+from disagg_decider.workload import Resolved, Workload, with_fitted_efficiency
 
 HOURS_PER_YEAR = 8760.0
 ROLES = ("prefill", "decode")
@@ -72,7 +72,10 @@ def pool_resolved(r: Resolved, role: str) -> Resolved:
             "between them (for example ib-ndr-400), not a scale-up link"
         )
     w = pool_workload(r.workload, role)
-    return replace(r, workload=w, gpu=catalog.get_gpu(w.cluster.gpu))
+    gpu = catalog.get_gpu(w.cluster.gpu)
+    # The pool's GPU has its own fitted step constants (those the workload does not set).
+    w, fitted_from = with_fitted_efficiency(w, r.model, gpu)
+    return replace(r, workload=w, gpu=gpu, efficiency_from=fitted_from or r.efficiency_from)
 
 
 def network_path(r: Resolved) -> TransferPath:

@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from disagg_decider.calc import arch, kv, moe
+from disagg_decider.calc import arch, kv, moe, step_split
 from disagg_decider.catalog import Gpu, ModelSpec, get_link
 from disagg_decider.workload import Efficiency
 
@@ -176,6 +176,12 @@ class Engine:
         return 1e3 / (self.hbm_bytes_per_s * self.eff.decode_mbu)
 
     @_shared_property
+    def kv_ms_per_byte(self):
+        """HBM time per KV byte read: at `kv_mbu` where the fitted physics sets it, else MBU."""
+        kv_mbu = self.eff.kv_mbu
+        return self.ms_per_byte if kv_mbu is None else 1e3 / (self.hbm_bytes_per_s * kv_mbu)
+
+    @_shared_property
     def ms_per_flop(self):
         """Compute time per FLOP at peak; divided by the pass's MFU."""
         return 1e3 / self.peak_flops
@@ -215,6 +221,11 @@ class Engine:
         return extra * self.ms_per_flop
 
     @_shared_property
+    def split_constants(self):
+        """The fitted physics' per-engine constants (`step_split.SplitConstants`)."""
+        return step_split.engine_constants(self)
+
+    @_shared_property
     def extra_weight_bytes(self):
         """Non-expert weights read once more by each DP rank beyond the first."""
         copies = np.asarray(self.dp, dtype=float) - 1.0
@@ -237,6 +248,8 @@ class Engine:
         ring_bytes_per_token = 2.0 * (tp - 1.0) / tp * self.model.hidden * arch.ACTIVATION_BYTES
         link = arch.scaleup_gb_per_s(self.gpu) * 1e9
         per_token = np.where(tp > 1, ops * ring_bytes_per_token / link * 1e3 / dp, 0.0)
+        if self.eff.allreduce_time_scale != 1.0:
+            per_token = per_token * self.eff.allreduce_time_scale
         fixed = np.where(tp > 1, ops * self.eff.allreduce_latency_us / 1e3, 0.0)
         return per_token, fixed
 
@@ -249,7 +262,7 @@ class Engine:
         """(ms per token, fixed ms) of the MoE dispatch/combine; DeepEP low-latency mode for
         decode passes, normal mode for passes carrying prompt tokens (calc/moe.py)."""
         nvlink = arch.scaleup_gb_per_s(self.gpu) * NVLINK_EFFICIENCY
-        return moe.alltoall_coefficients(
+        per_token, fixed = moe.alltoall_coefficients(
             self.model,
             self.weights_dtype,
             self.ep,
@@ -259,6 +272,8 @@ class Engine:
             self.rdma_gb_per_s,
             low_latency,
         )
+        scale = self.eff.alltoall_time_scale
+        return (per_token, fixed) if scale == 1.0 else (per_token * scale, fixed * scale)
 
     @_shared_property
     def decode_alltoall(self):
@@ -319,6 +334,7 @@ class PassTerms:
     fixed_ms: np.ndarray  # all-reduce latency and per-step overhead
     moe_comm: bool = False  # some candidate runs expert parallelism
     decode_context: np.ndarray | float = 0.0  # KV tokens each decode sequence reads
+    decode_attention_flops: np.ndarray | float = 0.0  # one decode token's attention FLOPs
 
     def ms(self, decode_batch, prefill_tokens):
         """Time of one pass with `decode_batch` decode sequences and `prefill_tokens` new ones.
@@ -350,6 +366,8 @@ class PassTerms:
         e = self.engine
         m, eff = e.model, e.eff
         b, c = decode_batch, prefill_tokens
+        if eff.attention_mfu is not None:
+            return step_split.pass_ms(self, b, c)
         tokens = b + c
         weights_ms = e.dense_weights_ms
         if weights_ms is None:
@@ -399,12 +417,14 @@ class PassTerms:
 def pass_terms(engine: Engine, decode_context, prefill_context) -> PassTerms:
     m = engine.model
     linear = engine.linear_flops_per_token
+    attention = arch.attention_flops(m, 1.0, decode_context)
     return PassTerms(
         engine=engine,
-        kv_read_ms_per_sequence=engine.kv_bytes_held(decode_context) * engine.ms_per_byte,
-        decode_flops_per_sequence=linear + arch.attention_flops(m, 1.0, decode_context),
+        kv_read_ms_per_sequence=engine.kv_bytes_held(decode_context) * engine.kv_ms_per_byte,
+        decode_flops_per_sequence=linear + attention,
         prefill_context=np.asarray(prefill_context, dtype=float),
         fixed_ms=engine.fixed_step_ms,
         moe_comm=m.moe is not None and bool(np.any(engine.expert_parallel)),
         decode_context=decode_context,
+        decode_attention_flops=attention,
     )

@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 from pathlib import Path
 
+from disagg_decider.calc import step_fit
 from disagg_decider.calibrate import fit as fitting
 from disagg_decider.calibrate.file import (
     UNBOUNDED,
@@ -17,6 +18,7 @@ from disagg_decider.calibrate.file import (
 from disagg_decider.calibrate.readers import read_results
 from disagg_decider.calibrate.source import Limits
 from disagg_decider.catalog import Gpu, ModelSpec
+from disagg_decider.workload import Efficiency
 
 STATISTIC = {"ttft_ms": "ttft_stat", "tpot_ms": "tpot_stat"}
 
@@ -35,7 +37,13 @@ def calibrate(
 ) -> Calibration:
     runs, files = read_results(paths, limits)
     kv = "fp8" if weights_dtype in ("fp8", "fp4") else "bf16"
-    target = fitting.Target(model, gpu, engine, tp, weights_dtype, kv, chunk_tokens, max_batch)
+    # The constants not fitted here are the ones a workload is priced with (the fitted step
+    # physics, `calc/step_fit.py`), so the calibrated ones mean the same thing when applied.
+    fitted = step_fit.fitted(gpu.id, engine, model.moe is not None, weights_dtype)
+    base = Efficiency(**fitted.constants) if fitted else Efficiency()
+    target = fitting.Target(
+        model, gpu, engine, tp, weights_dtype, kv, chunk_tokens, max_batch, base=base
+    )
     if not bool(target.engine_with(target.base).fits()):
         from disagg_decider.errors import UserError
 
