@@ -51,9 +51,13 @@ def test_reasoning_128_in_2000_out_never_disaggregates(model, gpu, gpus, rate, t
 
 
 def test_long_prompts_with_tight_tpot_on_16_rdma_gpus_disaggregate():
+    """The split wins by more than 1.1x, or colocation meets the targets nowhere. Since issue
+    24 the colocated p99 TPOT of this example (8K-token prompts, 10 ms) is 10.2 ms at one
+    sequence per TP8 replica, the smallest batch searched: no colocated layout qualifies."""
     v = decide(workload())
     assert v.decision in ("dynamo", "llm-d")
-    assert v.metrics.gain is not None and v.metrics.gain > 1.1
+    assert v.metrics.gain is None or v.metrics.gain > 1.1
+    assert v.metrics.goodput_per_gpu_disaggregated > 0
     assert v.metrics.kv_transfer_rdma
 
 

@@ -108,9 +108,11 @@ def lines(engine: Engine, lengths: Lengths, ttft_ms, tpot_ms, chunk, servers=1.0
         ttft_ms=np.asarray(ttft_ms, dtype=float),
         tpot_ms=np.asarray(tpot_ms, dtype=float),
         chunk=np.asarray(chunk, dtype=float),
-        # A chunk's tokens sit, on average, halfway through the prompt they belong to (on
-        # mixed traffic a size-biased prompt: `classes.chunk_prompt_tokens`).
-        full_pass=pass_terms(engine, ctx, cached + lengths.chunk_prompt_tokens / 2.0),
+        # A chunk's tokens sit, on average, halfway through the prompt they belong to, a
+        # size-biased one: a long prompt has more tokens to chunk (E[u^2] / E[u]; 2.2x the mean
+        # at p99/p50 = 8). Mixed traffic keeps `classes.chunk_prompt_tokens`, biased between
+        # its classes, with which its TPOT tail was matched to the simulator (issue 18a).
+        full_pass=pass_terms(engine, ctx, cached + _chunk_prompt(lengths, mixed) / 2.0),
         empty_pass=pass_terms(engine, ctx, 0.0),
         inverse_memory_limit=inverse_limit,
         uncached_nodes=np.asarray(lengths.prompt_p50 * lengths.uncached_share)[..., None]
@@ -120,6 +122,19 @@ def lines(engine: Engine, lengths: Lengths, ttft_ms, tpot_ms, chunk, servers=1.0
         class_spread=np.where(scv > 0.0, chunk_runs.class_spread_weight(lengths), 0.0)
         if mixed
         else None,
+    )
+
+
+def _chunk_prompt(lengths: Lengths, mixed: bool) -> np.ndarray:
+    """The prompt a chunk's token belongs to, on average over tokens (issue 24); on mixed
+    traffic moved toward `chunk_prompt_tokens` with the classes' spread, continuously
+    (`chunk_runs.class_spread_weight`: near-identical classes price as one)."""
+    if not mixed:
+        return lengths.uncached_size_biased
+    scv = np.asarray(lengths.context_scv, dtype=float)
+    weight = np.where(scv > 0.0, chunk_runs.class_spread_weight(lengths), 0.0)
+    return lengths.uncached_size_biased + weight * (
+        lengths.chunk_prompt_tokens - lengths.uncached_size_biased
     )
 
 
@@ -137,7 +152,7 @@ def evaluate(at: Lines, batch, t_empty=None, with_ttft=False, with_headroom=True
     b, c, lengths = batch, at.chunk, at.lengths
     if t_empty is None:
         t_empty = at.empty_pass.ms(b, 0.0)
-    q = prompt_queue(at, b, t_empty)
+    q = prompt_queue(at, b)
     per_room, rate_per_ms = q.per_room, q.rate_per_ms
     # Share of iterations that carry a chunk: lam u t / room with lam = B / (OSL t).
     carrying = b * per_room / lengths.output_mean
@@ -156,18 +171,23 @@ def evaluate(at: Lines, batch, t_empty=None, with_ttft=False, with_headroom=True
         lengths.output_p50, lengths.output_sigma, at.class_spread
     )
     draws = np.maximum(window / run_length, 1.0)
-    spread = queueing.Z99 * np.sqrt(np.maximum(carrying * (1 - carrying), 0.0) / draws)
+    behind = chunk_runs.backlog_share(q, at.servers, window, at.class_spread)
+    spread = chunk_runs.share_spread_p99(np.minimum(carrying + behind, 1.0), draws, at.class_spread)
     # The batch a request decodes with is not the mean batch: over its lifetime the sequences
     # around it (B on average, Little's law) fluctuate, and with them how many prompts arrive to
     # be chunked alongside. Its p99 prices the batch at `queueing.batch_p99`.
-    b99 = np.minimum(queueing.batch_p99(b), c - 1.0)
+    # The others' p99 over its lifetime, and the request itself.
+    b99 = np.minimum(queueing.batch_p99(b) + 1.0, c - 1.0)
     b99 = np.maximum(np.minimum(b99, 1.0 / at.inverse_memory_limit), b)
     t_empty99, t_full99 = _steps_at_p99(at, b, b99, np.maximum(c - b99, 1.0))
     slow99 = t_full99 - t_empty99
     carrying99 = (
-        carrying * (b99 / np.maximum(b, 1e-9)) * (np.maximum(c - b, 1.0) / np.maximum(c - b99, 1.0))
+        # prompts arrive with the others (the p99 batch less the request itself)
+        carrying
+        * (np.maximum(b99 - 1.0, b) / np.maximum(b, 1e-9))
+        * (np.maximum(c - b, 1.0) / np.maximum(c - b99, 1.0))
     )
-    tpot_p99 = t_empty99 + np.minimum(1.0, carrying99 + spread) * slow99
+    tpot_p99 = t_empty99 + np.minimum(1.0, carrying99 + behind + spread) * slow99
 
     idle_ttft = queueing.node_quantile(q.nodes, queueing.P99_TAIL)
     ttft_p99 = _ttft_p99_of(at, q) if with_ttft else None
@@ -237,7 +257,7 @@ class PromptQueue(NamedTuple):
     nodes: np.ndarray  # S' at `queueing.Z_NODES`, a new last axis
 
 
-def prompt_queue(at: Lines, b, t_empty) -> PromptQueue:
+def prompt_queue(at: Lines, b) -> PromptQueue:
     """What `evaluate` and `ttft_terms` share, computed by one function so both see the same
     bits."""
     c, lengths = at.chunk, at.lengths
@@ -245,8 +265,13 @@ def prompt_queue(at: Lines, b, t_empty) -> PromptQueue:
     room = np.maximum(c - b, 1.0)
     per_room = u_mean / room
     t_full = at.full_pass.ms(b, room)
-    slow = t_full - t_empty
-    rate_per_ms = b / (lengths.output_mean * t_empty + (b * per_room) * slow)
+    # A decoding request is in the batch it decodes with: itself and the others, B + 1 on
+    # average (M/G/inf: Poisson(B) others), so Little's law reads the steps at B + 1. Where
+    # the batch is a handful this is most of the step's growth: a MoE step on 8 L40S runs
+    # 7.7 ms at batch 1 and 13.3 at 3, each sequence waking other experts (issue 24).
+    seen_empty = at.empty_pass.ms(b + 1.0, 0.0)
+    seen_slow = at.full_pass.ms(b + 1.0, room) - seen_empty
+    rate_per_ms = b / (lengths.output_mean * seen_empty + (b * per_room) * seen_slow)
     # Prefill as a server working through prompt tokens at `room` tokens per t_full: a prompt
     # of u tokens occupies it u / room iterations (chunks pack several short prompts), and its
     # first token comes out of the iteration that finishes it. The pool's replicas behind a
@@ -289,7 +314,7 @@ def ttft_terms(at: Lines, batch) -> tuple:
     would be thrown away; and a block solves its report-only bisections together
     (`deferred_p99`). Same function for the shared part (`prompt_queue`), so the same bits.
     """
-    return _ttft_terms(at, prompt_queue(at, batch, at.empty_pass.ms(batch, 0.0)))
+    return _ttft_terms(at, prompt_queue(at, batch))
 
 
 @dataclass(frozen=True)

@@ -137,7 +137,7 @@ def _meet_targets(at: Lines, rate_per_s, grid, batches=None) -> np.ndarray:
         return on.toward_idle(ttft, rows) <= ttft_limit[rows]
 
     b = on.batch[:, None]
-    q = prompt_queue(on.at, b, on.at.empty_pass.ms(b, 0.0))
+    q = prompt_queue(on.at, b)
     ttft_ok = p99_of_sum_within(q.pool_rate, on.at.servers, q.mean_s, q.scv, q.nodes, within)
     return ttft_ok & (on.tpot <= np.ravel(at.tpot_ms) * (1 + 1e-9))
 
