@@ -143,3 +143,16 @@ def backlog_share(q, servers, window, weight=None) -> np.ndarray:
     sojourn_ms = np.where(np.isfinite(wait_ms), wait_ms, 0.0) + q.mean_s
     share = np.minimum(q.rate_per_ms * sojourn_ms * q.per_room / np.maximum(window, 1.0), 1.0)
     return share if weight is None else share * (1.0 - weight)
+
+
+def chunk_prompt(lengths: Lengths, mixed: bool) -> np.ndarray:
+    """The prompt a chunk's token belongs to, on average over tokens (issue 24); on mixed
+    traffic moved toward `chunk_prompt_tokens` with the classes' spread, continuously
+    (`class_spread_weight`: near-identical classes price as one)."""
+    if not mixed:
+        return lengths.uncached_size_biased
+    scv = np.asarray(lengths.context_scv, dtype=float)
+    weight = np.where(scv > 0.0, class_spread_weight(lengths), 0.0)
+    return lengths.uncached_size_biased + weight * (
+        lengths.chunk_prompt_tokens - lengths.uncached_size_biased
+    )

@@ -112,7 +112,7 @@ def lines(engine: Engine, lengths: Lengths, ttft_ms, tpot_ms, chunk, servers=1.0
         # size-biased one: a long prompt has more tokens to chunk (E[u^2] / E[u]; 2.2x the mean
         # at p99/p50 = 8). Mixed traffic keeps `classes.chunk_prompt_tokens`, biased between
         # its classes, with which its TPOT tail was matched to the simulator (issue 18a).
-        full_pass=pass_terms(engine, ctx, cached + _chunk_prompt(lengths, mixed) / 2.0),
+        full_pass=pass_terms(engine, ctx, cached + chunk_runs.chunk_prompt(lengths, mixed) / 2.0),
         empty_pass=pass_terms(engine, ctx, 0.0),
         inverse_memory_limit=inverse_limit,
         uncached_nodes=np.asarray(lengths.prompt_p50 * lengths.uncached_share)[..., None]
@@ -122,19 +122,6 @@ def lines(engine: Engine, lengths: Lengths, ttft_ms, tpot_ms, chunk, servers=1.0
         class_spread=np.where(scv > 0.0, chunk_runs.class_spread_weight(lengths), 0.0)
         if mixed
         else None,
-    )
-
-
-def _chunk_prompt(lengths: Lengths, mixed: bool) -> np.ndarray:
-    """The prompt a chunk's token belongs to, on average over tokens (issue 24); on mixed
-    traffic moved toward `chunk_prompt_tokens` with the classes' spread, continuously
-    (`chunk_runs.class_spread_weight`: near-identical classes price as one)."""
-    if not mixed:
-        return lengths.uncached_size_biased
-    scv = np.asarray(lengths.context_scv, dtype=float)
-    weight = np.where(scv > 0.0, chunk_runs.class_spread_weight(lengths), 0.0)
-    return lengths.uncached_size_biased + weight * (
-        lengths.chunk_prompt_tokens - lengths.uncached_size_biased
     )
 
 
