@@ -89,7 +89,10 @@ def test_defaults_catalog_and_workload_inputs_are_told_apart():
     inputs = v.provenance.inputs
     assert inputs["model"] == inputs["gpu"] == "catalog"
     assert inputs["cluster.network"] == "default"  # the workload names no network
-    assert inputs["efficiency.prefill_mfu"] == inputs["efficiency.decode_mbu"] == "default"
+    # the step physics' constants come from the table fitted to measured silicon, the engine's
+    # limits from the schema's defaults
+    assert inputs["efficiency.prefill_mfu"] == inputs["efficiency.decode_mbu"] == "fitted"
+    assert inputs["efficiency.max_decode_batch"] == "default"
     assert inputs["cost.usd_per_gpu_hour"] == "default"
     assert v.provenance.fields["assumptions[].value"] == "default"
     assert v.provenance.fields["thresholds.min_gain"] == "rulebook"

@@ -216,6 +216,8 @@ def _spread(
     jac = np.empty((r.size, x.size))
     for j in range(x.size):
         h = max(abs(x[j]) * 1e-4, 1e-6)
+        if x[j] + h > BOUNDS[names[j]][1]:
+            h = -h  # at the upper bound a forward step is clipped away: step back into range
         step = x.copy()
         step[j] += h
         jac[:, j] = (errors(step) - r) / h
