@@ -29,12 +29,13 @@ LOW_RATE = {
         "output_tokens": {"p50": 300, "p99": 900},
         "requests_per_second": 0.01,
     },
-    "slo": {"ttft_ms": 2000, "tpot_ms": 50},
+    "slo": {"ttft_ms": 2000, "tpot_ms": 25},
     "cluster": {"gpu": "h200", "gpus": 16, "network": "ib-ndr-400", "kubernetes": True},
     "ops": {"maturity": "high", "orchestrator_preference": "kubernetes-native"},
 }
-# DSG020 keeps this one colocated (the split saves no GPU at 0.01 req/s) and its gain is about
-# 1.05; a team that splits anyway gets the conditional layout, which is what is sized here.
+# DSG020 keeps this one colocated (the split saves no GPU at 0.01 req/s) though its gain is
+# about 1.27 (TPOT 25 ms; at 50 ms the fitted physics colocates it, 0.96x); a team that splits
+# anyway gets the conditional layout, which is what is sized here.
 SPLIT_ANYWAY = {"min_gpus_saved": -100, "min_gain": 1.0}
 
 
@@ -46,10 +47,10 @@ def test_a_low_rate_gets_the_fewest_replicas_not_the_cluster(tmp_path: Path) -> 
     v = decide(Workload.model_validate(LOW_RATE), overrides=SPLIT_ANYWAY)
     k = v.conditional
     assert v.decision == "llm-d" and v.layout == "conditional"
-    assert (k.prefill_replicas, k.prefill_tp, k.decode_replicas, k.decode_tp) == (1, 1, 1, 2)
+    assert (k.prefill_replicas, k.prefill_tp, k.decode_replicas, k.decode_tp) == (1, 1, 1, 1)
     # The goodput stays the whole cluster's split's (what the layouts are compared on).
     assert k.max_rate_per_s > 30 and k.goodput_per_gpu == pytest.approx(k.max_rate_per_s / 16)
-    assert k.ttft_p99_ms <= 2000 and k.tpot_p99_ms <= 50
+    assert k.ttft_p99_ms <= 2000 and k.tpot_p99_ms <= 25
     # What llm-d deploys: the sized pools.
     path = tmp_path / "w.yaml"
     path.write_text(yaml.safe_dump(LOW_RATE))
@@ -73,29 +74,29 @@ def test_a_low_rate_gets_the_fewest_replicas_not_the_cluster(tmp_path: Path) -> 
 
 
 def test_the_pools_grow_with_the_rate_up_to_the_clusters_split() -> None:
-    """On the bimodal mix (conditional goodput about 20.9 req/s on 16 H200s): GPUs never fall
+    """On the bimodal mix (conditional goodput about 29 req/s on 16 H200s): GPUs never fall
     as the rate rises, never exceed the cluster's split, and reach it near the goodput."""
     sized = []
-    for rate in (2, 6, 10, 14, 18, 20):
+    for rate in (2, 6, 10, 14, 18, 22, 26, 28):
         v = decide(Workload.model_validate(bimodal_data(requests_per_second=rate)))
         k = v.conditional
         assert k.layout == "conditional", rate
-        assert k.ttft_p99_ms <= 2000 * 1.001 and k.tpot_p99_ms <= 25 * 1.001, rate
+        assert k.ttft_p99_ms <= 1200 * 1.001 and k.tpot_p99_ms <= 25 * 1.001, rate
         sized.append(_gpus(k))
     assert sized == sorted(sized) and sized[0] < sized[-1] == 16, sized
 
 
 def test_the_sized_pools_meet_the_targets_in_the_simulator() -> None:
-    """At 10 req/s the mix's conditional layout takes 12 of the 16 GPUs; simulated on those
+    """At 10 req/s the mix's conditional layout takes 10 of the 16 GPUs; simulated on those
     pools at that rate, the requests meet both targets (the calculator's margin is a whole
     replica, so nearly all of them)."""
     w = Workload.model_validate(bimodal_data(requests_per_second=10))
     v, r = decide(w), resolve(w)
-    assert _gpus(v.conditional) == 12
+    assert _gpus(v.conditional) == 10
     cfg = sim_conditional.config_of(r, v)
     requests = run.synthetic_requests(r, 3000, seed=5)
     outcome = sim_conditional.simulate(
         run.engine(r, cfg.prefill_tp), run.engine(r, cfg.decode_tp), requests, cfg
     )
-    attained = metrics.attainment(outcome, requests, 2000, 25, steady=True)[0]
+    attained = metrics.attainment(outcome, requests, 1200, 25, steady=True)[0]
     assert attained >= 0.99, attained

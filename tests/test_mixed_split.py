@@ -30,6 +30,7 @@ from disagg_decider.sim import metrics, run
 from disagg_decider.sim.goodput import replay_at
 from disagg_decider.workload import Workload, resolve
 from tests.bimodal_support import CHAT, RAG
+from tests.conftest import at_max_rate
 from tests.test_conditional import bimodal
 
 
@@ -41,13 +42,15 @@ def split_verdict():
 
 def test_bimodal_always_split_agrees_with_the_simulator(split_verdict) -> None:
     """The verdict's always-split pools, simulated on 3,000 requests drawn class by class:
-    the calculator's goodput within -12%/+5% of the simulator's (it was 0.75x before)."""
+    the calculator's goodput within 12% of the simulator's (it was 0.75x before; 1.07 on the
+    fitted physics at the mix's TTFT of 1.2 s, where the prefill pool's queue sets the rate)."""
     w, v = split_verdict
     d = v.disaggregated
-    r = resolve(w)
+    w_top, v_top = at_max_rate(w, "disaggregated")  # the pools the max rate belongs to
+    r = resolve(w_top)
     base = run.synthetic_requests(r, 3000, seed=1)
-    sim = run.goodput(run.setup(r, v), "disaggregated", base, 0.99, d.max_rate_per_s)
-    assert 0.88 <= d.max_rate_per_s / sim <= 1.05, (d.max_rate_per_s, sim)
+    sim = run.goodput(run.setup(r, v_top), "disaggregated", base, 0.99, d.max_rate_per_s)
+    assert 0.88 <= d.max_rate_per_s / sim <= 1.12, (d.max_rate_per_s, sim)
 
 
 def _tpot_bound() -> Workload:
@@ -85,9 +88,12 @@ def test_a_mixed_decode_batch_agrees_with_the_simulator() -> None:
     # Simulated p99 TPOT at 17 req/s: 22-25 ms over three seeds; the one-class tail said 20.
     sim = float(np.mean(sims))
     assert abs(calc / sim - 1.0) < 0.07, (calc, sims)
-    # Without the mix (the classes' context spread) it is still >10% low: 20.0 ms with the
-    # M/G/inf batch tail, 21.6 since the batch-feedback tail prices every row (issue 14d).
-    assert old / sim < 0.9, (old, sims)
+    # Without the mix (the classes' context spread) it is low: on the roofline >10% (20.0 ms
+    # with the M/G/inf batch tail, 21.6 since the batch-feedback tail prices every row, issue
+    # 14d); on the fitted physics 16.1 ms against 17.2 with the mix and 17.9 simulated, 10%
+    # low, and the mix closes more than half of that gap.
+    assert old / sim < 0.91, (old, calc, sims)
+    assert abs(calc / sim - 1.0) < 0.5 * abs(old / sim - 1.0), (old, calc, sims)
     # The replica's capacity within the 25 ms target against the simulated goodput of the
     # split (3,000 requests, seed 1; its prefill pool has room to spare at that rate).
     capacity = float(np.ravel(decode.replica_capacity(engine, lengths, 25.0, mix).rate_per_s)[0])
