@@ -35,8 +35,10 @@ LONG = {
 
 def mix_data(short_hit: float, **ops) -> dict:
     """60% short chat turns (hit rate `short_hit`) beside 40% 8K RAG prompts (hit rate 0.1),
-    Llama-3.3-70B FP8 on 16 H200 over 400G InfiniBand: the calculator's best layout is
-    conditional with T between the classes."""
+    Llama-3.3-70B FP8 on 16 H200 over 400G InfiniBand, p99 TTFT 1.5 s: the calculator's best
+    layout is conditional with T between the classes. (At the 3 s it had on the roofline, the
+    fitted physics' faster prefill sends nearly every prompt to the prefill pool: T 752, 1.006x
+    over always-split.)"""
     short = {
         "share": 0.6,
         "prompt_tokens": {"p50": 600, "p99": 2000},
@@ -50,7 +52,7 @@ def mix_data(short_hit: float, **ops) -> dict:
         "kv_cache_dtype": "fp8",
         "engine": "vllm",
         "traffic": {"requests_per_second": 3, "classes": [short, LONG]},
-        "slo": {"ttft_ms": 3000, "tpot_ms": 10},
+        "slo": {"ttft_ms": 1500, "tpot_ms": 10},
         "cluster": {
             "gpu": "h200",
             "gpus": 16,
@@ -108,7 +110,7 @@ def test_cold_mix_on_dynamo_presents_the_always_split_pools_and_says_why() -> No
     _, v = verdict(0.0)
     assert v.decision == "dynamo" and v.layout == "conditional"
     assert v.dynamo_layout == "disaggregated"
-    assert "DSG018" in _ids(v) and "ORC009" not in _ids(v)  # gain 1.17x < conditional_margin
+    assert "DSG018" in _ids(v) and "ORC009" not in _ids(v)  # gain 1.08x < conditional_margin
     d = v.disaggregated
     assert v.summary.startswith(
         f"Deploy on NVIDIA Dynamo: {d.prefill_replicas} prefill x {d.prefill_layout} + "
@@ -125,7 +127,7 @@ def test_warm_mix_on_dynamo_keeps_the_conditional_plan() -> None:
 
 
 def test_orc009_moves_a_material_gain_to_llm_d_unless_the_team_wants_dynamo() -> None:
-    _, free = verdict(0.0, margin=1.05)  # the layout's 1.17x gain now counts as material
+    _, free = verdict(0.0, margin=1.05)  # the layout's 1.08x gain now counts as material
     assert "ORC009" in _ids(free) and free.decision == "llm-d"
     assert free.scores["llm-d"] == 1.0 and free.scores["dynamo"] == 0.0
     assert "routing prompts above" in free.summary.split(". Why:")[0]  # llm-d: conditional
