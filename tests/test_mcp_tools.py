@@ -208,6 +208,7 @@ async def test_kv_transfer_matches_the_verdicts_metrics(client):
             "prefill_tp": verdict.sizing.prefill_tp,
             "decode_tp": verdict.sizing.decode_tp,
             "weights_dtype": workload["weights_dtype"],
+            "engine": workload.get("engine", "vllm"),
         },
     )
     m = verdict.metrics

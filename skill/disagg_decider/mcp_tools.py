@@ -17,7 +17,7 @@ import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
 from disagg_decider import catalog
-from disagg_decider.calc import compare, kv, prefill, transfer
+from disagg_decider.calc import compare, kv, prefill, step_fit, transfer
 from disagg_decider.calc.result import ThresholdPoint
 from disagg_decider.calc.step import Engine
 from disagg_decider.decide import decide
@@ -214,6 +214,10 @@ def estimate_kv_transfer(
     weights_dtype: Annotated[
         Dtype, Field(description="Weight dtype, for the prefill time only.")
     ] = "bf16",
+    engine: Annotated[
+        Literal["vllm", "sglang", "trtllm"],
+        Field(description="Serving engine, for the prefill time only (its fitted step physics)."),
+    ] = "vllm",
     cached_prompt_tokens: Annotated[
         int,
         Field(
@@ -250,13 +254,17 @@ def estimate_kv_transfer(
     if gpu_spec is None:
         notes.append("no gpu given: only the serialized time is reported")
     else:
-        engine = Engine(spec, gpu_spec, weights_dtype, kv_dtype, prefill_tp, Efficiency())
-        if not bool(engine.fits()):
+        # The verdict's own physics: the constants fitted to measured silicon for this GPU,
+        # engine and weight format (calc/step_fit.json), the roofline's where none fits.
+        fit = step_fit.fitted(gpu_spec.id, engine, spec.moe is not None, weights_dtype)
+        eff = Efficiency() if fit is None else Efficiency().model_copy(update=fit.constants)
+        engine_ = Engine(spec, gpu_spec, weights_dtype, kv_dtype, prefill_tp, eff)
+        if not bool(engine_.fits()):
             notes.append(
                 f"{spec.id} in {weights_dtype} leaves no room for KV on {prefill_tp} x "
                 f"{gpu_spec.id}: raise prefill_tp; the prefill time assumes it fits"
             )
-        prefill_ms = float(prefill.prefill_ms(engine, prompt_tokens, cached_prompt_tokens))
+        prefill_ms = float(prefill.prefill_ms(engine_, prompt_tokens, cached_prompt_tokens))
         layerwise_ms = float(
             transfer.layerwise_exposed_ms(size, bandwidth, latency_ms, prefill_ms, spec.layers)
         )
