@@ -207,7 +207,7 @@ def test_yaml_1_2_numbers_still_read(tmp_path):
         (["--colocated-gpus", "1000000"], "--colocated-gpus"),
         (["--prefill-gpus", "100000000"], "--prefill-gpus"),
         (["--decode-gpus", "100000000"], "--decode-gpus"),
-        (["--requests", "1000000", "--colocated-gpus", "8192"], "request-replicas"),
+        (["--requests", "1000000", "--colocated-gpus", "4096"], "request-replicas"),
     ],
 )
 def test_simulate_flags_out_of_range_are_refused_up_front(flags, named):
