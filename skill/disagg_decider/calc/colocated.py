@@ -25,7 +25,7 @@ from typing import NamedTuple
 import numpy as np
 
 from disagg_decider.calc import chunk_runs, queueing
-from disagg_decider.calc.arrays import broadcast
+from disagg_decider.calc.arrays import broadcast, first_best
 from disagg_decider.calc.decode import (
     decode_step_ms,
     engine_batch_grid,
@@ -386,7 +386,7 @@ def best_points(
     if keep is not None:
         rate, batch = _spread(rate, keep), _spread(batch, keep)
     rate, batch = rate.reshape(shape[:-1]), batch.reshape(shape[:-1])
-    best = rate.argmax(axis=-1)
+    best = first_best(rate, axis=-1)  # chunk sizes that tie on rate: the smallest
     return ColocatedPoint(rate_per_s=pick(rate, best), chunk_index=best, batch=pick(batch, best))
 
 
