@@ -17,7 +17,7 @@ from disagg_decider.decide import decide
 from disagg_decider.workload import resolve
 from tests.test_conditional import bimodal
 
-TTFT_MS = 2000.0
+TTFT_MS = bimodal().slo.ttft_ms  # the mix's own target (1.2 s, tests/bimodal_support.py)
 
 
 @pytest.fixture(scope="module")
