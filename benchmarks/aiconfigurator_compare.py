@@ -69,7 +69,7 @@ CASES = [
          8, 1000, 200, 300, 15, 3835.0, 3782.0),
     Case("qwen3-32b long", "qwen3-32b", "Qwen/Qwen3-32B", "h100", "h100_sxm", 16, 16000, 500,
          4000, 25, 99.0, 109.0),
-    # MoE, recorded 2026-12-02 (25 s to 3.5 min each on a busy 2-core machine).
+    # MoE, recorded 2026-12-02 (1.5 to 3.5 min each on a busy 2-core machine).
     Case("qwen3-235b fp8 chat", "qwen3-235b-a22b", "Qwen/Qwen3-235B-A22B-FP8", "h200", "h200_sxm",
          16, 4000, 1000, 2000, 30, 139.619, 124.948, "2026-12-02", "fp8_block", "bf16"),
     Case("deepseek-v3 chat", "deepseek-v3", "deepseek-ai/DeepSeek-V3", "h200", "h200_sxm", 16,
