@@ -33,7 +33,6 @@ Source = Literal[
 SOURCES: tuple[str, ...] = get_args(Source)
 
 
-
 def _fitted_names() -> frozenset[str]:
     """Efficiency constants whose defaults come from the fitted physics table
     (`calc/step_fit.json`, the default physics) rather than a plain default."""
