@@ -13,6 +13,7 @@ import pytest
 from disagg_decider import catalog
 from disagg_decider.calc import decode, kv, moe, parallel
 from disagg_decider.calc.lengths import Lengths
+from disagg_decider.calc.pins import pinned_layout
 from disagg_decider.calc.step import NVLINK_EFFICIENCY, Engine
 from disagg_decider.workload import Efficiency, Parallelism, load_workload_text
 
@@ -149,9 +150,9 @@ def test_layout_labels_and_candidates():
 
 def test_pins_accept_layouts_and_keep_tp_pins():
     p = Parallelism.model_validate({"prefill": {"dp": 8, "ep": 8}, "decode_tp": 8})
-    assert p.layout("prefill").label == "DP8/EP8"
-    assert p.layout("decode").label == "TP8"
-    assert p.layout("colocated") is None
+    assert pinned_layout(p, "prefill").label == "DP8/EP8"
+    assert pinned_layout(p, "decode").label == "TP8"
+    assert pinned_layout(p, "colocated") is None
 
 
 @pytest.mark.parametrize(

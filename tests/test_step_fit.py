@@ -18,9 +18,8 @@ from pathlib import Path
 
 import pytest
 
-from disagg_decider.calc import step_fit
 from disagg_decider.calc.step import Engine, iteration_ms
-from disagg_decider.catalog import get_gpu, get_model
+from disagg_decider.catalog import get_gpu, get_model, step_fit
 from disagg_decider.workload import Efficiency, parse_workload, resolve
 from tests.conftest import MINIMAL_WORKLOAD
 

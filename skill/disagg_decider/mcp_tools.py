@@ -17,12 +17,13 @@ import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
 from disagg_decider import catalog
-from disagg_decider.calc import compare, kv, prefill, step_fit, transfer
+from disagg_decider.calc import compare, kv, prefill, transfer
 from disagg_decider.calc.result import ThresholdPoint
 from disagg_decider.calc.step import Engine
+from disagg_decider.catalog import step_fit
 from disagg_decider.decide import decide
 from disagg_decider.errors import UserError
-from disagg_decider.frontier_sweep import Frontier
+from disagg_decider.frontier_rows import Frontier
 from disagg_decider.rules.loader import find_rule, rule_parameters, shipped
 from disagg_decider.userfiles import base_dir_for_tools, current_policy
 from disagg_decider.verdict import Reference, RuleIdentity, Verdict
@@ -312,7 +313,7 @@ def _link_figures(
         lat = latency_us if latency_us is not None else 0.0
         return f"{rate:g} Gb/s per GPU ({rate / 8:g} GB/s)", rate, eff, lat / 1e3
     spec = catalog.get_link(link_id)
-    rate = transfer.link_gbps_per_gpu(spec, gpu)
+    rate = catalog.link_gbps_per_gpu(spec, gpu)
     if rate <= 0:
         if gpu is None:
             raise UserError(

@@ -336,16 +336,6 @@ class Parallelism(_Strict):
             )
         )
 
-    def layout(self, role: str):
-        """The pinned layout of a role (calc/parallel.Layout), None when unpinned."""
-        from disagg_decider.calc.parallel import Layout  # numpy: only when searching
-
-        tp = getattr(self, f"{role}_tp")
-        if tp is not None:
-            return Layout.of(tp)
-        pin = getattr(self, role)
-        return None if pin is None else Layout.of(pin.tp, pin.dp, pin.ep)
-
 
 class Efficiency(_Strict):
     """Efficiency constants; defaults come from published measurements (physics.md 2.10)."""
@@ -377,7 +367,7 @@ class Efficiency(_Strict):
         default=8.0, ge=0, le=MAX_LATENCY_US, description="per TP all-reduce"
     )
     prefill_overhead_ms: float = Field(default=3.0, ge=0, le=60_000)
-    # The fitted step physics (`calc/step_fit.json`, `calc/step_fit.py`): the class defaults
+    # The fitted step physics (`calc/step_fit.json`, `catalog/step_fit.py`): the class defaults
     # below keep the plain roofline; a resolved workload gets the fitted values for its GPU x
     # engine x family x format unless it sets them.
     attention_mfu: float | None = Field(
@@ -561,7 +551,7 @@ class Resolved:
     # where the workload omits the weights' format (`with_native_dtypes`).
     dtypes_from: str = "workload"
     # The fitted step physics' table entry its unset efficiency constants came from
-    # (`calc/step_fit.py`); "" where it sets them all or no entry serves.
+    # (`catalog/step_fit.py`); "" where it sets them all or no entry serves.
     efficiency_from: str = ""
 
 
@@ -608,14 +598,14 @@ def with_native_dtypes(workload: Workload, model: catalog.ModelSpec) -> Workload
 def with_fitted_efficiency(
     workload: Workload, model: catalog.ModelSpec, gpu: catalog.Gpu
 ) -> tuple[Workload, str]:
-    """The workload with the fitted step physics (`calc/step_fit.py`) for every efficiency
+    """The workload with the fitted step physics (`catalog/step_fit.py`) for every efficiency
     constant it does not set (its own, or a calibration's, are kept), and where they came from.
     A constant set to its class default counts as not set (see below).
 
     The filled-in constants are not marked as given, so `assumptions.assumed` lists them as
     defaults the verdict used, with the table entry they came from.
     """
-    from disagg_decider.calc import step_fit
+    from disagg_decider.catalog import step_fit
 
     fit = step_fit.fitted(gpu.id, workload.engine, model.moe is not None, workload.weights_dtype)
     if fit is None:
@@ -660,10 +650,8 @@ def _resolve_link(ref: str | CustomNetwork, gpu: catalog.Gpu) -> tuple[catalog.L
             sources=["workload file"],
         )
         return link, ref.gbps_per_gpu
-    from disagg_decider.calc.transfer import link_gbps_per_gpu  # numpy: only when resolving
-
     link = catalog.get_link(ref)
-    gbps = link_gbps_per_gpu(link, gpu)
+    gbps = catalog.link_gbps_per_gpu(link, gpu)
     if gbps <= 0:
         raise UserError(f"cluster.network: {gpu.id} has no NVLink-class scale-up link")
     return link, gbps

@@ -41,6 +41,7 @@ from disagg_decider.calc.frontier import (
     value_at,
 )
 from disagg_decider.calc.lengths import Lengths
+from disagg_decider.calc.low_load import rate_below_batch_one
 from disagg_decider.calc.step import Engine, PassTerms, pass_terms
 
 # Up to this many (line, batch) points, evaluate them all at once; beyond, bisect each line.
@@ -400,7 +401,6 @@ def _below_batch_one(at: Lines, rate: np.ndarray, batch: np.ndarray, wanted: np.
     failing = np.ravel(rate) <= 0.0
     if not failing.any():
         return rate, batch
-    from disagg_decider.calc.low_load import rate_below_batch_one
 
     def sub(a) -> np.ndarray:
         return np.asarray(a)[failing]
@@ -415,7 +415,7 @@ def _below_batch_one(at: Lines, rate: np.ndarray, batch: np.ndarray, wanted: np.
         sub(at.servers),
     )
     rate, batch = np.array(rate, dtype=float), np.array(batch, dtype=float)
-    low_rate = rate_below_batch_one(low)
+    low_rate = rate_below_batch_one(low, evaluate(low, 1.0, with_ttft=True, with_headroom=False))
     carries = low_rate * np.ravel(sub(at.servers)) >= np.ravel(sub(wanted)) * (1.0 - 1e-9)
     low_rate = np.where(carries, low_rate, 0.0).reshape(rate[failing].shape)
     rate[failing] = low_rate

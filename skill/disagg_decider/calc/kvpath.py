@@ -12,7 +12,7 @@ from dataclasses import dataclass, replace
 import numpy as np
 
 from disagg_decider.calc import kv, transfer
-from disagg_decider.catalog import get_link
+from disagg_decider.catalog import get_link, link_gbps_per_gpu
 from disagg_decider.workload import Resolved
 
 
@@ -74,7 +74,7 @@ def transfer_path(r: Resolved) -> TransferPath:
     has_nvlink = r.gpu.scaleup_gb_per_s > 0
     if r.link.kind == "scale-up" or (c.gpus <= domain and has_nvlink):
         nvlink = get_link("nvlink")
-        gbps = transfer.link_gbps_per_gpu(nvlink, r.gpu)
+        gbps = link_gbps_per_gpu(nvlink, r.gpu)
         return TransferPath("scale-up", gbps, nvlink.efficiency, nvlink.latency_us / 1e3, True)
     if c.gpus <= c.gpus_per_node and not c.heterogeneous:
         return TransferPath("pcie", PCIE_GB_PER_S * 8.0, PCIE_EFFICIENCY, PCIE_LATENCY_MS, True)

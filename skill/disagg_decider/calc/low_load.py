@@ -19,15 +19,19 @@ one the sizing reports within the targets.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import numpy as np
 
-from disagg_decider.calc.colocated import Lines, evaluate
+if TYPE_CHECKING:
+    from disagg_decider.calc.colocated import ColocatedGrid, Lines
 
 
-def rate_below_batch_one(at: Lines) -> np.ndarray:
+def rate_below_batch_one(at: Lines, one: ColocatedGrid) -> np.ndarray:
     """Requests per second each line carries within both p99 targets below one sequence in
-    flight; 0 where even an idle replica misses a target or no sequence's KV fits."""
-    one = evaluate(at, 1.0, with_ttft=True, with_headroom=False)
+    flight; 0 where even an idle replica misses a target or no sequence's KV fits. `one` is
+    the lines evaluated at B = 1 with TTFT (`colocated.evaluate`): the caller evaluates, so this
+    module reads that point and imports nothing of the search that calls it."""
     shares = [
         _share(np.ravel(one.idle_ttft_ms), np.ravel(one.ttft_p99_ms), np.ravel(at.ttft_ms)),
         _share(np.ravel(one.idle_tpot_ms), np.ravel(one.tpot_p99_ms), np.ravel(at.tpot_ms)),

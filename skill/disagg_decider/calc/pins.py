@@ -20,17 +20,28 @@ anything is priced:
 
 from __future__ import annotations
 
+from disagg_decider.calc.parallel import Layout
 from disagg_decider.errors import UserError
-from disagg_decider.workload import Resolved
+from disagg_decider.workload import Parallelism, Resolved
 
 ROLES = ("colocated", "prefill", "decode")
+
+
+def pinned_layout(p: Parallelism, role: str) -> Layout | None:
+    """The layout `parallelism:` pins for a role (`<role>_tp` or `<role>: {tp, dp, ep}`), None
+    when the role is left to the search."""
+    tp = getattr(p, f"{role}_tp")
+    if tp is not None:
+        return Layout.of(tp)
+    pin = getattr(p, role)
+    return None if pin is None else Layout.of(pin.tp, pin.dp, pin.ep)
 
 
 def problems(r: Resolved) -> list[str]:
     """Every rule a workload's pins break, one message each (empty when they can all run)."""
     w = r.workload
     c = w.cluster
-    pins = {role: w.parallelism.layout(role) for role in ROLES}
+    pins = {role: pinned_layout(w.parallelism, role) for role in ROLES}
     domain = max(c.gpus_per_node, r.gpu.scaleup_domain_gpus)
     out = []
     for role, lay in pins.items():

@@ -30,6 +30,7 @@ from disagg_decider.calc.ingress_queue import receiver_rate_per_s
 from disagg_decider.calc.kvpath import TransferPath, transfer_path
 from disagg_decider.calc.lengths import Lengths
 from disagg_decider.calc.parallel import Layout
+from disagg_decider.calc.pins import pinned_layout
 from disagg_decider.calc.pool_rates import PoolRates
 from disagg_decider.calc.pools import (
     ingress_rate_per_s,
@@ -119,7 +120,7 @@ def pinned_layouts(w: Workload) -> dict[str, Layout | None]:
     p = w.parallelism
     if not p.pins_any:
         return dict.fromkeys(ROLES)
-    return {role: p.layout(role) for role in ROLES}
+    return {role: pinned_layout(p, role) for role in ROLES}
 
 
 def pinned_tps(w: Workload) -> dict[str, int | None]:

@@ -18,7 +18,7 @@ with mfu(t) = MFU x t / (t + saturation) / (1 + s_tp log2 TP), t the pass's toke
 layers and T k / E for a routed expert (whose saturation is its own).
 `benchmarks/fit_step_physics.py` fits the constants per GPU x engine x model family x weight
 format to aiconfigurator-core's measured step times; a workload gets them by default
-(`calc/step_fit.py`).
+(`catalog/step_fit.py`).
 """
 
 from __future__ import annotations

@@ -2,30 +2,13 @@
 
 `serialized` is what vLLM's and SGLang's NIXL paths do (decode pulls the KV once prefill ends);
 `layerwise` streams each layer while the next is computed, as TensorRT-LLM and Mooncake do,
-leaving roughly one layer's transfer exposed.
+leaving roughly one layer's transfer exposed. A link's line rate per GPU is the catalog's
+(`catalog.link_gbps_per_gpu`), which `workload.resolve` reads too.
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 import numpy as np
-
-if TYPE_CHECKING:
-    from disagg_decider.catalog import Gpu, Link
-
-
-def link_gbps_per_gpu(link: Link, gpu: Gpu | None) -> float:
-    """Gb/s one GPU gets on a catalog link, one way.
-
-    A scale-up link (NVLink) has no figure of its own: it runs at the GPU's scale-up bandwidth,
-    0 when the GPU is not known or has none (callers refuse that). A network link carries its
-    catalog figure.
-    """
-    if link.kind == "scale-up":
-        return gpu.scaleup_gb_per_s * 8.0 if gpu is not None else 0.0
-    assert link.gbps is not None
-    return link.gbps
 
 
 def effective_gb_per_s(link_gbps: float, efficiency: float, parallel_links: int) -> float:

@@ -61,7 +61,7 @@ def worked_links() -> tuple[LinkColumn, ...]:
     for label, link_id in WORKED_LINKS:
         link = catalog.get_link(link_id)
         gpu = catalog.get_gpu(WORKED_NVLINK_GPU)
-        gbps = transfer.link_gbps_per_gpu(link, gpu)
+        gbps = catalog.link_gbps_per_gpu(link, gpu)
         name = f"{link.name}, {gpu.name}" if link.kind == "scale-up" else link.name
         columns.append(
             LinkColumn(

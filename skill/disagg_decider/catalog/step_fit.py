@@ -23,7 +23,10 @@ from pathlib import Path
 
 from disagg_decider import dtypes
 
-TABLE_PATH = Path(__file__).with_name("step_fit.json")
+# The table stays beside the calculator that it parameterises, under the name verdicts cite
+# ("calc/step_fit.json <entry>"); this reader sits with the catalogs, below both `workload`
+# (which fills in the constants when it resolves a workload) and the calculator.
+TABLE_PATH = Path(__file__).resolve().parents[1] / "calc" / "step_fit.json"
 
 # GPUs the database lacks -> the covered GPU whose constants they take, and why.
 GPU_FALLBACK: dict[str, tuple[str, str]] = {
