@@ -41,10 +41,10 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT / "skill") not in sys.path:
     sys.path.insert(0, str(ROOT / "skill"))
 
-from disagg_decider.calc import silicon, silicon_steps  # noqa: E402
-from disagg_decider.calc.decode import decode_step_ms  # noqa: E402
-from disagg_decider.calc.parallel import label  # noqa: E402
-from disagg_decider.calc.step import Engine, iteration_ms  # noqa: E402
+from disagg_decider.calc.physics import silicon, silicon_steps  # noqa: E402
+from disagg_decider.calc.physics.parallel import label  # noqa: E402
+from disagg_decider.calc.physics.step import Engine, iteration_ms  # noqa: E402
+from disagg_decider.calc.replicas.decode import decode_step_ms  # noqa: E402
 from disagg_decider.catalog import (  # noqa: E402
     get_gpu,
     get_model,

@@ -128,3 +128,81 @@ def cycles(g: Mapping[str, Iterable[str]]) -> list[list[str]]:
                 if len(component) > 1 or node in g.get(node, ()):
                     found.append(sorted(component))
     return sorted(found)
+
+
+# --- layers --------------------------------------------------------------------------------------
+
+# The package's layers, bottom to top, by module-name prefix (a module takes the layer of its
+# longest matching prefix). The calculator's own layers come from `calc.LAYERS`; every calc
+# module must be in one. Modules no prefix names are the front ends (CLI, MCP, renderers,
+# emitters, simulator, calibration), the top layer.
+BELOW_CALC: tuple[tuple[str, tuple[str, ...]], ...] = (
+    ("files", ("errors", "dtypes", "userfiles", "yamlio", "shipped_data", "gcpause", "progress")),
+    ("catalog", ("catalog",)),
+    ("workload", ("workload", "classes", "calibrate.file")),
+)
+ABOVE_CALC: tuple[tuple[str, tuple[str, ...]], ...] = (
+    (
+        "decision",
+        (
+            "metrics",
+            "rules.schema",
+            "rules.engine",
+            "rules.lint",
+            "rules.loader",
+            "rules.text",
+            "calibrate.apply",
+            "plan",
+            "plan_text",
+            "layout_text",
+            "verdict",
+            "assumptions",
+            "provenance",
+            "confidence",
+            "interactivity",
+            "pool",
+            "decide",
+        ),
+    ),
+)
+FRONT_ENDS = "front ends"
+
+
+def layer_table(
+    calc_layers: tuple[tuple[str, tuple[str, ...]], ...],
+) -> list[tuple[str, tuple[str, ...]]]:
+    """Every layer bottom to top with its module prefixes (relative to the package)."""
+    inner = [
+        (f"calc.{name}", tuple(f"calc.{p}" for p in prefixes)) for name, prefixes in calc_layers
+    ]
+    # the calc package itself (its __init__ holds only the map) sits at the calculator's top
+    inner[-1] = (inner[-1][0], (*inner[-1][1], "calc"))
+    return [*BELOW_CALC, *inner, *ABOVE_CALC, (FRONT_ENDS, ())]
+
+
+def layer_of(module: str, table: list[tuple[str, tuple[str, ...]]]) -> tuple[int, str]:
+    """(position bottom-up, name) of the layer a package module belongs to."""
+    relative = module.removeprefix(PACKAGE).removeprefix(".")
+    best: tuple[int, int, str] | None = None  # (prefix length, position, name)
+    for position, (name, prefixes) in enumerate(table):
+        for prefix in prefixes:
+            inside = relative == prefix or relative.startswith(prefix + ".")
+            if inside and (best is None or len(prefix) > best[0]):
+                best = (len(prefix), position, name)
+    if best is None:
+        return len(table) - 1, table[-1][0]
+    return best[1], best[2]
+
+
+def upward_imports(
+    g: Mapping[str, Iterable[str]], table: list[tuple[str, tuple[str, ...]]]
+) -> list[str]:
+    """Every import from a layer into one above it, as readable lines (empty when none)."""
+    out = []
+    for module in sorted(g):
+        here, name = layer_of(module, table)
+        for target in sorted(g[module]):
+            there, target_name = layer_of(target, table)
+            if there > here:
+                out.append(f"{module} ({name}) imports {target} ({target_name})")
+    return out

@@ -5,10 +5,10 @@ from __future__ import annotations
 import pytest
 
 from disagg_decider import catalog
-from disagg_decider.calc import kv, transfer
-from disagg_decider.calc.decode import decode_step_ms
-from disagg_decider.calc.prefill import prefill_ms
-from disagg_decider.calc.step import Engine
+from disagg_decider.calc.physics import kv, transfer
+from disagg_decider.calc.physics.step import Engine
+from disagg_decider.calc.replicas.decode import decode_step_ms
+from disagg_decider.calc.replicas.prefill import prefill_ms
 from disagg_decider.workload import Efficiency
 
 

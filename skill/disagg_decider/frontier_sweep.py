@@ -228,7 +228,7 @@ def analysis_row(
 
 def output_mean_tokens(w: Workload) -> float:
     """Mean output tokens per request: goodput is in requests, the field's unit in tokens."""
-    from disagg_decider.calc.lengths import Lengths
+    from disagg_decider.calc.replicas.lengths import Lengths
 
     return float(np.ravel(Lengths.of(w).output_mean)[0])
 

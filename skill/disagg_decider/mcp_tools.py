@@ -17,9 +17,11 @@ import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
 from disagg_decider import catalog
-from disagg_decider.calc import compare, kv, prefill, transfer
+from disagg_decider.calc import compare
+from disagg_decider.calc.physics import kv, transfer
+from disagg_decider.calc.physics.step import Engine
+from disagg_decider.calc.replicas import prefill
 from disagg_decider.calc.result import ThresholdPoint
-from disagg_decider.calc.step import Engine
 from disagg_decider.catalog import step_fit
 from disagg_decider.decide import decide
 from disagg_decider.errors import UserError

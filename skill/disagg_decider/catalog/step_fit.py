@@ -1,6 +1,6 @@
 """The default step physics: efficiency constants fitted to measured silicon (issue 24).
 
-`benchmarks/fit_step_physics.py` fits the constants of the pass model (`calc/step_split.py`)
+`benchmarks/fit_step_physics.py` fits the constants of the pass model (`calc/physics/step_split.py`)
 per GPU x engine x model family x weight format to aiconfigurator-core's estimates, which
 compose measured kernel timings, and writes them with their source and residuals to
 `calc/step_fit.json`. A workload that does not set an `efficiency.*` constant is priced with the

@@ -32,7 +32,7 @@ from typing import Literal
 
 import numpy as np
 
-from disagg_decider.calc.step import Engine
+from disagg_decider.calc.physics.step import Engine
 from disagg_decider.gcpause import paused_collector
 from disagg_decider.sim.batch import DecodeBatch, run_ms, steps_within
 from disagg_decider.sim.outcome import Outcome
@@ -61,7 +61,7 @@ class ColocatedConfig:
         return self.replicas * self.tp
 
     def layout(self) -> str:
-        from disagg_decider.calc.parallel import label
+        from disagg_decider.calc.physics.parallel import label
 
         policy = f"chunk {self.chunk_tokens}" if self.policy == "chunked" else "prefill-first"
         shape = label(self.tp // self.dp, self.dp, self.ep)
