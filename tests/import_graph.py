@@ -6,8 +6,10 @@ still a module that needs one above it). Imports under `if TYPE_CHECKING:` do no
 never run, and type annotations may name a type from any layer.
 
 A `from package import name` where `package.name` is a module is an edge to that module; an
-import of a name the package defines in its `__init__` is an edge to the package. Edges to
-modules outside the package are dropped.
+import of a name the package defines in its `__init__` is an edge to the package. A string that
+is a package module's full dotted name counts as an import of it (`importlib.import_module`,
+a forkserver's preload list, `cli_lazy.COMMANDS`). Edges to modules outside the package are
+dropped.
 """
 
 from __future__ import annotations
@@ -66,6 +68,10 @@ def imported_modules(name: str, path: Path, modules: Iterable[str], source: str 
             for alias in node.names:
                 full = f"{module}.{alias.name}"
                 dotted.add(full if full in known else module)
+        elif isinstance(node, ast.Constant) and isinstance(node.value, str) and node.value in known:
+            # `importlib.import_module("disagg_decider.x")`, a forkserver preload list, a
+            # table of lazily loaded commands: a module named in full is imported by name
+            dotted.add(node.value)
     owners = {_owner(d, known) for d in dotted}
     return {o for o in owners if o is not None and o != name}
 

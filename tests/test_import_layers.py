@@ -23,6 +23,9 @@ def test_the_walk_sees_every_module_and_lazy_imports():
     assert len(g) > 150
     # `frontier_sweep` imports `frontier_rate_matched` inside a function only
     assert "disagg_decider.frontier_rate_matched" in g["disagg_decider.frontier_sweep"]
+    # by name: `cli_lazy.COMMANDS` (importlib), `mcp_workers`' forkserver preload
+    assert "disagg_decider.deploy.cli" in g["disagg_decider.cli_lazy"]
+    assert "disagg_decider.mcp_worker_main" in g["disagg_decider.mcp_workers"]
 
 
 def test_a_circle_through_a_lazy_import_is_found(tmp_path):

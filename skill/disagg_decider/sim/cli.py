@@ -9,13 +9,12 @@ from __future__ import annotations
 
 import json
 import sys
-from enum import StrEnum
 from pathlib import Path
 from typing import Annotated
 
 import typer
 
-from disagg_decider.cli_common import ReportFormat
+from disagg_decider.cli_common import ReportFormat, choices
 from disagg_decider.errors import UserError
 from disagg_decider.progress import Progress
 from disagg_decider.sim.cli_conditional import (
@@ -33,26 +32,16 @@ from disagg_decider.sim.cli_conditional import (
 )
 from disagg_decider.sim.cli_trace import trace_summarize
 
-
-class OutFormat(StrEnum):
-    text = "text"
-    json = "json"
+OutFormat = choices("OutFormat", "text", "json")
 
 
-class RouterChoice(StrEnum):
-    least_work = "least-work"
-    round_robin = "round-robin"
-    random = "random"
+RouterChoice = choices("RouterChoice", "least-work", "round-robin", "random")
 
 
-class BatchCap(StrEnum):
-    engine = "engine"
-    verdict = "verdict"
+BatchCap = choices("BatchCap", "engine", "verdict")
 
 
-class ColocatedPolicy(StrEnum):
-    chunked = "chunked"
-    prefill_first = "prefill-first"
+ColocatedPolicy = choices("ColocatedPolicy", "chunked", "prefill-first")
 
 
 WorkloadOpt = Annotated[

@@ -191,14 +191,8 @@ class Replica:
                 queue.popleft()
             self.pieces = []
         finishes = batch.finishes
-        if finishes and finishes[0][0] <= batch.step:
-            step, done = batch.step, []  # batch.pop_finished, inlined
-            while finishes and finishes[0][0] <= step:
-                _, rid, base = heappop(finishes)
-                batch.context_base -= base
-                batch.size -= 1
-                done.append(rid)
-            for rid in done:
+        if finishes and finishes[0][0] <= batch.step:  # checked here: most steps end none
+            for rid in batch.pop_finished():
                 self._finish(rid, now)
         self.plan(now)
 
@@ -415,10 +409,4 @@ def simulate(engine: Engine, requests: Requests, cfg: ColocatedConfig, progress=
             replica = replicas[r]
             if version == replica.version:
                 replica.run_ended(now)
-    return Outcome(
-        mode="colocated",
-        gpus=cfg.gpus,
-        first_token_ms=np.asarray(shared.first_ms),
-        done_ms=np.asarray(shared.done_ms),
-        layout=cfg.layout(),
-    )
+    return Outcome.of("colocated", cfg, shared)

@@ -222,14 +222,8 @@ def simulate(
                 worker.run_ended(now)
 
     run_events(requests.arrival_ms.tolist(), heap, on_event, arrive, progress)
-    return Outcome(
-        mode="conditional",
-        gpus=cfg.gpus,
-        first_token_ms=np.asarray(shared.first_ms),
-        done_ms=np.asarray(shared.done_ms),
-        layout=cfg.layout(),
-        share_to_prefill=sent[0] / len(requests) if len(requests) else 0.0,
-    )
+    share = sent[0] / len(requests) if len(requests) else 0.0
+    return Outcome.of("conditional", cfg, shared, share_to_prefill=share)
 
 
 def config_of(

@@ -255,13 +255,7 @@ class _Decoder:
         finishes = batch.finishes
         if finishes and finishes[0][0] <= step:
             done_ms, kv_need = sim.done_ms, sim.kv_need
-            finished = []  # batch.pop_finished, inlined
-            while finishes and finishes[0][0] <= step:
-                _, rid, base = heappop(finishes)
-                batch.context_base -= base
-                batch.size -= 1
-                finished.append(rid)
-            for rid in finished:
+            for rid in batch.pop_finished():
                 done_ms[rid] = now
                 self.seated -= 1
                 self.kv_used -= kv_need[rid]
@@ -346,10 +340,4 @@ def simulate(
         while heap:
             now, _, kind, a, b = heappop(heap)
             handle(now, kind, a, b)
-    return Outcome(
-        mode="disaggregated",
-        gpus=cfg.gpus,
-        first_token_ms=np.asarray(sim.first_ms),
-        done_ms=np.asarray(sim.done_ms),
-        layout=cfg.layout(),
-    )
+    return Outcome.of("disaggregated", cfg, sim)
