@@ -40,20 +40,55 @@ DECIDE = [sys.executable, "-m", "disagg_decider"]
 DEPENDENCIES = "import pydantic, typer, yaml, jinja2, numpy"
 
 # Runs `argv` and prints: seconds to the first stdout line, seconds to the end, CPU seconds of
-# the process tree and the largest resident set (KiB) in it.
+# the process tree and the largest resident set (KiB) in it. Every half second it also sums
+# the resident sets of the whole tree (the command and every process under it, from /proc;
+# pages a fork shares with its parent count in both, so the sum errs high) and, every
+# `curve_s` seconds, records (seconds, rows written so far, that sum): the peak of the sum and
+# the curve of memory against rows come back too (Linux; elsewhere the sum reads 0).
 WRAPPER = """
-import json, resource, subprocess, sys, time
+import json, os, resource, subprocess, sys, threading, time
+curve_s = float(os.environ.get("BATCH_SCALE_CURVE_S", "10"))
 start = time.perf_counter()
 proc = subprocess.Popen(sys.argv[1:], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
+state = {"rows": 0, "peak": 0, "curve": [], "done": False}
+
+def tree_rss_kib(root):
+    pids, total, i = [root], 0, 0
+    while i < len(pids):
+        pid, i = pids[i], i + 1
+        try:
+            with open(f"/proc/{pid}/status") as f:
+                total += next((int(l.split()[1]) for l in f if l.startswith("VmRSS:")), 0)
+            for tid in os.listdir(f"/proc/{pid}/task"):
+                with open(f"/proc/{pid}/task/{tid}/children") as f:
+                    pids += [int(x) for x in f.read().split()]
+        except (OSError, ValueError):
+            pass
+    return total
+
+def sample():
+    last = -curve_s
+    while not state["done"]:
+        rss, now = tree_rss_kib(proc.pid), time.perf_counter() - start
+        state["peak"] = max(state["peak"], rss)
+        if now - last >= curve_s:
+            state["curve"].append((round(now, 1), state["rows"], rss))
+            last = now
+        time.sleep(0.5)
+
+threading.Thread(target=sample, daemon=True).start()
 first = None
 for line in proc.stdout:
+    state["rows"] += 1
     if first is None:
         first = time.perf_counter() - start
 code = proc.wait()
+state["done"] = True
 wall = time.perf_counter() - start
 use = resource.getrusage(resource.RUSAGE_CHILDREN)
 print(json.dumps({"code": code, "first_s": first, "wall_s": wall,
-                  "cpu_s": use.ru_utime + use.ru_stime, "maxrss_kib": use.ru_maxrss}))
+                  "cpu_s": use.ru_utime + use.ru_stime, "maxrss_kib": use.ru_maxrss,
+                  "tree_peak_kib": state["peak"], "curve": state["curve"]}))
 """
 
 
@@ -116,13 +151,20 @@ def throughput(path: Path, n: int, repeats: int, chunk: int) -> None:
 
 
 def memory(folder: Path, sizes: list[int], jobs: int, chunk: int) -> None:
-    print(f"\npeak RSS (largest process of the tree), --jobs {jobs}, --chunk {chunk}")
+    print(f"\npeak RSS, --jobs {jobs}, --chunk {chunk}: the largest process of the tree, and")
+    print("the tree's summed RSS (parent + workers, sampled every 0.5 s) at its peak")
     for n in sizes:
         r = batch(write_mix(n, folder), jobs, chunk)
         print(
-            f"{n:>7,} workloads: {r['maxrss_kib'] / 1024:.0f} MiB; first row after "
-            f"{r['first_s']:.2f} s of {r['wall_s']:.1f} s; {n / r['cpu_s']:.0f} per CPU-second"
+            f"{n:>7,} workloads: largest process {r['maxrss_kib'] / 1024:.0f} MiB, tree "
+            f"{r['tree_peak_kib'] / 1024:.0f} MiB; first row after {r['first_s']:.2f} s of "
+            f"{r['wall_s']:.1f} s; {n / r['cpu_s']:.0f} per CPU-second"
         )
+        curve = r["curve"]
+        if len(curve) > 2:  # the tree's RSS against rows written, at up to 8 points
+            picks = [curve[round(k * (len(curve) - 1) / 7)] for k in range(8)]
+            points = ", ".join(f"{rows:,} rows {kib / 1024:.0f} MiB" for _, rows, kib in picks)
+            print(f"         tree RSS as rows are written: {points}")
 
 
 def startup(repeats: int) -> None:

@@ -4,7 +4,8 @@
 and TPOT 25 ms (Qwen3-32B FP8 on vLLM). The issue's TTFT was 2 s; on the default physics fitted to
 measured silicon (issue 24) prefill is fast enough there that always-disaggregated ties the
 conditional layout (calculator +0.5%, simulator -1%), so the tests take the tighter target at
-which sending only the RAG prompts wins again (calculator +10%, simulator +8%). Plain data (no project imports), so the digest script
+which sending only the RAG prompts wins again (calculator +10%, simulator +8%). Plain data (no
+project imports), so the digest script
 `tests/sim_signature_cases.py` can read it when run on its own.
 """
 

@@ -1,11 +1,11 @@
 """Conditional disaggregation (issue 14): mixed traffic, the threshold chosen for goodput.
 
 The bimodal workload of the issue: 70% 400/150-token chat beside 30% 16K/300-token RAG on
-16 H200 over 400G RDMA, p99 TTFT 1.2 s (tests/bimodal_support.py says why not 2 s) and TPOT 25 ms
-(Qwen3-32B FP8 on vLLM). Sending only the
-RAG prompts to a prefill pool beats both colocating everything (the long prompts' chunks slow
-every decode step) and disaggregating everything (the chat prompts pay a transfer and a
-prefill pool for work a decode worker does in one chunk).
+16 H200 over 400G RDMA, p99 TTFT 1.2 s (tests/bimodal_support.py says why not 2 s) and TPOT
+25 ms (Qwen3-32B FP8 on vLLM). Sending only the RAG prompts to a prefill pool beats both
+colocating everything (the long prompts' chunks slow every decode step) and disaggregating
+everything (the chat prompts pay a transfer and a prefill pool for work a decode worker does in
+one chunk).
 """
 
 from __future__ import annotations

@@ -199,8 +199,9 @@ def test_the_simulator_meets_the_targets_on_the_pool_the_verdict_found():
 
 def test_an_unloaded_colocated_best_is_a_replica_with_nothing_else_running():
     """The 'unloaded' TPOT a colocated SLO limit names is a decode step with no prompt chunk
-    riding along (5.48 ms on TP8 here, 5.81 on the roofline), not the p99 of a replica with one sequence always
-    decoding (it said 13.71 ms); and a 7 ms target that step meets is served at this load."""
+    riding along (5.48 ms on TP8 here, 5.81 on the roofline), not the p99 of a replica with one
+    sequence always decoding (it said 13.71 ms); and a 7 ms target that step meets is served at
+    this load."""
     tight = {**SHORT_OUTPUTS_70B, "name": "70b-5ms", "slo": {"ttft_ms": 1000, "tpot_ms": 5}}
     colo = [x for x in _decide(tight).limits if x.mode == "colocated"]
     assert colo and colo[0].kind == "slo"

@@ -126,15 +126,20 @@ def test_deploy_caps_each_dp_rank_at_its_share_of_the_replica_batch():
     """The verdict sizes a DP replica's whole batch; the engine flag applies per rank."""
     from pathlib import Path
 
-    from disagg_decider.decide import decide_file
+    from disagg_decider.decide import decide
     from disagg_decider.deploy.plan import make_plan
     from disagg_decider.workload import load_workload
 
     path = Path(__file__).resolve().parents[1] / "examples" / "deepseek-v3-32xh200-colocate.yaml"
     w = load_workload(path)
-    v = decide_file(path)
+    # At the example's TPOT of 25 ms the fitted SGLang DeepSeek-V3 decode (h200 moe fp8) holds
+    # one sequence per DP rank (DP32/EP32 at 32, 2.48 req/s; the roofline held 223): a cap of
+    # one per rank cannot tell a per-rank flag from a per-replica one. At 50 ms the replica
+    # holds 189 (DP32/EP32, 7.2 req/s): 6 per rank, the last one short.
+    w = w.model_copy(update={"slo": w.slo.model_copy(update={"tpot_ms": 50})})
+    v = decide(w)
     s = v.sizing
-    assert s.colocated_dp > 1 and s.colocated_max_batch > s.colocated_dp
+    assert s.colocated_dp > 1 and s.colocated_max_batch > 2 * s.colocated_dp
     (pool,) = make_plan(w, v, "sglang", base_dir=path.parent).pools
     assert pool.max_num_seqs == -(-s.colocated_max_batch // s.colocated_dp)
     assert pool.max_num_seqs * s.colocated_dp >= s.colocated_max_batch

@@ -136,6 +136,9 @@ def test_pool_size_options_resize_with_verdict_tp(chat) -> None:
 
     w70 = load_workload(ROOT / "examples" / "rag-8k-h200-rdma-dynamo.yaml")
     v70 = decide(w70)
-    assert v70.sizing.prefill_tp > 1
-    with pytest.raises(UserError, match="multiple of the verdict's TP degree"):
-        run.setup(resolve(w70), v70, prefill_gpus=v70.sizing.prefill_tp + 1)
+    # On the fitted physics the 70B RAG plan prefills on TP1 replicas and decodes on TP4 (the
+    # roofline prefilled on TP2): a size off the decode pool's TP is the one that can be wrong.
+    tp = v70.sizing.decode_tp
+    assert tp > 1
+    with pytest.raises(UserError, match=r"--decode-gpus .*multiple of the verdict's TP degree"):
+        run.setup(resolve(w70), v70, decode_gpus=tp + 1)

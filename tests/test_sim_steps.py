@@ -40,10 +40,12 @@ def test_mixed_table_matches_iteration_ms(eng) -> None:
         ctx, tokens, s = rng.uniform(0, 20000), rng.uniform(1, 2048), rng.uniform(0, 16000)
         direct = float(iteration_ms(eng, float(b), ctx, tokens, s))
         worst = max(worst, abs(table.ms(b, ctx, tokens, s) / direct - 1.0))
-    # 2.5%: a MoE pass's roofline kink (memory against compute plus the experts' GEMMs at
-    # tokens per expert, issue 24) falls inside one token cell at small context (2.01% on
-    # DeepSeek-V3 at 75 tokens); the next worst of its 300 points is 0.99%.
-    assert worst < 0.025
+    # The fitted pass (issue 24) is a sum of maxima (weights read against GEMMs, KV read
+    # against attention FLOPs) whose kinks move with batch, context and prompt context at once,
+    # which a multilinear table cannot follow exactly: on DeepSeek-V3 TP8 (MLA) the worst of
+    # 300 points is 4.3% with the square-root context grid (16.8% with the even 9-point grid
+    # it had); on Llama-3.3-70B 0.4% (0.8%). A table per side of each maximum would close it.
+    assert worst < 0.05
 
 
 def test_fast_forwarded_run_matches_iteration_by_iteration(eng) -> None:

@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import Any
 
 from disagg_decider.assumptions import assumed
-from disagg_decider.calc.compare import analyze_many
+from disagg_decider.calc.compare import analyze_banded
 from disagg_decider.calc.modes.local_prefill_share import cold_local_share, dynamo_layout
 from disagg_decider.calc.result import Analysis
 from disagg_decider.confidence import confidence
@@ -17,6 +17,7 @@ from disagg_decider.interactivity import (
     GainCurve,
     band_curves,
     band_sentence,
+    band_tpot_ms,
     on_basis,
 )
 from disagg_decider.layout_text import layout_sentence
@@ -101,8 +102,10 @@ def decide_many(
             _calibrated(w, d, calibration) for w, d in zip(workloads, base_dirs, strict=True)
         ]
         resolved = [resolve(c.workload, d) for c, d in zip(calibrated, base_dirs, strict=True)]
-        analyses = [on_basis(r, a) for r, a in zip(resolved, analyze_many(resolved), strict=True)]
-        curves = band_curves(resolved, analyses) if band else [None] * len(resolved)
+        # The band's TPOT targets ride in the decision's own search (`analyze_banded`).
+        found, searched = analyze_banded(resolved, band_tpot_ms() if band else ())
+        analyses = [on_basis(r, a) for r, a in zip(resolved, found, strict=True)]
+        curves = band_curves(resolved, analyses, searched) if band else [None] * len(resolved)
         verdicts = [
             _verdict(loaded, r, a, overrides or {}, overrides_source, curve)
             for r, a, curve in zip(resolved, analyses, curves, strict=True)

@@ -18,6 +18,7 @@ from __future__ import annotations
 import dataclasses
 import math
 from collections.abc import Sequence
+from functools import cache
 
 import numpy as np
 
@@ -41,10 +42,14 @@ def tps_grid(low: float, high: float, points: int) -> np.ndarray:
     return np.geomspace(low, high, points)
 
 
+@cache
 def band_grid() -> np.ndarray:
-    """The verdict's coarse grid: every third point of the default frontier grid."""
+    """The verdict's coarse grid: every third point of the default frontier grid. Built once
+    (read-only): `np.geomspace` costs about half a millisecond, and every decision reads it."""
     fine = tps_grid(DEFAULT_LOW_TPS_USER, DEFAULT_HIGH_TPS_USER, DEFAULT_POINTS)
-    return fine[:: (DEFAULT_POINTS - 1) // (BAND_POINTS - 1)]
+    grid = fine[:: (DEFAULT_POINTS - 1) // (BAND_POINTS - 1)].copy()
+    grid.setflags(write=False)
+    return grid
 
 
 def at_tpot(
@@ -195,21 +200,38 @@ class GainCurve:
         )
 
 
-def band_curves(resolved: Sequence[Resolved], analyses: Sequence[Analysis]) -> list[GainCurve]:
+@cache
+def band_tpot_ms() -> tuple[float, ...]:
+    """The TPOT targets (ms) of the band's grid, as `band_curves` sets them."""
+    return tuple(float(1e3 / u) for u in band_grid())
+
+
+def band_curves(
+    resolved: Sequence[Resolved],
+    analyses: Sequence[Analysis],
+    searched: Sequence[list[tuple[float, float]] | None] | None = None,
+) -> list[GainCurve]:
     """Each workload's two fronts on the coarse grid, its own analysis at its own target.
 
     On the p99 basis the grid's targets go through the calculator's search alone
     (`calc.layouts.search.search`, as the crossover's prompt grid does): its goodput within the
     budget per GPU is the verdict's, without sizing pools for the rate, the report-only p99s or the
-    conditional layout, at about a quarter of a decision for all six targets. Static-basis and
-    heterogeneous workloads take the two-mode analysis (`analyze_many(modes_only=True)`).
+    conditional layout. `searched[i]`, where given, holds workload i's grid points already
+    searched with its own decision (`compare.analyze_banded`, `band_tpot_ms`); the rest are
+    searched here. Static-basis and heterogeneous workloads take the two-mode analysis
+    (`analyze_many(modes_only=True)`).
     """
     grid = band_grid()
-    variants = [at_tpot(r, 1e3 / u) for r in resolved for u in grid]
-    served = _served_per_gpu(variants)
+    searched = searched if searched is not None else [None] * len(resolved)
+    todo = [i for i, rows in enumerate(searched) if rows is None]
+    variants = [at_tpot(resolved[i], 1e3 / u) for i in todo for u in grid]
+    found = _served_per_gpu(variants)
+    served: list[list[tuple[float, float]]] = [rows or [] for rows in searched]
+    for n, i in enumerate(todo):
+        served[i] = found[n * len(grid) : (n + 1) * len(grid)]
     curves = []
     for i, (r, own) in enumerate(zip(resolved, analyses, strict=True)):
-        rows = served[i * len(grid) : (i + 1) * len(grid)]
+        rows = served[i]
         target = 1e3 / r.workload.slo.tpot_ms
         mine = (_served(own.colocated), _served(own.disaggregated))
         points = sorted(

@@ -63,9 +63,27 @@ def analyze_many(resolved: Sequence[Resolved], *, modes_only: bool = False) -> l
     `modes_only` leaves out the crossover and the conditional layout (both None): the
     heterogeneous path needs only each pool's two modes, and prices the rest itself.
     """
+    return analyze_banded(resolved, modes_only=modes_only)[0]
+
+
+Served = list[tuple[float, float]]  # (colocated, always-disaggregated) goodput per GPU
+
+
+def analyze_banded(
+    resolved: Sequence[Resolved], band_tpot_ms: Sequence[float] = (), *, modes_only: bool = False
+) -> tuple[list[Analysis], list[Served | None]]:
+    """`analyze_many`, and each workload's two modes' goodput per GPU at each TPOT target of
+    `band_tpot_ms` (the interactivity band's grid; 0 where a mode misses).
+
+    The targets' rows ride in the block's own search (rows are searched independently, so
+    each is what a search of that target alone gives) instead of a search of their own, which
+    for one decision costs about as much as the decision's. None where the band is priced
+    elsewhere (`interactivity.band_curves`): heterogeneous and static-basis workloads.
+    """
     for r in resolved:
         pins.check(r)  # a pin that cannot run is a user error, before anything is priced
     out: list[Analysis | None] = [None] * len(resolved)
+    served: list[Served | None] = [None] * len(resolved)
     groups: dict[tuple, list[int]] = {}
     for i, r in enumerate(resolved):
         if r.workload.cluster.heterogeneous:  # two GPU types: calc/modes/hetero.py
@@ -87,10 +105,10 @@ def analyze_many(resolved: Sequence[Resolved], *, modes_only: bool = False) -> l
         members.sort(key=lambda i: _tp_limits(resolved[i]))
         for start in range(0, len(members), BLOCK_WORKLOADS):
             block = members[start : start + BLOCK_WORKLOADS]
-            analyses = _analyze_block([resolved[i] for i in block], modes_only)
-            for i, analysis in zip(block, analyses, strict=True):
-                out[i] = analysis
-    return out  # type: ignore[return-value]
+            analyses, band = _analyze_block([resolved[i] for i in block], modes_only, band_tpot_ms)
+            for i, analysis, row in zip(block, analyses, band, strict=True):
+                out[i], served[i] = analysis, row
+    return out, served  # type: ignore[return-value]
 
 
 def _tp_limits(r: Resolved) -> tuple:
@@ -99,11 +117,15 @@ def _tp_limits(r: Resolved) -> tuple:
     return (min(w.cluster.gpus, w.cluster.gpus_per_node), *(p or 0 for p in pins))
 
 
-def _analyze_block(resolved: list[Resolved], modes_only: bool = False) -> list[Analysis]:
-    """Search every member's own prompt, then the side of its crossover grid it needs."""
+def _analyze_block(
+    resolved: list[Resolved], modes_only: bool = False, band_tpot_ms: Sequence[float] = ()
+) -> tuple[list[Analysis], list[Served | None]]:
+    """Search every member's own prompt (and its band targets' rows), then the side of its
+    crossover grid it needs."""
     members = members_of(resolved)
     own_prompts = [np.array([p]) for p in members.prompt_p50.tolist()]
     grid = crossover_grid(members.first)
+    extra = None if modes_only else _band_rows(resolved, band_tpot_ms)
     if modes_only:
         # Rows are searched independently, so the own prompts alone give the same modes.
         found = search(members.first, members.rows(own_prompts), members.layouts)
@@ -113,16 +135,17 @@ def _analyze_block(resolved: list[Resolved], modes_only: bool = False) -> list[A
         # Few workloads: numpy's fixed cost per call dominates, so one search takes the whole
         # grid along with the workloads' own prompts.
         prompts = [np.concatenate([p, grid]) for p in own_prompts]
-        found = search(members.first, members.rows(prompts), members.layouts)
+        found = search(members.first, members.rows(prompts, extra), members.layouts)
         stride = 1 + len(grid)
         rows = np.arange(len(resolved)) * stride
         crossovers = [
             _crossover(p, found.gain[k * stride : (k + 1) * stride]) for k, p in enumerate(prompts)
         ]
     else:
-        found = search(members.first, members.rows(own_prompts), members.layouts)
+        found = search(members.first, members.rows(own_prompts, extra), members.layouts)
         rows = np.arange(len(resolved))
-        crossovers = _crossovers(members, grid, own_prompts, found.gain)
+        crossovers = _crossovers(members, grid, own_prompts, found.gain[: len(resolved)])
+    band = _band_served(found, members, extra)
     own = _Own.of(members, rows)
     # The modes' and the conditional layout's report-only p99 TTFTs, solved in one bisection
     # once every choice is made (`reported_ttft`).
@@ -168,6 +191,29 @@ def _analyze_block(resolved: list[Resolved], modes_only: bool = False) -> list[A
                 warnings=members.warnings[k],
             )
         )
+    return out, band
+
+
+def _band_rows(resolved: list[Resolved], band_tpot_ms: Sequence[float]) -> tuple | None:
+    """`Members.rows`' extra rows: each p99-basis member at each band target, member-major."""
+    at = [k for k, r in enumerate(resolved) if r.workload.slo.basis == "p99-under-load"]
+    if not band_tpot_ms or not at:
+        return None
+    targets = [float(t) for t in band_tpot_ms]
+    return [k for k in at for _ in targets], targets * len(at)
+
+
+def _band_served(found: Found, members: Members, extra: tuple | None) -> list[Served | None]:
+    """The band rows' goodput per GPU of both modes, per member (the rows come last)."""
+    out: list[Served | None] = [None] * len(members.resolved)
+    if extra is None:
+        return out
+    first = len(found.gain) - len(extra[0])
+    colo = found.colo_within[first:].tolist()
+    split = found.disagg_within[first:].tolist()
+    for k, c, d in zip(extra[0], colo, split, strict=True):
+        gpus = float(members.budget[k])
+        out[k] = [*(out[k] or []), (c / gpus, d / gpus)]
     return out
 
 

@@ -9,7 +9,9 @@ the SLO semantics differ, so a verdict on this basis can be set beside theirs.
 
 - Colocated: every (TP, chunk budget, decode batch); the mean-field replica of
   `calc/benchmark.at_batch` gives its rate, the prompt's own chunk iterations its TTFT and the
-  mean iteration its TPOT.
+  mean iteration its TPOT. A batch whose prompts need more chunk iterations than there are
+  iterations (prompt channel busy >= 1) is not a steady state and is left out, as
+  AIConfigurator's agg model turns prefill-bound once its mix steps outnumber the output's.
 - Disaggregated: prefill replicas run one prompt at a time (AIConfigurator's default prefill
   batch of 1), TTFT = prefill + the exposed KV transfer; decode replicas run the largest batch
   whose step meets TPOT and whose KV fits; whole replicas are split as the p99 basis splits
@@ -100,7 +102,11 @@ def colocated_best(r: Resolved, lengths: Lengths) -> dict | None:
                 continue
             rep = benchmark.at_batch(engine, runs, float(chunk), b)
             ttft, tpot = rep.prefill_service_ms, rep.tpot_ms
-            ok = (ttft <= w.slo.ttft_ms) & (tpot <= w.slo.tpot_ms)
+            # A batch is sustainable only while the prompt chunks fit in the iterations: one
+            # chunk of (chunk - b) tokens per iteration, so the prompt channel must be busy
+            # less than all of the time (past that, the closed form's rate and TPOT are not a
+            # steady state: 16K prompts at chunk 256 with 14 decoding would need 151%).
+            ok = (ttft <= w.slo.ttft_ms) & (tpot <= w.slo.tpot_ms) & (rep.prefill_busy < 1.0)
             if not ok.any():
                 continue
             per_gpu = np.where(ok, rep.rate_per_s / tp, -1.0)

@@ -12,6 +12,13 @@ The database covers H100, H200, B200 and GB200 under vLLM, SGLang and TensorRT-L
 take the nearest covered one's constants (`GPU_FALLBACK`: efficiencies are shares of each
 GPU's own peak and bandwidth, so a GPU of the same generation and memory class is the closest
 stand-in); a weight format the grid lacks for a family takes that family's BF16 entry.
+
+Some entries were fitted on decode steps only (the database has DeepSeek-V3's and gpt-oss's
+decode kernels under SGLang, and DeepSeek-V3's under TensorRT-LLM, but not their prompt passes).
+Their prompt-only constants (`PROMPT_ONLY`) were never constrained: coordinate descent left
+prefill_mfu at its grid's first value, 0.02, which priced a 4,000-token DeepSeek-V3 prefill on
+TP8 H200 under SGLang at 1,234 ms against vLLM's fitted 210 ms (measured 217 ms). Those constants
+come from the same GPU x family x format entry of an engine whose data had prompt passes.
 """
 
 from __future__ import annotations
@@ -35,6 +42,12 @@ GPU_FALLBACK: dict[str, tuple[str, str]] = {
     "l40s": ("h100", "no L40S data; H100"),
     "mi300x": ("h200", "no AMD data; H200 (the nearest in HBM capacity and bandwidth)"),
 }
+
+
+# Constants only a pass carrying prompt tokens uses: a decode-only fit cannot determine them.
+PROMPT_ONLY: tuple[str, ...] = ("prefill_mfu", "prefill_overhead_ms")
+# Engines tried, in order, for the prompt constants of a decode-only entry.
+PROMPT_DONORS: tuple[str, ...] = ("vllm", "trtllm", "sglang")
 
 
 @dataclass(frozen=True)
@@ -64,6 +77,29 @@ def _entries() -> dict[tuple[str, str, str, str], dict[str, float]]:
     }
 
 
+@cache
+def _fitted_on_prompts() -> frozenset[tuple[str, str, str, str]]:
+    """Entries whose data had prompt passes (a `prefill` row in their residuals)."""
+    return frozenset(
+        (f["gpu"], f["engine"], f["family"], f["format"])
+        for f in _table()["fits"]
+        if "prefill" in f["residuals"]
+    )
+
+
+def _prompt_donor(key: tuple[str, str, str, str]) -> tuple[str, str, str, str] | None:
+    """For a decode-only entry, the same GPU x family x format entry of the first engine in
+    `PROMPT_DONORS` fitted on prompt passes; None where the entry needs none or none exists."""
+    covered = _fitted_on_prompts()
+    if key in covered:
+        return None
+    gpu, _, family, fmt = key
+    for engine in PROMPT_DONORS:
+        if (gpu, engine, family, fmt) in covered:
+            return gpu, engine, family, fmt
+    return None
+
+
 def weight_format(weights_dtype: str) -> str:
     """The table's format class of a priced weight format: the experts' (or all weights')
     format decides which tensor-core path the GEMMs take: fp4, fp8 or bf16."""
@@ -89,11 +125,18 @@ def fitted(gpu_id: str, engine: str, moe: bool, weights_dtype: str) -> Fitted | 
     if (gpu, engine, family, fmt) not in entries and fmt != "bf16":
         notes.append(f"no {family} {fmt} fit: {family} bf16 constants")
         fmt = "bf16"
-    constants = entries.get((gpu, engine, family, fmt))
+    key = (gpu, engine, family, fmt)
+    constants = entries.get(key)
     if constants is None:
         return None
+    constants = dict(constants)
+    donor = _prompt_donor(key)
+    if donor is not None:
+        constants.update({name: entries[donor][name] for name in PROMPT_ONLY})
+        names = ", ".join(PROMPT_ONLY)
+        notes.append(f"fitted on decode steps only: {names} from {' '.join(donor)}")
     note = f" ({'; '.join(notes)})" if notes else ""
-    return Fitted(dict(constants), f"{gpu} {engine} {family} {fmt}", note)
+    return Fitted(constants, f"{gpu} {engine} {family} {fmt}", note)
 
 
 def table_source() -> str:

@@ -271,11 +271,22 @@ class Members:
         )
         return batch_context(lengths, self, prompt_p50, index, shape)
 
-    def rows(self, prompts: Sequence[np.ndarray]) -> Rows:
-        """One row per member and prompt: member k at each of `prompts[k]` (p50 lengths)."""
+    def rows(self, prompts: Sequence[np.ndarray], extra: tuple | None = None) -> Rows:
+        """One row per member and prompt: member k at each of `prompts[k]` (p50 lengths).
+
+        `extra`, (member indices, TPOT targets ms), appends a row per entry: that member at its
+        own prompt with the TPOT target replaced (the interactivity band's targets, searched
+        with the decision's rows instead of in a search of their own).
+        """
         index = np.repeat(np.arange(len(self.resolved)), [len(p) for p in prompts])
         shape = (-1, 1, 1, 1)
         p50 = np.concatenate(prompts)
+        tpot_ms = self.tpot_ms[index]
+        if extra is not None:
+            extra_index = np.asarray(extra[0], dtype=int)
+            index = np.concatenate([index, extra_index])
+            p50 = np.concatenate([p50, self.prompt_p50[extra_index]])
+            tpot_ms = np.concatenate([tpot_ms, np.asarray(extra[1], dtype=float)])
         lengths = self.lengths(p50, index, shape)
         mixed = {} if self.mix is None else self.mix.rows_at(lengths, p50, index, shape)
         if self.class_context is not None:
@@ -286,7 +297,7 @@ class Members:
         return Rows(
             lengths=lengths,
             ttft_ms=self.ttft_ms[index].reshape(shape),
-            tpot_ms=self.tpot_ms[index].reshape(shape),
+            tpot_ms=tpot_ms.reshape(shape),
             budget=self.budget[index],
             path=self.path.take(index, (-1, 1, 1)),
             allowed={role: mask[index] for role, mask in self.allowed.items()},

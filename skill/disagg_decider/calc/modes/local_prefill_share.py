@@ -30,7 +30,7 @@ def cold_local_share(workload: Any, cond: ConditionalResult | None) -> float | N
 
     None unless the layout is conditional. Per class: its share times the probability that its
     uncached prompt is within the threshold, the same log-normal split the layout was priced on
-    (`calc/conditional.split_at`), for classes with prefix-cache hit rate 0.
+    (`calc/modes/conditional.split_at`), for classes with prefix-cache hit rate 0.
     """
     if cond is None or cond.layout != "conditional" or not cond.threshold_tokens:
         return None

@@ -75,3 +75,18 @@ def _ones_uint8(k: int) -> np.ndarray:
     ones = np.ones(k, dtype=np.uint8)
     ones.setflags(write=False)
     return ones
+
+
+# Values this close count as one: the last bits of exp and log differ between CPUs (about
+# 1e-16 relative, a few ulp after a chain of them), so a choice between two options whose values
+# differ by less must not follow those bits (`tests/test_golden_outputs.py` moves them by 4 ulp).
+TIE_REL = 1e-9
+
+
+def first_best(values: np.ndarray, axis: int = -1) -> np.ndarray:
+    """`argmax` along `axis` that takes the first of near-equal maxima (within `TIE_REL`): the
+    same option on every CPU where two options tie in exact arithmetic."""
+    v = np.asarray(values, dtype=float)
+    top = np.max(v, axis=axis, keepdims=True)
+    near = v >= top - TIE_REL * np.abs(top)
+    return np.argmax(near, axis=axis)

@@ -51,22 +51,37 @@ def erlang_row(servers: int) -> np.ndarray:
     return row
 
 
-@cache
-def erlang_table(top: int) -> np.ndarray:
-    """Rows c = 0 .. top of C(c, c rho) on the load grid (row 0 unused)."""
-    table = np.vstack([np.ones(RHO_STEPS + 1)] + [erlang_row(c) for c in range(1, top + 1)])
+# One table, grown to the largest pool asked for so far: `erlang_table(top)` is a view of its
+# first rows, and `erlang_steps(top)` of its steps. A table per size held up to 64 tables of up
+# to 2 MB each (and as many step tables), which a long batch of varied clusters filled one by
+# one: a worker's memory crept with the batch (issue 27). The rows are the same `erlang_row`s.
+_grown: dict[str, np.ndarray] = {}
+
+
+def _grow(top: int) -> None:
+    width = RHO_STEPS + 1
+    held = _grown.get("table")
+    if held is not None and held.size >= (top + 1) * width:
+        return
+    table = np.vstack([np.ones(width)] + [erlang_row(c) for c in range(1, top + 1)]).reshape(-1)
     table.setflags(write=False)
-    return table.reshape(-1)
-
-
-@cache
-def erlang_steps(top: int) -> np.ndarray:
-    """table[i + 1] - table[i] of `erlang_table(top)`: the same subtraction, done once for
-    `_LoadTest`, which interpolates on the table 17 times per bisected entry."""
-    table = erlang_table(top)
     steps = np.append(table[1:] - table[:-1], 0.0)
     steps.setflags(write=False)
-    return steps
+    _grown.update(table=table, steps=steps)
+
+
+def erlang_table(top: int) -> np.ndarray:
+    """Rows c = 0 .. top of C(c, c rho) on the load grid (row 0 unused), flat."""
+    _grow(top)
+    return _grown["table"][: (top + 1) * (RHO_STEPS + 1)]
+
+
+def erlang_steps(top: int) -> np.ndarray:
+    """table[i + 1] - table[i] of `erlang_table(top)`: the same subtraction, done once for
+    `_LoadTest`, which interpolates on the table 17 times per bisected entry. (The last entry
+    of each row, which no interpolation reads, may hold the step into the next row.)"""
+    _grow(top)
+    return _grown["steps"][: (top + 1) * (RHO_STEPS + 1)]
 
 
 def erlang_c(servers, offered):

@@ -26,7 +26,7 @@ import numpy as np
 
 from disagg_decider.calc.physics.step import Engine, PassTerms, pass_terms
 from disagg_decider.calc.queues import queueing
-from disagg_decider.calc.queues.array_helpers import broadcast
+from disagg_decider.calc.queues.array_helpers import broadcast, first_best
 from disagg_decider.calc.queues.batch_edge import (
     bisect_edge,
     boundary_index,
@@ -96,11 +96,26 @@ class Lines:
         return held_scv(self.lengths)
 
 
+def chunk_cached_tokens(lengths: Lengths, chunk_prompt) -> np.ndarray:
+    """The cached prefix before the prompt a chunk's token belongs to: that prompt's own, not
+    the mean prompt's (its attention reads it). A chunk token sits in a size-biased prompt, and
+    at the traffic's hit rate h its prompt holds h / (1 - h) cached tokens per uncached one.
+    On a RAG-heavy mix (22% of 20K-token prompts 36% cached beside 0.9K chat turns) the mean
+    prompt's prefix (1.6K tokens) put a chunk's context 4.6K tokens short, and its colocated
+    goodput 1.42x the simulator's on the fitted physics, which prices attention on its own
+    (`benchmarks/conditional_vs_sim.py`, mix-15; issue 24)."""
+    hit = np.asarray(lengths.hit_rate, dtype=float)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        per_uncached = np.where(hit < 1.0, hit / (1.0 - hit), 0.0)
+    return per_uncached * chunk_prompt
+
+
 def lines(engine: Engine, lengths: Lengths, ttft_ms, tpot_ms, chunk, servers=1.0) -> Lines:
     ctx = lengths.decode_context_mean
-    cached = lengths.prompt_mean * lengths.hit_rate
     scv = np.asarray(lengths.context_scv, dtype=float)
     mixed = bool(np.any(scv > 0.0))
+    chunk_prompt = chunk_runs.chunk_prompt(lengths, mixed)
+    cached = chunk_cached_tokens(lengths, chunk_prompt)
     limit = memory_batch_limit(engine, lengths)
     with np.errstate(divide="ignore"):
         inverse_limit = np.where(limit > 0, 1.0 / limit, np.inf)
@@ -114,7 +129,7 @@ def lines(engine: Engine, lengths: Lengths, ttft_ms, tpot_ms, chunk, servers=1.0
         # size-biased one: a long prompt has more tokens to chunk (E[u^2] / E[u]; 2.2x the mean
         # at p99/p50 = 8). Mixed traffic keeps `classes.chunk_prompt_tokens`, biased between
         # its classes, with which its TPOT tail was matched to the simulator (issue 18a).
-        full_pass=pass_terms(engine, ctx, cached + chunk_runs.chunk_prompt(lengths, mixed) / 2.0),
+        full_pass=pass_terms(engine, ctx, cached + chunk_prompt / 2.0),
         empty_pass=pass_terms(engine, ctx, 0.0),
         inverse_memory_limit=inverse_limit,
         uncached_nodes=np.asarray(lengths.prompt_p50 * lengths.uncached_share)[..., None]
@@ -388,7 +403,7 @@ def best_points(
     if keep is not None:
         rate, batch = _spread(rate, keep), _spread(batch, keep)
     rate, batch = rate.reshape(shape[:-1]), batch.reshape(shape[:-1])
-    best = rate.argmax(axis=-1)
+    best = first_best(rate, axis=-1)  # chunk sizes that tie on rate: the smallest
     return ColocatedPoint(rate_per_s=pick(rate, best), chunk_index=best, batch=pick(batch, best))
 
 
