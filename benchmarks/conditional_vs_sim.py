@@ -11,7 +11,7 @@ simulator, each mode on the verdict's own pools (all sized on the whole cluster:
 for is beyond every cluster here), and the two modes' own calc/sim goodput ratios on this mixed
 traffic (colocated prices the mix as one log-normal with class-aware chunk and KV-read
 terms, always-disaggregated class by class,
-`calc/classes.py`; rule DSG019 quotes these figures). The first
+`calc/replicas/mixed_members.py`; rule DSG019 quotes these figures). The first
 workload is examples/mixed-chat-rag-llm-d.yaml.
 
     python benchmarks/conditional_vs_sim.py                # 20 workloads

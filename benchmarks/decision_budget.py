@@ -5,7 +5,7 @@
 
 Each size runs `decide` on the chat example (llama-3.1-8b on H100, TP1 allowed: the most
 replicas per GPU) in a fresh process and reports that process's CPU seconds and peak RSS.
-The budget (`calc/budget.py`, `MAX_POOL_REPLICAS`) would coarsen clusters whose pools have
+The budget (`calc/layouts/budget.py`, `MAX_POOL_REPLICAS`) would coarsen clusters whose pools have
 more replicas; since issue 27 it is a safety net at the schema's largest cluster, which no
 valid workload meets (`benchmarks/cluster_scale.py` shows the cost by cluster size).
 """
@@ -54,8 +54,8 @@ def one_size(gpus: int, folder: Path) -> dict:
 
 def mix_largest_pool(n: int) -> int:
     """The most servers any Erlang C table of the golden mix's decisions reaches."""
-    import disagg_decider.calc.erlang as erlang
-    import disagg_decider.calc.load_bisection as bisection
+    import disagg_decider.calc.queues.erlang as erlang
+    import disagg_decider.calc.queues.load_bisection as bisection
     from disagg_decider.decide import decide
     from workload_mix import workload_mix
 
@@ -77,7 +77,7 @@ def main() -> None:
     parser.add_argument("--sizes", default="64,128,256,1024,2048,100000")
     parser.add_argument("--mix", type=int, default=0, help="workloads of the golden mix")
     args = parser.parse_args()
-    from disagg_decider.calc.budget import MAX_POOL_REPLICAS
+    from disagg_decider.calc.layouts.budget import MAX_POOL_REPLICAS
 
     print(f"budget: pools of at most {MAX_POOL_REPLICAS} replicas")
     with tempfile.TemporaryDirectory() as tmp:

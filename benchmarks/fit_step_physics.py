@@ -1,6 +1,6 @@
 """Fit the default step physics to aiconfigurator-core's measured step times.
 
-The default pass model (`calc/step_split.py`) is
+The default pass model (`calc/physics/step_split.py`) is
 
     t = max(weights / (HBM x decode_mbu),
             dense FLOPs / mfu(T) + routed FLOPs x (1 + s_ep (EP - 1)) / mfu_e(T k / E))
@@ -17,7 +17,7 @@ descent over fixed grids of values from a few fixed starting points (determinist
 database gives the same table), minimising |log error| + 2 log error^2 (the median and the tail
 both count) with each phase weighted equally. It writes the table
 with its source and residuals (`calc/step_fit.json`), which the calculator reads as its
-default physics (`calc/step_fit.py`):
+default physics (`catalog/step_fit.py`):
 
     python benchmarks/fit_step_physics.py                      # all GPUs and engines
     python benchmarks/fit_step_physics.py --gpu h200 --engine vllm --out -   # one, to stdout
@@ -44,8 +44,12 @@ for extra in (ROOT / "skill", ROOT / "benchmarks"):
         sys.path.insert(0, str(extra))
 
 import physics_vs_silicon as pvs  # noqa: E402
-from disagg_decider.calc import arch, silicon, step_fit  # noqa: E402
-from disagg_decider.catalog import get_gpu, get_model  # noqa: E402
+from disagg_decider.calc.physics import model_costs, silicon  # noqa: E402
+from disagg_decider.catalog import (  # noqa: E402
+    get_gpu,
+    get_model,
+    step_fit,
+)
 from disagg_decider.workload import Efficiency  # noqa: E402
 
 TABLE = step_fit.TABLE_PATH
@@ -156,8 +160,8 @@ def features(row: dict, cache: dict) -> list[float]:
     b, context, c, start = pass_shape(row)
     tokens = b + c
     k = e.split_constants
-    weights = arch.weight_bytes_read(model, e.weights_dtype, tokens) + e.extra_weight_bytes
-    attention = b * arch.attention_flops(model, 1.0, context) + arch.attention_flops(
+    weights = model_costs.weight_bytes_read(model, e.weights_dtype, tokens) + e.extra_weight_bytes
+    attention = b * model_costs.attention_flops(model, 1.0, context) + model_costs.attention_flops(
         model, c, start
     )
     a2a = 0.0

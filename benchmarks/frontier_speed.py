@@ -29,7 +29,8 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "skill"))
 
 from disagg_decider.decide import decide_many  # noqa: E402
-from disagg_decider.frontier_sweep import BASES, Sweep, frontier  # noqa: E402
+from disagg_decider.frontier_rows import BASES  # noqa: E402
+from disagg_decider.frontier_sweep import Sweep, frontier  # noqa: E402
 from disagg_decider.workload import load_workload  # noqa: E402
 
 EXAMPLES = sorted((ROOT / "examples").glob("*.yaml"))

@@ -5,12 +5,12 @@ Run from the repository root:
     python benchmarks/link_wait_vs_sim.py [--workloads 400] [--requests 3000] [--seed 1]
 
 KV transfers into one decode replica share its NICs and wait for each other
-(`calc/ingress_queue.py`); over 25 Gb/s TCP a transfer takes hundreds of ms, so that wait is a
-large part of the TTFT tail. For every workload of the seeded mix (`benchmarks/workload_mix.py`,
-seed 17) on a TCP network whose always-disaggregated pools fit the cluster, those pools are
-simulated at the workload's rate; reported: the calculator's p99 TTFT over the simulator's
-(median, p10, p90, lowest: under 1 means the calculator reads the tail short) and how many
-pools keep >= 99% of requests within both targets.
+(`calc/replicas/ingress_queue.py`); over 25 Gb/s TCP a transfer takes hundreds of ms, so that wait
+is a large part of the TTFT tail. For every workload of the seeded mix
+(`benchmarks/workload_mix.py`, seed 17) on a TCP network whose always-disaggregated pools fit the
+cluster, those pools are simulated at the workload's rate; reported: the calculator's p99 TTFT over
+the simulator's (median, p10, p90, lowest: under 1 means the calculator reads the tail short) and
+how many pools keep >= 99% of requests within both targets.
 """
 
 from __future__ import annotations

@@ -41,11 +41,15 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT / "skill") not in sys.path:
     sys.path.insert(0, str(ROOT / "skill"))
 
-from disagg_decider.calc import silicon, silicon_steps, step_fit  # noqa: E402
-from disagg_decider.calc.decode import decode_step_ms  # noqa: E402
-from disagg_decider.calc.parallel import label  # noqa: E402
-from disagg_decider.calc.step import Engine, iteration_ms  # noqa: E402
-from disagg_decider.catalog import get_gpu, get_model  # noqa: E402
+from disagg_decider.calc.physics import silicon, silicon_steps  # noqa: E402
+from disagg_decider.calc.physics.parallel import label  # noqa: E402
+from disagg_decider.calc.physics.step import Engine, iteration_ms  # noqa: E402
+from disagg_decider.calc.replicas.decode import decode_step_ms  # noqa: E402
+from disagg_decider.catalog import (  # noqa: E402
+    get_gpu,
+    get_model,
+    step_fit,
+)
 from disagg_decider.workload import Efficiency  # noqa: E402
 
 # (catalog model, weight dtype priced): each at the format its checkpoint ships in.
@@ -120,7 +124,7 @@ def layouts(moe: bool) -> list[tuple[int, int, int]]:
 
 
 def our_engine(model, gpu, dtype: str, layout, steps, eff: Efficiency | None = None) -> Engine:
-    """The calculator's engine for a layout, as `calc/search.engine_for` builds it."""
+    """The calculator's engine for a layout, as `calc/layouts/search.engine_for` builds it."""
     tp, dp, ep = layout
     kv = "fp8" if dtype in ("fp8", "fp4") else "bf16"
     return Engine(

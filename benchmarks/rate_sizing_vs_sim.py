@@ -7,13 +7,13 @@ Run from the repository root:
 
 `calc_vs_sim.py` checks each mode's goodput on the whole cluster; this checks the other half of a
 verdict: the layout sized for the workload's rate (the colocated layout and the split's pair on the
-fewest GPUs, `calc/rate_layout.py`; the conditional layout,
-`calc/conditional_sizing.py`). For every workload of the seeded mix (`benchmarks/workload_mix.py`,
-seed 17) whose mode fits its cluster, that mode's pools are simulated on `--requests` synthetic
-requests at the workload's rate, and the share of steady-state requests within both p99
-targets is recorded (the SLO asks for 99%). Reported per mode: how many pools were simulated,
-how many reach 99%, 98% and 95%, the median and the worst, and the worst few by name; and the
-same for the pools that are the verdict's plan (the mode it deploys), the others being what a
+fewest GPUs, `calc/layouts/rate_layout.py`; the conditional layout,
+`calc/modes/conditional_sizing.py`). For every workload of the seeded mix
+(`benchmarks/workload_mix.py`, seed 17) whose mode fits its cluster, that mode's pools are simulated
+on `--requests` synthetic requests at the workload's rate, and the share of steady-state requests
+within both p99 targets is recorded (the SLO asks for 99%). Reported per mode: how many pools were
+simulated, how many reach 99%, 98% and 95%, the median and the worst, and the worst few by name; and
+the same for the pools that are the verdict's plan (the mode it deploys), the others being what a
 mode would run where the verdict chose another (a split over TCP the rulebook vetoes, say).
 
 `--hostile N` adds N independently drawn workloads the seeded mix does not reach (issue 24):

@@ -1,4 +1,5 @@
-"""How many tests the replayed load bisection needs (`calc/replay.py`), against the plain loop.
+"""How many tests the replayed load bisection needs (`calc/queues/bisection_replay.py`), against the
+plain loop.
 
 Run from the repository root:
 
@@ -27,7 +28,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "skill"))
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
-from disagg_decider.calc import load_bisection, replay  # noqa: E402
+from disagg_decider.calc.queues import bisection_replay, load_bisection  # noqa: E402
 from disagg_decider.decide import decide  # noqa: E402
 from disagg_decider.workload import load_workload  # noqa: E402
 from workload_mix import workload_mix  # noqa: E402
@@ -55,8 +56,8 @@ def main() -> None:
             calls[0] += 1
             return probabilities(loads)
 
-        grid = replay.bisection_grid(rho_max, load_bisection.BISECTIONS).tolist()
-        got = replay.replay(probability, grid, self.over, p_top, load_bisection.P99_TAIL)
+        grid = bisection_replay.bisection_grid(rho_max, load_bisection.BISECTIONS).tolist()
+        got = bisection_replay.replay(probability, grid, self.over, p_top, load_bisection.P99_TAIL)
         expected = self.bisect(rho_max).tolist()
         rounds.append(calls[0])
         captured.append((self, rho_max, p_top))

@@ -23,7 +23,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "skill"))
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
-from disagg_decider.calc import pool_rates, pools, search  # noqa: E402
+from disagg_decider.calc.layouts import pool_rates, pools, search  # noqa: E402
 from disagg_decider.decide import decide_many  # noqa: E402
 from workload_mix import workload_mix  # noqa: E402
 

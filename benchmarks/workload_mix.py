@@ -26,7 +26,7 @@ NETWORKS = ("ib-ndr-400", "roce-200", "tcp-25", "efa", "nvlink")
 def workload_mix(n: int, seed: int = 7) -> list[Workload]:
     """`n` workloads, cycling through the examples, each with seeded variations."""
     rng = random.Random(seed)
-    # Heterogeneous pools take their own (unbatched) path, calc/hetero.py, and mixed traffic
+    # Heterogeneous pools take their own (unbatched) path, calc/modes/hetero.py, and mixed traffic
     # varies per class (benchmarks/conditional_vs_sim.py draws its own mixes): not in the mix.
     examples = map(load_workload, EXAMPLES)
     bases = [w for w in examples if not w.cluster.heterogeneous and not w.traffic.classes]

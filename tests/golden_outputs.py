@@ -5,7 +5,7 @@ The fixture (`tests/data/golden_outputs.json.xz`) holds, for
   - a seeded batch of 800 workloads around the examples (`benchmarks/workload_mix.py`, seed 17),
     decided together by `decide_many` (the `decide batch` path);
   - a seeded set of heterogeneous-pool variants of the B200/H200 example (their own path,
-    `calc/hetero.py`, which the mix leaves out);
+    `calc/modes/hetero.py`, which the mix leaves out);
 each verdict's JSON and each input workload (so a changed generator reads as "inputs
 changed", not as a wrong output), floats kept to 12 significant digits.
 `tests/test_golden_outputs.py` recomputes them and compares by meaning (`tests/meaning.py`):

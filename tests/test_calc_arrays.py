@@ -1,14 +1,14 @@
-"""`calc.arrays.sorted_unique` returns what `np.unique` returned on the calculator's grids
-(it replaced np.unique so that a verdict never imports numpy.ma; issue 17)."""
+"""`calc.queues.array_helpers.sorted_unique` returns what `np.unique` returned on the calculator's
+grids (it replaced np.unique so that a verdict never imports numpy.ma; issue 17)."""
 
 from __future__ import annotations
 
 import numpy as np
 import pytest
 
-from disagg_decider.calc.arrays import first_best, sorted_unique
 from disagg_decider.calc.compare import CROSSOVER_POINTS, _log_grid
-from disagg_decider.calc.decode import batch_grid
+from disagg_decider.calc.queues.array_helpers import first_best, sorted_unique
+from disagg_decider.calc.replicas.decode import batch_grid
 
 
 @pytest.mark.parametrize("top", [1, 2, 3, 7, 16, 64, 100, 257, 1024, 4096, 131072])

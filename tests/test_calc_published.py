@@ -5,10 +5,10 @@ from __future__ import annotations
 import pytest
 
 from disagg_decider import catalog
-from disagg_decider.calc import kv, transfer
-from disagg_decider.calc.decode import decode_step_ms
-from disagg_decider.calc.prefill import prefill_ms
-from disagg_decider.calc.step import Engine
+from disagg_decider.calc.physics import kv, transfer
+from disagg_decider.calc.physics.step import Engine
+from disagg_decider.calc.replicas.decode import decode_step_ms
+from disagg_decider.calc.replicas.prefill import prefill_ms
 from disagg_decider.workload import Efficiency
 
 
@@ -64,11 +64,11 @@ def test_kv_transfer_times_for_4k_fp8_70b():
 def test_link_bandwidth_per_gpu_nvlink_from_the_gpu_network_from_the_link():
     nvlink, ndr = catalog.get_link("nvlink"), catalog.get_link("ib-ndr-400")
     h200, l40s = catalog.get_gpu("h200"), catalog.get_gpu("l40s")
-    assert transfer.link_gbps_per_gpu(nvlink, h200) == 450 * 8  # NVLink 4, one way, in Gb/s
-    assert transfer.link_gbps_per_gpu(ndr, h200) == 400
-    assert transfer.link_gbps_per_gpu(ndr, None) == 400
-    assert transfer.link_gbps_per_gpu(nvlink, l40s) == 0  # PCIe card: no scale-up link
-    assert transfer.link_gbps_per_gpu(nvlink, None) == 0
+    assert catalog.link_gbps_per_gpu(nvlink, h200) == 450 * 8  # NVLink 4, one way, in Gb/s
+    assert catalog.link_gbps_per_gpu(ndr, h200) == 400
+    assert catalog.link_gbps_per_gpu(ndr, None) == 400
+    assert catalog.link_gbps_per_gpu(nvlink, l40s) == 0  # PCIe card: no scale-up link
+    assert catalog.link_gbps_per_gpu(nvlink, None) == 0
 
 
 def test_layerwise_transfer_hides_behind_prefill():

@@ -11,9 +11,9 @@ import pytest
 import yaml
 
 from disagg_decider import catalog
-from disagg_decider.calc import step_fit
 from disagg_decider.calibrate import fit, readers, synthetic
 from disagg_decider.calibrate.build import calibrate
+from disagg_decider.catalog import step_fit
 from disagg_decider.errors import UserError
 from disagg_decider.workload import Efficiency
 from tests.conftest import ROOT, run_cli

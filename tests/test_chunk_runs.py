@@ -5,7 +5,7 @@ of `benchmarks/conditional_vs_sim.py`, rounded): before issue 18a the calculator
 colocated pools at chunk 1024 for 7.10 req/s with a p99 TPOT of 25.0 ms, and the simulator,
 on those pools at that rate, measured 40-41 ms, 7.5-9% of requests over the 25 ms target
 (goodput 4.27 req/s, calc/sim 1.66). The requests that miss are short outputs decoded
-wholly inside the prompt server's busy periods (`calc/chunk_runs.py`).
+wholly inside the prompt server's busy periods (`calc/replicas/chunk_runs.py`).
 """
 
 from __future__ import annotations
@@ -15,8 +15,8 @@ import math
 import numpy as np
 import pytest
 
-from disagg_decider.calc import chunk_runs
-from disagg_decider.calc.lengths import Lengths
+from disagg_decider.calc.replicas import chunk_runs
+from disagg_decider.calc.replicas.lengths import Lengths
 from disagg_decider.decide import decide
 from disagg_decider.sim import metrics, run
 from disagg_decider.sim.goodput import replay_at

@@ -1,11 +1,11 @@
 """Issue 27: a decision's cost does not grow with the cluster.
 
 The search prices layout shapes; replica counts come from brackets narrowed pass by pass
-(`calc/split_grid.py`), from a split that carries the rate (`calc/conditional_sizing.py`) and
-from Erlang C computed where asked for pools past its table (`calc/erlang.py`). Before, the
-RAG example took 8.9 CPU-s on 256 GPUs and 63.8 on 1,024, and 100,000 GPUs were refused by a
-budget of 256 replicas per pool. CPU time (`time.process_time`), never the wall clock; the
-least of several interleaved runs, since the machine is shared. Figures:
+(`calc/layouts/split_grid.py`), from a split that carries the rate
+(`calc/modes/conditional_sizing.py`) and from Erlang C computed where asked for pools past its table
+(`calc/queues/erlang.py`). Before, the RAG example took 8.9 CPU-s on 256 GPUs and 63.8 on 1,024, and
+100,000 GPUs were refused by a budget of 256 replicas per pool. CPU time (`time.process_time`),
+never the wall clock; the least of several interleaved runs, since the machine is shared. Figures:
 `benchmarks/cluster_scale.py`.
 """
 
@@ -17,7 +17,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from disagg_decider.calc import erlang, queueing, split_grid
+from disagg_decider.calc.layouts import split_grid
+from disagg_decider.calc.queues import erlang, queueing
 from disagg_decider.decide import decide
 from disagg_decider.workload import Workload
 from tests.conftest import edited_example
@@ -86,7 +87,7 @@ def test_a_pool_past_the_table_reads_as_a_table_row_would(monkeypatch):
 
 
 def test_the_load_bisection_agrees_past_the_table(monkeypatch):
-    from disagg_decider.calc import load_bisection
+    from disagg_decider.calc.queues import load_bisection
 
     args = (
         np.array([[70.0], [100.0], [200.0], [3.0]]),  # servers (one small: both paths in a call)
@@ -178,7 +179,7 @@ def test_the_heterogeneous_cross_split_in_brackets_matches_every_count(monkeypat
 
 
 def test_the_ray_bound_sizes_the_conditional_layout_as_every_split_does(monkeypatch):
-    from disagg_decider.calc import conditional_sizing
+    from disagg_decider.calc.modes import conditional_sizing
 
     w = _rag(64, rate_per_s=5.0)
     expected = _verdict(w)
@@ -187,7 +188,7 @@ def test_the_ray_bound_sizes_the_conditional_layout_as_every_split_does(monkeypa
 
 
 def test_a_bisected_pool_count_is_the_first_that_carries_the_rate(monkeypatch):
-    from disagg_decider.calc import pool_rates
+    from disagg_decider.calc.layouts import pool_rates
 
     w = _rag(64, rate_per_s=40.0)  # pools beyond the cluster: sized up to 64 replicas
     expected = _verdict(w)

@@ -20,7 +20,8 @@ import math
 import numpy as np
 import pytest
 
-from disagg_decider.calc import chunk_runs, queueing
+from disagg_decider.calc.queues import queueing
+from disagg_decider.calc.replicas import chunk_runs
 from disagg_decider.decide import decide
 from disagg_decider.sim import metrics, run
 from disagg_decider.workload import Workload, resolve

@@ -16,7 +16,7 @@ import random
 import pytest
 from pydantic import ValidationError
 
-from disagg_decider.calc import conditional
+from disagg_decider.calc.modes import conditional
 from disagg_decider.classes import Component, components, partial_moments
 from disagg_decider.decide import decide
 from disagg_decider.workload import Workload, resolve
@@ -40,7 +40,7 @@ def test_bimodal_conditional_beats_both_modes_with_threshold_between_classes(bim
     # Its colocated mode is a little optimistic on this mix (calc/sim 1.07), its always-split
     # mode, priced class by class, close or a little low (`test_bimodal_always_split_agrees_
     # with_the_simulator`). The conditional layout, priced on 99% of all requests within the
-    # TTFT target (`calc/overall_miss.py`, issue 14e) rather than each part's own p99, is
+    # TTFT target (`calc/modes/overall_ttft.py`, issue 14e) rather than each part's own p99, is
     # within a few % of the simulator (calc/sim 0.98), and so the margins are 5% again
     # (1.18x colocated and 1.13x always-split; 1.08x and 1.03x when priced part by part,
     # which is when they were relaxed to 2%).

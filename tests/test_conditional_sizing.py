@@ -1,4 +1,4 @@
-"""The conditional layout sized for the workload's rate (`calc/conditional_sizing.py`).
+"""The conditional layout sized for the workload's rate (`calc/modes/conditional_sizing.py`).
 
 Its goodput is compared on the whole cluster, as the modes' are; its pools are what a team
 deploys, so they are sized for the team's rate: before this, a 0.01 req/s workload on 16 H200s

@@ -16,8 +16,9 @@ import yaml
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from disagg_decider.calc import colocated, compare
-from disagg_decider.calc.frontier import bisect_edge, boundary_index, interp_rows, value_at
+from disagg_decider.calc import compare
+from disagg_decider.calc.queues.batch_edge import bisect_edge, boundary_index, interp_rows, value_at
+from disagg_decider.calc.replicas import colocated
 from disagg_decider.decide import decide, decide_file, decide_many
 from disagg_decider.workload import load_workload, load_workload_text
 from tests.conftest import EXAMPLES, RAG_EXAMPLE, edited_example, run_cli, traffic_workload

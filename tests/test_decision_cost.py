@@ -22,7 +22,8 @@ import numpy as np
 import pytest
 
 from disagg_decider import interactivity
-from disagg_decider.calc import compare, erlang
+from disagg_decider.calc import compare
+from disagg_decider.calc.queues import erlang
 from disagg_decider.decide import decide_many
 from disagg_decider.workload import load_workload, resolve
 from tests.conftest import EXAMPLES, ROOT
@@ -98,7 +99,7 @@ def test_erlang_table_views_equal_the_tables_built_per_size() -> None:
 # and reports how much memory the tables hold afterwards: a table per size held ~140 MB.
 _EVERY_SIZE = """
 import json, tracemalloc
-from disagg_decider.calc import erlang
+from disagg_decider.calc.queues import erlang
 tracemalloc.start()
 for top in range(1, erlang.TABLE_ROWS + 1):
     erlang.erlang_table(top), erlang.erlang_steps(top)

@@ -1,8 +1,8 @@
 """Issue 17f: a decision prices fewer candidates and runs fewer bisections, with the same bits.
 
 Each shortcut is checked against the plain computation it replaces, bit for bit (never
-approximately): the tabulated prefill rates (`calc/pool_rates.py`), the report-only p99s
-solved together (`calc/deferred_p99.py`), colocated lines left out of a search
+approximately): the tabulated prefill rates (`calc/layouts/pool_rates.py`), the report-only p99s
+solved together (`calc/replicas/reported_ttft.py`), colocated lines left out of a search
 (`colocated.best_points(searched=)`), decode-worker rows no split can use
 (`thresholds._decode_workers`) and the conditional candidates settled in rounds
 (`conditional._best_of_many`). `tests/test_golden_outputs.py` checks whole verdicts.
@@ -13,13 +13,16 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from disagg_decider.calc import colocated, conditional, queueing, thresholds
-from disagg_decider.calc.deferred_p99 import DeferredP99
-from disagg_decider.calc.lengths import Lengths
-from disagg_decider.calc.pool_rates import TABLE_SIZES, PoolRates
-from disagg_decider.calc.pools import rate_where
-from disagg_decider.calc.prefill import Pool
-from disagg_decider.calc.search import engine_for, group_key
+from disagg_decider.calc.layouts import thresholds
+from disagg_decider.calc.layouts.pool_rates import TABLE_SIZES, PoolRates
+from disagg_decider.calc.layouts.pools import rate_where
+from disagg_decider.calc.layouts.search import engine_for, group_key
+from disagg_decider.calc.modes import conditional
+from disagg_decider.calc.queues import queueing
+from disagg_decider.calc.replicas import colocated
+from disagg_decider.calc.replicas.lengths import Lengths
+from disagg_decider.calc.replicas.prefill import Pool
+from disagg_decider.calc.replicas.reported_ttft import DeferredP99
 from disagg_decider.workload import load_workload, resolve
 
 EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
@@ -157,11 +160,11 @@ def _block(seed: int = 29, index: int = 0) -> list:
 def _candidates(resolved: list) -> list[list]:
     """The conditional candidates as the decision searches them: from the TP pairs of the
     modes' best layouts on the cluster (before the pools are sized down for the
-    rate, `calc/rate_layout.py`, which the search never sees)."""
+    rate, `calc/layouts/rate_layout.py`, which the search never sees)."""
     from unittest import mock
 
-    from disagg_decider.calc import rate_layout
     from disagg_decider.calc.compare import analyze
+    from disagg_decider.calc.layouts import rate_layout
 
     pairs = []
     for r in resolved:

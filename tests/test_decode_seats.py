@@ -1,4 +1,4 @@
-"""How many sequences a replica's KV holds, and how full they may run (`calc/decode.py`).
+"""How many sequences a replica's KV holds, and how full they may run (`calc/replicas/decode.py`).
 
 Under reserve-all (the rule the calculator shares with the simulator) a sequence reserves its
 prompt and whole output while it decodes, so the seats in use at any moment are weighted by
@@ -15,9 +15,9 @@ import math
 import numpy as np
 import pytest
 
-from disagg_decider.calc import queueing
-from disagg_decider.calc.decode import held_tokens, seats_in_use_p99
-from disagg_decider.calc.lengths import Lengths
+from disagg_decider.calc.queues import queueing
+from disagg_decider.calc.replicas.decode import held_tokens, seats_in_use_p99
+from disagg_decider.calc.replicas.lengths import Lengths
 from disagg_decider.decide import decide
 from disagg_decider.sim import metrics, run
 from disagg_decider.workload import Workload, resolve

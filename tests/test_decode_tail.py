@@ -13,8 +13,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from disagg_decider.calc import decode, queueing
-from disagg_decider.calc.search import engine_for, members_of
+from disagg_decider.calc.layouts.search import engine_for, members_of
+from disagg_decider.calc.queues import queueing
+from disagg_decider.calc.replicas import decode
 from disagg_decider.decide import decide, decide_many
 from disagg_decider.sim import metrics, run
 from disagg_decider.sim.goodput import replay_at

@@ -20,7 +20,8 @@ RAG = "rag-8k-h200-rdma-dynamo.yaml"
 
 
 def _with_sizing(w_v, **sizing):
-    """A real verdict with its sizing edited: one `decide` would now refuse (calc/pins.py)."""
+    """A real verdict with its sizing edited: one `decide` would now refuse
+    (calc/layouts/pins.py)."""
     w, v = w_v
     return w, v.model_copy(update={"sizing": v.sizing.model_copy(update=sizing)})
 

@@ -18,7 +18,7 @@ import math
 import pytest
 import yaml
 
-from disagg_decider.calc.bypass import cold_local_share, dynamo_layout
+from disagg_decider.calc.modes.local_prefill_share import cold_local_share, dynamo_layout
 from disagg_decider.decide import decide
 from disagg_decider.deploy.bundle import build
 from disagg_decider.render.text import inline

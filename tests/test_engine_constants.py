@@ -10,8 +10,8 @@ import numpy as np
 import pytest
 
 from disagg_decider import catalog
-from disagg_decider.calc import step
-from disagg_decider.calc.step import Engine
+from disagg_decider.calc.physics import step
+from disagg_decider.calc.physics.step import Engine
 from disagg_decider.workload import Efficiency
 
 NAMES = (

@@ -50,7 +50,7 @@ def test_json_contract(path):
     assert {"prefill_gpus", "decode_gpus", "colocated_gpus"} <= set(v["sizing"])
     assert all("id" in r for r in v["fired_rules"])
     s = v["sizing"]
-    # A replica is dp attention ranks of tp GPUs each (calc/parallel.py).
+    # A replica is dp attention ranks of tp GPUs each (calc/physics/parallel.py).
     assert s["prefill_gpus"] == s["prefill_replicas"] * s["prefill_tp"] * s["prefill_dp"]
     assert s["decode_gpus"] == s["decode_replicas"] * s["decode_tp"] * s["decode_dp"]
 

@@ -1,21 +1,21 @@
 """The fast paths of the calculator's primitives give the reference paths' bits.
 
-A single pool's p99 and load bisections run in plain floats (`zgrid.Row`, `queueing._p99_of_one`,
-`load_bisection._FewEntries`, `p99_check._finish_in_floats`), the load test skips operations
-that are identities in its range (`_LoadTest.misses(below_one=True)`), and `frontier._pick`
-reads by flat position; the general array code stays the reference. Each test feeds both the
-same entries, including the edges (saturated pools, targets below the first node or past the
-last, flat node segments, loads at the Erlang table's ends), and compares bit for bit.
+A single pool's p99 and load bisections run in plain floats (`normal_quantiles.Row`,
+`queueing._p99_of_one`, `load_bisection._FewEntries`, `p99_check._finish_in_floats`), the load test
+skips operations that are identities in its range (`_LoadTest.misses(below_one=True)`), and
+`batch_edge._pick` reads by flat position; the general array code stays the reference. Each test
+feeds both the same entries, including the edges (saturated pools, targets below the first node or
+past the last, flat node segments, loads at the Erlang table's ends), and compares bit for bit.
 """
 
 import numpy as np
 
-from disagg_decider.calc import load_bisection, queueing, zgrid
+from disagg_decider.calc.queues import load_bisection, normal_quantiles, queueing
 
 
 def _nodes(rng, n):
     base = rng.uniform(5.0, 500.0, n)[:, None]
-    nodes = base * np.exp(rng.uniform(0.0, 1.2, n)[:, None] * zgrid.Z_NODES)
+    nodes = base * np.exp(rng.uniform(0.0, 1.2, n)[:, None] * normal_quantiles.Z_NODES)
     flat = rng.random(n) < 0.2  # some rows with runs of equal nodes (a capped service time)
     nodes[flat] = np.minimum(nodes[flat], np.median(nodes[flat], axis=-1, keepdims=True))
     return nodes
@@ -27,8 +27,8 @@ def _bits(a) -> bytes:
 
 def test_normal_sf_of_one_float_is_the_arrays():
     z = np.concatenate([np.random.default_rng(0).uniform(-9.0, 9.0, 5000), [0.0, -0.0, 4.5]])
-    expected = zgrid.normal_sf(z)
-    got = np.array([zgrid.normal_sf_float(v) for v in z.tolist()])
+    expected = normal_quantiles.normal_sf(z)
+    got = np.array([normal_quantiles.normal_sf_float(v) for v in z.tolist()])
     assert _bits(got) == _bits(expected)
 
 
@@ -43,29 +43,33 @@ def test_one_row_exceed_is_the_grids():
         if k == 1:
             targets = nodes[np.arange(len(nodes)), rng.integers(0, 25, len(nodes))]
         with np.errstate(divide="ignore", invalid="ignore"):
-            expected = zgrid.NodeGrid(nodes, (len(nodes),)).exceed(targets)
+            expected = normal_quantiles.NodeGrid(nodes, (len(nodes),)).exceed(targets)
         for row, t, want in zip(nodes, targets.tolist(), expected.tolist(), strict=True):
-            one = zgrid.Row.of(row)
+            one = normal_quantiles.Row.of(row)
             assert one is not None
             assert _bits(one.exceed(t)) == _bits(want)
             checked += 1
     assert checked == 1200
     # A grid of a few rows reads them one by one; the same bits as the big grid's rows.
     with np.errstate(divide="ignore", invalid="ignore"):
-        expected = zgrid.NodeGrid(nodes, (len(nodes),)).exceed(targets)
-        for size in range(1, zgrid.FEW_ROWS + 1):
-            few = zgrid.NodeGrid(nodes[:size], (size,))
+        expected = normal_quantiles.NodeGrid(nodes, (len(nodes),)).exceed(targets)
+        for size in range(1, normal_quantiles.FEW_ROWS + 1):
+            few = normal_quantiles.NodeGrid(nodes[:size], (size,))
             assert few.rows is not None
             assert _bits(few.exceed(targets[:size])) == _bits(expected[:size])
             # Targets that are not finite go to the array code: the same answers there.
             odd = targets[:size].copy()
             odd[0] = [np.inf, -np.inf, np.nan][size % 3]
-            reference = zgrid.NodeGrid(nodes[: zgrid.FEW_ROWS + 1], (zgrid.FEW_ROWS + 1,))
+            reference = normal_quantiles.NodeGrid(
+                nodes[: normal_quantiles.FEW_ROWS + 1], (normal_quantiles.FEW_ROWS + 1,)
+            )
             assert reference.rows is None
-            padded = np.concatenate([odd, targets[size : zgrid.FEW_ROWS + 1]])
+            padded = np.concatenate([odd, targets[size : normal_quantiles.FEW_ROWS + 1]])
             assert _bits(few.exceed(odd)) == _bits(reference.exceed(padded)[:size])
-    assert zgrid.Row.of(np.array([1.0, np.nan] + [2.0] * 23)) is None  # not finite: the grid
-    assert zgrid.Row.of(np.linspace(2.0, 1.0, 25)) is None  # not ascending: the grid
+    assert (
+        normal_quantiles.Row.of(np.array([1.0, np.nan] + [2.0] * 23)) is None
+    )  # not finite: the grid
+    assert normal_quantiles.Row.of(np.linspace(2.0, 1.0, 25)) is None  # not ascending: the grid
 
 
 def _pools(seed, n):
@@ -130,7 +134,7 @@ def test_few_entries_test_each_load_as_the_arrays():
 
 
 def test_p99_check_of_a_few_rows_is_the_arrays():
-    from disagg_decider.calc.p99_check import p99_of_sum_within
+    from disagg_decider.calc.queues.p99_check import p99_of_sum_within
 
     rate, servers, mean_ms, scv, nodes = _pools(5, 240)
     p99 = queueing.p99_of_sum_ms(rate, servers, mean_ms, scv, nodes)  # the array loop
@@ -139,7 +143,7 @@ def test_p99_check_of_a_few_rows_is_the_arrays():
     expected = p99 <= limit
     assert 0 < expected.sum() < expected.size
     taken = 0
-    for size in (1, 2, 3, 5, 8, zgrid.FEW_ROWS):
+    for size in (1, 2, 3, 5, 8, normal_quantiles.FEW_ROWS):
         for start in range(0, 240 - size, 7 * size):
             part = slice(start, start + size)
 
@@ -180,21 +184,21 @@ def test_load_test_below_one_skips_only_identities():
 
 
 def test_flat_position_pick_is_fancy_indexing():
-    from disagg_decider.calc import frontier
+    from disagg_decider.calc.queues import batch_edge
 
     rng = np.random.default_rng(8)
     for shape, k in (((), 5), ((1,), 1), ((7,), 15), ((4, 3), 25)):
         values = rng.random((*shape, k))
         index = rng.integers(0, k, shape)
-        got, want = frontier._pick(values, index), frontier.pick(values, index)
+        got, want = batch_edge._pick(values, index), batch_edge.pick(values, index)
         assert type(got) is type(want) and got.shape == want.shape
         assert _bits(got) == _bits(want)
         row = rng.random(k)  # broadcast along the leading axes
-        assert _bits(frontier._pick(row, index)) == _bits(frontier.pick(row, index))
+        assert _bits(batch_edge._pick(row, index)) == _bits(batch_edge.pick(row, index))
 
 
 def test_count_at_most_is_the_boolean_sum():
-    from disagg_decider.calc.arrays import count_at_most
+    from disagg_decider.calc.queues.array_helpers import count_at_most
 
     rng = np.random.default_rng(9)
     for shape, k in (((), 25), ((1,), 1), ((300,), 25), ((7, 5), 15), ((4,), 300)):
@@ -211,10 +215,10 @@ def test_evaluate_without_headroom_keeps_every_other_field():
     """`colocated.evaluate(with_headroom=False)` (load placement) skips only the miss
     probability; every field it returns is the full evaluation's, bit for bit."""
     from disagg_decider import catalog
-    from disagg_decider.calc import colocated
-    from disagg_decider.calc.decode import batch_grid
-    from disagg_decider.calc.lengths import Lengths
-    from disagg_decider.calc.step import Engine
+    from disagg_decider.calc.physics.step import Engine
+    from disagg_decider.calc.replicas import colocated
+    from disagg_decider.calc.replicas.decode import batch_grid
+    from disagg_decider.calc.replicas.lengths import Lengths
     from disagg_decider.workload import Efficiency
 
     rng = np.random.default_rng(10)

@@ -1,4 +1,4 @@
-"""Heterogeneous pools: prefill on one GPU type, decode on another (calc/hetero.py)."""
+"""Heterogeneous pools: prefill on one GPU type, decode on another (calc/modes/hetero.py)."""
 
 from __future__ import annotations
 

@@ -199,12 +199,12 @@ async def test_tool_errors_are_one_warning_line(caplog):
 async def test_an_unanticipated_exception_is_an_internal_error_and_serving_goes_on(
     caplog, monkeypatch
 ):
-    from disagg_decider import mcp_tools
+    from disagg_decider import mcp_kv_transfer
 
     def boom(*args, **kwargs):
         raise ZeroDivisionError("float division by zero")
 
-    monkeypatch.setattr(mcp_tools.transfer, "transfer_ms", boom)  # runs in this process
+    monkeypatch.setattr(mcp_kv_transfer.transfer, "transfer_ms", boom)  # runs in this process
     caplog.set_level(logging.INFO)
     kv = {"model": "llama-3.3-70b", "prompt_tokens": 8192, "link": "ib-ndr-400"}
     async with Client(mcp_server.build_server()) as client:

@@ -5,7 +5,7 @@ box's own fabric rather than the cluster network."""
 
 from __future__ import annotations
 
-from disagg_decider.calc.kvpath import transfer_path
+from disagg_decider.calc.physics.kvpath import transfer_path
 from disagg_decider.decide import decide
 from disagg_decider.workload import Workload, resolve
 from tests.conftest import MINIMAL_WORKLOAD

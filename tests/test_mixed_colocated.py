@@ -13,7 +13,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from disagg_decider.calc import decode
+from disagg_decider.calc.replicas import decode
 from disagg_decider.classes import Component, class_size_biased
 from disagg_decider.decide import decide
 from disagg_decider.sim import metrics, run

@@ -16,8 +16,9 @@ import math
 import numpy as np
 import pytest
 
-from disagg_decider.calc import decode, prefill, queueing
-from disagg_decider.calc.search import engine_for, members_of
+from disagg_decider.calc.layouts.search import engine_for, members_of
+from disagg_decider.calc.queues import queueing
+from disagg_decider.calc.replicas import decode, prefill
 from disagg_decider.classes import (
     Component,
     batch_context_tokens,

@@ -11,9 +11,11 @@ import numpy as np
 import pytest
 
 from disagg_decider import catalog
-from disagg_decider.calc import decode, kv, moe, parallel
-from disagg_decider.calc.lengths import Lengths
-from disagg_decider.calc.step import NVLINK_EFFICIENCY, Engine
+from disagg_decider.calc.layouts.pins import pinned_layout
+from disagg_decider.calc.physics import kv, moe, parallel
+from disagg_decider.calc.physics.step import NVLINK_EFFICIENCY, Engine
+from disagg_decider.calc.replicas import decode
+from disagg_decider.calc.replicas.lengths import Lengths
 from disagg_decider.workload import Efficiency, Parallelism, load_workload_text
 
 V3 = catalog.get_model("deepseek-v3")
@@ -149,9 +151,9 @@ def test_layout_labels_and_candidates():
 
 def test_pins_accept_layouts_and_keep_tp_pins():
     p = Parallelism.model_validate({"prefill": {"dp": 8, "ep": 8}, "decode_tp": 8})
-    assert p.layout("prefill").label == "DP8/EP8"
-    assert p.layout("decode").label == "TP8"
-    assert p.layout("colocated") is None
+    assert pinned_layout(p, "prefill").label == "DP8/EP8"
+    assert pinned_layout(p, "decode").label == "TP8"
+    assert pinned_layout(p, "colocated") is None
 
 
 @pytest.mark.parametrize(
@@ -208,7 +210,8 @@ def test_pinned_layouts_are_the_ones_priced():
 def test_wide_ep_beats_tp_only_for_deepseek_decode_memory():
     """DeepSeek-V3 on 32 H200: EP layouts serve more per GPU than TP-only ones, both modes.
     (At a rate the cluster cannot carry, so the presented layouts are the best ones per GPU:
-    at 1 req/s one TP8 replica carries the rate on the fewest GPUs, `calc/rate_layout.py`.)"""
+    at 1 req/s one TP8 replica carries the rate on the fewest GPUs,
+    `calc/layouts/rate_layout.py`.)"""
     ep, tp_only = _decide(rate=100), _decide(rate=100, expert_parallel=False)
     assert tp_only.colocated.layout.startswith("TP") and tp_only.colocated.ep == 1
     assert ep.colocated.ep > 1
@@ -235,7 +238,7 @@ def test_ep_layouts_need_a_moe_model_and_rdma_across_nodes():
 def test_nvl72_domain_allows_ep72_over_nvlink_where_hgx_needs_rdma():
     """GB200 NVL72 is one 72-GPU scale-up domain: EP72 needs no network there; on HGX H200
     nodes the same replica spans nine nodes and needs RDMA."""
-    from disagg_decider.calc.search import members_of
+    from disagg_decider.calc.layouts.search import members_of
     from disagg_decider.workload import Workload, resolve
 
     def allowed(gpu: str, network: str) -> set[str]:

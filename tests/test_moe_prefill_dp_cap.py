@@ -13,10 +13,11 @@ import numpy as np
 import pytest
 
 from disagg_decider import catalog
-from disagg_decider.calc import colocated, decode, moe
-from disagg_decider.calc.lengths import Lengths
-from disagg_decider.calc.prefill import prefill_ms
-from disagg_decider.calc.step import Engine, iteration_ms
+from disagg_decider.calc.physics import moe
+from disagg_decider.calc.physics.step import Engine, iteration_ms
+from disagg_decider.calc.replicas import colocated, decode
+from disagg_decider.calc.replicas.lengths import Lengths
+from disagg_decider.calc.replicas.prefill import prefill_ms
 from disagg_decider.workload import Efficiency, load_workload_text
 
 H200 = catalog.get_gpu("h200")

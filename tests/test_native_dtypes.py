@@ -13,9 +13,9 @@ import json
 import pytest
 
 from disagg_decider import catalog, dtypes
-from disagg_decider.calc import arch
-from disagg_decider.calc.decode import decode_step_ms
-from disagg_decider.calc.search import engine_for
+from disagg_decider.calc.layouts.search import engine_for
+from disagg_decider.calc.physics import model_costs
+from disagg_decider.calc.replicas.decode import decode_step_ms
 from disagg_decider.catalog.hf_config import model_from_hf_config
 from disagg_decider.decide import decide
 from disagg_decider.errors import UserError
@@ -51,14 +51,14 @@ def test_gpt_oss_priced_in_mxfp4_experts_and_bf16_rest_when_omitted():
     assert r.workload.weights_dtype == "mxfp4-experts/bf16"
     assert r.workload.kv_dtype == "bf16"
     model = r.model
-    experts = arch.routed_expert_params(model)  # 36 layers x 128 x 3 x 2880^2 = 114.6B
+    experts = model_costs.routed_expert_params(model)  # 36 layers x 128 x 3 x 2880^2 = 114.6B
     assert experts == pytest.approx(114.65e9, rel=1e-3)
     expected = experts * 4.25 / 8 + (model.params_total_b * 1e9 - experts) * 2.0
-    weights = arch.weight_bytes(model, r.workload.weights_dtype)
+    weights = model_costs.weight_bytes(model, r.workload.weights_dtype)
     assert weights == pytest.approx(expected)
     # About 65 GB: fits one 80 GB GPU as the model card says; bf16 would be 234 GB.
     assert 60e9 < weights < 70e9
-    assert arch.weight_bytes(model, "bf16") == pytest.approx(233.6e9)
+    assert model_costs.weight_bytes(model, "bf16") == pytest.approx(233.6e9)
     # The decode step reads the MXFP4 experts: faster than the same layout in bf16.
     native = float(decode_step_ms(engine_for(r, 4), 28.0, 5125.0))
     bf16 = resolve(load_workload_text(workload("gpt-oss-120b", "weights_dtype: bf16")))
@@ -69,13 +69,13 @@ def test_deepseek_v3_priced_in_block_fp8_when_omitted():
     r = resolve(load_workload_text(workload("deepseek-r1", gpus=32)))
     assert r.workload.weights_dtype == "fp8_block"
     assert r.workload.kv_dtype == "bf16"  # the MLA latent in the model dtype
-    assert arch.weight_bytes(r.model, "fp8_block") == pytest.approx(671e9 * (1 + 4 / 16384))
+    assert model_costs.weight_bytes(r.model, "fp8_block") == pytest.approx(671e9 * (1 + 4 / 16384))
     bf16 = resolve(load_workload_text(workload("deepseek-r1", "weights_dtype: bf16", gpus=32)))
     native_engine, bf16_engine = engine_for(r, 8), engine_for(bf16, 8)
     # A TP8 decode step at batch 32 reads the attention weights and the experts its tokens
     # touch (434 GB in fp8_block): bf16 reads twice the bytes (the block scales aside).
-    native_bytes = arch.weight_bytes_read(r.model, native_engine.weights_dtype, 32.0)
-    bf16_bytes = arch.weight_bytes_read(r.model, bf16_engine.weights_dtype, 32.0)
+    native_bytes = model_costs.weight_bytes_read(r.model, native_engine.weights_dtype, 32.0)
+    bf16_bytes = model_costs.weight_bytes_read(r.model, bf16_engine.weights_dtype, 32.0)
     assert bf16_bytes / native_bytes == pytest.approx(2 / (1 + 4 / 16384))
     # The weights-read part of the step: twice the bytes, at each format's fitted bandwidth
     # share (h200 vllm moe fp8: MBU 0.54, fitted on DeepSeek-V3's block-FP8 kernels; moe bf16:

@@ -1,7 +1,7 @@
 """The overall-p99 pricing's shared work gives the bits building it afresh gives (issue 17h).
 
-`calc/overall_miss.py` and `calc/conditional_rows.py` compute once what the lift, the report
-and the overall p99 each used to build for themselves: the decode workers' lines and batch
+`calc/modes/overall_ttft.py` and `calc/modes/conditional_rows.py` compute once what the lift, the
+report and the overall p99 each used to build for themselves: the decode workers' lines and batch
 grid taken by rows (`Layouts.take`), the report's rows taken from the lift's (`Lifted.at`),
 both parts' misses read in one pass (`_both_miss`), the workers' capacity in one search with
 each row's own chunk (`worker_capacity_per_s`). Each is compared here, bit for bit, with the
@@ -16,11 +16,12 @@ from dataclasses import replace
 import numpy as np
 import pytest
 
-from disagg_decider.calc import colocated, conditional, overall_miss
-from disagg_decider.calc.conditional_rows import Rows
-from disagg_decider.calc.deferred_p99 import DeferredP99
-from disagg_decider.calc.lengths import Lengths
-from disagg_decider.calc.search import engine_for
+from disagg_decider.calc.layouts.search import engine_for
+from disagg_decider.calc.modes import conditional, overall_ttft
+from disagg_decider.calc.modes.conditional_rows import Rows
+from disagg_decider.calc.replicas import colocated
+from disagg_decider.calc.replicas.lengths import Lengths
+from disagg_decider.calc.replicas.reported_ttft import DeferredP99
 from disagg_decider.decide import decide
 from disagg_decider.workload import load_workload
 from tests.conftest import ROOT
@@ -68,7 +69,7 @@ def test_rows_taken_read_like_rows_built(priced):
     for f in ("c_wait", "theta", "nodes_ms", "a", "b", "tpot_ms"):
         assert _same(getattr(a, f), getattr(b, f)), f
     assert _same(taken.miss_at(rates, taken.ttft_ms), built.miss_at(rates, built.ttft_ms))
-    assert _same(overall_miss.within(taken, rates), overall_miss.within(built, rates))
+    assert _same(overall_ttft.within(taken, rates), overall_ttft.within(built, rates))
 
 
 def test_a_candidate_not_priced_there_is_built(priced):
@@ -83,13 +84,13 @@ def test_both_parts_read_in_one_pass_as_apart(priced):
     goodput = np.array([c.goodput_rate_per_s for _, c in rows])
     rate = goodput * 1.1
     pooled, local = layouts.pooled(rate), layouts.local(rate)
-    p, q = overall_miss._both_miss(pooled, local, layouts.ttft_ms)
+    p, q = overall_ttft._both_miss(pooled, local, layouts.ttft_ms)
     assert _same(p, pooled.miss(layouts.ttft_ms))
     assert _same(q, local.miss(layouts.ttft_ms))
     # The overall p99's shapes: rows as columns, 16 times per row.
     times = layouts.ttft_ms[:, None] * np.linspace(0.2, 1.5, 16)
     pc, lc = pooled.columns(), local.columns()
-    p, q = overall_miss._both_miss(pc, lc, times)
+    p, q = overall_ttft._both_miss(pc, lc, times)
     assert _same(p, pc.miss(times))
     assert _same(q, lc.miss(times))
     assert ((p > 0) & (p < 1)).any()  # some times inside the tails, not all 0 or 1
@@ -105,14 +106,14 @@ def test_worker_capacity_in_one_search_equals_one_search_per_chunk(priced):
     lengths = Lengths(**{k: shape3(v) for k, v in vars(parts.local).items()})
     tpot = shape3([r.workload.slo.tpot_ms for r, _ in rows]).astype(float)
     chunk = np.array([float(c.chunk_tokens) for _, c in rows])
-    got = overall_miss.worker_capacity_per_s(engine, lengths, tpot, chunk, shape3(parts.ys))
+    got = overall_ttft.worker_capacity_per_s(engine, lengths, tpot, chunk, shape3(parts.ys))
     # What it did before: every row at each distinct chunk, each row keeping its own.
     expected = np.zeros(chunk.size)
     for value in sorted(set(chunk.tolist())):
         found = colocated.best_points(
             engine,
             lengths,
-            np.full((chunk.size, 1, 1), overall_miss.NO_TTFT_MS),
+            np.full((chunk.size, 1, 1), overall_ttft.NO_TTFT_MS),
             tpot,
             np.array([value]),
             servers=shape3(parts.ys),

@@ -2,7 +2,7 @@
 
 The SLO, and the simulator's goodput, count every request: the layout meets the TTFT target
 when s P(pooled TTFT > target) + (1 - s) P(local TTFT > target) <= 1%, not when each part's
-own p99 does (`calc/overall_miss.py`). On the issue's bimodal workload the decode workers'
+own p99 does (`calc/modes/overall_ttft.py`). On the issue's bimodal workload the decode workers'
 short prompts have room to spare, so the pooled long prompts may miss more than 1% of the time.
 """
 
@@ -11,7 +11,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from disagg_decider.calc import conditional, conditional_rows, overall_miss, queueing
+from disagg_decider.calc.modes import conditional, conditional_rows, overall_ttft
+from disagg_decider.calc.queues import queueing
 from disagg_decider.classes import components
 from disagg_decider.decide import decide
 from disagg_decider.workload import resolve
@@ -29,7 +30,7 @@ def at_capacity():
 
 
 def _chosen_rows(r, k):
-    """The verdict's conditional layout as `overall_miss` reads it (one row)."""
+    """The verdict's conditional layout as `overall_ttft` reads it (one row)."""
     cand = conditional.Candidate(
         threshold_tokens=float(k.threshold_tokens),
         long_share=k.share_to_prefill,
@@ -65,7 +66,7 @@ def test_overall_miss_within_one_percent_while_the_pooled_part_alone_is_not(at_c
     assert pooled > 2 * queueing.P99_TAIL  # the pool alone misses more than 2%
     # The overall miss binds at the goodput: 2% more load breaks it (nothing else limits).
     assert float(layouts.miss_at(rate * 1.02, target)[0]) > queueing.P99_TAIL
-    assert bool(overall_miss.within(layouts, rate)[0])
+    assert bool(overall_ttft.within(layouts, rate)[0])
 
 
 def test_overall_p99_lies_between_the_parts_and_has_one_percent_miss(at_capacity):

@@ -3,8 +3,8 @@ bisection early only when the answer is already decided."""
 
 import numpy as np
 
-from disagg_decider.calc import queueing
-from disagg_decider.calc.p99_check import p99_of_sum_within
+from disagg_decider.calc.queues import queueing
+from disagg_decider.calc.queues.p99_check import p99_of_sum_within
 
 
 def _case(seed: int, n: int = 400):

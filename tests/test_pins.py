@@ -1,4 +1,5 @@
-"""Pinned parallelism that cannot run is refused by name (calc/pins.py), exit 2 on the CLI."""
+"""Pinned parallelism that cannot run is refused by name (calc/layouts/pins.py), exit 2 on the
+CLI."""
 
 from __future__ import annotations
 

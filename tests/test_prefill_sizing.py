@@ -3,8 +3,8 @@ it, and says where it did not try one."""
 
 import numpy as np
 
-from disagg_decider.calc import queueing
-from disagg_decider.calc.prefill import Pool
+from disagg_decider.calc.queues import queueing
+from disagg_decider.calc.replicas.prefill import Pool
 
 
 def test_rates_read_back_equal_a_fresh_bisection():

@@ -1,4 +1,4 @@
-"""The pooled-queue approximation (`calc.queueing`) against the simulator's own prefill pool.
+"""The pooled-queue approximation (`calc.queues.queueing`) against the simulator's own prefill pool.
 
 The simulator's least-work router sends each prompt to the replica free soonest, which makes a
 pool of c replicas one M/G/c queue; the calculator prices it with Erlang C and an
@@ -12,9 +12,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from disagg_decider.calc import queueing
-from disagg_decider.calc.prefill import prefill_ms
-from disagg_decider.calc.step import Engine
+from disagg_decider.calc.physics.step import Engine
+from disagg_decider.calc.queues import queueing
+from disagg_decider.calc.replicas.prefill import prefill_ms
 from disagg_decider.catalog import get_gpu, get_model
 from disagg_decider.sim.routing import pooled_waits
 from disagg_decider.workload import Efficiency

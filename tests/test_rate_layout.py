@@ -1,6 +1,6 @@
 """The colocated pools a verdict presents: the fewest GPUs that carry the rate.
 
-`calc/rate_layout.py`. The best layout per GPU on the whole cluster is what the modes are
+`calc/layouts/rate_layout.py`. The best layout per GPU on the whole cluster is what the modes are
 compared on; at a team's own rate another layout may carry it on fewer GPUs. Before this, an
 8B chat service at 10 req/s on 8 H100s was told one TP4 replica (4 GPUs) where one TP1 replica
 (1 GPU) meets both targets.
@@ -13,8 +13,8 @@ from unittest import mock
 
 import pytest
 
-from disagg_decider.calc import rate_layout
 from disagg_decider.calc.compare import analyze
+from disagg_decider.calc.layouts import rate_layout
 from disagg_decider.decide import decide
 from disagg_decider.sim import metrics, run
 from disagg_decider.workload import Workload, resolve

@@ -13,7 +13,7 @@ import pytest
 import yaml
 
 from disagg_decider import catalog
-from disagg_decider.calc import kv, transfer
+from disagg_decider.calc.physics import kv, transfer
 from disagg_decider.render import skill
 from disagg_decider.render.skill_layout import REFERENCES
 from disagg_decider.render.tables import WORKED_LINKS, WORKED_PROMPTS, unique_models

@@ -1,4 +1,5 @@
-"""The replayed load bisection (`calc/replay.py`) returns the plain bisection's bits.
+"""The replayed load bisection (`calc/queues/bisection_replay.py`) returns the plain bisection's
+bits.
 
 `replay` tests only loads the bisection could visit (`bisection_grid`) and settles each of the
 bisection's steps from exact tests, so on a test monotone in the load it must land on the same
@@ -14,9 +15,9 @@ import numpy as np
 from hypothesis import given
 from hypothesis import strategies as st
 
-from disagg_decider.calc import load_bisection, queueing
-from disagg_decider.calc.replay import ESTIMATED_ROUNDS, bisection_grid, replay
-from disagg_decider.calc.zgrid import P99_TAIL
+from disagg_decider.calc.queues import load_bisection, queueing
+from disagg_decider.calc.queues.bisection_replay import ESTIMATED_ROUNDS, bisection_grid, replay
+from disagg_decider.calc.queues.normal_quantiles import P99_TAIL
 
 TOP = load_bisection.RHO_MAX
 STEPS = load_bisection.BISECTIONS

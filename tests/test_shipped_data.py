@@ -9,19 +9,19 @@ from pathlib import Path
 import pytest
 
 from disagg_decider import shipped_data
-from disagg_decider.rules.loader import load_files, read_rule_file
+from disagg_decider.rules.loader import load_files, read_rule_file, rulebook_dir
 from disagg_decider.yamlio import load_yaml_file
 
 REGENERATE = "PYTHONPATH=skill python -m disagg_decider render"
 
 
 def test_the_snapshot_is_current():
-    assert shipped_data.snapshot_current(), (
+    assert shipped_data.snapshot_current(rulebook_dir()), (
         f"{shipped_data.SNAPSHOT.name} is stale (a shipped YAML file changed): run `{REGENERATE}`"
     )
 
 
-@pytest.mark.parametrize("path", shipped_data.shipped_files(), ids=lambda p: p.name)
+@pytest.mark.parametrize("path", shipped_data.shipped_files(rulebook_dir()), ids=lambda p: p.name)
 def test_each_shipped_file_loads_from_the_snapshot_with_the_yamls_data(path):
     def no_yaml(p: Path):
         raise AssertionError(f"{p} was parsed as YAML: the snapshot has no line for it")
@@ -42,7 +42,7 @@ def own_snapshot(tmp_path, monkeypatch):
 
 def test_an_edited_file_is_read_from_its_yaml_not_the_stale_snapshot(tmp_path, own_snapshot):
     rules = tmp_path / "rules.yaml"
-    original = shipped_data.shipped_files()[0].read_text("utf-8")
+    original = shipped_data.shipped_files(rulebook_dir())[0].read_text("utf-8")
     rules.write_text(original, "utf-8")
     own_snapshot.write_text(shipped_data.snapshot_text([rules]), "utf-8")
     assert shipped_data.load_shipped(rules, read_rule_file) == load_yaml_file(rules)
@@ -66,7 +66,7 @@ def test_an_edited_file_is_read_from_its_yaml_not_the_stale_snapshot(tmp_path, o
     ids=["empty", "garbage", "foreign-header", "missing"],
 )
 def test_a_missing_or_foreign_snapshot_means_the_yaml(tmp_path, own_snapshot, content):
-    rules = shipped_data.shipped_files()[0]
+    rules = shipped_data.shipped_files(rulebook_dir())[0]
     if content is not None:
         lines = content + shipped_data.snapshot_text([rules]).split("\n", 1)[1]
         own_snapshot.write_text(lines, "utf-8")
@@ -77,7 +77,7 @@ def test_a_missing_or_foreign_snapshot_means_the_yaml(tmp_path, own_snapshot, co
 
 
 def test_a_line_that_does_not_parse_means_the_yaml(tmp_path, own_snapshot):
-    rules = shipped_data.shipped_files()[0]
+    rules = shipped_data.shipped_files(rulebook_dir())[0]
     header, line = shipped_data.snapshot_text([rules]).splitlines()
     own_snapshot.write_text(f"{header}\n{line[:200]}\n", "utf-8")  # truncated
     parsed = []
@@ -130,5 +130,7 @@ def test_render_check_names_a_stale_snapshot_and_render_rewrites_it(own_snapshot
     written = run_decide(capsys, "render", *dirs)
     assert written.code == 0
     assert f"wrote {own_snapshot}" in written.stdout and "already current" in written.stdout
-    assert own_snapshot.read_text("utf-8") == shipped_data.snapshot_text()
+    assert own_snapshot.read_text("utf-8") == shipped_data.snapshot_text(
+        shipped_data.shipped_files(rulebook_dir())
+    )
     assert run_decide(capsys, "render", "--check", *dirs).code == 0

@@ -1,4 +1,5 @@
-"""The measured step source (`step_source: silicon`, calc/silicon.py) against aiconfigurator-core.
+"""The measured step source (`step_source: silicon`, calc/physics/silicon.py) against
+aiconfigurator-core.
 
 Its tables must reproduce aiconfigurator-core's own prefill, decode and mixed step estimates on
 points between the grid's nodes; a workload the database lacks falls back to the default physics
@@ -15,11 +16,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from disagg_decider.calc import silicon, silicon_steps
-from disagg_decider.calc.decode import decode_step_ms
-from disagg_decider.calc.prefill import prefill_ms
-from disagg_decider.calc.search import engine_for
-from disagg_decider.calc.step import iteration_ms
+from disagg_decider.calc.layouts.search import engine_for
+from disagg_decider.calc.physics import silicon, silicon_steps
+from disagg_decider.calc.physics.step import iteration_ms
+from disagg_decider.calc.replicas.decode import decode_step_ms
+from disagg_decider.calc.replicas.prefill import prefill_ms
 from disagg_decider.decide import decide
 from disagg_decider.workload import load_workload, resolve
 

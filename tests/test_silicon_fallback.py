@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from disagg_decider.calc import silicon
+from disagg_decider.calc.physics import silicon
 from disagg_decider.decide import decide
 from disagg_decider.workload import load_workload
 

@@ -7,7 +7,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from disagg_decider.calc.kvpath import TransferPath
+from disagg_decider.calc.physics.kvpath import TransferPath
 from disagg_decider.decide import decide
 from disagg_decider.sim import colocated, disaggregated, metrics, run
 from disagg_decider.sim.goodput import replay_at

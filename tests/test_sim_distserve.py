@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from disagg_decider.calc.kvpath import transfer_path
+from disagg_decider.calc.physics.kvpath import transfer_path
 from disagg_decider.sim import run
 from disagg_decider.sim.colocated import ColocatedConfig
 from disagg_decider.sim.disaggregated import DisaggregatedConfig

@@ -1,7 +1,7 @@
 """The simulator on heterogeneous pools and DP-attention layouts, following the calculator.
 
 - Heterogeneous: prefill engines on the prefill pool's GPU, decode on the decode pool's, KV over
-  the network path calc/hetero.py prices; colocated = both pools side by side.
+  the network path calc/modes/hetero.py prices; colocated = both pools side by side.
 - KV NICs under DP attention: a transfer runs on min(attention TP) NICs and each decode DP rank
   receives on its own, as the calculator's search prices a transfer and a replica's ingress.
 - Layout labels name DP/EP layouts as the verdict does.
@@ -15,9 +15,9 @@ from functools import cache
 import numpy as np
 import pytest
 
-from disagg_decider.calc import hetero as calc_hetero
-from disagg_decider.calc import kv, transfer
-from disagg_decider.calc.kvpath import transfer_path
+from disagg_decider.calc.modes import hetero as calc_hetero
+from disagg_decider.calc.physics import kv, transfer
+from disagg_decider.calc.physics.kvpath import transfer_path
 from disagg_decider.decide import decide
 from disagg_decider.errors import UserError
 from disagg_decider.sim import disaggregated, run

@@ -21,8 +21,8 @@ from pathlib import Path
 
 import pytest
 
-from disagg_decider.calc.decode import decode_step_ms
-from disagg_decider.calc.step import iteration_ms
+from disagg_decider.calc.physics.step import iteration_ms
+from disagg_decider.calc.replicas.decode import decode_step_ms
 from disagg_decider.decide import decide
 from disagg_decider.sim import metrics, run
 from disagg_decider.workload import load_workload, resolve

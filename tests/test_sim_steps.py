@@ -7,7 +7,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from disagg_decider.calc.step import iteration_ms
+from disagg_decider.calc.physics.step import iteration_ms
 from disagg_decider.sim.batch import DecodeBatch, run_ms, steps_within
 from disagg_decider.sim.run import engine
 from disagg_decider.sim.steps import DecodeTable, MixedTable

@@ -13,12 +13,12 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from disagg_decider.calc import queueing
-from disagg_decider.calc import search as search_module
-from disagg_decider.calc.pool_rates import TABLE_SIZES, PoolRates
-from disagg_decider.calc.pools import every_split_best as brute_force
-from disagg_decider.calc.pools import pooled_split, rate_where
-from disagg_decider.calc.prefill import Pool
+from disagg_decider.calc.layouts import search as search_module
+from disagg_decider.calc.layouts.pool_rates import TABLE_SIZES, PoolRates
+from disagg_decider.calc.layouts.pools import every_split_best as brute_force
+from disagg_decider.calc.layouts.pools import pooled_split, rate_where
+from disagg_decider.calc.queues import queueing
+from disagg_decider.calc.replicas.prefill import Pool
 from disagg_decider.decide import decide
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))

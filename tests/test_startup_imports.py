@@ -47,9 +47,9 @@ NOT_ON_VERDICT_PATH = [
     "jinja2",
     "matplotlib",
     "numpy.ma",
-    "numpy.polynomial",  # calc/queueing.py writes its Gauss-Hermite constants out
+    "numpy.polynomial",  # calc/queues/queueing.py writes its Gauss-Hermite constants out
     # the measured step source (`step_source: silicon`) and its database, even when installed
-    "disagg_decider.calc.silicon",
+    "disagg_decider.calc.physics.silicon",
     "aiconfigurator_core",
 ]
 # What the installed `decide` (`entry.main`) also spares a plain verdict: the command-line

@@ -5,9 +5,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from disagg_decider.calc import benchmark, decode, prefill
-from disagg_decider.calc.lengths import Lengths
-from disagg_decider.calc.search import engine_for
+from disagg_decider.calc.layouts.search import engine_for
+from disagg_decider.calc.replicas import benchmark, decode, prefill
+from disagg_decider.calc.replicas.lengths import Lengths
 from disagg_decider.decide import decide
 from disagg_decider.workload import load_workload_text, resolve
 

@@ -1,6 +1,6 @@
 """The default step physics: the fitted table (`calc/step_fit.json`) and how workloads get it.
 
-`benchmarks/fit_step_physics.py` fits the pass model's constants (`calc/step_split.py`) per
+`benchmarks/fit_step_physics.py` fits the pass model's constants (`calc/physics/step_split.py`) per
 GPU x engine x model family x weight format to aiconfigurator-core's measured step times; the
 table ships with its source and residuals. Refitting one GPU and engine here must give the
 shipped entries exactly (the fit is a deterministic search over fixed grids), so the table
@@ -18,9 +18,8 @@ from pathlib import Path
 
 import pytest
 
-from disagg_decider.calc import step_fit
-from disagg_decider.calc.step import Engine, iteration_ms
-from disagg_decider.catalog import get_gpu, get_model
+from disagg_decider.calc.physics.step import Engine, iteration_ms
+from disagg_decider.catalog import get_gpu, get_model, step_fit
 from disagg_decider.workload import Efficiency, parse_workload, resolve
 from tests.conftest import MINIMAL_WORKLOAD
 
@@ -168,8 +167,8 @@ def test_the_default_install_prices_without_aiconfigurator():
         "            raise ImportError('blocked')\n"
         "sys.meta_path.insert(0, Block())\n"
         "from disagg_decider.workload import parse_workload, resolve\n"
-        "from disagg_decider.calc.search import engine_for\n"
-        "from disagg_decider.calc.step import iteration_ms\n"
+        "from disagg_decider.calc.layouts.search import engine_for\n"
+        "from disagg_decider.calc.physics.step import iteration_ms\n"
         f"r = resolve(parse_workload({MINIMAL_WORKLOAD!r}, 'w'))\n"
         "assert r.efficiency_from, r\n"
         "print(float(iteration_ms(engine_for(r, 2), 8, 2048.0, 512.0, 0.0)))\n"

@@ -14,9 +14,9 @@ import json
 
 import pytest
 
-from disagg_decider.calc import step_fit
-from disagg_decider.calc.search import engine_for
-from disagg_decider.calc.step import iteration_ms
+from disagg_decider.calc.layouts.search import engine_for
+from disagg_decider.calc.physics.step import iteration_ms
+from disagg_decider.catalog import step_fit
 from disagg_decider.workload import load_workload_text, resolve
 
 TABLE = json.loads(step_fit.TABLE_PATH.read_text())

@@ -1,8 +1,8 @@
 """KV transfers queue for a decode replica's NICs: the split's p99 TTFT and sizing price it.
 
-`calc/ingress_queue.py`. Transfers into one decode receiver share its min(prefill TP, decode TP)
-NICs (the simulator's `_Link`). Before this the calculator capped that link at 90% load but
-priced no wait, so splits over a 25 Gb/s TCP link missed their TTFT target at the rate they
+`calc/replicas/ingress_queue.py`. Transfers into one decode receiver share its min(prefill TP,
+decode TP) NICs (the simulator's `_Link`). Before this the calculator capped that link at 90% load
+but priced no wait, so splits over a 25 Gb/s TCP link missed their TTFT target at the rate they
 were sized for: rag-8k-low-maturity-51 of `workload_mix(400, 17)`, prefill TP1 x 3 + decode
 TP4 x 1, was priced at p99 TTFT 1,082 ms and simulated at 2,220-2,360 ms (85% of requests
 within the targets); chat-short-328 (TP1 x 3 + TP1 x 5) at 92-96%.
@@ -15,7 +15,8 @@ import sys
 import numpy as np
 import pytest
 
-from disagg_decider.calc import ingress_queue, queueing
+from disagg_decider.calc.queues import queueing
+from disagg_decider.calc.replicas import ingress_queue
 from disagg_decider.decide import decide
 from disagg_decider.sim import metrics, run
 from disagg_decider.workload import resolve

@@ -4,25 +4,21 @@ from __future__ import annotations
 
 import shutil
 import sys
-from enum import StrEnum
 from pathlib import Path
 from typing import Annotated
 
 import typer
 
 from disagg_decider.batch_stream import CHUNK_WORKLOADS
-from disagg_decider.cli_common import parse_sets
+from disagg_decider.cli_common import choices, parse_sets
+from disagg_decider.cli_options import CalibrationFile, ForceOut, OutFile, RuleFiles, RuleSets
 from disagg_decider.errors import UserError
 
 MAX_JOBS = 512
 MAX_CHUNK = 10_000
 
 
-class BatchFormat(StrEnum):
-    table = "table"
-    jsonl = "jsonl"
-    json = "json"
-    csv = "csv"
+BatchFormat = choices("BatchFormat", "table", "jsonl", "json", "csv")
 
 
 def batch_command(
@@ -43,28 +39,11 @@ def batch_command(
             "summary row per workload).",
         ),
     ] = BatchFormat.table,
-    out_file: Annotated[
-        Path | None, typer.Option("--out", "-o", help="Write to this file instead of stdout.")
-    ] = None,
-    force: Annotated[bool, typer.Option("--force", help="Overwrite --out if it exists.")] = False,
-    sets: Annotated[
-        list[str] | None,
-        typer.Option(
-            "--set", metavar="PARAM=VALUE", help="Override a rule parameter for every workload."
-        ),
-    ] = None,
-    rules: Annotated[
-        list[Path] | None,
-        typer.Option("--rules", metavar="FILE", help="Extra rule file, as for `decide`."),
-    ] = None,
-    calibration: Annotated[
-        Path | None,
-        typer.Option(
-            "--calibration",
-            metavar="FILE",
-            help="Calibration file for every workload (replaces their own calibration:).",
-        ),
-    ] = None,
+    out_file: OutFile = None,
+    force: ForceOut = False,
+    sets: RuleSets = None,
+    rules: RuleFiles = None,
+    calibration: CalibrationFile = None,
     jobs: Annotated[
         int | None,
         typer.Option(

@@ -7,14 +7,13 @@ from __future__ import annotations
 
 import json
 import sys
-from enum import StrEnum
 from pathlib import Path
 from typing import Annotated
 
 import typer
 
 from disagg_decider import catalog
-from disagg_decider.cli_common import out
+from disagg_decider.cli_common import choices, out
 from disagg_decider.errors import UserError
 
 CATALOG_COLUMNS = {
@@ -41,11 +40,7 @@ CATALOG_COLUMNS = {
 }
 
 
-class CatalogKind(StrEnum):
-    gpus = "gpus"
-    models = "models"
-    links = "links"
-    calibration = "calibration"
+CatalogKind = choices("CatalogKind", "gpus", "models", "links", "calibration")
 
 
 def catalog_command(

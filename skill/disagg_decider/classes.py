@@ -5,9 +5,9 @@ or several (`traffic.classes`, shares summing to 1). The workload's one-class fi
 mix as the log-normal with its mean and second moment, which keeps what the queues' means
 depend on (Pollaczek-Khinchine: the mean and squared coefficient of variation of service);
 the colocated mode is priced on it. The always-disaggregated mode reads the mix's own shape
-(`calc/classes.py`: `mixture_quantiles`, `cached_per_uncached`, `batch_mix`). The conditional
-layout splits every class at the routing threshold (`calc/conditional.py`), which needs the
-partial moments below.
+(`calc/replicas/mixed_members.py`: `mixture_quantiles`, `cached_per_uncached`, `batch_mix`). The
+conditional layout splits every class at the routing threshold (`calc/modes/conditional.py`), which
+needs the partial moments below.
 """
 
 from __future__ import annotations

@@ -8,15 +8,15 @@ message naming the file, field or id; `--json`-style output goes to stdout only.
 from __future__ import annotations
 
 import sys
-from enum import StrEnum
 from pathlib import Path
 from typing import Annotated
 
 import typer
 
 from disagg_decider import __version__
-from disagg_decider.cli_common import out
+from disagg_decider.cli_common import ReportFormat, choices, out
 from disagg_decider.cli_lazy import LazyGroup, readable_metavars
+from disagg_decider.cli_options import CalibrationFile, ForceOut, OutFile, RuleFiles, RuleSets
 from disagg_decider.cli_verdict import (
     emit_verdict,
     pause_collector_for_process,
@@ -52,15 +52,7 @@ app = typer.Typer(
 )
 
 
-class StepSource(StrEnum):
-    default = "default"
-    silicon = "silicon"
-
-
-class Format(StrEnum):
-    text = "text"
-    json = "json"
-    markdown = "markdown"
+StepSource = choices("StepSource", "default", "silicon")
 
 
 @app.callback(invoke_without_command=True)
@@ -71,37 +63,13 @@ def main_command(
         typer.Option("--workload", "-w", metavar="FILE", help="Workload YAML (see examples/)."),
     ] = None,
     fmt: Annotated[
-        Format, typer.Option("--format", "-f", help="text (default), json or markdown.")
-    ] = Format.text,
-    out_file: Annotated[
-        Path | None, typer.Option("--out", "-o", help="Write to this file instead of stdout.")
-    ] = None,
-    force: Annotated[bool, typer.Option("--force", help="Overwrite --out if it exists.")] = False,
-    sets: Annotated[
-        list[str] | None,
-        typer.Option(
-            "--set",
-            metavar="PARAM=VALUE",
-            help="Override a rule parameter, e.g. --set min_gain=1.2 (repeatable).",
-        ),
-    ] = None,
-    rules: Annotated[
-        list[Path] | None,
-        typer.Option(
-            "--rules",
-            metavar="FILE",
-            help="Extra rule file: adds rules, or replaces shipped ones with the same id.",
-        ),
-    ] = None,
-    calibration: Annotated[
-        Path | None,
-        typer.Option(
-            "--calibration",
-            metavar="FILE",
-            help="Calibration file from `decide calibrate`: its constants replace the defaults "
-            "for a matching model/GPU/engine (overrides the workload's calibration:).",
-        ),
-    ] = None,
+        ReportFormat, typer.Option("--format", "-f", help="text (default), json or markdown.")
+    ] = ReportFormat.text,
+    out_file: OutFile = None,
+    force: ForceOut = False,
+    sets: RuleSets = None,
+    rules: RuleFiles = None,
+    calibration: CalibrationFile = None,
     step_source: Annotated[
         StepSource | None,
         typer.Option(
@@ -122,7 +90,7 @@ def main_command(
             name
             for name, value in (
                 ("--workload", workload),
-                ("--format", fmt is not Format.text),
+                ("--format", fmt is not ReportFormat.text),
                 ("--out", out_file),
                 ("--force", force),
                 ("--set", sets),

@@ -16,12 +16,14 @@ from typing import Any
 from disagg_decider.errors import UserError, excerpt
 
 
-class ReportFormat(StrEnum):
-    """`--format` of the commands that print a table, a JSON document or a markdown section."""
+def choices(name: str, *values: str) -> type[StrEnum]:
+    """The choices of a `--flag`, as typer takes them: a StrEnum whose members are `values`,
+    each named as its value spelled as an identifier ("least-work" -> `least_work`)."""
+    return StrEnum(name, [(value.replace("-", "_"), value) for value in values])
 
-    text = "text"
-    json = "json"
-    markdown = "markdown"
+
+# `--format` of the commands that print a table, a JSON document or a markdown section.
+ReportFormat = choices("ReportFormat", "text", "json", "markdown")
 
 
 def out():

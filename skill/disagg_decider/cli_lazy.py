@@ -9,53 +9,40 @@ lists them all), through a thin registrar that imports its module inside.
 
 from __future__ import annotations
 
+import importlib
 from collections.abc import Callable, Iterator, MutableMapping
 from pathlib import Path
 
 import typer
 from typer.core import TyperGroup
 
+# Subcommands that are one typer command: name -> (module, the command function in it). A
+# module is named by its full dotted name, which `tests/import_graph.py` counts as an import.
+COMMANDS: dict[str, tuple[str, str]] = {
+    "batch": ("disagg_decider.batch_cli", "batch_command"),
+    "frontier": ("disagg_decider.frontier_cli", "frontier_command"),
+    "catalog": ("disagg_decider.catalog_cli", "catalog_command"),
+    "schema": ("disagg_decider.rules.cli", "schema_command"),
+    "deploy": ("disagg_decider.deploy.cli", "deploy_command"),
+    "render": ("disagg_decider.render.cli", "render_command"),
+    "calibrate": ("disagg_decider.calibrate.cli", "calibrate_command"),
+}
 
-def _batch(app: typer.Typer) -> None:
-    from disagg_decider.batch_cli import batch_command
 
-    app.command("batch")(batch_command)
+def _command(name: str) -> Callable[[typer.Typer], None]:
+    """The registrar of a plain subcommand: imports its module only when it runs."""
 
+    def register(app: typer.Typer) -> None:
+        module, function = COMMANDS[name]
+        app.command(name)(getattr(importlib.import_module(module), function))
 
-def _frontier(app: typer.Typer) -> None:
-    from disagg_decider.frontier_cli import frontier_command
-
-    app.command("frontier")(frontier_command)
-
-
-def _catalog(app: typer.Typer) -> None:
-    from disagg_decider.catalog_cli import catalog_command
-
-    app.command("catalog")(catalog_command)
+    return register
 
 
 def _rules(app: typer.Typer) -> None:
     from disagg_decider.rules.cli import rules_app
 
     app.add_typer(rules_app, name="rules")
-
-
-def _schema(app: typer.Typer) -> None:
-    from disagg_decider.rules.cli import schema_command
-
-    app.command("schema")(schema_command)
-
-
-def _deploy(app: typer.Typer) -> None:
-    from disagg_decider.deploy.cli import deploy_command
-
-    app.command("deploy")(deploy_command)
-
-
-def _render(app: typer.Typer) -> None:
-    from disagg_decider.render.cli import render_command
-
-    app.command("render")(render_command)
 
 
 def _mcp(app: typer.Typer) -> None:
@@ -71,24 +58,18 @@ def _simulator(app: typer.Typer) -> None:
     register(app)  # decide simulate, decide sweep, decide trace summarize
 
 
-def _calibrate(app: typer.Typer) -> None:
-    from disagg_decider.calibrate.cli import calibrate_command
-
-    app.command("calibrate")(calibrate_command)
-
-
 # In the order `decide --help` lists them (typer listed commands first, then groups).
 SUBCOMMANDS: dict[str, Callable[[typer.Typer], None]] = {
-    "batch": _batch,
-    "catalog": _catalog,
-    "schema": _schema,
-    "deploy": _deploy,
-    "render": _render,
+    "batch": _command("batch"),
+    "catalog": _command("catalog"),
+    "schema": _command("schema"),
+    "deploy": _command("deploy"),
+    "render": _command("render"),
     "mcp": _mcp,
     "simulate": _simulator,
     "sweep": _simulator,
-    "frontier": _frontier,
-    "calibrate": _calibrate,
+    "frontier": _command("frontier"),
+    "calibrate": _command("calibrate"),
     "rules": _rules,
     "trace": _simulator,
 }

@@ -7,8 +7,8 @@ from pathlib import Path
 from typing import Any
 
 from disagg_decider.assumptions import assumed
-from disagg_decider.calc.bypass import cold_local_share, dynamo_layout
 from disagg_decider.calc.compare import analyze_banded
+from disagg_decider.calc.modes.local_prefill_share import cold_local_share, dynamo_layout
 from disagg_decider.calc.result import Analysis
 from disagg_decider.confidence import confidence
 from disagg_decider.gcpause import paused_collector
@@ -219,7 +219,7 @@ def _step_source(resolved: Resolved, warnings: list[str]) -> dict[str, Any]:
     """The verdict's `step_source` and its warnings, for a workload that asks for silicon."""
     if resolved.workload.step_source == "default":
         return {}
-    from disagg_decider.calc.silicon_steps import verdict_notes
+    from disagg_decider.calc.physics.silicon_steps import verdict_notes
 
     used, notes = verdict_notes(resolved)
     return {"step_source": used, "warnings": [*warnings, *notes]}

@@ -10,6 +10,7 @@ from typing import Annotated
 import typer
 
 from disagg_decider.cli_common import ReportFormat, parse_sets, write_output
+from disagg_decider.cli_options import CalibrationFile, OutFile, RuleFiles, RuleSets
 from disagg_decider.errors import UserError
 
 
@@ -59,20 +60,11 @@ def frontier_command(
             help="Write a PNG chart here (needs matplotlib: pip install 'disagg-decider[plot]').",
         ),
     ] = None,
-    out_file: Annotated[
-        Path | None, typer.Option("--out", "-o", help="Write to this file instead of stdout.")
-    ] = None,
+    out_file: OutFile = None,
     force: Annotated[bool, typer.Option("--force", help="Overwrite --out / --plot.")] = False,
-    sets: Annotated[
-        list[str] | None,
-        typer.Option("--set", metavar="PARAM=VALUE", help="Override a rule parameter."),
-    ] = None,
-    rules: Annotated[
-        list[Path] | None, typer.Option("--rules", metavar="FILE", help="Extra rule file.")
-    ] = None,
-    calibration: Annotated[
-        Path | None, typer.Option("--calibration", metavar="FILE", help="Calibration file.")
-    ] = None,
+    sets: RuleSets = None,
+    rules: RuleFiles = None,
+    calibration: CalibrationFile = None,
 ) -> None:
     """Throughput per GPU against interactivity for colocated, always-disaggregated and
     conditional layouts: Pareto fronts, the winner at each TPOT target and where it changes.

@@ -16,8 +16,8 @@ import numpy as np
 from pydantic import BaseModel, ConfigDict
 
 from disagg_decider.errors import UserError
+from disagg_decider.frontier_rows import MODES
 from disagg_decider.frontier_sweep import (
-    MODES,
     Sweep,
     analysis_row,
     check_sweep,

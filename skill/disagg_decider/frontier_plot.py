@@ -13,7 +13,7 @@ from pathlib import Path
 
 from disagg_decider.errors import UserError
 from disagg_decider.frontier_map import WinnerMap, cell_text
-from disagg_decider.frontier_sweep import Frontier
+from disagg_decider.frontier_rows import Frontier
 
 COLOURS = {"colocated": "tab:blue", "disaggregated": "tab:red", "conditional": "tab:green"}
 MARKERS = {"colocated": "o", "disaggregated": "s", "conditional": "^"}

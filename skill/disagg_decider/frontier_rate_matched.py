@@ -39,9 +39,9 @@ def rate_matched_tokens_per_gpu(
 
 def rate_matched_rows(r: Resolved, xs: Sequence[float], target: float):
     """The frontier's rows on the rate-matched basis, and notes on what they assume."""
-    from disagg_decider.calc.lengths import Lengths
+    from disagg_decider.calc.replicas.lengths import Lengths
     from disagg_decider.calc.static import colocated_best, disaggregated_best
-    from disagg_decider.frontier_sweep import (
+    from disagg_decider.frontier_rows import (
         RATE_MATCHED_BUDGET_GPUS,
         ModePoint,
         Row,

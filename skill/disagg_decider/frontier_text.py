@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from disagg_decider.frontier_map import WinnerMap, cell_text
-from disagg_decider.frontier_sweep import Frontier, Row
+from disagg_decider.frontier_rows import Frontier, Row
 from disagg_decider.interactivity import band_sentence
 
 SHORT = {"colocated": "colocated", "disaggregated": "always-split", "conditional": "conditional"}

@@ -214,8 +214,8 @@ def band_curves(
     """Each workload's two fronts on the coarse grid, its own analysis at its own target.
 
     On the p99 basis the grid's targets go through the calculator's search alone
-    (`calc.search.search`, as the crossover's prompt grid does): its goodput within the budget
-    per GPU is the verdict's, without sizing pools for the rate, the report-only p99s or the
+    (`calc.layouts.search.search`, as the crossover's prompt grid does): its goodput within the
+    budget per GPU is the verdict's, without sizing pools for the rate, the report-only p99s or the
     conditional layout. `searched[i]`, where given, holds workload i's grid points already
     searched with its own decision (`compare.analyze_banded`, `band_tpot_ms`); the rest are
     searched here. Static-basis and heterogeneous workloads take the two-mode analysis
@@ -254,7 +254,7 @@ def band_curves(
 def _served_per_gpu(variants: Sequence[Resolved]) -> list[tuple[float, float]]:
     """(colocated, always-disaggregated) goodput per GPU of each workload; 0 where it misses."""
     from disagg_decider.calc.compare import BLOCK_WORKLOADS, analyze_many
-    from disagg_decider.calc.search import group_key, members_of, search
+    from disagg_decider.calc.layouts.search import group_key, members_of, search
 
     out: list[tuple[float, float] | None] = [None] * len(variants)
     slow = [
@@ -288,7 +288,7 @@ def _two_modes(variants: Sequence[Resolved], analyze_many) -> list[Analysis]:
     given: here one that hands back pools already searched together (every target's prefill
     and decode pools in one `analyze_many` call) instead of two calls per target.
     """
-    from disagg_decider.calc import hetero
+    from disagg_decider.calc.modes import hetero
 
     two = [v.workload.cluster.heterogeneous for v in variants]
     pools = [

@@ -6,19 +6,40 @@ pulls in starlette, uvicorn and httpx); the server module loads only when this c
 
 from __future__ import annotations
 
-from enum import StrEnum
 from pathlib import Path
 from typing import Annotated
 
 import typer
 
+from disagg_decider.cli_common import choices
+from disagg_decider.cli_options import repeatable
 from disagg_decider.errors import UserError
 
+McpTransport = choices("McpTransport", "stdio", "http")
 
-class McpTransport(StrEnum):
-    stdio = "stdio"
-    http = "http"
 
+AllowDirs = repeatable(
+    Path,
+    "--allow-dir",
+    "DIR",
+    "Let tools read regular files under DIR (repeatable), e.g. a model's config.json given as "
+    "{hf_config: path}; relative paths are read under the first DIR. Without it the server "
+    "reads no local file.",
+)
+AllowedHosts = repeatable(
+    str,
+    "--allowed-host",
+    "HOST[:PORT]",
+    "With --transport http: also accept this Host header (repeatable). By default only "
+    "loopback names and the bound address are accepted (DNS-rebinding protection).",
+)
+AllowedOrigins = repeatable(
+    str,
+    "--allowed-origin",
+    "URL",
+    "With --transport http: also accept this Origin, e.g. https://ide.example (repeatable). "
+    "By default only loopback origins.",
+)
 
 mcp_app = typer.Typer(
     help=(
@@ -53,26 +74,8 @@ def mcp_command(
     port: Annotated[
         int, typer.Option("--port", "-p", help="TCP port for --transport http.")
     ] = 8000,
-    allow_dir: Annotated[
-        list[Path] | None,
-        typer.Option(
-            "--allow-dir",
-            metavar="DIR",
-            help="Let tools read regular files under DIR (repeatable), e.g. a model's "
-            "config.json given as {hf_config: path}; relative paths are read under the first "
-            "DIR. Without it the server reads no local file.",
-        ),
-    ] = None,
-    allowed_host: Annotated[
-        list[str] | None,
-        typer.Option(
-            "--allowed-host",
-            metavar="HOST[:PORT]",
-            help="With --transport http: also accept this Host header (repeatable). By "
-            "default only loopback names and the bound address are accepted (DNS-rebinding "
-            "protection).",
-        ),
-    ] = None,
+    allow_dir: AllowDirs = None,
+    allowed_host: AllowedHosts = None,
     call_timeout_s: Annotated[
         float | None,
         typer.Option(
@@ -91,15 +94,7 @@ def mcp_command(
             "[default: the CPU count, 2 to 4].",
         ),
     ] = None,
-    allowed_origin: Annotated[
-        list[str] | None,
-        typer.Option(
-            "--allowed-origin",
-            metavar="URL",
-            help="With --transport http: also accept this Origin, e.g. https://ide.example "
-            "(repeatable). By default only loopback origins.",
-        ),
-    ] = None,
+    allowed_origin: AllowedOrigins = None,
 ) -> None:
     if not 0 < port < 65536:
         raise UserError(f"--port {port}: expected a TCP port between 1 and 65535")

@@ -255,18 +255,10 @@ def http_server(
 
 
 def serve_http(
-    server: Any,
-    host: str,
-    port: int,
-    *,
-    allowed_hosts: Sequence[str] = (),
-    allowed_origins: Sequence[str] = (),
-    on_listening: Callable[[str], None] | None = None,
+    http: Any, sock: socket.socket, host: str, on_listening: Callable[[str], None] | None = None
 ) -> None:
-    """Serve until SIGTERM or Ctrl-C; the URL is announced only once the port is ours."""
-    http, sock = http_server(
-        server, host, port, allowed_hosts=allowed_hosts, allowed_origins=allowed_origins
-    )
+    """Serve `http` on `sock` (both from `http_server`) until SIGTERM or Ctrl-C; the URL, with
+    the `host` it was asked for, is announced only once the port is ours."""
     shown = f"[{host}]" if ":" in host else host
     if on_listening is not None:
         on_listening(f"http://{shown}:{sock.getsockname()[1]}/mcp")

@@ -25,7 +25,7 @@ from mcp.server.mcpserver.exceptions import ResourceNotFoundError, ToolError, Un
 from mcp.types import INVALID_PARAMS, CallToolResult, TextContent, ToolAnnotations
 from pydantic import ValidationError
 
-from disagg_decider import __version__, catalog, mcp_tools
+from disagg_decider import __version__, catalog, mcp_kv_transfer, mcp_tools
 from disagg_decider.errors import UserError, clip
 from disagg_decider.mcp_guards import (
     argument_bounds_problem,
@@ -76,7 +76,7 @@ READ_ONLY = ToolAnnotations(read_only_hint=True, idempotent_hint=True, open_worl
 
 TOOLS: tuple[tuple[Callable[..., Any], str], ...] = (
     (mcp_tools.decide_disaggregation, "Decide prefill/decode disaggregation for a workload"),
-    (mcp_tools.estimate_kv_transfer, "Estimate KV-cache transfer bytes and time"),
+    (mcp_kv_transfer.estimate_kv_transfer, "Estimate KV-cache transfer bytes and time"),
     (mcp_tools.find_crossover, "Find the prompt length where disaggregation starts to win"),
     (mcp_tools.frontier, "Throughput per GPU against tokens/s per user, per layout"),
     (mcp_tools.list_catalog, "List known GPUs, models and network links"),
@@ -231,7 +231,7 @@ def warm_caches() -> None:
 
 TAKES_CATALOG_IDS = (
     mcp_tools.decide_disaggregation,
-    mcp_tools.estimate_kv_transfer,
+    mcp_kv_transfer.estimate_kv_transfer,
     mcp_tools.find_crossover,
     mcp_tools.frontier,
 )
@@ -377,13 +377,9 @@ def _run(
     if transport == "stdio":
         server.run()
         return
-    from disagg_decider.mcp_http import serve_http
+    from disagg_decider.mcp_http import http_server, serve_http
 
-    serve_http(
-        server,
-        host,
-        port,
-        allowed_hosts=allowed_hosts,
-        allowed_origins=allowed_origins,
-        on_listening=on_listening,
+    http, sock = http_server(
+        server, host, port, allowed_hosts=allowed_hosts, allowed_origins=allowed_origins
     )
+    serve_http(http, sock, host, on_listening)

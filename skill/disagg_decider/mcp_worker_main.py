@@ -5,19 +5,27 @@ already imported the calculator and parsed the catalogs and rulebook (done at im
 tuples, never exceptions: ("ok", result), ("user_error", message) or ("crash", text).
 A `UserError` raised after reading a user's file has the file's own text taken out of it
 (`redact_file_text`): the server was told to read files under --allow-dir, not to show them.
+The worker's own housekeeping (the watchdog on the server, Ctrl-C ignored) lives here too, so
+this module imports nothing of `mcp_workers`, the server side that starts it.
 """
 
 from __future__ import annotations
 
 import ast
+import contextlib
+import os
 import re
+import signal
+import threading
+import time
 from typing import Any
 
 from disagg_decider import catalog, mcp_tools
-from disagg_decider.errors import UserError
-from disagg_decider.mcp_workers import crash_text, ignore_interrupts, watch_server
+from disagg_decider.errors import UserError, clip
 from disagg_decider.rules.loader import shipped
 from disagg_decider.userfiles import FilePolicy, file_policy, recording_reads
+
+WATCHDOG_PERIOD_S = 0.5
 
 TOOLS = {"decide_disaggregation": mcp_tools.decide_disaggregation}
 TOOLS["find_crossover"] = mcp_tools.find_crossover
@@ -102,3 +110,44 @@ def redact_file_text(message: str, texts: list[str]) -> str:
         return f" (got {HIDDEN})" if from_file(inner.strip("'\"")) or "'" in inner else match[0]
 
     return QUOTED.sub(quoted, GOT.sub(got, message))
+
+
+# --- the process around the calls --------------------------------------------------------------
+
+
+def watch_server(server_pid: int, period_s: float = WATCHDOG_PERIOD_S) -> None:
+    """Exit this process as soon as the server that asked for it is gone (it would otherwise
+    compute on: its parent is the forkserver, which lives as long as its children do)."""
+
+    def watch() -> None:
+        while True:
+            time.sleep(period_s)
+            if not process_alive(server_pid):
+                os._exit(0)
+
+    threading.Thread(target=watch, name="server-watchdog", daemon=True).start()
+
+
+def process_alive(pid: int) -> bool:
+    """Whether `pid` runs (a zombie, dead but not yet reaped, does not)."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    try:
+        with open(f"/proc/{pid}/stat", encoding="ascii", errors="replace") as stat:
+            return stat.read().rsplit(")", 1)[1].split()[0] not in ("Z", "X")
+    except (OSError, IndexError):
+        return True  # no /proc (macOS): os.kill said it exists
+
+
+def ignore_interrupts() -> None:
+    """Ctrl-C reaches the whole process group; the server decides, the workers just compute."""
+    with contextlib.suppress(ValueError, OSError):
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+
+def crash_text(exc: BaseException) -> str:
+    return f"{type(exc).__name__}: {clip(str(exc), 200)}"

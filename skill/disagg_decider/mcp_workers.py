@@ -30,22 +30,18 @@ from __future__ import annotations
 import contextlib
 import multiprocessing
 import os
-import signal
-import threading
-import time
 from collections.abc import Hashable
 from dataclasses import dataclass, field
 from typing import Any
 
 import anyio
 
-from disagg_decider.errors import UserError, clip
+from disagg_decider.errors import UserError
 from disagg_decider.userfiles import FilePolicy
 
 HEAVY_TOOLS = ("decide_disaggregation", "find_crossover", "frontier")
 DEFAULT_CALL_TIMEOUT_S = 20.0
 DEFAULT_WORKERS = max(2, min(4, os.cpu_count() or 2))
-WATCHDOG_PERIOD_S = 0.5
 
 
 class WorkerCrash(Exception):
@@ -219,41 +215,3 @@ def _start_worker(policy: FilePolicy) -> _Worker:
         process.kill()
         raise WorkerCrash("WorkerStart", "a worker process did not start")
     return _Worker(process, parent_conn)
-
-
-def watch_server(server_pid: int, period_s: float = WATCHDOG_PERIOD_S) -> None:
-    """Exit this process as soon as the server that asked for it is gone (it would otherwise
-    compute on: its parent is the forkserver, which lives as long as its children do)."""
-
-    def watch() -> None:
-        while True:
-            time.sleep(period_s)
-            if not process_alive(server_pid):
-                os._exit(0)
-
-    threading.Thread(target=watch, name="server-watchdog", daemon=True).start()
-
-
-def process_alive(pid: int) -> bool:
-    """Whether `pid` runs (a zombie, dead but not yet reaped, does not)."""
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    try:
-        with open(f"/proc/{pid}/stat", encoding="ascii", errors="replace") as stat:
-            return stat.read().rsplit(")", 1)[1].split()[0] not in ("Z", "X")
-    except (OSError, IndexError):
-        return True  # no /proc (macOS): os.kill said it exists
-
-
-def ignore_interrupts() -> None:
-    """Ctrl-C reaches the whole process group; the server decides, the workers just compute."""
-    with contextlib.suppress(ValueError, OSError):
-        signal.signal(signal.SIGINT, signal.SIG_IGN)
-
-
-def crash_text(exc: BaseException) -> str:
-    return f"{type(exc).__name__}: {clip(str(exc), 200)}"

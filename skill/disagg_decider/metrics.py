@@ -11,7 +11,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from disagg_decider.calc.bypass import cold_local_share
+from disagg_decider.calc.modes.local_prefill_share import cold_local_share
 from disagg_decider.calc.result import Analysis
 from disagg_decider.dtypes import DTYPES, parts
 from disagg_decider.workload import Resolved

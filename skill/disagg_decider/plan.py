@@ -83,7 +83,7 @@ def price_inputs(r: Resolved) -> PriceInputs:
     """The workload's rate, GPU prices and mean tokens per request (the calculator's lengths)."""
     import numpy as np
 
-    from disagg_decider.calc.lengths import Lengths
+    from disagg_decider.calc.replicas.lengths import Lengths
 
     w = r.workload
     lengths = Lengths.of(w)

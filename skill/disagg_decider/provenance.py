@@ -36,7 +36,7 @@ SOURCES: tuple[str, ...] = get_args(Source)
 def _fitted_names() -> frozenset[str]:
     """Efficiency constants whose defaults come from the fitted physics table
     (`calc/step_fit.json`, the default physics) rather than a plain default."""
-    from disagg_decider.calc.step_fit import _table
+    from disagg_decider.catalog.step_fit import _table
 
     return frozenset(name for fit in _table()["fits"] for name in fit["constants"])
 

@@ -13,6 +13,10 @@ snapshot missing or unreadable) it parses the file as before. The snapshot can t
 load faster but never change what is loaded, and everything loaded is validated as before
 (the rulebook's schema and names, each catalog record). `decide render --check` reports a stale
 snapshot; `tests/test_shipped_data.py` checks that it is current and equal to the YAML.
+
+This module sits below the rules and the calculator and imports neither: where the shipped
+rulebook lives is the rules layer's to say (`rules.loader.rulebook_dir`), so the functions that
+list the shipped files take that folder as an argument.
 """
 
 from __future__ import annotations
@@ -32,11 +36,10 @@ HEADER = {
 _KEY = '{"sha256":"'  # how each file's line starts, so a lookup parses only its own line
 
 
-def shipped_files() -> list[Path]:
-    """The shipped YAML files a verdict reads: the rulebook's, then the catalogs."""
-    from disagg_decider.rules.loader import rulebook_dir
-
-    return sorted(rulebook_dir().glob("*.yaml")) + sorted(_CATALOG.glob("*.yaml"))
+def shipped_files(rulebook: Path) -> list[Path]:
+    """The shipped YAML files a verdict reads: the rulebook's (in the folder `rulebook`), then
+    the catalogs."""
+    return sorted(rulebook.glob("*.yaml")) + sorted(_CATALOG.glob("*.yaml"))
 
 
 _CATALOG = Path(__file__).resolve().parent / "catalog"
@@ -96,13 +99,13 @@ def _same(a: Any, b: Any) -> bool:
     return a == b
 
 
-def snapshot_text(files: list[Path] | None = None) -> str:
-    """What `shipped_data.jsonl` must hold for `files` (the shipped ones by default). A file
-    whose data JSON cannot carry exactly is left out: it is then always parsed as YAML."""
+def snapshot_text(files: list[Path]) -> str:
+    """What `shipped_data.jsonl` must hold for `files` (`shipped_files`). A file whose data
+    JSON cannot carry exactly is left out: it is then always parsed as YAML."""
     from disagg_decider.yamlio import load_yaml_file
 
     rows = [json.dumps(HEADER)]
-    for path in files if files is not None else shipped_files():
+    for path in files:
         data = load_yaml_file(path)
         if not _json_exact(data):
             continue
@@ -113,16 +116,18 @@ def snapshot_text(files: list[Path] | None = None) -> str:
     return "\n".join(rows) + "\n"
 
 
-def snapshot_current() -> bool:
+def snapshot_current(rulebook: Path) -> bool:
+    """Whether the snapshot holds the shipped files with the rulebook in folder `rulebook`."""
     try:
-        return SNAPSHOT.read_text("utf-8") == snapshot_text()
+        return SNAPSHOT.read_text("utf-8") == snapshot_text(shipped_files(rulebook))
     except (OSError, UnicodeDecodeError):
         return False
 
 
-def write_snapshot() -> bool:
-    """Rewrite the snapshot if it differs from the shipped files; whether it was written."""
-    text = snapshot_text()
+def write_snapshot(rulebook: Path) -> bool:
+    """Rewrite the snapshot if it differs from the shipped files (the rulebook in folder
+    `rulebook`); whether it was written."""
+    text = snapshot_text(shipped_files(rulebook))
     try:
         if SNAPSHOT.read_text("utf-8") == text:
             return False

@@ -88,7 +88,8 @@ class Metrics(_Out):
     gain: float | None
     crossover_prompt_tokens: int | None
     # Requests the conditional layout prefills locally with nothing cached, which Dynamo's
-    # router cannot keep local (calc/bypass.py); null unless the layout is conditional.
+    # router cannot keep local (calc/modes/local_prefill_share.py); null unless the layout is
+    # conditional.
     conditional_cold_local_share: float | None = None
 
 
@@ -103,7 +104,7 @@ class Sizing(_Out):
     prefill_tp: int
     decode_tp: int
     colocated_tp: int  # attention TP per DP rank; GPUs per replica = tp x dp
-    prefill_dp: int = 1  # data-parallel attention ranks per replica (calc/parallel.py)
+    prefill_dp: int = 1  # data-parallel attention ranks per replica (calc/physics/parallel.py)
     decode_dp: int = 1
     colocated_dp: int = 1
     prefill_ep: int = 1  # expert-parallel size; 1 = experts sharded by TP
@@ -196,8 +197,8 @@ class Verdict(_Out):
     calibration: list[str] = []  # constants taken from a calibration file, with their residuals
     slo_basis: str = "p99-under-load"
     # Where the step times came from, for a workload that asked for `step_source: silicon`:
-    # silicon (calc/silicon.py), or default where the database lacked it (see warnings). None
-    # (the default physics, not asked) is left out of the output, which stays as before.
+    # silicon (calc/physics/silicon.py), or default where the database lacked it (see warnings).
+    # None (the default physics, not asked) is left out of the output, which stays as before.
     step_source: Literal["default", "silicon"] | None = Field(
         default=None, exclude_if=lambda value: value is None
     )
@@ -208,7 +209,8 @@ class Verdict(_Out):
     conditional: ConditionalResult | None = None
     # The layout Dynamo's router can run as sized: `disaggregated` (the always-split pools) where
     # the conditional layout keeps a material share of cache-cold prompts local, which Dynamo
-    # sends to the prefill pool (calc/bypass.py); `layout` otherwise. llm-d runs `layout`.
+    # sends to the prefill pool (calc/modes/local_prefill_share.py); `layout` otherwise. llm-d runs
+    # `layout`.
     dynamo_layout: Literal["colocated", "disaggregated", "conditional", "none"] = "colocated"
     # The weight and KV formats priced: the workload's, or the model's published ones.
     dtypes: PricedDtypes | None = None

@@ -4,8 +4,8 @@ Both modes get the same GPU budget (`cluster.gpus`) in whole replicas. Goodput i
 request rate a mode serves within its p99 TTFT and TPOT targets; dividing by the whole budget
 makes GPUs a mode cannot use, or a prefill pool idling on short prompts, count against it.
 
-`calc/search.py` evaluates every configuration at once. Each workload gets a run of rows: its
-own p50 prompt first, then a log-spaced grid from which the crossover (the prompt length where
+`calc/layouts/search.py` evaluates every configuration at once. Each workload gets a run of rows:
+its own p50 prompt first, then a log-spaced grid from which the crossover (the prompt length where
 disaggregation starts to win) is read, every mode re-optimised at every length. Workloads that
 share an engine are searched together (`analyze_many`), so a batch pays numpy's fixed cost per
 call once. This module turns each workload's rows into the verdict's numbers at its own rate.
@@ -21,26 +21,10 @@ from functools import cache
 
 import numpy as np
 
-from disagg_decider.calc import (
-    colocated_load,
-    conditional,
-    decode,
-    hetero,
-    ingress_queue,
-    kv,
-    parallel,
-    pins,
-    prefill,
-    rate_layout,
-)
-from disagg_decider.calc.arrays import sorted_unique
-from disagg_decider.calc.deferred_p99 import DeferredP99
-from disagg_decider.calc.kvpath import transfer_times
-from disagg_decider.calc.lengths import Lengths
-from disagg_decider.calc.limits import limits_for_block
-from disagg_decider.calc.pools import transfer_nodes_ms
-from disagg_decider.calc.result import Analysis, ColocatedResult, DisaggregatedResult
-from disagg_decider.calc.search import (
+from disagg_decider.calc.layouts import pins, rate_layout
+from disagg_decider.calc.layouts.limits import limits_for_block
+from disagg_decider.calc.layouts.pools import transfer_nodes_ms
+from disagg_decider.calc.layouts.search import (
     Found,
     Members,
     engine_for,
@@ -49,6 +33,14 @@ from disagg_decider.calc.search import (
     pinned_tps,
     search,
 )
+from disagg_decider.calc.modes import conditional, hetero
+from disagg_decider.calc.physics import kv, parallel
+from disagg_decider.calc.physics.kvpath import transfer_times
+from disagg_decider.calc.queues.array_helpers import sorted_unique
+from disagg_decider.calc.replicas import colocated_load, decode, ingress_queue, prefill
+from disagg_decider.calc.replicas.lengths import Lengths
+from disagg_decider.calc.replicas.reported_ttft import DeferredP99
+from disagg_decider.calc.result import Analysis, ColocatedResult, DisaggregatedResult
 from disagg_decider.workload import Resolved
 
 HOURS_PER_YEAR = 8760.0
@@ -94,7 +86,7 @@ def analyze_banded(
     served: list[Served | None] = [None] * len(resolved)
     groups: dict[tuple, list[int]] = {}
     for i, r in enumerate(resolved):
-        if r.workload.cluster.heterogeneous:  # two GPU types: calc/hetero.py
+        if r.workload.cluster.heterogeneous:  # two GPU types: calc/modes/hetero.py
             out[i] = hetero.analyze_heterogeneous(r, analyze_many)
             if modes_only:  # no crossover asked for: its gain curve is most of the cost
                 continue
@@ -156,7 +148,7 @@ def _analyze_block(
     band = _band_served(found, members, extra)
     own = _Own.of(members, rows)
     # The modes' and the conditional layout's report-only p99 TTFTs, solved in one bisection
-    # once every choice is made (`deferred_p99`).
+    # once every choice is made (`reported_ttft`).
     p99s = DeferredP99()
     colo, colo_ttft = _colocated_results(own, found, p99s)
     # The colocated pools to deploy: the fewest GPUs that carry the rate (`rate_layout`).
@@ -481,7 +473,9 @@ def _disaggregated_results(
     d_engine = _engine_at(o.first, f.layouts, j)
     everyone = np.arange(len(o.row))
     path = o.members.path.take(everyone, (-1, 1))
-    mix = o.members.mix  # mixed traffic: each mixed member's own row (`calc/classes.py`)
+    mix = (
+        o.members.mix
+    )  # mixed traffic: each mixed member's own row (`calc/replicas/mixed_members.py`)
     own = None if mix is None else mix.own(o.members.prompt_p50, everyone)
     most = np.maximum(np.floor((o.budget - d_tp) / p_tp), 1.0)
     # The search priced this pair's prefill pool at the workload's own prompt (`prefill_pool`,

@@ -32,7 +32,7 @@ class ColocatedResult(ModeResult):
     tp: int  # attention TP per DP rank; GPUs per replica = tp x dp
     dp: int = 1  # data-parallel attention ranks per replica
     ep: int = 1  # expert-parallel size (1: experts sharded by TP)
-    layout: str = ""  # e.g. TP8, DP16/EP16 (calc/parallel.py)
+    layout: str = ""  # e.g. TP8, DP16/EP16 (calc/physics/parallel.py)
     replicas: int
     chunk_tokens: int  # max_num_batched_tokens of the best chunked-prefill setting
     max_batch: int
@@ -68,12 +68,12 @@ class ThresholdPoint(_Out):
 
 class ConditionalResult(_Out):
     """Conditional disaggregation: prompts above `threshold_tokens` uncached tokens go to a
-    prefill pool, the rest prefill on the decode workers (`calc/conditional.py`).
+    prefill pool, the rest prefill on the decode workers (`calc/modes/conditional.py`).
 
     `layout` says what the best threshold is: `conditional`, or `disaggregated` (T = 0) or
     `colocated` (no prefill pool) when one of those is within 1% of the best. `max_rate_per_s`
     and `goodput_per_gpu` are the whole cluster's split's, as the modes' are; the pools are
-    sized for the workload's rate (`calc/conditional_sizing.py`: the fewest replicas of the
+    sized for the workload's rate (`calc/modes/conditional_sizing.py`: the fewest replicas of the
     chosen threshold, TP pair and chunk that carry it; the cluster's split where the rate
     needs it all); latencies at the workload's rate on those pools.
     """

@@ -4,8 +4,8 @@ AIConfigurator and Dynamo's SLA planner profile engines at fixed batches with no
 process: TTFT is the prefill latency of a batch (no queueing), TPOT the mean step over the
 output, and the batch is the one that maximises throughput per GPU within both targets
 (aiconfigurator.md section 7). Same physics as every other figure here (`step.iteration_ms`
-through `calc/benchmark.py`, `calc/prefill.py`, `calc/decode.py`); only the SLO semantics
-differ, so a verdict on this basis can be set beside theirs.
+through `calc/replicas/benchmark.py`, `calc/replicas/prefill.py`, `calc/replicas/decode.py`); only
+the SLO semantics differ, so a verdict on this basis can be set beside theirs.
 
 - Colocated: every (TP, chunk budget, decode batch); the mean-field replica of
   `calc/benchmark.at_batch` gives its rate, the prompt's own chunk iterations its TTFT and the
@@ -25,12 +25,18 @@ import math
 
 import numpy as np
 
-from disagg_decider.calc import benchmark, decode, prefill
-from disagg_decider.calc.arrays import sorted_unique
 from disagg_decider.calc.compare import HOURS_PER_YEAR
-from disagg_decider.calc.frontier import pick
-from disagg_decider.calc.kvpath import transfer_path, transfer_times
-from disagg_decider.calc.lengths import Lengths
+from disagg_decider.calc.layouts.search import (
+    TP_CANDIDATES,
+    engine_for,
+    pairs_allowed,
+    pinned_layouts,
+)
+from disagg_decider.calc.physics.kvpath import transfer_path, transfer_times
+from disagg_decider.calc.queues.array_helpers import sorted_unique
+from disagg_decider.calc.queues.batch_edge import pick
+from disagg_decider.calc.replicas import benchmark, decode, prefill
+from disagg_decider.calc.replicas.lengths import Lengths
 from disagg_decider.calc.result import (
     Analysis,
     ColocatedResult,
@@ -38,7 +44,6 @@ from disagg_decider.calc.result import (
     DisaggregatedResult,
     ThresholdPoint,
 )
-from disagg_decider.calc.search import TP_CANDIDATES, engine_for, pairs_allowed, pinned_layouts
 from disagg_decider.errors import UserError
 from disagg_decider.workload import Resolved
 

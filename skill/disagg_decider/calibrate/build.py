@@ -5,7 +5,6 @@ from __future__ import annotations
 import math
 from pathlib import Path
 
-from disagg_decider.calc import step_fit
 from disagg_decider.calibrate import fit as fitting
 from disagg_decider.calibrate.file import (
     UNBOUNDED,
@@ -17,7 +16,7 @@ from disagg_decider.calibrate.file import (
 )
 from disagg_decider.calibrate.readers import read_results
 from disagg_decider.calibrate.source import Limits
-from disagg_decider.catalog import Gpu, ModelSpec
+from disagg_decider.catalog import Gpu, ModelSpec, step_fit
 from disagg_decider.workload import Efficiency
 
 STATISTIC = {"ttft_ms": "ttft_stat", "tpot_ms": "tpot_stat"}
@@ -38,7 +37,7 @@ def calibrate(
     runs, files = read_results(paths, limits)
     kv = "fp8" if weights_dtype in ("fp8", "fp4") else "bf16"
     # The constants not fitted here are the ones a workload is priced with (the fitted step
-    # physics, `calc/step_fit.py`), so the calibrated ones mean the same thing when applied.
+    # physics, `catalog/step_fit.py`), so the calibrated ones mean the same thing when applied.
     fitted = step_fit.fitted(gpu.id, engine, model.moe is not None, weights_dtype)
     base = Efficiency(**fitted.constants) if fitted else Efficiency()
     target = fitting.Target(

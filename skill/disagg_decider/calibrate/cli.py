@@ -11,10 +11,26 @@ import typer
 
 from disagg_decider import catalog
 from disagg_decider.calibrate.source import Limits
+from disagg_decider.cli_options import ForceOut, count
 from disagg_decider.errors import UserError
 
 MAX_BATCH = 16_384  # max_num_seqs: vLLM's default is 256 (1,024 on some GPUs)
 MAX_CHUNK_TOKENS = 1_048_576  # max_num_batched_tokens
+
+ChunkTokens = count("--chunk-tokens", MAX_CHUNK_TOKENS, "max_num_batched_tokens of the server.")
+MaxBatch = count("--max-batch", MAX_BATCH, "max_num_seqs of the server.")
+MaxFiles = count("--max-files", 100_000, "Refuse more result files than this.")
+MaxRuns = count(
+    "--max-runs",
+    1_000_000,
+    "Refuse more runs than this in all (each is fitted, ~0.25 CPU-s apiece).",
+)
+MaxFileMb = count("--max-file-mb", 4_000, "Refuse larger result files (MB).")
+MaxValues = count(
+    "--max-values",
+    1_000_000_000,
+    "Refuse result files with more JSON values than this (numbers, lists, ...).",
+)
 
 
 def calibrate_command(
@@ -35,49 +51,16 @@ def calibrate_command(
     weights_dtype: Annotated[
         str, typer.Option("--weights-dtype", help="bf16, fp8 or fp4.")
     ] = "bf16",
-    chunk_tokens: Annotated[
-        int,
-        typer.Option(
-            "--chunk-tokens",
-            min=1,
-            max=MAX_CHUNK_TOKENS,
-            help="max_num_batched_tokens of the server.",
-        ),
-    ] = 8192,
-    max_batch: Annotated[
-        int,
-        typer.Option("--max-batch", min=1, max=MAX_BATCH, help="max_num_seqs of the server."),
-    ] = 256,
-    max_files: Annotated[
-        int,
-        typer.Option("--max-files", min=1, max=100_000, help="Refuse more result files than this."),
-    ] = Limits.max_files,
-    max_runs: Annotated[
-        int,
-        typer.Option(
-            "--max-runs",
-            min=1,
-            max=1_000_000,
-            help="Refuse more runs than this in all (each is fitted, ~0.25 CPU-s apiece).",
-        ),
-    ] = Limits.max_runs,
-    max_file_mb: Annotated[
-        int,
-        typer.Option("--max-file-mb", min=1, max=4_000, help="Refuse larger result files (MB)."),
-    ] = Limits.max_file_bytes // 1_000_000,
-    max_values: Annotated[
-        int,
-        typer.Option(
-            "--max-values",
-            min=1,
-            max=1_000_000_000,
-            help="Refuse result files with more JSON values than this (numbers, lists, ...).",
-        ),
-    ] = Limits.max_values,
+    chunk_tokens: ChunkTokens = 8192,
+    max_batch: MaxBatch = 256,
+    max_files: MaxFiles = Limits.max_files,
+    max_runs: MaxRuns = Limits.max_runs,
+    max_file_mb: MaxFileMb = Limits.max_file_bytes // 1_000_000,
+    max_values: MaxValues = Limits.max_values,
     out_file: Annotated[
         Path | None, typer.Option("--out", "-o", help="Calibration file to write (YAML).")
     ] = None,
-    force: Annotated[bool, typer.Option("--force", help="Overwrite --out if it exists.")] = False,
+    force: ForceOut = False,
     as_json: Annotated[bool, typer.Option("--json", help="Print the fit as JSON.")] = False,
 ) -> None:
     """Fit prefill MFU, decode MBU and the per-step overhead to your own benchmark runs.

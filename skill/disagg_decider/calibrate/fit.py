@@ -2,8 +2,8 @@
 
 The constants: prefill MFU (what prompts reach of peak FLOP/s), decode MBU (what decode steps
 reach of HBM bandwidth) and the fixed per-step overhead (launch, sampling, scheduling). They
-enter every figure through `step.iteration_ms`; `calc/benchmark.py` turns them into what each
-run would measure (`predict.py`). The fit minimises the squared log ratio predicted / measured
+enter every figure through `step.iteration_ms`; `calc/replicas/benchmark.py` turns them into what
+each run would measure (`predict.py`). The fit minimises the squared log ratio predicted / measured
 over every measured mean TTFT, TPOT and output throughput: a coarse grid, then
 Levenberg-Marquardt with forward-difference Jacobians, on the mean-field model; then, for
 open-loop runs, the same search on the mean-field model scaled by what the simulator replays at

@@ -14,8 +14,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from disagg_decider.calc import benchmark
-from disagg_decider.calc.step import Engine
+from disagg_decider.calc.physics.step import Engine
+from disagg_decider.calc.replicas import benchmark
 from disagg_decider.calibrate import replay
 from disagg_decider.calibrate.readers import Run
 from disagg_decider.catalog import Gpu, ModelSpec

@@ -1,7 +1,7 @@
 """Replay open-loop benchmark runs on the discrete-event simulator at candidate constants.
 
-Why: the calculator's mean-field replica (`calc/benchmark.py`) holds the decode batch at its
-mean. Near saturation the batch of a real (or simulated) server fluctuates far more than a
+Why: the calculator's mean-field replica (`calc/replicas/benchmark.py`) holds the decode batch at
+its mean. Near saturation the batch of a real (or simulated) server fluctuates far more than a
 Poisson count - a large batch slows every step, so requests stay longer and the batch grows
 further: the simulator's batch has variance 2.5-4x its mean at 40-60% of the mean-field
 capacity, against 1x assumed - and since the step time and the load are convex in the batch, the

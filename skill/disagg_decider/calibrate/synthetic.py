@@ -16,8 +16,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from disagg_decider.calc import benchmark
-from disagg_decider.calc.step import Engine
+from disagg_decider.calc.physics.step import Engine
+from disagg_decider.calc.replicas import benchmark
 from disagg_decider.sim import colocated
 from disagg_decider.sim.metrics import tpot_ms, ttft_ms
 from disagg_decider.sim.requests import Requests
@@ -45,8 +45,8 @@ def calculated_run(
     chunk_tokens: int = 8192,
     max_batch: int = 256,
 ) -> SimulatedRun:
-    """A run as the calculator's mean-field replica (`calc/benchmark.py`) predicts it: every
-    request at the mean. Open loop at `rate_per_s` or closed loop of `concurrency` clients."""
+    """A run as the calculator's mean-field replica (`calc/replicas/benchmark.py`) predicts it:
+    every request at the mean. Open loop at `rate_per_s` or closed loop of `concurrency` clients."""
     runs = benchmark.Runs(
         prompt_tokens=np.array([float(prompt_tokens)]),
         output_tokens=np.array([float(output_tokens)]),

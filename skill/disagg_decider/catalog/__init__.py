@@ -105,6 +105,19 @@ class Link(_Record):
     notes: str = ""
 
 
+def link_gbps_per_gpu(link: Link, gpu: Gpu | None) -> float:
+    """Gb/s one GPU gets on a catalog link, one way.
+
+    A scale-up link (NVLink) has no figure of its own: it runs at the GPU's scale-up bandwidth,
+    0 when the GPU is not known or has none (callers refuse that). A network link carries its
+    catalog figure.
+    """
+    if link.kind == "scale-up":
+        return gpu.scaleup_gb_per_s * 8.0 if gpu is not None else 0.0
+    assert link.gbps is not None
+    return link.gbps
+
+
 def _load(kind: str, record: type[_Record]) -> dict[str, _Record]:
     from disagg_decider.shipped_data import load_shipped
 

@@ -179,7 +179,8 @@ def model_from_hf_config(path: Path) -> ModelSpec:
     sliding_window, sliding_layers = _sliding(cfg, layers, max_ctx, req)
 
     tied = bool(cfg.get("tie_word_embeddings", False))
-    total_b, active_b = param_counts(
+    # The shape both the parameter count and the record read, named once.
+    shape = dict(
         layers=layers,
         hidden=hidden,
         heads=heads,
@@ -189,8 +190,8 @@ def model_from_hf_config(path: Path) -> ModelSpec:
         vocab=vocab,
         moe=moe,
         mla=mla,
-        tied_embeddings=tied,
     )
+    total_b, active_b = param_counts(**shape, tied_embeddings=tied)
 
     model_id, display, hf_repo = _names(cfg, path)
     weights_dtype, kv_dtype, dtype_source = checkpoint_formats(raw, moe is not None, where)
@@ -199,15 +200,7 @@ def model_from_hf_config(path: Path) -> ModelSpec:
             id=model_id,
             name=display,
             hf_repo=hf_repo,
-            layers=layers,
-            hidden=hidden,
-            heads=heads,
-            kv_heads=kv_heads,
-            head_dim=head_dim,
-            ffn_dim=ffn_dim,
-            vocab=vocab,
-            moe=moe,
-            mla=mla,
+            **shape,
             sliding_window=sliding_window,
             sliding_window_layers=sliding_layers,
             params_total_b=round(total_b, 3),

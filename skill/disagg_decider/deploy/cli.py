@@ -13,6 +13,8 @@ from typing import Annotated
 
 import typer
 
+from disagg_decider.cli_options import RuleFiles, RuleSets
+
 TARGET_HELP = (
     "dynamo (DynamoGraphDeployment), llm-d (modelservice + EPP + KEDA values), vllm or sglang "
     "(launch script + plain Kubernetes Deployments)."
@@ -66,13 +68,8 @@ def deploy_command(
         str | None,
         typer.Option("--served-model-name", help="Model name clients send (default: model path)."),
     ] = None,
-    sets: Annotated[
-        list[str] | None,
-        typer.Option("--set", help="Override a rule parameter, as for decide: --set min_gain=1.2"),
-    ] = None,
-    rules: Annotated[
-        list[Path] | None, typer.Option("--rules", help="Extra rule file, as for decide.")
-    ] = None,
+    sets: RuleSets = None,
+    rules: RuleFiles = None,
     gpu_label_key: Annotated[
         str,
         typer.Option(

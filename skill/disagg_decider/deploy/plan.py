@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Literal
 
 from disagg_decider import catalog
-from disagg_decider.calc.arch import weight_bytes
+from disagg_decider.calc.physics.model_costs import weight_bytes
 from disagg_decider.deploy.fields import check_k8s_prefix, k8s_name
 from disagg_decider.deploy.placement import (
     GPU_PRODUCT_LABEL,
@@ -73,7 +73,7 @@ class Pool:
 
     @property
     def layout(self) -> str:
-        from disagg_decider.calc.parallel import label
+        from disagg_decider.calc.physics.parallel import label
 
         return label(self.attention_tp, self.dp, self.ep)
 
@@ -257,7 +257,7 @@ def _disaggregated_pools(w: Workload, v: Verdict, conditional: bool) -> tuple[Po
     k = v.conditional
     if conditional and k is not None and k.prefill_tp and k.chunk_tokens:
         # Decode workers that prefill the prompts under the threshold in chunks, as the
-        # calculator sized them (calc/conditional.py).
+        # calculator sized them (calc/modes/conditional.py).
         return (
             Pool(
                 role="prefill",

@@ -2,10 +2,10 @@
 
 Dynamo keeps a prompt on the decode worker only if its uncached part is under the threshold
 AND under `eff_isl_ratio_threshold` (at most 1.0) of the prompt, so a prompt with nothing
-cached always goes to the prefill pool (calc/bypass.py). Where the verdict's conditional layout
-keeps a material share of such prompts local (`Verdict.dynamo_layout` is `disaggregated`),
-Dynamo is emitted with the always-split pools; llm-d, which routes on the uncached length
-alone, keeps the conditional layout.
+cached always goes to the prefill pool (calc/modes/local_prefill_share.py). Where the verdict's
+conditional layout keeps a material share of such prompts local (`Verdict.dynamo_layout` is
+`disaggregated`), Dynamo is emitted with the always-split pools; llm-d, which routes on the uncached
+length alone, keeps the conditional layout.
 """
 
 from __future__ import annotations

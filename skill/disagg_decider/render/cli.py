@@ -55,6 +55,7 @@ def render_command(
         stale_outputs,
         write_outputs,
     )
+    from disagg_decider.rules.loader import rulebook_dir
 
     expected = expected_outputs(load_rulebook(rules_dir), examples_dir)
     snapshot = _shown(shipped_data.SNAPSHOT)
@@ -63,7 +64,7 @@ def render_command(
     shipped_rules = rules_dir is None and out_dir.resolve() == _REPOSITORY_OUTPUTS
     if check:
         status = stale_outputs(expected, out_dir)
-        if shipped_rules and not shipped_data.snapshot_current():
+        if shipped_rules and not shipped_data.snapshot_current(rulebook_dir()):
             typer.echo(f"stale: {snapshot} (the shipped YAML files as JSON)")
             if not status.stale:
                 typer.echo("run `decide render` to regenerate it")
@@ -81,7 +82,7 @@ def render_command(
         return
     written, removed = write_outputs(expected, out_dir, force)
     try:
-        if shipped_rules and shipped_data.write_snapshot():
+        if shipped_rules and shipped_data.write_snapshot(rulebook_dir()):
             typer.echo(f"wrote {snapshot}")
     except OSError as exc:  # an installed package's folder may be read-only; only speed is lost
         typer.echo(f"warning: could not write {snapshot}: {exc.strerror or exc}", err=True)

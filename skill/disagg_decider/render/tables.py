@@ -1,8 +1,8 @@
 """The worked transfer table of the skill file: KV size and transfer time per model and link.
 
-Every figure comes from `calc.kv.kv_bytes`, `calc.transfer.effective_gb_per_s` and
-`calc.transfer.transfer_ms` with the catalog's link records, so the table the agent reads is the
-arithmetic `decide` runs. One GPU NIC carries the KV (prefill TP1 to decode TP1); with TP>1 each
+Every figure comes from `calc.physics.kv.kv_bytes`, `calc.physics.transfer.effective_gb_per_s` and
+`calc.physics.transfer.transfer_ms` with the catalog's link records, so the table the agent reads is
+the arithmetic `decide` runs. One GPU NIC carries the KV (prefill TP1 to decode TP1); with TP>1 each
 rank ships its own shard in parallel, which divides the times by min(prefill TP, decode TP).
 """
 
@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from disagg_decider import catalog
-from disagg_decider.calc import kv, transfer
+from disagg_decider.calc.physics import kv, transfer
 
 WORKED_PROMPTS: tuple[int, ...] = (1024, 4096, 8192, 32768)
 WORKED_KV_DTYPE = "fp8"
@@ -61,7 +61,7 @@ def worked_links() -> tuple[LinkColumn, ...]:
     for label, link_id in WORKED_LINKS:
         link = catalog.get_link(link_id)
         gpu = catalog.get_gpu(WORKED_NVLINK_GPU)
-        gbps = transfer.link_gbps_per_gpu(link, gpu)
+        gbps = catalog.link_gbps_per_gpu(link, gpu)
         name = f"{link.name}, {gpu.name}" if link.kind == "scale-up" else link.name
         columns.append(
             LinkColumn(

@@ -9,11 +9,12 @@ from __future__ import annotations
 
 import json
 import sys
-from enum import StrEnum
 from pathlib import Path
 from typing import Annotated
 
 import typer
+
+from disagg_decider.cli_common import choices
 
 rules_app = typer.Typer(
     help=(
@@ -187,9 +188,7 @@ def lint_command(
         raise typer.Exit(code=1)
 
 
-class SchemaKind(StrEnum):
-    workload = "workload"
-    rulebook = "rulebook"
+SchemaKind = choices("SchemaKind", "workload", "rulebook")
 
 
 def schema_command(

@@ -9,13 +9,12 @@ from __future__ import annotations
 
 import json
 import sys
-from enum import StrEnum
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 
-from disagg_decider.cli_common import ReportFormat
+from disagg_decider.cli_common import ReportFormat, choices
 from disagg_decider.errors import UserError
 from disagg_decider.progress import Progress
 from disagg_decider.sim.cli_conditional import (
@@ -33,26 +32,16 @@ from disagg_decider.sim.cli_conditional import (
 )
 from disagg_decider.sim.cli_trace import trace_summarize
 
-
-class OutFormat(StrEnum):
-    text = "text"
-    json = "json"
+OutFormat = choices("OutFormat", "text", "json")
 
 
-class RouterChoice(StrEnum):
-    least_work = "least-work"
-    round_robin = "round-robin"
-    random = "random"
+RouterChoice = choices("RouterChoice", "least-work", "round-robin", "random")
 
 
-class BatchCap(StrEnum):
-    engine = "engine"
-    verdict = "verdict"
+BatchCap = choices("BatchCap", "engine", "verdict")
 
 
-class ColocatedPolicy(StrEnum):
-    chunked = "chunked"
-    prefill_first = "prefill-first"
+ColocatedPolicy = choices("ColocatedPolicy", "chunked", "prefill-first")
 
 
 WorkloadOpt = Annotated[
@@ -65,6 +54,19 @@ SeedOpt = Annotated[
     int, typer.Option("--seed", help="Random seed; the same seed gives the same run.")
 ]
 QuietOpt = Annotated[bool, typer.Option("--quiet", "-q", help="No progress bar.")]
+
+
+def pool_gpus(role: str) -> Any:
+    """`--<role>-gpus`: a pool's size in GPUs, the verdict's where not given."""
+    return Annotated[
+        int | None,
+        typer.Option(f"--{role}-gpus", help=f"{role.capitalize()} pool size (default: verdict's)."),
+    ]
+
+
+ColocatedGpus, PrefillGpus, DecodeGpus = (pool_gpus(r) for r in ("colocated", "prefill", "decode"))
+
+
 JobsOpt = Annotated[
     int | None,
     typer.Option(
@@ -147,16 +149,9 @@ def simulate(
             "(gamma gaps). Azure 2023 conversation trace: 1.09, code: 13.2.",
         ),
     ] = 1.0,
-    colocated_gpus: Annotated[
-        int | None,
-        typer.Option("--colocated-gpus", help="Colocated pool size (default: verdict's)."),
-    ] = None,
-    prefill_gpus: Annotated[
-        int | None, typer.Option("--prefill-gpus", help="Prefill pool size (default: verdict's).")
-    ] = None,
-    decode_gpus: Annotated[
-        int | None, typer.Option("--decode-gpus", help="Decode pool size (default: verdict's).")
-    ] = None,
+    colocated_gpus: ColocatedGpus = None,
+    prefill_gpus: PrefillGpus = None,
+    decode_gpus: DecodeGpus = None,
     policy: PolicyOpt = ColocatedPolicy.chunked,
     batch_cap: Annotated[
         BatchCap,

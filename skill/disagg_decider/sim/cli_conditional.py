@@ -8,29 +8,20 @@ simulated. Module-level imports stay light (typer only), as in `sim.cli`.
 
 from __future__ import annotations
 
-from enum import StrEnum
 from typing import Annotated
 
 import typer
 
+from disagg_decider.cli_common import choices
 from disagg_decider.errors import UserError
 
-
-class LayoutChoice(StrEnum):
-    both = "both"
-    conditional = "conditional"
-    all = "all"
+LayoutChoice = choices("LayoutChoice", "both", "conditional", "all")
 
 
-class SweepLayout(StrEnum):
-    both = "both"
-    all = "all"
+SweepLayout = choices("SweepLayout", "both", "all")
 
 
-class RouterPolicy(StrEnum):
-    isl_bounding = "isl_bounding"
-    prefill_load = "prefill_load"
-    isl_or_load = "isl_or_load"
+RouterPolicy = choices("RouterPolicy", "isl_bounding", "prefill_load", "isl_or_load")
 
 
 LayoutOpt = Annotated[

@@ -8,12 +8,12 @@ from __future__ import annotations
 
 import json
 import sys
-from enum import StrEnum
 from pathlib import Path
 from typing import Annotated
 
 import typer
 
+from disagg_decider.cli_common import choices
 from disagg_decider.errors import UserError
 from disagg_decider.outfiles import check_target
 from disagg_decider.userfiles import TRACE_MAX_BYTES
@@ -21,9 +21,7 @@ from disagg_decider.userfiles import TRACE_MAX_BYTES
 TRACE_MAX_MB = TRACE_MAX_BYTES // 1_000_000
 
 
-class TraceFormat(StrEnum):
-    text = "text"
-    json = "json"
+TraceFormat = choices("TraceFormat", "text", "json")
 
 
 def classes_option(value: str | None) -> int | None:

@@ -32,7 +32,7 @@ from typing import Literal
 
 import numpy as np
 
-from disagg_decider.calc.step import Engine
+from disagg_decider.calc.physics.step import Engine
 from disagg_decider.gcpause import paused_collector
 from disagg_decider.sim.batch import DecodeBatch, run_ms, steps_within
 from disagg_decider.sim.outcome import Outcome
@@ -61,7 +61,7 @@ class ColocatedConfig:
         return self.replicas * self.tp
 
     def layout(self) -> str:
-        from disagg_decider.calc.parallel import label
+        from disagg_decider.calc.physics.parallel import label
 
         policy = f"chunk {self.chunk_tokens}" if self.policy == "chunked" else "prefill-first"
         shape = label(self.tp // self.dp, self.dp, self.ep)
@@ -191,14 +191,8 @@ class Replica:
                 queue.popleft()
             self.pieces = []
         finishes = batch.finishes
-        if finishes and finishes[0][0] <= batch.step:
-            step, done = batch.step, []  # batch.pop_finished, inlined
-            while finishes and finishes[0][0] <= step:
-                _, rid, base = heappop(finishes)
-                batch.context_base -= base
-                batch.size -= 1
-                done.append(rid)
-            for rid in done:
+        if finishes and finishes[0][0] <= batch.step:  # checked here: most steps end none
+            for rid in batch.pop_finished():
                 self._finish(rid, now)
         self.plan(now)
 
@@ -415,10 +409,4 @@ def simulate(engine: Engine, requests: Requests, cfg: ColocatedConfig, progress=
             replica = replicas[r]
             if version == replica.version:
                 replica.run_ended(now)
-    return Outcome(
-        mode="colocated",
-        gpus=cfg.gpus,
-        first_token_ms=np.asarray(shared.first_ms),
-        done_ms=np.asarray(shared.done_ms),
-        layout=cfg.layout(),
-    )
+    return Outcome.of("colocated", cfg, shared)

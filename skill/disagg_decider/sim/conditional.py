@@ -29,7 +29,7 @@ of 1.0; with Dynamo's threshold unset the worker counts as never busy, here an i
 A remote request is prefilled first come first served on the prefill replica free soonest
 (the calculator's M/G/c pool), reserves a seat and its KV on the decode worker with the fewest
 requests in flight among those with room (or waits, first come first served, for one), moves
-its uncached KV over the link (`calc.transfer.transfer_ms`, alone on it: the calculator caps
+its uncached KV over the link (`calc.physics.transfer.transfer_ms`, alone on it: the calculator caps
 ingress separately), and joins the decode batch at the next iteration boundary; that
 iteration emits its first token.
 """
@@ -43,10 +43,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from disagg_decider.calc import kv, transfer
-from disagg_decider.calc.kvpath import TransferPath
-from disagg_decider.calc.prefill import prefill_ms
-from disagg_decider.calc.step import Engine
+from disagg_decider.calc.physics import kv, transfer
+from disagg_decider.calc.physics.kvpath import TransferPath
+from disagg_decider.calc.physics.step import Engine
+from disagg_decider.calc.replicas.prefill import prefill_ms
 from disagg_decider.sim.colocated import IDLE, ColocatedConfig, Replica, _Shared
 from disagg_decider.sim.events import run_events
 from disagg_decider.sim.outcome import Outcome
@@ -222,14 +222,8 @@ def simulate(
                 worker.run_ended(now)
 
     run_events(requests.arrival_ms.tolist(), heap, on_event, arrive, progress)
-    return Outcome(
-        mode="conditional",
-        gpus=cfg.gpus,
-        first_token_ms=np.asarray(shared.first_ms),
-        done_ms=np.asarray(shared.done_ms),
-        layout=cfg.layout(),
-        share_to_prefill=sent[0] / len(requests) if len(requests) else 0.0,
-    )
+    share = sent[0] / len(requests) if len(requests) else 0.0
+    return Outcome.of("conditional", cfg, shared, share_to_prefill=share)
 
 
 def config_of(
@@ -245,7 +239,7 @@ def config_of(
     `threshold_tokens` replaces the verdict's T on the same pools; a prefill worker is busy
     above `prefill_busy_threshold` x the prefill pool's token budget as `decide deploy` sets
     it (its max_num_batched_tokens), as Dynamo's `prefill_busy_threshold` is a fraction of it."""
-    from disagg_decider.calc.kvpath import transfer_path
+    from disagg_decider.calc.physics.kvpath import transfer_path
     from disagg_decider.deploy.plan import prefill_token_budget
 
     k = verdict.conditional

@@ -1,14 +1,15 @@
 """Disaggregated serving: a prefill pool, a KV transfer over the link, a decode pool.
 
 - Prefill: each replica serves one prompt at a time, first come first served; its service time
-  is `calc.prefill.prefill_ms` of the uncached prompt after its cached prefix, so prefix-cache
-  hits shorten it. The router (`sim.routing`, `least-work` by default) sends each arrival to
-  the replica that will be free soonest, which makes the pool the calculator's M/G/c queue.
+  is `calc.replicas.prefill.prefill_ms` of the uncached prompt after its cached prefix, so
+  prefix-cache hits shorten it. The router (`sim.routing`, `least-work` by default) sends each
+  arrival to the replica that will be free soonest, which makes the pool the calculator's M/G/c
+  queue.
 - Transfer: when a prompt is done, a decode replica with a free seat and room for the request's
   KV (prompt plus output, `Engine.kv_bytes_held`) is reserved, or the request waits for one,
-  first come first served. Its uncached KV (`calc.kv.kv_bytes`) then moves over the path the
-  calculator picks (`calc.kvpath.transfer_path`), taking `calc.transfer.transfer_ms` when it
-  has the link to itself. Transfers into one decode replica share its ingress equally
+  first come first served. Its uncached KV (`calc.physics.kv.kv_bytes`) then moves over the path the
+  calculator picks (`calc.physics.kvpath.transfer_path`), taking `calc.physics.transfer.transfer_ms`
+  when it has the link to itself. Transfers into one decode replica share its ingress equally
   (processor sharing, O(log n) per event: `_Link`), the limit the calculator prices. With layer-wise
   streaming (TensorRT-LLM; `efficiency.kv_transfer`) only the part the calculator's
   `layerwise_exposed_ms` leaves exposed after prefill goes through the shared link.
@@ -26,11 +27,11 @@ from heapq import heappop, heappush
 
 import numpy as np
 
-from disagg_decider.calc import kv, transfer
-from disagg_decider.calc.kvpath import TransferPath
-from disagg_decider.calc.parallel import label
-from disagg_decider.calc.prefill import prefill_ms
-from disagg_decider.calc.step import Engine
+from disagg_decider.calc.physics import kv, transfer
+from disagg_decider.calc.physics.kvpath import TransferPath
+from disagg_decider.calc.physics.parallel import label
+from disagg_decider.calc.physics.step import Engine
+from disagg_decider.calc.replicas.prefill import prefill_ms
 from disagg_decider.gcpause import paused_collector
 from disagg_decider.sim.batch import DecodeBatch, run_ms, steps_within
 from disagg_decider.sim.outcome import Outcome
@@ -52,12 +53,12 @@ class DisaggregatedConfig:
     layerwise: bool = False
     router: str = "least-work"  # sim.routing: how a prompt picks its prefill replica
     # prefill_tp / decode_tp count GPUs per replica; a DP-attention replica holds dp ranks of
-    # tp // dp GPUs each, experts over ep GPUs (calc/parallel.py).
+    # tp // dp GPUs each, experts over ep GPUs (calc/physics/parallel.py).
     prefill_dp: int = 1
     decode_dp: int = 1
     prefill_ep: int = 1
     decode_ep: int = 1
-    prefill_gpu: str = ""  # set when the pools run different GPU types (calc/hetero.py)
+    prefill_gpu: str = ""  # set when the pools run different GPU types (calc/modes/hetero.py)
     decode_gpu: str = ""
 
     @property
@@ -254,13 +255,7 @@ class _Decoder:
         finishes = batch.finishes
         if finishes and finishes[0][0] <= step:
             done_ms, kv_need = sim.done_ms, sim.kv_need
-            finished = []  # batch.pop_finished, inlined
-            while finishes and finishes[0][0] <= step:
-                _, rid, base = heappop(finishes)
-                batch.context_base -= base
-                batch.size -= 1
-                finished.append(rid)
-            for rid in finished:
+            for rid in batch.pop_finished():
                 done_ms[rid] = now
                 self.seated -= 1
                 self.kv_used -= kv_need[rid]
@@ -345,10 +340,4 @@ def simulate(
         while heap:
             now, _, kind, a, b = heappop(heap)
             handle(now, kind, a, b)
-    return Outcome(
-        mode="disaggregated",
-        gpus=cfg.gpus,
-        first_token_ms=np.asarray(sim.first_ms),
-        done_ms=np.asarray(sim.done_ms),
-        layout=cfg.layout(),
-    )
+    return Outcome.of("disaggregated", cfg, sim)

@@ -1,6 +1,6 @@
 """Heterogeneous pools in the simulator: prefill on one GPU type, decode on another.
 
-The layouts come from the verdict and the pricing from the calculator (calc/hetero.py):
+The layouts come from the verdict and the pricing from the calculator (calc/modes/hetero.py):
 disaggregated is the cross split, prefill engines on the prefill pool's GPU, decode engines on
 the decode pool's, each request's KV over the cluster network (`hetero.network_path`);
 colocated is both pools serving colocated replicas side by side, each pool's layout the
@@ -14,8 +14,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from disagg_decider.calc import hetero
-from disagg_decider.calc.step import Engine
+from disagg_decider.calc.modes import hetero
+from disagg_decider.calc.physics.step import Engine
 from disagg_decider.errors import UserError
 from disagg_decider.sim.colocated import ColocatedConfig
 from disagg_decider.sim.outcome import Outcome

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from disagg_decider.calc.lengths import Lengths
+from disagg_decider.calc.replicas.lengths import Lengths
 
 
 def sample(

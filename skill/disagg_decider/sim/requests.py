@@ -6,9 +6,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from disagg_decider.calc.lengths import Lengths
+from disagg_decider.calc.replicas.lengths import Lengths
 from disagg_decider.sim import arrivals, lengths
-from disagg_decider.sim.trace import Trace
+from disagg_decider.sim.trace_fields import Trace
 
 
 @dataclass(frozen=True)

@@ -3,7 +3,7 @@
 - `least-work` (default): the replica that will be free soonest (prefill pools; Dynamo's KV
   router and llm-d's load-aware scorers route on queued work) or, for colocated replicas, the
   one with the fewest requests in flight (join-shortest-queue). The calculator prices such a
-  pool as one M/G/c queue (`calc.queueing`).
+  pool as one M/G/c queue (`calc.queues.queueing`).
 - `round-robin`: replicas in turn, blind to load.
 - `random`: a uniformly random replica (seeded), which makes each replica an independent
   M/G/1 queue at rate / c: what the calculator would have to assume without a router.
@@ -46,7 +46,7 @@ def pooled_waits(
     arrival_ms: np.ndarray, service_ms: np.ndarray, servers: int, router: str = "least-work"
 ) -> np.ndarray:
     """Waiting times of a pool of FCFS servers fed by `router`: the disaggregated simulator's
-    prefill pool on its own (tests compare `calc.queueing` with it)."""
+    prefill pool on its own (tests compare `calc.queues.queueing` with it)."""
     free = [0.0] * servers
     picker = Picker(router, servers)
     waits = np.empty(len(arrival_ms))

@@ -17,10 +17,10 @@ import functools
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 
-from disagg_decider.calc import transfer
-from disagg_decider.calc.kvpath import transfer_path
-from disagg_decider.calc.lengths import Lengths
-from disagg_decider.calc.step import Engine
+from disagg_decider.calc.physics import transfer
+from disagg_decider.calc.physics.kvpath import transfer_path
+from disagg_decider.calc.physics.step import Engine
+from disagg_decider.calc.replicas.lengths import Lengths
 from disagg_decider.errors import UserError
 from disagg_decider.sim import colocated, disaggregated, metrics
 from disagg_decider.sim import requests as reqs
@@ -50,7 +50,7 @@ class Setup:
 
 def engine(r: Resolved, tp: int, dp: int = 1, ep: int = 1) -> Engine:
     """The calculator's engine for a layout (attention TP, DP ranks, EP size)."""
-    from disagg_decider.calc.search import engine_for
+    from disagg_decider.calc.layouts.search import engine_for
 
     return engine_for(r, tp, dp, ep)
 
@@ -120,7 +120,7 @@ def setup(
     pools: tuple = ()
     p_r, d_r, path = r, r, transfer_path(r)
     if hetero:
-        from disagg_decider.calc import hetero as calc_hetero
+        from disagg_decider.calc.modes import hetero as calc_hetero
 
         pools = het.colocated_pools(
             r,

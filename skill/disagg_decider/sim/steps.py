@@ -1,7 +1,7 @@
 """The calculator's step times, precomputed on grids so the event loop never calls numpy.
 
-`calc.step.iteration_ms` costs about 90 microseconds per scalar call (numpy overhead), too slow
-for tens of thousands of simulated requests per second. So each table evaluates it once, as one
+`calc.physics.step.iteration_ms` costs about 90 microseconds per scalar call (numpy overhead), too
+slow for tens of thousands of simulated requests per second. So each table evaluates it once, as one
 vectorised call over a grid, and the simulator interpolates linearly between grid points. The
 values at the grid points are `iteration_ms`'s own; `tests/test_sim_steps.py` checks that the
 interpolated values stay close to direct calls (decode passes within 0.2%, mixed passes within
@@ -20,7 +20,7 @@ from math import sqrt
 
 import numpy as np
 
-from disagg_decider.calc.step import Engine, iteration_ms
+from disagg_decider.calc.physics.step import Engine, iteration_ms
 
 CONTEXT_POINTS = 257
 MIXED_CONTEXT_POINTS = 13

@@ -13,8 +13,8 @@ Lengths where neither mode meets the SLO are gaps, and lengths where only one do
 in the table, the mermaid chart and the plot.
 
 With `conditional` the sweep adds the conditional layout: at each length the calculator's
-threshold search (`calc.conditional`: its chosen layout, threshold T, share sent to prefill and
-goodput per GPU over colocated) and, simulated, the verdict's conditional pools behind the
+threshold search (`calc.modes.conditional`: its chosen layout, threshold T, share sent to prefill
+and goodput per GPU over colocated) and, simulated, the verdict's conditional pools behind the
 router (`sim.conditional`, T and policy as asked). Where the search chose colocated or always-
 disaggregated there are no conditional pools; the simulated conditional goodput is then that
 mode's, as the layout would deploy it.

@@ -18,36 +18,28 @@ Input is bounded: the file is a regular file of at most `TRACE_MAX_BYTES` (the C
 from __future__ import annotations
 
 import json
-import math
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 
 from disagg_decider.errors import UserError, excerpt
+from disagg_decider.sim.trace_azure import read_azure
+from disagg_decider.sim.trace_fields import (
+    Trace,
+    build_trace,
+    check_order,
+    checked_number,
+    checked_timestamp,
+    checked_tokens,
+)
 from disagg_decider.userfiles import TRACE_MAX_BYTES, read_text
-from disagg_decider.workload import MAX_TOKENS
 
 MAX_LINE_CHARS = 65_536
-MAX_TIMESTAMP_S = 1e11  # year ~5100 as a Unix time; far beyond any trace
 MAX_HASH_IDS = 20_000  # 10M tokens / 512-token blocks
 
 MOONCAKE_FIELDS = ("timestamp", "input_length", "output_length")
 MOONCAKE_BLOCK_TOKENS = 512
-
-
-@dataclass(frozen=True)
-class Trace:
-    source: str
-    kind: str  # "azure" or "mooncake"
-    arrival_ms: np.ndarray  # from the first request
-    prompt: np.ndarray
-    output: np.ndarray
-    cached: np.ndarray  # prefix-cache hit tokens (zero for Azure)
-    has_hash_ids: bool = False  # some request carried block hashes, so `cached` is measured
-
-    def __len__(self) -> int:
-        return int(self.arrival_ms.shape[0])
 
 
 def load(path: Path, max_bytes: int = TRACE_MAX_BYTES) -> Trace:
@@ -66,7 +58,6 @@ def load(path: Path, max_bytes: int = TRACE_MAX_BYTES) -> Trace:
         )
     if path.suffix.lower() in (".jsonl", ".json") or first.startswith("{"):
         return _mooncake(lines, str(path))
-    from disagg_decider.sim.trace_azure import read_azure  # it uses the checks below
 
     return read_azure(lines, str(path))
 
@@ -92,16 +83,16 @@ def _mooncake(lines: list[str], source: str) -> Trace:
             )
         for field in MOONCAKE_FIELDS:
             _json_number(record[field], field, source, line_no)
-        ms = _number(record["timestamp"], "timestamp", source, line_no)
-        times.append(_timestamp(ms / 1e3, record["timestamp"], "timestamp", source, line_no))
-        prompt = _tokens(record["input_length"], "input_length", source, line_no)
+        ms = checked_number(record["timestamp"], "timestamp", source, line_no)
+        times.append(checked_timestamp(ms / 1e3, record["timestamp"], "timestamp", source, line_no))
+        prompt = checked_tokens(record["input_length"], "input_length", source, line_no)
         prompts.append(prompt)
-        outputs.append(_tokens(record["output_length"], "output_length", source, line_no))
+        outputs.append(checked_tokens(record["output_length"], "output_length", source, line_no))
         hashes = _hash_ids(record.get("hash_ids"), source, line_no)
         hashed = hashed or hashes is not None
         cached.append(_prefix_hit(hashes, prompt, seen_blocks))
-        _check_order(times, source, line_no)
-    return _build(source, "mooncake", times, prompts, outputs, cached, hashed)
+        check_order(times, source, line_no)
+    return build_trace(source, "mooncake", times, prompts, outputs, cached, hashed)
 
 
 def _json_line(line: str, source: str, line_no: int):
@@ -171,63 +162,6 @@ def _prefix_hit(hashes, prompt: int, seen: set) -> int:
         hit += 1
     seen.update(hashes)
     return min(hit * MOONCAKE_BLOCK_TOKENS, max(prompt - 1, 0))
-
-
-# --- shared checks -----------------------------------------------------------------------------
-
-
-def _timestamp(seconds: float, raw, field: str, source: str, line_no: int) -> float:
-    if not math.isfinite(seconds) or abs(seconds) > MAX_TIMESTAMP_S:
-        raise UserError(
-            f"{source} line {line_no}: {field} {excerpt(raw)} is not a time within "
-            f"{MAX_TIMESTAMP_S:g} s of the epoch"
-        )
-    return seconds
-
-
-def _number(value, field: str, source: str, line_no: int) -> float:
-    try:
-        x = float(value)
-    except (TypeError, ValueError, OverflowError):  # OverflowError: a 400-digit integer
-        x = math.nan
-    if isinstance(value, bool) or not math.isfinite(x):
-        raise UserError(f"{source} line {line_no}: {field} {excerpt(value)} is not a number")
-    return x
-
-
-def _tokens(value, field: str, source: str, line_no: int) -> int:
-    x = _number(value.strip() if isinstance(value, str) else value, field, source, line_no)
-    if x != int(x):
-        raise UserError(f"{source} line {line_no}: {field} {excerpt(value)} is not a whole number")
-    if x < 0 or x > MAX_TOKENS:
-        raise UserError(
-            f"{source} line {line_no}: {field} is {x:g}; token counts are between 0 "
-            f"and {MAX_TOKENS:,}"
-        )
-    return int(x)
-
-
-def _check_order(times: list[float], source: str, line_no: int) -> None:
-    if len(times) > 1 and times[-1] < times[-2]:
-        raise UserError(
-            f"{source} line {line_no}: timestamp goes back in time ({times[-1] - times[-2]:.3f} s "
-            "before the previous request); sort the trace by timestamp"
-        )
-
-
-def _build(source, kind, times, prompts, outputs, cached, hashed: bool = False) -> Trace:
-    if not len(times):
-        raise UserError(f"{source}: the trace has a header but no requests")
-    t = np.asarray(times, dtype=float)
-    return Trace(
-        source=source,
-        kind=kind,
-        arrival_ms=(t - t[0]) * 1e3,
-        prompt=np.asarray(prompts, dtype=np.int64),
-        output=np.asarray(outputs, dtype=np.int64),
-        cached=np.asarray(cached, dtype=np.int64),
-        has_hash_ids=hashed,
-    )
 
 
 # --- summary -----------------------------------------------------------------------------------

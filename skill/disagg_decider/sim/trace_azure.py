@@ -18,13 +18,13 @@ from datetime import UTC, datetime
 import numpy as np
 
 from disagg_decider.errors import UserError, excerpt
-from disagg_decider.sim.trace import (
+from disagg_decider.sim.trace_fields import (
     MAX_TIMESTAMP_S,
     Trace,
-    _build,
-    _check_order,
-    _timestamp,
-    _tokens,
+    build_trace,
+    check_order,
+    checked_timestamp,
+    checked_tokens,
 )
 from disagg_decider.workload import MAX_TOKENS
 
@@ -75,7 +75,9 @@ def _azure_rows(lines: list[str], source: str) -> Trace:
     times, prompts, outputs = (
         np.concatenate([p[k] for p in parts]) if parts else np.zeros(0) for k in range(3)
     )
-    return _build(source, "azure", times, prompts, outputs, np.zeros(len(times), dtype=np.int64))
+    return build_trace(
+        source, "azure", times, prompts, outputs, np.zeros(len(times), dtype=np.int64)
+    )
 
 
 def _azure_fast(chunk: list[str], cols: tuple[int, int, int], width: int):
@@ -142,9 +144,9 @@ def _azure_slow(chunk: list[str], first_line: int, header, cols, source: str):
                 f"({excerpt(','.join(header))})"
             )
         times.append(_azure_time(row[it], source, line_no))
-        prompts.append(_tokens(row[ip], "ContextTokens", source, line_no))
-        outputs.append(_tokens(row[io], "GeneratedTokens", source, line_no))
-        _check_order(times, source, line_no)
+        prompts.append(checked_tokens(row[ip], "ContextTokens", source, line_no))
+        outputs.append(checked_tokens(row[io], "GeneratedTokens", source, line_no))
+        check_order(times, source, line_no)
     return (
         np.asarray(times, dtype=float),
         np.asarray(prompts, dtype=np.int64),
@@ -160,7 +162,7 @@ def _check_chunk_order(times: np.ndarray, previous: float, chunk, source, first_
             seen += bool(line.strip())
             if seen == row:
                 earlier = previous if row == 0 else float(times[row - 1])
-                _check_order([earlier, float(times[row])], source, first_line + offset)
+                check_order([earlier, float(times[row])], source, first_line + offset)
 
 
 def _azure_time(cell: str, source: str, line_no: int) -> float:
@@ -171,7 +173,7 @@ def _azure_time(cell: str, source: str, line_no: int) -> float:
     except ValueError:
         seconds = None
     if seconds is not None:
-        return _timestamp(seconds, value, "TIMESTAMP", source, line_no)
+        return checked_timestamp(seconds, value, "TIMESTAMP", source, line_no)
     try:
         stamp = datetime.fromisoformat(_SUBMICRO.sub(r"\1", value[:64]))
         return (stamp if stamp.tzinfo else stamp.replace(tzinfo=UTC)).timestamp()

@@ -1,0 +1,502 @@
+"""Routing thresholds: the length mix split at T uncached tokens, and the best split of the
+cluster for every (threshold, TP pair) of many workloads at once.
+
+`calc/modes/conditional.py` prices the layout this feeds (see its docstring). Here the search:
+each workload tries 16 thresholds and a handful of TP pairs, and every (threshold, pair) needs
+the prefill pool's rate at each pool size (a load bisection) and the decode workers' capacity at
+each pool size (a batch search). Rows are independent in both, so the thresholds, pairs and
+workloads of a block (`compare.analyze_many`, one engine) go through one bisection and one batch
+search: a decision pays numpy's fixed cost per call a few times instead of per pair.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
+from functools import lru_cache
+
+import numpy as np
+
+from disagg_decider.calc.layouts import split_grid
+from disagg_decider.calc.layouts.pools import ingress_rate_per_s, prefill_pool, rate_where
+from disagg_decider.calc.layouts.search import engine_for
+from disagg_decider.calc.physics.kvpath import TransferPath, transfer_path
+from disagg_decider.calc.queues.array_helpers import sorted_unique
+from disagg_decider.calc.replicas import colocated, decode, prefill
+from disagg_decider.calc.replicas.lengths import Lengths
+from disagg_decider.classes import (
+    Component,
+    class_seats,
+    class_size_biased,
+    components,
+    fit_moments,
+    partial_moments,
+    seat_context_scv,
+)
+from disagg_decider.workload import Resolved
+
+THRESHOLD_POINTS = 16  # candidate thresholds between the shortest and longest prompts
+MIN_SHARE = 1e-3  # a part holding fewer requests than this is not a pool of its own
+
+
+@dataclass(frozen=True)
+class Candidate:
+    """One conditional layout on the cluster: threshold, TP pair, chunk and whole pools."""
+
+    threshold_tokens: float
+    long_share: float  # requests sent to the prefill pool
+    goodput_rate_per_s: float  # within both targets for 99% of all requests, whole cluster
+    prefill_tp: int
+    decode_tp: int
+    prefill_replicas: int
+    decode_replicas: int
+    chunk_tokens: int
+    ttft_p99_ms: float | None  # over all requests (`overall_ttft`), at the workload's rate
+    tpot_p99_ms: float | None
+    pool_rate_per_s: float = 0.0  # total requests the prefill pool admits (its share of them)
+    per_replica_rate_per_s: float = 0.0  # a decode worker's capacity read off the grid
+    settled: bool = False  # goodput checked against the reported p99s (`settle`)
+    pooled_ttft_p99_ms: float | None = None  # the pooled long prompts' own p99 TTFT (report)
+    local_ttft_p99_ms: float | None = None  # the locally prefilled prompts' own p99 TTFT
+
+
+@dataclass(frozen=True)
+class Parts:
+    """The length distribution split at T: the prefill pool's part and the decode workers'."""
+
+    long_share: float
+    long: Lengths  # requests above T, as one log-normal (scalars)
+    local: Lengths  # every request's decode, with the short prompts' local prefill work
+
+
+def split_at(comps: list[Component], threshold: float) -> Parts:
+    """Split the mix of classes at T uncached tokens (moment-matched parts).
+
+    Cached: the search, the settling of its candidates and the report each split the same
+    workload at the same thresholds. The parts are shared, so callers never modify them.
+    """
+    return _split_at(tuple(comps), float(threshold))
+
+
+@lru_cache(maxsize=1024)
+def _split_at(comps: tuple[Component, ...], threshold: float) -> Parts:
+    long_w = long_m1 = long_m2 = long_c1 = out_long1 = out_long2 = 0.0
+    short_w = short_m1 = short_m2 = 0.0
+    short_biased = 0.0  # sum over classes of w x (tokens below T)^2 / (share below T)
+    for c in comps:
+        share = 1.0 - c.hit_rate
+        # The class's uncached tokens are log-normal with median p50 * share, same sigma.
+        u_p50 = c.prompt_p50 * share
+        below0, below1, below2 = partial_moments(u_p50, c.prompt_sigma, threshold)
+        total1 = u_p50 * math.exp(c.prompt_sigma**2 / 2)
+        total2 = u_p50**2 * math.exp(2 * c.prompt_sigma**2)
+        frac_long = 1.0 - below0
+        long_w += c.weight * frac_long
+        long_m1 += c.weight * (total1 - below1)
+        long_m2 += c.weight * (total2 - below2)
+        long_c1 += c.weight * (total1 - below1) / share * (1.0 - share)  # cached tokens
+        o1 = c.output_p50 * math.exp(c.output_sigma**2 / 2)
+        o2 = c.output_p50**2 * math.exp(2 * c.output_sigma**2)
+        out_long1 += c.weight * frac_long * o1
+        out_long2 += c.weight * frac_long * o2
+        short_w += c.weight * below0
+        short_m1 += c.weight * below1
+        short_m2 += c.weight * below2
+        if below0 > 0.0:
+            short_biased += c.weight * below1 * below1 / below0
+    whole = _whole_mix(comps)
+    long = whole
+    # A part whose mean cancels to zero (a tail far past T, or below it) has no moments to fit;
+    # it keeps the whole mix's lengths at its vanishing share.
+    if long_w > 0 and long_m1 > 0:
+        u_p50, u_sigma = fit_moments(long_m1 / long_w, long_m2 / long_w)
+        hit = long_c1 / (long_m1 + long_c1) if long_m1 + long_c1 > 0 else 0.0
+        o_p50, o_sigma = fit_moments(out_long1 / long_w, out_long2 / long_w)
+        long = Lengths.build(u_p50 / (1.0 - hit), u_sigma, hit, o_p50, o_sigma)
+    local = whole
+    if short_w > 0 and short_m1 > 0:
+        # The tagged short request's own prompt: the short part's log-normal (uncached share 1
+        # so the colocated model's prompt quantiles are uncached tokens). The work per arriving
+        # request, short or not, is the zero-inflated E[u 1{u <= T}] and its second moment.
+        s_p50, s_sigma = fit_moments(short_m1 / short_w, short_m2 / short_w)
+        local = replace(
+            whole,
+            prompt_p50=np.asarray(s_p50),
+            prompt_sigma=np.asarray(s_sigma),
+            uncached_share=np.asarray(1.0),
+            uncached_mean=np.asarray(short_m1),
+            uncached_second_moment=np.asarray(short_m2),
+            uncached_size_biased=np.asarray(short_m2) / np.maximum(np.asarray(short_m1), 1e-9),
+            # The prompt a locally chunked token belongs to: the convention (the work per
+            # arriving request) times 1 + the spread between the classes' local prompts
+            # (`classes.chunk_prompt_tokens`): sum(w m1^2 / m0) x sum(w m0) / sum(w m1)^2 with
+            # m0, m1 a class's share and tokens below T; exactly 1 for one class.
+            chunk_prompt_tokens=np.asarray(
+                short_m1 * (short_biased * short_w / (short_m1 * short_m1))
+                if len(comps) > 1
+                else short_m1
+            ),
+        )
+    return Parts(long_share=long_w, long=long, local=local)
+
+
+@lru_cache(maxsize=256)
+def _whole_mix(comps: tuple[Component, ...]) -> Lengths:
+    """The whole mix as the decode batch sees it: the same at every threshold."""
+    return batch_weighted(mixture_lengths(list(comps)), list(comps))
+
+
+def mixture_lengths(comps: list[Component]) -> Lengths:
+    """The whole mix as one log-normal prompt and output (mean and second moment kept)."""
+    p1 = sum(c.weight * c.prompt_p50 * math.exp(c.prompt_sigma**2 / 2) for c in comps)
+    p2 = sum(c.weight * c.prompt_p50**2 * math.exp(2 * c.prompt_sigma**2) for c in comps)
+    u1 = sum(
+        c.weight * (1 - c.hit_rate) * c.prompt_p50 * math.exp(c.prompt_sigma**2 / 2) for c in comps
+    )
+    o1 = sum(c.weight * c.output_p50 * math.exp(c.output_sigma**2 / 2) for c in comps)
+    o2 = sum(c.weight * c.output_p50**2 * math.exp(2 * c.output_sigma**2) for c in comps)
+    p50, sigma = fit_moments(p1, p2)
+    o50, osigma = fit_moments(o1, o2)
+    return Lengths.build(p50, sigma, 1.0 - u1 / p1, o50, osigma)
+
+
+def batch_weighted(lengths: Lengths, comps: list[Component]) -> Lengths:
+    """The mix as a decode batch sees it: a request stays in the batch for its output, so
+    classes with long outputs fill more of it (Little's law per class). The batch's mean
+    context and KV held per sequence are weighted by output length; with one class this is
+    the calculator's convention (`Lengths.decode_context_mean`, `decode.held_tokens`)."""
+    if len(comps) == 1:
+        return lengths
+    seats, p, o = class_seats(comps)  # o: the output a seat of each class holds
+    total = sum(seats)
+    ctx = sum(s * (pi + oi / 2) for s, pi, oi in zip(seats, p, o, strict=True)) / total
+    held = sum(s * (pi + oi) for s, pi, oi in zip(seats, p, o, strict=True)) / total
+    # `decode.held_tokens` reads prompt_mean + output_mean exp(sigma^2): set so it gives `held`.
+    seat_output = float(lengths.output_mean * np.exp(np.square(lengths.output_sigma)))
+    return replace(
+        lengths,
+        decode_context_mean=np.asarray(ctx),
+        prompt_mean=np.asarray(held - seat_output),
+        chunk_prompt_tokens=np.asarray(class_size_biased(comps)),
+        context_scv=np.asarray(seat_context_scv(comps)),
+    )
+
+
+def thresholds(comps: list[Component]) -> np.ndarray:
+    """Candidate thresholds: log-spaced over the uncached prompts the classes span."""
+    lo = min(c.prompt_p50 * (1 - c.hit_rate) * math.exp(-2.5 * c.prompt_sigma) for c in comps)
+    hi = max(c.prompt_p50 * (1 - c.hit_rate) * math.exp(2.5 * c.prompt_sigma) for c in comps)
+    lo, hi = max(lo, 16.0), max(hi, 32.0)
+    grid = np.geomspace(lo, max(hi, lo * 1.01), THRESHOLD_POINTS)
+    return sorted_unique(np.maximum(np.round(grid / 16) * 16, 16))
+
+
+def candidates(r: Resolved, pairs: list[tuple[int, int]]) -> list[Candidate]:
+    """Every (threshold, TP pair) with its best whole split of the cluster.
+
+    Goodputs here are read off the colocated capacity grid (an upper bound); `settle` checks
+    the ones the choice depends on against the reported p99s.
+    """
+    return candidates_many([r], [pairs])[0]
+
+
+def candidates_many(
+    resolved: Sequence[Resolved], pairs: Sequence[list[tuple[int, int]]]
+) -> list[list[Candidate]]:
+    """`candidates` of each workload (all sharing one engine, `search.group_key`), in order."""
+    searches = [_Search.of(r, p) for r, p in zip(resolved, pairs, strict=True)]
+    live = [s for s in searches if s is not None]
+    if not live:
+        return [[] for _ in searches]
+    first = live[0].r
+    # Each (workload, pair)'s prefill sizes, per threshold: every split of a small cluster,
+    # brackets narrowed pass by pass on a large one (`split_grid`).
+    grids = {
+        (k, pair): split_grid.first_grid(s.budget, *pair, s.n)
+        for k, s in enumerate(live)
+        for pair in s.pairs
+    }
+    pools, totals = {}, {}  # each (workload, pair) once its bests are settled
+    while grids:
+        priced = _prefill_pools(first, live, grids)  # keyed (index in live, pair)
+        workers = _decode_workers(first, live, priced)  # keyed (index in live, decode TP)
+        grids = {}
+        for key, pool in priced.items():
+            total = _totals(pool, workers[key[0], key[1][1]])
+            gap = pool.total_per_s - pool.y * total[1]  # P - D
+            x, used, settled = split_grid.refine(pool.x, pool.used, total[0], gap)
+            if settled:
+                pools[key], totals[key] = pool, total
+            else:
+                grids[key] = (x, used)
+    found: list[list[Candidate]] = []
+    for k, s in enumerate(live):
+        found.append([])
+        for pair in s.pairs:
+            if (k, pair) in pools:
+                found[-1].extend(_best_splits(s, pools[k, pair], totals[k, pair], pair))
+    each = iter(found)
+    return [[] if s is None else next(each) for s in searches]
+
+
+def stack_rows(many: list[Lengths], shape) -> Lengths:
+    """Scalar lengths, one per row, as rows of the calculator's axes.
+
+    One array of every field of every row, then a contiguous copy per field: the same values
+    (nothing is computed), several times faster than reading each field of each row apart.
+    """
+    names = list(vars(many[0]))
+    table = np.array([list(vars(x).values()) for x in many], dtype=float).reshape(len(many), -1)
+    return Lengths(
+        **{k: np.ascontiguousarray(table[:, i]).reshape(shape) for i, k in enumerate(names)}
+    )
+
+
+def _concat(many: list[Lengths], shape) -> Lengths:
+    """Lengths of several row blocks, one after the other, reshaped."""
+    return Lengths(
+        **{k: np.concatenate([getattr(x, k) for x in many]).reshape(shape) for k in vars(many[0])}
+    )
+
+
+@dataclass(frozen=True)
+class _Search:
+    """One workload's thresholds (the parts at each, as rows) and the TP pairs it tries."""
+
+    r: Resolved
+    parts: list[tuple[float, Parts]]
+    pairs: list[tuple[int, int]]
+    shares: np.ndarray  # (n,) long share per threshold
+    longs: Lengths  # (n,)
+    locals_: Lengths  # (n,)
+    path: TransferPath  # the KV's path from the prefill pool to a decode worker
+
+    @classmethod
+    def of(cls, r: Resolved, pairs: list[tuple[int, int]]) -> _Search | None:
+        comps = components(r.workload)
+        parts = []
+        for threshold in thresholds(comps):
+            split = split_at(comps, float(threshold))
+            if MIN_SHARE <= split.long_share <= 1.0 - MIN_SHARE:
+                parts.append((float(threshold), split))  # else colocated or always-disaggregated
+        if not parts or not pairs:
+            return None
+        return cls(
+            r=r,
+            parts=parts,
+            pairs=list(pairs),
+            shares=np.array([split.long_share for _, split in parts]),
+            longs=stack_rows([split.long for _, split in parts], (-1,)),
+            locals_=stack_rows([split.local for _, split in parts], (-1,)),
+            path=transfer_path(r),
+        )
+
+    @property
+    def budget(self) -> float:
+        return float(self.r.workload.cluster.gpus)
+
+    @property
+    def n(self) -> int:
+        return len(self.parts)
+
+
+@dataclass(frozen=True)
+class _Workers:
+    """Decode workers with local prefill at one TP: per-replica capacity and chunk index per
+    (threshold, pool size), pool sizes ascending."""
+
+    sizes: np.ndarray  # (Y,) replicas behind the router
+    rate_per_s: np.ndarray  # (n, Y)
+    chunk_index: np.ndarray  # (n, Y)
+
+    def at(self, y: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Capacity and chunk index at pool sizes y, (n, X) like y (the sizes searched)."""
+        k = np.minimum(np.searchsorted(self.sizes, y), self.sizes.size - 1)
+        return (
+            np.take_along_axis(self.rate_per_s, k, axis=1),
+            np.take_along_axis(self.chunk_index, k, axis=1),
+        )
+
+
+def _decode_workers(
+    first: Resolved, live: list[_Search], pools: dict[tuple[int, tuple], _PoolRates]
+) -> dict[tuple[int, int], _Workers]:
+    """Per-replica capacity of decode workers at every (workload, decode TP, pool size) any
+    pair uses, in one batch search. It does not depend on the prefill pool's TP, so each size
+    is searched once for every pair sharing the decode TP.
+
+    Only (threshold, size) rows some split can take are searched: a split whose prefill pool
+    admits nothing (`pools`) serves min(0, y x capacity) = 0 whatever the workers' capacity, so
+    it is never a threshold's best split (`_best_splits` keeps positive goodputs only) and its
+    capacity is never read into a candidate. Rows no split needs read capacity 0, which gives
+    the same 0 there.
+    """
+    keys, sizes, needs, blocks = [], [], [], []
+    for k, s in enumerate(live):
+        by_tp: dict[int, set[float]] = {}
+        for pair in s.pairs:
+            if (k, pair) in pools:
+                pool = pools[k, pair]
+                by_tp.setdefault(pair[1], set()).update(pool.y[pool.used].tolist())
+        for d_tp, ys in by_tp.items():
+            if ys:
+                keys.append((k, d_tp))
+                sizes.append(np.array(sorted(ys)))
+                needs.append(_rows_needed(k, s, d_tp, sizes[-1], pools))
+    if not keys:
+        return {}
+    w = first.workload
+    column: dict[str, list[np.ndarray]] = {"tp": [], "ttft": [], "tpot": [], "servers": []}
+    for (k, d_tp), ys, need in zip(keys, sizes, needs, strict=True):
+        s = live[k]
+        rows = int(need.sum())
+        each = need.ravel()
+        blocks.append(s.locals_.map(lambda v, n=ys.size, at=each: np.repeat(v, n)[at]))
+        column["tp"].append(np.full(rows, float(d_tp)))
+        column["ttft"].append(np.full(rows, float(s.r.workload.slo.ttft_ms)))
+        column["tpot"].append(np.full(rows, float(s.r.workload.slo.tpot_ms)))
+        column["servers"].append(np.tile(ys, s.n)[each])
+    col = {k: np.concatenate(v).reshape(-1, 1, 1) for k, v in column.items()}
+    rate, chunk_index = np.zeros(0), np.zeros(0, dtype=np.int64)
+    if col["tp"].size:
+        found = colocated.best_points(
+            engine_for(first, col["tp"]),
+            _concat(blocks, (-1, 1, 1)),
+            col["ttft"],
+            col["tpot"],
+            np.asarray(w.efficiency.chunk_tokens, dtype=float),
+            servers=col["servers"],
+        )
+        rate, chunk_index = np.ravel(found.rate_per_s), np.ravel(found.chunk_index)
+    out, start = {}, 0
+    for (k, d_tp), ys, need in zip(keys, sizes, needs, strict=True):
+        stop = start + int(need.sum())
+        rates, chunks = np.zeros(need.shape), np.zeros(need.shape, dtype=chunk_index.dtype)
+        rates[need], chunks[need] = rate[start:stop], chunk_index[start:stop]
+        out[k, d_tp] = _Workers(sizes=ys, rate_per_s=rates, chunk_index=chunks)
+        start = stop
+    return out
+
+
+def _rows_needed(
+    k: int, s: _Search, d_tp: int, ys: np.ndarray, pools: dict[tuple[int, tuple], _PoolRates]
+) -> np.ndarray:
+    """(threshold, decode pool size) rows of one workload and decode TP that some pair's split
+    can serve on: its prefill pool admits something there. (n, Y)."""
+    need = np.zeros((s.n, ys.size), dtype=bool)
+    for pair in s.pairs:
+        if pair[1] == d_tp and (k, pair) in pools:
+            pool = pools[k, pair]
+            # Sizes may repeat along a pair's splits: ufunc.at ORs every one in.
+            rows = np.broadcast_to(np.arange(s.n)[:, None], pool.y.shape)
+            at = np.searchsorted(ys, pool.y)
+            serves = (pool.total_per_s > 0) & pool.used
+            np.logical_or.at(need, (rows[serves], at[serves]), True)
+    return need
+
+
+@dataclass(frozen=True)
+class _PoolRates:
+    """A (workload, TP pair)'s prefill pool at each threshold and size, and the KV ingress
+    bound on a decode worker."""
+
+    x: np.ndarray  # (n, X) prefill replicas, per threshold (`split_grid`)
+    y: np.ndarray  # (n, X) the decode replicas left
+    used: np.ndarray  # (n, X) which sizes are real (the rest pad the rows, never read)
+    total_per_s: np.ndarray  # (n, X) all requests the pool admits (its share of them)
+    ingress_per_s: np.ndarray  # (n,) all requests a decode worker's NICs admit
+
+
+def _prefill_pools(
+    first: Resolved, live: list[_Search], sizes: dict[tuple[int, tuple], tuple]
+) -> dict[tuple[int, tuple], _PoolRates]:
+    """Every (workload, pair, threshold)'s prefill pool at its sizes (`sizes`: (x, used), both
+    (n, X)), in one bisection."""
+    keys, grids = [], []
+    for key, (x, used) in sizes.items():
+        if x.size:
+            keys.append(key)
+            grids.append((x, used))
+    if not keys:
+        return {}
+    widest = max(x.shape[1] for x, _ in grids)
+    longs, locals_, p_col, d_col, ttft, paths, x_rows, shares = [], [], [], [], [], [], [], []
+    used = []  # which padded sizes are real (the padding is never read, so never bisected)
+    for (k, (p_tp, d_tp)), (x, real) in zip(keys, grids, strict=True):
+        s = live[k]
+        longs.append(s.longs)
+        locals_.append(s.locals_)
+        p_col.append(np.full(s.n, float(p_tp)))
+        d_col.append(np.full(s.n, float(d_tp)))
+        ttft.append(np.full(s.n, float(s.r.workload.slo.ttft_ms)))
+        paths.extend([s.path] * s.n)
+        # Sizes past this pair's grid pad the row (one replica) and are never read.
+        pad = [(0, 0), (0, widest - x.shape[1])]
+        x_rows.append(np.pad(x, pad, constant_values=1.0))
+        used.append(np.pad(real, pad, constant_values=False))
+        shares.append(s.shares)
+    p, d = np.concatenate(p_col).reshape(-1, 1), np.concatenate(d_col).reshape(-1, 1)
+    long_rows = _concat(longs, (-1, 1))
+    path = TransferPath.stack(paths).take(np.arange(len(paths)), (-1, 1))
+    join = decode.join_step_ms(engine_for(first, d), _concat(locals_, (-1, 1)))
+    pool = prefill_pool(
+        first, engine_for(first, p), long_rows, path, np.concatenate(ttft), p, d, join_ms=join
+    )
+    wide = prefill.Pool(
+        np.asarray(pool.mean_ms)[:, None],
+        np.asarray(pool.scv)[:, None],
+        np.asarray(pool.nodes_ms)[:, None, :],
+        np.asarray(pool.target_ms)[:, None],
+    )
+    share = np.concatenate(shares)
+    total = rate_where(wide, np.concatenate(x_rows), np.concatenate(used)) / share[:, None]
+    # Each decode worker receives its share of the long requests' KV over its NICs.
+    ingress = np.ravel(ingress_rate_per_s(first, path, long_rows, p, d)) / share
+    out, start = {}, 0
+    for (k, pair), (x, real) in zip(keys, grids, strict=True):
+        stop = start + live[k].n
+        y = split_grid.decode_left(live[k].budget, x, *pair)
+        rates = total[start:stop, : x.shape[1]]
+        out[k, pair] = _PoolRates(x, y, real, rates, ingress[start:stop])
+        start = stop
+    return out
+
+
+def _totals(pools: _PoolRates, workers: _Workers) -> tuple:
+    """(goodput, per-replica decode capacity, chunk index) of every split priced, (n, X) each;
+    goodput -1 at padding."""
+    # Decode workers with local prefill: per-replica capacity with y replicas behind the router.
+    per_replica, chunk_i = workers.at(pools.y)
+    per_replica = np.minimum(per_replica, pools.ingress_per_s[:, None])
+    total = np.minimum(pools.total_per_s, pools.y * per_replica)
+    return np.where(pools.used, total, -1.0), per_replica, chunk_i
+
+
+def _best_splits(s: _Search, pools: _PoolRates, totals: tuple, pair: tuple[int, int]) -> list:
+    """The best split of the cluster for each threshold, one TP pair."""
+    chunks = np.asarray(s.r.workload.efficiency.chunk_tokens, dtype=float)
+    x, y = pools.x, pools.y
+    total, per_replica, chunk_i = totals
+    out = []
+    for t, (threshold, split) in enumerate(s.parts):
+        k = int(total[t].argmax())
+        if total[t, k] <= 0:
+            continue
+        out.append(
+            Candidate(
+                threshold_tokens=threshold,
+                long_share=split.long_share,
+                goodput_rate_per_s=float(total[t, k]),
+                prefill_tp=pair[0],
+                decode_tp=pair[1],
+                prefill_replicas=int(x[t, k]),
+                decode_replicas=int(y[t, k]),
+                chunk_tokens=int(chunks[chunk_i[t, k]]),
+                ttft_p99_ms=None,
+                tpot_p99_ms=None,
+                pool_rate_per_s=float(pools.total_per_s[t, k]),
+                per_replica_rate_per_s=float(per_replica[t, k]),
+            )
+        )
+    return out

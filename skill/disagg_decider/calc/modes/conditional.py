@@ -1,0 +1,529 @@
+"""Conditional disaggregation: a prefill pool for long uncached prompts, local prefill for the rest.
+
+Dynamo's router (`eff_isl_threshold`, policy `isl_bounding`) and llm-d's `prefix-based-pd-decider`
+(`nonCachedTokens`) send a request to the prefill pool only when its uncached prompt exceeds a
+threshold T; shorter prompts are prefilled by the decode worker itself, chunked into its decode
+batch (the interference `colocated` prices). So the layout is two pools:
+
+- decode workers: colocated replicas that decode every request but prefill only those with
+  u <= T uncached tokens. Their prefill work per arriving request is E[u 1{u <= T}] (a
+  zero-inflated service: the long requests queue for no local prefill), the TTFT of a short
+  request is priced on the short part of the length distribution, and their KV memory and
+  decode context are the whole mix's;
+- a prefill pool (`pools.prefill_pool`) serving the long part, u > T, at the long share s of the
+  rate, its TTFT including the KV transfer and the join.
+
+Lengths are log-normal (per class for mixed traffic, `disagg_decider.classes`); the part of a
+log-normal below or above T has closed-form partial moments, and each part is carried as the
+log-normal with its mean and second moment (the calculator's one length shape).
+
+The TTFT target counts all requests, as the SLO and the simulator do: the layout meets it while
+s P(pooled TTFT > target) + (1 - s) P(local TTFT > target) <= 1% (`overall_ttft`). The search
+and the walk over TP pairs price each part on its own p99 (an inner bound, cheap on the grid);
+each threshold's best is then priced on the overall target (`conditional_rows.priced_rows`), and
+the chosen layout reports the p99 over all requests with each part's own.
+
+T = 0 is always-disaggregated and "no prefill pool" is colocated: the chooser takes both from
+the modes already sized, so the layout's goodput is never below either. Among thresholds within
+1% of the best goodput it picks the largest (fewest KV transfers).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from dataclasses import replace
+
+import numpy as np
+
+from disagg_decider.calc.layouts import budget
+from disagg_decider.calc.layouts.search import engine_for, pairs_allowed
+from disagg_decider.calc.layouts.thresholds import (  # noqa: F401  (split_at, thresholds: public here too)
+    MIN_SHARE,
+    THRESHOLD_POINTS,
+    Candidate,
+    Parts,
+    candidates,
+    candidates_many,
+    split_at,
+    stack_rows,
+    thresholds,
+)
+from disagg_decider.calc.modes import overall_ttft
+from disagg_decider.calc.modes.conditional_rows import Lifted, Rows, priced_rows
+from disagg_decider.calc.modes.conditional_sizing import sized_for_rate
+from disagg_decider.calc.replicas import colocated_load
+from disagg_decider.calc.replicas.lengths import Lengths
+from disagg_decider.calc.replicas.reported_ttft import DeferredP99
+from disagg_decider.calc.result import (
+    ColocatedResult,
+    ConditionalResult,
+    DisaggregatedResult,
+    ThresholdPoint,
+)
+from disagg_decider.classes import components
+from disagg_decider.workload import Resolved
+
+_NOT_SEARCHED = "heterogeneous pools: routing thresholds are not searched (one GPU type per role); "
+NEAR_BEST = 0.99  # thresholds within 1% of the best goodput count as equally good
+
+
+def settle(r: Resolved, c: Candidate) -> Candidate:
+    """The candidate with its goodput checked against each part's own reported p99s (the
+    walk's measure; `conditional_rows.priced_rows` prices the chosen ones on all requests).
+
+    The colocated search reads capacity off a grid; the decode workers' load is bisected down
+    where the reported p99 would overshoot, so a layout that says it meets the SLO does.
+    """
+    w = r.workload
+    split = split_at(components(w), c.threshold_tokens)
+    ys = float(c.decode_replicas)
+    within = colocated_load.rate_within_targets(
+        *_worker_columns(r, c, split), _col(ys), np.array([c.per_replica_rate_per_s])
+    )[0]
+    goodput = max(min(c.pool_rate_per_s, ys * float(within)), 0.0)
+    return replace(c, goodput_rate_per_s=goodput, settled=True)
+
+
+def settle_many(r: Resolved, cands: list[Candidate]) -> list[Candidate]:
+    """`settle` for many candidates in one vectorised bisection (one row each)."""
+    if len(cands) <= 1:
+        return [settle(r, c) for c in cands]
+    return _settle_rows(r, [(r, c) for c in cands])
+
+
+def _settle_rows(first: Resolved, rows: list[tuple[Resolved, Candidate]]) -> list[Candidate]:
+    """`settle_many`'s bisection on candidates of workloads sharing `first`'s engine."""
+    local = stack_rows(
+        [split_at(components(r.workload), c.threshold_tokens).local for r, c in rows], (-1, 1)
+    )
+    column = lambda values: np.array(values, dtype=float).reshape(-1, 1)  # noqa: E731
+    ys = np.array([float(c.decode_replicas) for _, c in rows])
+    within = colocated_load.rate_within_targets(
+        engine_for(first, column([c.decode_tp for _, c in rows])),
+        local,
+        column([r.workload.slo.ttft_ms for r, _ in rows]),
+        column([r.workload.slo.tpot_ms for r, _ in rows]),
+        column([c.chunk_tokens for _, c in rows]),
+        ys.reshape(-1, 1),
+        np.array([c.per_replica_rate_per_s for _, c in rows]),
+    )
+    pool = np.array([c.pool_rate_per_s for _, c in rows])
+    goodput = np.maximum(np.minimum(pool, ys * np.ravel(within)), 0.0)
+    return [
+        replace(c, goodput_rate_per_s=float(g), settled=True)
+        for (_, c), g in zip(rows, goodput.tolist(), strict=True)
+    ]
+
+
+def report(r: Resolved, c: Candidate) -> Candidate:
+    """The chosen candidate with its p99 TTFT over all requests (`overall_ttft`) and its TPOT
+    at the workload's rate, capped at its goodput: `_report_rows` on one row."""
+    p99s = DeferredP99()
+    reported = _report_rows(r, [(r, c)], p99s)
+    p99s.solve()
+    return reported()[0]
+
+
+def _report_rows(
+    first: Resolved,
+    rows: list[tuple[Resolved, Candidate]],
+    p99s: DeferredP99,
+    lifted: Lifted | None = None,
+) -> Callable[[], list[Candidate]]:
+    """`report` for chosen candidates of workloads sharing `first`'s engine, one row each:
+    one prefill-pool time bisection and one decode-worker evaluation for all of them, both
+    added to `p99s`; the returned function gives the candidates once `p99s` is solved.
+    `lifted`, where the candidates come from it, gives their rows (the prefill pools, the
+    decode workers' lines and batch grid) as priced there: the same bits, not built again."""
+    taken = None if lifted is None else lifted.at([c for _, c in rows])
+    if taken is None:
+        parts = Rows.of(first, rows)
+        pool, layouts = parts.pool, parts.layouts(rows)
+    else:
+        pool, layouts = taken
+    shares = layouts.long_share
+    rate = np.array(
+        [min(float(r.workload.traffic.requests_per_second), c.goodput_rate_per_s) for r, c in rows]
+    )
+    servers = np.array([float(c.prefill_replicas) for _, c in rows])
+    long_p99 = p99s.add_pool(pool, servers, rate * shares)
+    # The decode workers at the rate, once for their own p99s and the overall one.
+    terms = layouts.worker_terms(rate)
+    short_terms, short_ttft_of, tpot99 = terms
+    local = layouts.local_of(rate, terms)
+    short_p99 = p99s.add(*short_terms)
+
+    def reported() -> list[Candidate]:
+        long_ttft, short_ttft = np.ravel(long_p99.value), short_ttft_of(short_p99.value)
+        ttft = overall_ttft.overall_p99_ms(layouts, rate, long_ttft, short_ttft, local)
+        return [
+            replace(
+                c,
+                ttft_p99_ms=float(t),
+                pooled_ttft_p99_ms=float(lt),
+                local_ttft_p99_ms=float(st),
+                tpot_p99_ms=float(tp),
+            )
+            for (_, c), t, lt, st, tp in zip(rows, ttft, long_ttft, short_ttft, tpot99, strict=True)
+        ]
+
+    return reported
+
+
+def _col(v) -> np.ndarray:
+    return np.array([[v]], dtype=float)
+
+
+def _worker_columns(r: Resolved, c: Candidate, split: Parts) -> tuple:
+    w = r.workload
+    return (
+        engine_for(r, float(c.decode_tp)),
+        _column(split.local),
+        _col(w.slo.ttft_ms),
+        _col(w.slo.tpot_ms),
+        _col(c.chunk_tokens),
+    )
+
+
+def _column(lengths: Lengths, shape=(-1, 1), rows: int = 1) -> Lengths:
+    """Scalar lengths as `rows` rows of the calculator's axes."""
+    shape = (rows, *shape[1:])
+    return Lengths(
+        **{
+            k: np.broadcast_to(np.reshape(np.asarray(v, dtype=float), (1,) * len(shape)), shape)
+            for k, v in vars(lengths).items()
+        }
+    )
+
+
+def choose(
+    options: list[tuple[float | None, float]],
+) -> int:
+    """Index of the chosen (threshold, goodput): the largest threshold within 1% of the best.
+
+    A threshold of None is "no prefill pool" (colocated), larger than any number; 0 is
+    always-disaggregated. Fewer KV transfers for the same goodput is the better layout.
+    """
+    best = max(g for _, g in options)
+    near = [i for i, (_, g) in enumerate(options) if g >= NEAR_BEST * best and g > 0]
+    if not near:
+        return 0
+    return max(near, key=lambda i: math.inf if options[i][0] is None else options[i][0])
+
+
+def tp_pairs(
+    r: Resolved, colo: ColocatedResult, disagg: DisaggregatedResult
+) -> list[tuple[int, int]]:
+    """The TP pairs tried (the disaggregated mode's first): any prefill degree the engine allows
+    with the decode workers at the colocated or the decode pool's degree. A prefill pool for a
+    share of the requests may want a smaller degree than one for all of them. Plain TP only:
+    DP-attention/EP layouts of MoE models are not combined with local prefill here."""
+    from disagg_decider.calc.layouts.search import TP_CANDIDATES, pinned_layouts
+
+    w = r.workload
+    limit = min(w.cluster.gpus, w.cluster.gpus_per_node)
+    pins = pinned_layouts(w)
+
+    def options(role: str, default: list[int]) -> list[int]:
+        pin = pins[role]
+        if pin is None:
+            return default
+        return [pin.tp] if pin.tp_only else []
+
+    floor = budget.min_replica_gpus(w.cluster.gpus)  # large clusters: `calc/layouts/budget.py`
+    tps = [int(t) for t in TP_CANDIDATES if floor <= t <= limit]
+    plain = lambda m, side: getattr(m, f"{side}dp", 1) == 1 and getattr(m, f"{side}ep", 1) == 1  # noqa: E731
+    decode_tps = {colo.tp} if plain(colo, "") else set()
+    if plain(disagg, "decode_"):
+        decode_tps.add(disagg.decode_tp)
+    ps = options("prefill", tps)
+    ds = options("decode", sorted(decode_tps))
+    out = []
+    if plain(disagg, "prefill_") and plain(disagg, "decode_"):
+        out.append((disagg.prefill_tp, disagg.decode_tp))
+    for p in ps:
+        for d in ds:
+            ok = pairs_allowed(w.engine, np.array([p]), np.array([d]), w.cluster.gpus)
+            if (
+                (p, d) not in out
+                and bool(np.ravel(ok)[0])
+                and engine_for(r, float(p)).fits()
+                and engine_for(r, float(d)).fits()
+            ):
+                out.append((p, d))
+    return out
+
+
+def best_per_threshold(r: Resolved, found: list[Candidate]) -> dict[float, Candidate]:
+    """Per threshold, the best TP pair, settled: candidates are checked in the order of their
+    grid goodput (an upper bound) until the best checked one is at least the next bound."""
+    groups = _by_threshold(found)
+    # Each threshold's top candidate, all checked at once; the rest only where a lower bound
+    # could still beat the checked one (rare).
+    return _best_of_groups(r, groups, settle_many(r, [group[0] for group in groups.values()]))
+
+
+def _by_threshold(found: list[Candidate]) -> dict[float, list[Candidate]]:
+    """Candidates per threshold, best grid goodput first."""
+    groups: dict[float, list[Candidate]] = {}
+    for c in found:
+        groups.setdefault(c.threshold_tokens, []).append(c)
+    for group in groups.values():
+        group.sort(key=lambda c: -c.goodput_rate_per_s)
+    return groups
+
+
+def _best_of_groups(
+    r: Resolved, groups: dict[float, list[Candidate]], firsts: list[Candidate]
+) -> dict[float, Candidate]:
+    return _lifted([r], _best_of_many(r, [(r, groups, firsts)]))[0]
+
+
+def _best_of_many(
+    first: Resolved,
+    searched: list[tuple[Resolved, dict[float, list[Candidate]], list[Candidate]]],
+) -> list[dict[float, Candidate]]:
+    """Per workload (all sharing `first`'s engine) and threshold, the best settled candidate.
+
+    Each threshold's group is walked in order of grid goodput (an upper bound on the settled
+    one): the next candidate is settled while its bound beats the best settled so far. Groups
+    are independent, so each round settles the next candidate of every group still walking
+    in one bisection (`_settle_rows`), rather than one at a time; each group still takes the
+    same candidates in the same order, so the same best.
+    """
+    best = [dict(zip(groups, firsts, strict=True)) for _, groups, firsts in searched]
+    walking = [(w, t, 1) for w, (_, groups, _) in enumerate(searched) for t in groups]
+    while walking:
+        rows, keys = [], []
+        for w, t, k in walking:
+            r, group = searched[w][0], searched[w][1][t]
+            if k < len(group) and best[w][t].goodput_rate_per_s < group[k].goodput_rate_per_s:
+                rows.append((r, group[k]))
+                keys.append((w, t, k))
+        settled = _settle_rows(first, rows) if len(rows) > 1 else [settle(*row) for row in rows]
+        for (w, t, _), c in zip(keys, settled, strict=True):
+            if c.goodput_rate_per_s > best[w][t].goodput_rate_per_s:
+                best[w][t] = c
+        walking = [(w, t, k + 1) for w, t, k in keys]
+    return [{t: c for t, c in by_t.items() if c.goodput_rate_per_s > 0} for by_t in best]
+
+
+def _lifted(
+    resolved: list[Resolved], best: list[dict[float, Candidate]]
+) -> list[dict[float, Candidate]]:
+    """`_lifted_rows` without the rows."""
+    return _lifted_rows(resolved, best)[0]
+
+
+def _lifted_rows(
+    resolved: list[Resolved], best: list[dict[float, Candidate]]
+) -> tuple[list[dict[float, Candidate]], Lifted | None]:
+    """Each workload's best candidate per threshold (`_best_of_many`; all sharing the first
+    workload's engine), its goodput priced on the overall TTFT target
+    (`conditional_rows.priced_rows`), all in one search; with the rows they were priced on
+    (None where there was none), for the report. The walk settles part by part, a lower
+    bound on the lifted goodput: which TP pair and split each threshold takes is chosen as
+    before, then lifted."""
+    kept = [(w, t) for w, by_t in enumerate(best) for t in by_t]
+    out: list[dict[float, Candidate]] = [{} for _ in best]
+    if not kept:
+        return out, None
+    lifted = priced_rows(resolved[0], [(resolved[w], best[w][t]) for w, t in kept])
+    for (w, t), c in zip(kept, lifted.candidates, strict=True):
+        out[w][t] = c
+    return out, lifted
+
+
+def evaluate(
+    r: Resolved, colo: ColocatedResult, disagg: DisaggregatedResult, search: bool = True
+) -> ConditionalResult:
+    """The conditional layout: the best threshold with its pools, T = 0 and no pool included.
+
+    Without `search` (heterogeneous inventories, where a decode worker's GPU is not the prefill
+    pool's) only the two modes are compared, and the reasons say so.
+    """
+    found: list[Candidate] = []
+    if search and (colo.feasible or disagg.feasible):
+        pairs = tp_pairs(r, colo, disagg)
+        found = candidates(r, pairs)
+    return _layout(r, colo, disagg, best_per_threshold(r, found), search)
+
+
+def evaluate_many_later(
+    resolved: list[Resolved],
+    colos: list[ColocatedResult],
+    disaggs: list[DisaggregatedResult],
+    p99s: DeferredP99,
+) -> Callable[[list[ColocatedResult], list[DisaggregatedResult]], list[ConditionalResult]]:
+    """`evaluate` with its search for workloads sharing an engine (`search.group_key`), in
+    order (the thresholds and TP pairs of all of them searched together), the chosen layouts'
+    report-only p99 bisections added to `p99s`.
+
+    The choice reads only the modes' goodputs and layouts, never their p99s; so the modes may
+    come with their p99s still to solve. Once `p99s` is solved, the returned function takes the
+    modes as reported (their p99s filled in) and gives the results.
+    """
+    modes = list(zip(resolved, colos, disaggs, strict=True))
+    pairs = [tp_pairs(r, c, d) if c.feasible or d.feasible else [] for r, c, d in modes]
+    groups = [_by_threshold(f) for f in candidates_many(resolved, pairs)]
+    # Every workload's top candidate per threshold in one bisection, as `best_per_threshold`
+    # checks them (a workload with one threshold through `settle`, as there).
+    pooled = [
+        (r, g[0])
+        for r, gs in zip(resolved, groups, strict=True)
+        if len(gs) > 1
+        for g in gs.values()
+    ]
+    settled = iter(_settle_rows(resolved[0], pooled) if pooled else [])
+    searched = []
+    for r, gs in zip(resolved, groups, strict=True):
+        tops = [g[0] for g in gs.values()]
+        firsts = [next(settled) for _ in tops] if len(tops) > 1 else settle_many(r, tops)
+        searched.append((r, gs, firsts))
+    best, lifted = _lifted_rows(resolved, _best_of_many(resolved[0], searched))
+    out = [(r, c, d, by_t) for (r, c, d), by_t in zip(modes, best, strict=True)]
+    # The chosen conditional layouts' p99s at each workload's rate, all in one pass.
+    chosen = [(r, by_t[t]) for r, c, d, by_t in out if (t := _chosen(c, d, by_t)) is not None]
+    # Each sized for its workload's rate (`conditional_sizing`), as the modes are.
+    chosen = list(zip([r for r, _ in chosen], sized_for_rate(resolved[0], chosen), strict=True))
+    reports = _report_rows(resolved[0], chosen, p99s, lifted) if chosen else list
+
+    def layouts(
+        colos: list[ColocatedResult], disaggs: list[DisaggregatedResult]
+    ) -> list[ConditionalResult]:
+        reported = iter(reports())
+        return [
+            _layout(r, c, d, by_t, True, None if _chosen(c, d, by_t) is None else next(reported))
+            for (r, _, _, by_t), c, d in zip(out, colos, disaggs, strict=True)
+        ]
+
+    return layouts
+
+
+def _options(
+    colo: ColocatedResult, disagg: DisaggregatedResult, by_t: dict[float, Candidate]
+) -> list[tuple[float | None, float]]:
+    """(threshold, goodput) of always-disaggregated, every threshold and no prefill pool."""
+    return [
+        (0.0, disagg.max_rate_per_s if disagg.feasible else 0.0),
+        *((t, c.goodput_rate_per_s) for t, c in sorted(by_t.items())),
+        (None, colo.max_rate_per_s if colo.feasible else 0.0),
+    ]
+
+
+def _chosen(
+    colo: ColocatedResult, disagg: DisaggregatedResult, by_t: dict[float, Candidate]
+) -> float | None:
+    """The chosen threshold when it is a conditional layout (neither 0 nor no pool), else None."""
+    options = _options(colo, disagg, by_t)
+    t = options[choose(options)][0]
+    return t if t is not None and t != 0.0 else None
+
+
+def _layout(
+    r: Resolved,
+    colo: ColocatedResult,
+    disagg: DisaggregatedResult,
+    by_t: dict[float, Candidate],
+    search: bool,
+    reported: Candidate | None = None,
+) -> ConditionalResult:
+    """The chosen layout among the settled best candidate per threshold and the two modes.
+
+    `reported`, the chosen conditional candidate with its p99s (`report`), may be passed in by
+    a caller that priced it already.
+    """
+    budget = float(r.workload.cluster.gpus)
+    options = _options(colo, disagg, by_t)
+    curve = [
+        ThresholdPoint(
+            threshold_tokens=None if t is None else int(t),
+            goodput_per_gpu=g / budget,
+            share_to_prefill=(1.0 if t == 0.0 else 0.0 if t is None else by_t[t].long_share),
+        )
+        for t, g in options
+    ]
+    k = choose(options)
+    t, best = options[k]
+    common = {
+        "curve": curve,
+        "gain_over_colocated": _ratio(best, colo.max_rate_per_s if colo.feasible else 0.0),
+        "gain_over_disaggregated": _ratio(best, disagg.max_rate_per_s if disagg.feasible else 0.0),
+    }
+    if t is None:
+        return ConditionalResult(
+            layout="colocated",
+            feasible=colo.feasible,
+            threshold_tokens=None,
+            threshold_reason=(
+                "no layout meets the p99 targets"
+                if not colo.feasible
+                else "no prefill pool: colocated replicas serve within 1% of the best goodput any "
+                "threshold gives, with no KV transfers"
+                if search
+                else _NOT_SEARCHED + "colocated serves within 1% of always-disaggregated"
+            ),
+            share_to_prefill=0.0,
+            max_rate_per_s=best,
+            goodput_per_gpu=best / budget,
+            prefill_tp=None,
+            decode_tp=colo.tp,
+            prefill_replicas=0,
+            decode_replicas=colo.replicas,
+            chunk_tokens=colo.chunk_tokens,
+            ttft_p99_ms=colo.ttft_p99_ms,
+            tpot_p99_ms=colo.tpot_p99_ms,
+            **common,
+        )
+    if t == 0.0:
+        return ConditionalResult(
+            layout="disaggregated",
+            feasible=disagg.feasible,
+            threshold_tokens=0,
+            threshold_reason=(
+                "every request goes to the prefill pool: no threshold above 0 comes within 1% "
+                "of always-disaggregated goodput"
+                if search
+                else _NOT_SEARCHED + "always-disaggregated serves more"
+            ),
+            share_to_prefill=1.0,
+            max_rate_per_s=best,
+            goodput_per_gpu=best / budget,
+            prefill_tp=disagg.prefill_tp,
+            decode_tp=disagg.decode_tp,
+            prefill_replicas=disagg.prefill_replicas,
+            decode_replicas=disagg.decode_replicas,
+            chunk_tokens=None,
+            ttft_p99_ms=disagg.ttft_p99_ms,
+            tpot_p99_ms=disagg.tpot_p99_ms,
+            **common,
+        )
+    c = report(r, sized_for_rate(r, [(r, by_t[t])])[0]) if reported is None else reported
+    return ConditionalResult(
+        layout="conditional",
+        feasible=True,
+        threshold_tokens=int(t),
+        threshold_reason=(
+            f"the largest threshold within 1% of the best goodput per GPU: prompts above {int(t)} "
+            f"uncached tokens ({c.long_share:.0%} of requests) go to the prefill pool, the rest "
+            "prefill on the decode workers"
+        ),
+        share_to_prefill=c.long_share,
+        max_rate_per_s=best,
+        goodput_per_gpu=best / budget,
+        prefill_tp=c.prefill_tp,
+        decode_tp=c.decode_tp,
+        prefill_replicas=c.prefill_replicas,
+        decode_replicas=c.decode_replicas,
+        chunk_tokens=c.chunk_tokens,
+        ttft_p99_ms=c.ttft_p99_ms,
+        tpot_p99_ms=c.tpot_p99_ms,
+        pooled_ttft_p99_ms=c.pooled_ttft_p99_ms,
+        local_ttft_p99_ms=c.local_ttft_p99_ms,
+        **common,
+    )
+
+
+def _ratio(a: float, b: float) -> float | None:
+    return a / b if a > 0 and b > 0 else None

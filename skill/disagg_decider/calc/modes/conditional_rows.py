@@ -1,0 +1,153 @@
+"""The conditional layout's candidates as rows, priced on the overall TTFT target.
+
+Candidates (a threshold, a TP pair, a split of the cluster, a chunk) of workloads sharing an
+engine, laid out one per row for `overall_ttft`: each one's parts at its threshold
+(`thresholds.split_at`), its prefill pool for the long part and its decode workers' columns.
+`priced_rows` prices their goodput on 99% of all requests within the TTFT target; the report
+(`conditional._report_rows`) reads the overall p99 off the same rows.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+
+import numpy as np
+
+from disagg_decider.calc.layouts.pools import ingress_rate_per_s, prefill_pool
+from disagg_decider.calc.layouts.search import engine_for
+from disagg_decider.calc.layouts.thresholds import Candidate, split_at, stack_rows
+from disagg_decider.calc.modes import overall_ttft
+from disagg_decider.calc.modes.overall_ttft import Layouts
+from disagg_decider.calc.physics.kvpath import TransferPath, transfer_path
+from disagg_decider.calc.replicas import decode
+from disagg_decider.calc.replicas.lengths import Lengths
+from disagg_decider.calc.replicas.prefill import Pool
+from disagg_decider.classes import components
+from disagg_decider.workload import Resolved
+
+
+@dataclass(frozen=True)
+class Rows:
+    """Candidates of workloads sharing an engine as rows (N, 1): each one's parts at its
+    threshold, its prefill pool (one pair per row) and its decode workers' columns."""
+
+    first: Resolved
+    shares: np.ndarray  # (N,) requests sent to the prefill pool
+    p_tp: np.ndarray
+    d_tp: np.ndarray
+    ys: np.ndarray  # (N,) decode replicas
+    long: Lengths
+    local: Lengths
+    paths: TransferPath
+    pool: Pool
+
+    @classmethod
+    def of(cls, first: Resolved, rows: list[tuple[Resolved, Candidate]]) -> Rows:
+        column = lambda values: np.array(values, dtype=float).reshape(-1, 1)  # noqa: E731
+        splits = [split_at(components(r.workload), c.threshold_tokens) for r, c in rows]
+        p_tp, d_tp = column([c.prefill_tp for _, c in rows]), column([c.decode_tp for _, c in rows])
+        paths = TransferPath.stack([transfer_path(r) for r, _ in rows])
+        paths = paths.take(np.arange(len(rows)), (-1, 1))
+        local = stack_rows([split.local for split in splits], (-1, 1))
+        long = stack_rows([split.long for split in splits], (-1, 1))
+        pool = prefill_pool(
+            first,
+            engine_for(first, p_tp),
+            long,
+            paths,
+            np.array([r.workload.slo.ttft_ms for r, _ in rows], dtype=float),
+            p_tp,
+            d_tp,
+            join_ms=decode.join_step_ms(engine_for(first, d_tp), local),
+        )
+        return cls(
+            first=first,
+            shares=np.array([c.long_share for _, c in rows]),
+            p_tp=p_tp,
+            d_tp=d_tp,
+            ys=np.array([float(c.decode_replicas) for _, c in rows]),
+            long=long,
+            local=local,
+            paths=paths,
+            pool=pool,
+        )
+
+    def layouts(self, rows: list[tuple[Resolved, Candidate]]) -> Layouts:
+        """Both parts as `overall_ttft` reads them."""
+        n = len(rows)
+        k = np.shape(self.pool.nodes_ms)[-1]
+        ttft = np.array([r.workload.slo.ttft_ms for r, _ in rows], dtype=float)
+        pool = Pool(
+            mean_ms=np.broadcast_to(np.ravel(self.pool.mean_ms), (n,)),
+            scv=np.broadcast_to(np.ravel(self.pool.scv), (n,)),
+            nodes_ms=np.broadcast_to(np.reshape(self.pool.nodes_ms, (-1, k)), (n, k)),
+            target_ms=ttft,
+        )
+        return Layouts(
+            pool=pool,
+            engine=engine_for(self.first, self.d_tp),
+            lengths=self.local,
+            chunk=np.array([float(c.chunk_tokens) for _, c in rows]).reshape(-1, 1),
+            prefill_servers=np.array([float(c.prefill_replicas) for _, c in rows]),
+            decode_servers=self.ys,
+            long_share=self.shares,
+            ttft_ms=ttft,
+            tpot_ms=np.array([r.workload.slo.tpot_ms for r, _ in rows], dtype=float),
+        )
+
+
+@dataclass(frozen=True)
+class Lifted:
+    """Candidates priced by `priced_rows`, with the rows they were priced on: the prefill pools
+    as `Rows.of` builds them and the layouts (with the decode workers' lines and batch grid,
+    where the lift built them), for the report of the chosen ones (`conditional._report_rows`)
+    to take rather than build again."""
+
+    candidates: list[Candidate]
+    pool: Pool
+    layouts: Layouts
+
+    def at(self, chosen: list[Candidate]) -> tuple[Pool, Layouts] | None:
+        """The pools and layouts of `chosen` (these very candidates), or None where one of
+        them was not priced here.
+
+        Rows taken give the bits `Rows.of` and `Rows.layouts` on the chosen candidates alone
+        would: every field is computed element by element from the row's own candidate and
+        workload (one pair per row; the pool's moments reduce over its own quantile nodes
+        only), as `Layouts.take` says of the decode workers' grid.
+        """
+        index = {id(c): i for i, c in enumerate(self.candidates)}
+        found = [index.get(id(c)) for c in chosen]
+        if None in found:
+            return None
+        rows = np.array(found)
+        pool = overall_ttft.pool_at_rows(self.pool, len(self.candidates), rows)
+        return pool, self.layouts.take(rows)
+
+
+def priced_rows(first: Resolved, rows: list[tuple[Resolved, Candidate]]) -> Lifted:
+    """Settled candidates with their goodput on the overall TTFT target (`overall_ttft.lift`):
+    the most requests per second at which 1% of all of them, pooled and local together, miss
+    it, at least the settled (part by part) goodput; `rows` not empty."""
+    parts = Rows.of(first, rows)
+    n = len(rows)
+    shape3 = lambda a: np.reshape(a, (-1, 1, 1))  # noqa: E731
+    worker_cap = overall_ttft.worker_capacity_per_s(
+        engine_for(first, shape3(parts.d_tp)),
+        parts.local.map(shape3),
+        shape3([r.workload.slo.tpot_ms for r, _ in rows]).astype(float),
+        np.array([float(c.chunk_tokens) for _, c in rows]),
+        shape3(parts.ys),
+    )
+    # Each decode worker receives its share of the long requests' KV over its NICs.
+    ingress = np.ravel(ingress_rate_per_s(first, parts.paths, parts.long, parts.p_tp, parts.d_tp))
+    ingress = ingress / parts.shares
+    settled = np.array([c.goodput_rate_per_s for _, c in rows])
+    cap = parts.ys * np.minimum(np.reshape(worker_cap, n), ingress)
+    layouts = parts.layouts(rows)
+    lifted = overall_ttft.lift(layouts, settled, cap)
+    priced = [
+        replace(c, goodput_rate_per_s=float(g))
+        for (_, c), g in zip(rows, np.maximum(lifted, settled).tolist(), strict=True)
+    ]
+    return Lifted(priced, parts.pool, layouts)

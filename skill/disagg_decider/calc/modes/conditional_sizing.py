@@ -1,0 +1,167 @@
+"""The conditional layout sized for the workload's rate, as the two modes are.
+
+The threshold search prices each candidate on the whole cluster (its goodput per GPU is what
+the layouts are compared on), so a chosen candidate holds the cluster's split: X prefill and
+Y decode replicas. A team deploys for its own rate. The colocated mode keeps its layout and
+takes the replicas the rate needs; the always-disaggregated mode sizes each pool for it. Here
+the chosen candidate (its threshold, TP pair and chunk) keeps its shape and takes the fewest
+GPUs, x * prefill TP + y * decode TP over x <= X and y <= Y, at which the rate still meets
+the targets as the calculator prices the layout (`overall_ttft`): at most 1% of all requests
+beyond the TTFT target, the decode workers within the TPOT target, the prefill pool below
+`queueing.RHO_MAX` of its capacity for its share, and the decode workers within their
+capacity on every other limit (memory, chunk, KV ingress), as `overall_ttft.lift` bounds them.
+Where the rate needs the whole split (or more), the candidate is returned as it is.
+
+Every operation is element-wise per row, so a candidate gets the same pools in a batch of
+workloads as alone.
+
+On a large cluster the split (X, Y) is large, and X x Y smaller splits too many to price. As
+more replicas of either role never carry less, a split that carries the rate bounds the
+answer: it has at most that split's GPUs. So where X x Y exceeds `FULL_GRID`, splits along the
+candidate's own ratio (s X, s Y) are priced first (`RAY_PROBES` values of s, twice, the
+second time between the largest that fails and the smallest that carries), and only splits
+within the smallest carrying one's GPUs are then priced: as many as the rate needs, whatever
+the cluster. The answer is the one pricing every split gives.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import numpy as np
+
+from disagg_decider.calc.layouts.pools import ingress_rate_per_s
+from disagg_decider.calc.layouts.search import engine_for
+from disagg_decider.calc.layouts.thresholds import Candidate
+from disagg_decider.calc.modes import overall_ttft
+from disagg_decider.calc.modes.conditional_rows import Rows
+from disagg_decider.calc.modes.overall_ttft import Layouts
+from disagg_decider.calc.queues import queueing
+from disagg_decider.workload import Resolved
+
+
+def sized_for_rate(first: Resolved, rows: list[tuple[Resolved, Candidate]]) -> list[Candidate]:
+    """Each chosen candidate (of workloads sharing `first`'s engine) with the fewest replicas
+    that carry its workload's rate; ties go to fewer prefill replicas."""
+    if not rows:
+        return []
+    parts = Rows.of(first, rows)
+    shape = parts.layouts(rows)
+    rates = np.array([float(r.workload.traffic.requests_per_second) for r, _ in rows])
+    bounds = _ray_bounds(first, rows, parts, shape, rates)
+    pairs = [_smaller_splits(r, c, bound) for (r, c), bound in zip(rows, bounds, strict=True)]
+    owner = np.concatenate([np.full(len(p), i) for i, p in enumerate(pairs)])
+    xs = np.concatenate([p[:, 0] for p in pairs]).astype(float)
+    ys = np.concatenate([p[:, 1] for p in pairs]).astype(float)
+    if not xs.size:
+        return [c for _, c in rows]
+    layouts = _with_servers(shape, owner, xs, ys)
+    carries = _carries(first, parts, layouts, owner, rates[owner])
+    out = []
+    for i, (_, c) in enumerate(rows):
+        mine = np.flatnonzero((owner == i) & carries)
+        if not mine.size:
+            out.append(c)
+            continue
+        gpus = xs[mine] * c.prefill_tp + ys[mine] * c.decode_tp
+        best = mine[np.lexsort((xs[mine], gpus))[0]]
+        out.append(replace(c, prefill_replicas=int(xs[best]), decode_replicas=int(ys[best])))
+    return out
+
+
+FULL_GRID = 4096  # splits up to this many (X x Y) are all priced; beyond, bounded first
+RAY_PROBES = 16  # splits along the candidate's ratio priced per pass, two passes
+
+
+def _needs_less(r: Resolved, c: Candidate) -> bool:
+    """Whether the rate is below the candidate's goodput (else nothing smaller carries it)."""
+    return float(r.workload.traffic.requests_per_second) < c.goodput_rate_per_s
+
+
+def _whole_gpus(c: Candidate) -> int:
+    return c.prefill_replicas * c.prefill_tp + c.decode_replicas * c.decode_tp
+
+
+def _smaller_splits(r: Resolved, c: Candidate, most_gpus: float) -> np.ndarray:
+    """(x, y) with x <= X, y <= Y, fewer GPUs than the candidate's split and at most
+    `most_gpus`, as rows (M, 2): empty where the rate needs at least the candidate's goodput
+    (nothing smaller carries it)."""
+    if not _needs_less(r, c):
+        return np.empty((0, 2))
+    p_tp, d_tp = c.prefill_tp, c.decode_tp
+    x_most = int(min(c.prefill_replicas, (most_gpus - d_tp) // p_tp))
+    y_most = int(min(c.decode_replicas, (most_gpus - p_tp) // d_tp))
+    x, y = np.meshgrid(np.arange(1, max(x_most, 0) + 1), np.arange(1, max(y_most, 0) + 1))
+    x, y = x.ravel(), y.ravel()
+    gpus = x * p_tp + y * d_tp
+    keep = (gpus < _whole_gpus(c)) & (gpus <= most_gpus)
+    return np.column_stack((x[keep], y[keep]))
+
+
+def _ray_bounds(
+    first: Resolved, rows: list, parts: Rows, shape: Layouts, rates: np.ndarray
+) -> np.ndarray:
+    """Per row, the GPUs of the smallest split along the candidate's ratio found to carry the
+    rate (the whole split where none is priced or none carries): the answer has no more."""
+    bounds = np.array([float(_whole_gpus(c)) for _, c in rows])
+    big = [
+        i
+        for i, (r, c) in enumerate(rows)
+        if _needs_less(r, c) and c.prefill_replicas * c.decode_replicas > FULL_GRID
+    ]
+    if not big:
+        return bounds
+    lo = np.array([1.0 / max(rows[i][1].prefill_replicas, rows[i][1].decode_replicas) for i in big])
+    hi = np.ones(len(big))
+    for _ in range(2):
+        scale = np.geomspace(lo, hi, RAY_PROBES, axis=1)  # (B, P)
+        owner = np.repeat(np.array(big), RAY_PROBES)
+        whole_x = np.array([rows[i][1].prefill_replicas for i in big], dtype=float)[:, None]
+        whole_y = np.array([rows[i][1].decode_replicas for i in big], dtype=float)[:, None]
+        xs, ys = np.ceil(scale * whole_x - 1e-9), np.ceil(scale * whole_y - 1e-9)
+        layouts = _with_servers(shape, owner, xs.ravel(), ys.ravel())
+        ok = _carries(first, parts, layouts, owner, rates[owner]).reshape(scale.shape)
+        first_ok = np.where(ok.any(axis=1), ok.argmax(axis=1), RAY_PROBES - 1)
+        at = np.arange(len(big))
+        carried = ok[at, first_ok]
+        p_tp = np.array([rows[i][1].prefill_tp for i in big])
+        d_tp = np.array([rows[i][1].decode_tp for i in big])
+        gpus = xs[at, first_ok] * p_tp + ys[at, first_ok] * d_tp
+        bounds[big] = np.where(carried, np.minimum(bounds[big], gpus), bounds[big])
+        lo = np.where(carried & (first_ok > 0), scale[at, np.maximum(first_ok - 1, 0)], lo)
+        hi = np.where(carried, scale[at, first_ok], hi)
+    return bounds
+
+
+def _with_servers(shape: Layouts, owner: np.ndarray, xs: np.ndarray, ys: np.ndarray) -> Layouts:
+    """The candidates' layouts at each row's owner, with the row's replica counts (the decode
+    workers' lines and grid are built anew: they depend on the number of workers)."""
+    return replace(shape.fields_at(owner), prefill_servers=xs, decode_servers=ys)
+
+
+def _carries(
+    first: Resolved, parts: Rows, layouts: Layouts, owner: np.ndarray, rate_per_s: np.ndarray
+) -> np.ndarray:
+    """Whether each row's split carries the rate: `overall_ttft.within` and, as `lift` bounds
+    a layout, the prefill pool's and the decode workers' capacity on their other limits."""
+    with np.errstate(divide="ignore", invalid="ignore"):
+        pool_cap = (
+            queueing.RHO_MAX
+            * layouts.prefill_servers
+            / layouts.pool.mean_ms
+            * 1e3
+            / layouts.long_share
+        )
+    shape3 = lambda a: np.reshape(a, (-1, 1, 1))  # noqa: E731
+    worker_cap = overall_ttft.worker_capacity_per_s(
+        engine_for(first, shape3(layouts.engine.tp)),
+        layouts.lengths.map(shape3),
+        shape3(layouts.tpot_ms),
+        np.ravel(layouts.chunk),
+        shape3(layouts.decode_servers),
+    )
+    ingress = np.ravel(ingress_rate_per_s(first, parts.paths, parts.long, parts.p_tp, parts.d_tp))
+    ingress = (ingress / parts.shares)[owner]
+    worker_cap = layouts.decode_servers * np.minimum(np.ravel(worker_cap), ingress)
+    room = (rate_per_s <= pool_cap) & (rate_per_s <= worker_cap)
+    return room & overall_ttft.within(layouts, rate_per_s)

@@ -1,0 +1,357 @@
+"""The conditional layout's TTFT target on all requests: 99% of them, not 99% of each part.
+
+The SLO (and the simulator's goodput) counts every request: a layout meets it when at most 1%
+of ALL requests miss the TTFT target. The conditional layout serves two kinds of request,
+the long prompts prefilled by the pool (a share s of them) and the short ones prefilled on
+the decode workers, so it meets the target when
+
+    s P(pooled TTFT > target) + (1 - s) P(local TTFT > target) <= 1%
+
+which lets the part with slack carry some of the other's misses: requiring each part's own
+p99 within the target (what the search prices, an inner bound) prices the layout low, most
+where one part binds and the other has room (issue 14e's diagnosis: at 21 req/s the long
+prompts' p99 was 2.46 s while 98.9% of all requests met 2 s).
+
+Here, for a candidate already sized and settled part by part (its goodput a rate at which
+both parts meet their own p99, so the sum meets 1% too), `lift` finds the largest rate the
+combined miss allows, by bisection on the rate between that goodput and the candidate's
+capacity on every other limit (the prefill pool at `queueing.RHO_MAX`, the decode workers'
+TPOT, memory and chunk limits, the KV ingress); `overall_p99_ms` is the layout's p99 TTFT
+over all requests at a rate (the time whose combined miss is 1%). Both read each part's miss
+probability off the same queueing primitives the parts are sized with (`queueing.wait_tail`,
+`queueing.sum_exceed_probability`), so a layout priced here reports an overall p99 within
+its target. The TPOT is one part already (every request decodes on the decode workers).
+
+Every operation is element-wise per row (no reduction across rows), so a row gets the same
+bits in a batch of workloads as alone.
+"""
+
+from __future__ import annotations
+
+import functools
+from dataclasses import dataclass, field, replace
+
+import numpy as np
+
+from disagg_decider.calc.physics.step import Engine
+from disagg_decider.calc.queues import queueing
+from disagg_decider.calc.replicas import colocated, colocated_load
+from disagg_decider.calc.replicas.colocated import ColocatedGrid
+from disagg_decider.calc.replicas.colocated_load import _lines_at_rows, _row_subset
+from disagg_decider.calc.replicas.lengths import Lengths
+from disagg_decider.calc.replicas.prefill import Pool
+
+LIFT_POINTS = 16  # rates tried per row in each round of `lift`
+LIFT_ROUNDS = 3  # to 1 / 16^3 of the bracket
+TIME_ROUNDS = 4  # rounds of `LIFT_POINTS` times for the overall p99: 1 / 16^4 of its bracket
+NO_TTFT_MS = 1e9  # a TTFT target no queue misses while stable (its limit lifted)
+
+
+@dataclass(frozen=True)
+class Layouts:
+    """Candidates as rows (N,): each part's queue and the decode workers' columns.
+
+    `pool` holds the pooled part's service (mean, scv (N,), S' nodes (N, K)); the decode
+    workers are `engine`, `lengths` and `chunk` as columns (N, 1); `prefill_servers`,
+    `decode_servers` the replica counts, `long_share` the share of requests sent to the pool.
+    """
+
+    pool: Pool
+    engine: Engine
+    lengths: Lengths
+    chunk: np.ndarray
+    prefill_servers: np.ndarray
+    decode_servers: np.ndarray
+    long_share: np.ndarray
+    ttft_ms: np.ndarray
+    tpot_ms: np.ndarray
+    _workers: list = field(default_factory=list, compare=False, repr=False)
+
+    @property
+    def workers(self):
+        """The decode workers' lines and batch grid (`colocated_load.lines_and_grid`)."""
+        if not self._workers:
+            self._workers.append(
+                colocated_load.lines_and_grid(
+                    self.engine,
+                    self.lengths,
+                    self.ttft_ms[:, None],
+                    self.tpot_ms[:, None],
+                    self.chunk,
+                    self.decode_servers[:, None],
+                )
+            )
+        return self._workers[0]
+
+    def take(self, rows: np.ndarray) -> Layouts:
+        """`self` at some rows (in any order, repeated: `lift` tries many rates per row).
+
+        Every field is a row's own (leading axis N, or 1 for all rows) and so are the decode
+        workers' lines and batch grid: each is computed element by element from the row's
+        inputs, so rows taken from them give the bits a fresh `lines_and_grid` on the taken
+        rows would (what `colocated_load.rate_within_targets` relies on). They are built
+        once on these rows (kept for the next `take`: the report reads the chosen rows'),
+        then taken.
+        """
+        out = self.fields_at(rows)
+        at, grid = self.workers
+        pick = functools.partial(_row_subset, rows=rows, n=len(self.long_share))
+        out._workers.append(
+            (_lines_at_rows(at, pick), ColocatedGrid(**{k: pick(v) for k, v in vars(grid).items()}))
+        )
+        return out
+
+    def fields_at(self, rows: np.ndarray) -> Layouts:
+        """`take` without the decode workers' lines and grid (built anew if read): for a caller
+        that changes the replica counts they depend on."""
+        n = len(self.long_share)
+        take = functools.partial(take_rows, n=n, rows=rows)
+        return Layouts(
+            pool=pool_at_rows(self.pool, n, rows),
+            engine=replace(self.engine, tp=take(np.asarray(self.engine.tp))),
+            lengths=self.lengths.map(take),
+            chunk=take(self.chunk),
+            prefill_servers=take(self.prefill_servers),
+            decode_servers=take(self.decode_servers),
+            long_share=take(self.long_share),
+            ttft_ms=take(self.ttft_ms),
+            tpot_ms=take(self.tpot_ms),
+        )
+
+    def pooled(self, rate_per_s: np.ndarray) -> _Part:
+        """The pool's queue at a total rate (it takes its share of it)."""
+        c_wait, theta = queueing.wait_tail(
+            rate_per_s * self.long_share / 1e3,
+            self.prefill_servers,
+            self.pool.mean_ms,
+            self.pool.scv,
+        )
+        one = np.ones_like(c_wait)
+        return _Part(c_wait, theta, self.pool.nodes_ms, np.zeros_like(c_wait), one, None)
+
+    def local(self, rate_per_s: np.ndarray) -> _Part:
+        """The decode workers at a total rate: their local prompts' queue and TPOT."""
+        return self.local_of(rate_per_s, self.worker_terms(rate_per_s))
+
+    def worker_terms(self, rate_per_s: np.ndarray) -> tuple:
+        """`colocated_load.latency_terms` of the decode workers at a total rate (their own
+        p99s' bisection terms, the map onto the reported TTFT, the TPOT)."""
+        at, grid = self.workers
+        return colocated_load.latency_terms(
+            at.engine,
+            at.lengths,
+            at.ttft_ms,
+            at.tpot_ms,
+            at.chunk,
+            rate_per_s / self.decode_servers,
+            self.decode_servers[:, None],
+            on=(at, grid),
+        )
+
+    def local_of(self, rate_per_s: np.ndarray, worker_terms: tuple) -> _Part:
+        """`local` from the decode workers' `worker_terms` at that rate (a caller that has
+        them: the report solves their own p99s from the same terms)."""
+        terms, reported, tpot = worker_terms
+        rate_per_ms, servers, mean_ms, scv, nodes_ms = terms
+        c_wait, theta = queueing.wait_tail(rate_per_ms, servers, mean_ms, scv)
+        # Below batch 1 the reported TTFT falls linearly towards its idle value
+        # (`colocated_load`): reported = a + b x, read off the map itself; the miss of the
+        # reported time t is the queue's miss of the time that maps onto it.
+        n = len(rate_per_s)
+        a = np.ravel(reported(np.zeros(n)))
+        b = np.ravel(reported(np.ones(n))) - a
+        nodes = np.asarray(nodes_ms, dtype=float)
+        nodes = np.broadcast_to(nodes.reshape(-1, nodes.shape[-1]), (n, nodes.shape[-1]))
+        return _Part(np.ravel(c_wait), np.ravel(theta), nodes, a, b, np.ravel(tpot))
+
+    def miss(self, t_ms: np.ndarray, pooled: _Part, local: _Part) -> np.ndarray:
+        """The share of all requests whose TTFT exceeds t, with both parts at one rate."""
+        s = self.long_share
+        pooled_miss, local_miss = _both_miss(pooled, local, t_ms)
+        return s * pooled_miss + (1.0 - s) * local_miss
+
+    def miss_at(self, rate_per_s: np.ndarray, t_ms: np.ndarray) -> np.ndarray:
+        """`miss` at a total rate."""
+        return self.miss(t_ms, self.pooled(rate_per_s), self.local(rate_per_s))
+
+
+def take_rows(a, n: int, rows: np.ndarray):
+    """A row field (leading axis n, or 1 for all rows; a scalar for all) at `rows`."""
+    a = np.asarray(a)
+    return np.broadcast_to(a, (n, *a.shape[1:]))[rows] if a.ndim else a
+
+
+def pool_at_rows(pool: Pool, n: int, rows: np.ndarray) -> Pool:
+    """A pooled part's service (`Pool`, fields as `take_rows` reads them) at `rows`."""
+    return Pool(*(take_rows(getattr(pool, f), n, rows) for f in Pool.__dataclass_fields__))
+
+
+@dataclass(frozen=True)
+class _Part:
+    """One part's TTFT at a rate: the pooled wait (C, theta), S' at the z nodes, the map
+    a + b x onto the reported TTFT, and (the decode workers) the TPOT."""
+
+    c_wait: np.ndarray
+    theta: np.ndarray
+    nodes_ms: np.ndarray  # (N, K)
+    a: np.ndarray
+    b: np.ndarray
+    tpot_ms: np.ndarray | None
+
+    def columns(self) -> _Part:
+        """The part with its rows as columns (N, 1), for times (N, P)."""
+        col = lambda a: None if a is None else np.asarray(a)[:, None]  # noqa: E731
+        return _Part(
+            col(self.c_wait),
+            col(self.theta),
+            np.asarray(self.nodes_ms)[:, None, :],
+            col(self.a),
+            col(self.b),
+            col(self.tpot_ms),
+        )
+
+    def miss(self, t_ms: np.ndarray) -> np.ndarray:
+        """P(reported TTFT > t)."""
+        with np.errstate(divide="ignore", invalid="ignore"):
+            x = np.where(self.b > 0, (t_ms - self.a) / self.b, np.where(t_ms >= self.a, np.inf, 0))
+        x = np.where(np.isnan(x), np.inf, x)
+        tail = queueing.sum_exceed_probability(
+            self.c_wait, self.theta, self.nodes_ms, np.minimum(x, 1e300)
+        )
+        return np.where(np.isposinf(x), 0.0, tail)
+
+
+_STACKED = ("c_wait", "theta", "nodes_ms", "a", "b")
+
+
+def _both_miss(pooled: _Part, local: _Part, t_ms: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(`pooled.miss(t)`, `local.miss(t)`) in one pass: the two parts' rows stacked (the
+    pooled part's first) and read at once, then split.
+
+    Each part's miss is element-wise in its rows (the tail sum reduces over each row's own
+    nodes only, a contiguous last axis either way), so a row gets the same bits stacked as
+    alone; one pass saves the fixed cost of the other (the parts have as many rows, which a
+    decision's few candidates make small).
+    """
+    t = np.asarray(t_ms, dtype=float)
+    n = len(pooled.c_wait)
+    assert np.shape(pooled.nodes_ms) == np.shape(local.nodes_ms)
+    # Both parts' fields have one row per candidate (N, ...) in the same shapes.
+    stacked = _Part(
+        *(np.concatenate((getattr(pooled, k), getattr(local, k))) for k in _STACKED), None
+    )
+    both = stacked.miss(np.concatenate((t, t)))
+    return both[:n], both[n:]
+
+
+def worker_capacity_per_s(engine, lengths, tpot_ms, chunk, servers) -> np.ndarray:
+    """A decode worker's capacity (N,) on every limit but TTFT (its TPOT, memory and chunk
+    limits, `colocated.best_points` with the TTFT target out of reach) at each row's chunk.
+
+    Inputs on the search's axes (N, 1, 1); `chunk` (N,). Each row's own chunk is its one
+    chunk (the chunk list given as a column (N, 1), so `best_points` lays out one line per
+    row and its best chunk is that one): one search for all rows. Each line is searched on
+    its own from its own inputs, so a row gets the bits the search at a list of that one
+    chunk for every row gives (what this did before, once per distinct chunk).
+    """
+    chunk = np.ravel(chunk)
+    found = colocated.best_points(
+        engine,
+        lengths,
+        np.full((chunk.size, 1, 1), NO_TTFT_MS),
+        tpot_ms,
+        chunk.reshape(-1, 1),
+        servers=servers,
+    )
+    return np.ravel(found.rate_per_s)
+
+
+def lift(layouts: Layouts, settled_per_s: np.ndarray, cap_per_s: np.ndarray) -> np.ndarray:
+    """The largest total rate (N,) at which at most 1% of all requests miss the TTFT target
+    and the decode workers meet the TPOT target, at least the settled goodput (which meets
+    both parts' own p99s, so the sum too).
+
+    The upper end is every limit but TTFT: the prefill pool at `queueing.RHO_MAX` of its
+    capacity for its share, and `cap_per_s` for the decode workers (their capacity on every
+    other limit, `worker_capacity_per_s`, and their KV ingress, times their number). The
+    combined miss and the TPOT grow with the rate, so each round tries `LIFT_POINTS` rates
+    per row in one pass and keeps the step between the largest that meets both and the next
+    (as `colocated_load.rate_within_targets` searches): what is returned was checked.
+    """
+    lo = np.asarray(settled_per_s, dtype=float)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        pool_cap = (
+            queueing.RHO_MAX
+            * layouts.prefill_servers
+            / layouts.pool.mean_ms
+            * 1e3
+            / layouts.long_share
+        )
+    hi = np.minimum(pool_cap, cap_per_s)
+    hi = np.maximum(np.where(np.isfinite(hi), hi, lo), lo)
+    todo = np.flatnonzero(hi > lo)
+    if not todo.size:
+        return lo
+    tried = layouts.take(np.repeat(todo, LIFT_POINTS))
+    step = np.arange(1, LIFT_POINTS + 1) / LIFT_POINTS
+    each = np.arange(todo.size)
+    low, high = lo[todo], hi[todo]
+    for _ in range(LIFT_ROUNDS):
+        grid = low[:, None] + (high - low)[:, None] * step  # (B, points), ascending
+        ok = within(tried, grid.ravel()).reshape(todo.size, LIFT_POINTS)
+        last = LIFT_POINTS - 1 - np.argmax(ok[:, ::-1], axis=1)  # largest that meets
+        found = ok.any(axis=1)
+        above = np.where(
+            last < LIFT_POINTS - 1, grid[each, np.minimum(last + 1, LIFT_POINTS - 1)], high
+        )
+        low, high = np.where(found, grid[each, last], low), np.where(found, above, grid[:, 0])
+    out = lo.copy()
+    out[todo] = low
+    return out
+
+
+def within(layouts: Layouts, rate_per_s: np.ndarray) -> np.ndarray:
+    """Whether at most 1% of all requests miss the TTFT target and the TPOT meets its target."""
+    local = layouts.local(rate_per_s)
+    miss = layouts.miss(layouts.ttft_ms, layouts.pooled(rate_per_s), local)
+    return (miss <= queueing.P99_TAIL) & (local.tpot_ms <= layouts.tpot_ms * (1 + 1e-9))
+
+
+def overall_p99_ms(
+    layouts: Layouts,
+    rate_per_s: np.ndarray,
+    pooled_p99_ms: np.ndarray,
+    local_p99_ms: np.ndarray,
+    local: _Part | None = None,
+) -> np.ndarray:
+    """The p99 TTFT over all requests at a total rate (N,): the time whose combined miss is 1%.
+
+    It lies between the two parts' own p99s (at the larger both parts miss at most 1%, at the
+    smaller both at least 1%), which bracket the bisection. Where the target itself is within
+    1% the bracket's top starts there, so a layout within its target reports so. `local`,
+    `layouts.local(rate_per_s)`, may be passed in by a caller that has it.
+    """
+    pooled = layouts.pooled(rate_per_s)
+    local = layouts.local(rate_per_s) if local is None else local
+    lo = np.minimum(pooled_p99_ms, local_p99_ms)
+    hi = np.maximum(pooled_p99_ms, local_p99_ms)
+    at_target = layouts.miss(layouts.ttft_ms, pooled, local) <= queueing.P99_TAIL
+    hi = np.where(at_target & (layouts.ttft_ms < hi), np.maximum(layouts.ttft_ms, lo), hi)
+    finite = np.isfinite(hi)
+    lo, hi = np.where(finite, lo, 0.0), np.where(finite, hi, 0.0)
+    # Each round tries `LIFT_POINTS` times per row in one pass and keeps the step in which the
+    # combined miss falls to 1% (it falls with the time); the answer is that step's top.
+    pooled_at, local_at = pooled.columns(), local.columns()
+    share = layouts.long_share[:, None]
+    step = np.arange(1, LIFT_POINTS + 1) / LIFT_POINTS
+    each = np.arange(lo.size)
+    for _ in range(TIME_ROUNDS):
+        grid = lo[:, None] + (hi - lo)[:, None] * step
+        pooled_miss, local_miss = _both_miss(pooled_at, local_at, grid)
+        miss = share * pooled_miss + (1.0 - share) * local_miss
+        within_ = miss <= queueing.P99_TAIL
+        first = np.argmax(within_, axis=1)  # the first time within 1% (the top if none)
+        first = np.where(within_.any(axis=1), first, LIFT_POINTS - 1)
+        lo = np.where(first > 0, grid[each, np.maximum(first - 1, 0)], lo)
+        hi = grid[each, first]
+    return np.where(finite, hi, np.inf)

@@ -1,0 +1,182 @@
+"""Where a constraint stops holding along a grid of batch sizes.
+
+Capacity is the largest batch that still meets every target. The calculator evaluates a
+coarse geometric grid of batches at once; instead of rounding down to the last grid point
+(which would under-state capacity by up to a grid step), it interpolates the normalised slack
+of the binding constraint to where it crosses zero. Slack must fall as the batch grows, so the
+feasible batches form a prefix of the grid.
+
+Where the grid is large (the colocated comparator has a line of batches for every prompt, TP
+and chunk size), `bisect_edge` finds the same crossing with log2(n) evaluations per line
+instead of n, under the same prefix assumption.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import numpy as np
+
+from disagg_decider.calc.queues.array_helpers import broadcast, clip, count_at_most
+
+
+def boundary_index(slack: np.ndarray) -> np.ndarray:
+    """Fractional index along the last axis where slack crosses zero; -1 when none is >= 0."""
+    ok = slack >= 0
+    n = slack.shape[-1]
+    first_bad = np.where(ok.all(axis=-1), n, np.argmin(ok, axis=-1))
+    last_ok = first_bad - 1
+    s_ok = _pick(slack, np.maximum(last_ok, 0))
+    s_bad = _pick(slack, np.minimum(first_bad, n - 1))
+    with np.errstate(divide="ignore", invalid="ignore"):
+        frac = (s_ok / (s_ok - s_bad)).clip(0.0, 1.0)
+    frac = np.where((first_bad < n) & (frac == frac), frac, 0.0)  # nan (inf - inf) -> 0
+    return np.where(last_ok >= 0, last_ok + frac, -1.0)
+
+
+def value_at(values: np.ndarray, index: np.ndarray) -> np.ndarray:
+    """Linear interpolation of `values` along the last axis at fractional `index` (>= 0)."""
+    n = values.shape[-1]
+    i = clip(index, 0.0, n - 1)
+    lo = i.astype(int)
+    hi = np.minimum(lo + 1, n - 1)
+    v_lo = _pick(values, lo)
+    return v_lo + (i - lo) * (_pick(values, hi) - v_lo)
+
+
+def pick(values: np.ndarray, index: np.ndarray) -> np.ndarray:
+    """values[..., index[...]]: one element of the last axis per leading position."""
+    if values.shape[:-1] != np.shape(index):
+        values = broadcast(values, (*np.shape(index), values.shape[-1]))
+    flat = values.reshape(-1, values.shape[-1])
+    return flat[np.arange(flat.shape[0]), np.ravel(index)].reshape(np.shape(index))
+
+
+def _pick(values: np.ndarray, index: np.ndarray) -> np.ndarray:
+    """`pick` for indices known to lie in [0, k): the same elements read by their flat
+    position with `take` (half the cost of 2-D fancy indexing on a dozen rows). The callers
+    here clamp or construct their indices inside the axis."""
+    index = np.asarray(index)
+    shape, k = index.shape, values.shape[-1]
+    if values.ndim == 1:  # one row for every position: its elements at the indices
+        return values.take(index.reshape(-1)).reshape(shape)
+    if values.shape[:-1] != shape:
+        values = broadcast(values, (*shape, k))
+    n = index.size
+    return values.reshape(-1).take(np.arange(0, n * k, k) + index.reshape(-1)).reshape(shape)
+
+
+def slack(limit, value):
+    """Normalised headroom of `value` under `limit`: >= 0 when the limit holds.
+
+    A limit of zero (no KV room at all) leaves no headroom.
+    """
+    limit = np.asarray(limit, dtype=float)
+    if (limit > 0).all():
+        return 1.0 - value / limit
+    safe = np.where(limit > 0, limit, 1.0)
+    return np.where(limit > 0, 1.0 - value / safe, -np.inf)
+
+
+def interp_rows(x: np.ndarray, xp: np.ndarray, fp: np.ndarray) -> np.ndarray:
+    """`np.interp` row by row: x (N,), xp and fp (N, K), xp ascending along each row (fp may
+    be one row (K,) shared by all).
+
+    Outside a row's range the end values hold, as in `np.interp`.
+    """
+    k = xp.shape[-1]
+    hi = clip(count_at_most(xp, x), 1, k - 1)
+    lo = hi - 1
+    x0, x1, y0, y1 = _pick(xp, lo), _pick(xp, hi), _pick(fp, lo), _pick(fp, hi)
+    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+        frac = clip((x - x0) / (x1 - x0), 0.0, 1.0)
+        mid = y0 + frac * (y1 - y0)
+    return np.where(frac >= 1.0, y1, np.where((frac > 0.0) & (frac == frac), mid, y0))
+
+
+def littles_law_rows(
+    rate: np.ndarray, batches: np.ndarray, steps: np.ndarray, per_step
+) -> np.ndarray:
+    """The step time at which each row carries `rate` (N,), batch and step linear between points.
+
+    A row's grid holds batches (K,) with their step times (N, K); batch b at step s carries
+    b / (per_step * s) requests per unit time (Little's law; `per_step` is (N, 1)). Capacity is
+    read off the grid by interpolating batch and step linearly in the grid index
+    (`boundary_index`, `value_at`), so the rate a batch carries is a ratio of two linear
+    functions there. Inverting that ratio exactly, rather than interpolating the step linearly
+    in the rate, gives back the very step the capacity was found at: a mode loaded to its
+    capacity reports the TPOT its capacity was sized for, never a little more. Outside the
+    grid the end values hold.
+    """
+    b = broadcast(batches, steps.shape)
+    carried = b / (per_step * steps)
+    k = steps.shape[-1]
+    hi = clip(count_at_most(carried, rate), 1, k - 1)
+    lo = hi - 1
+    b0, b1, s0, s1 = _pick(b, lo), _pick(b, hi), _pick(steps, lo), _pick(steps, hi)
+    scale = np.ravel(broadcast(per_step, (len(rate), 1)))
+    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+        # rate * scale * (s0 + f (s1 - s0)) = b0 + f (b1 - b0)
+        frac = (rate * scale * s0 - b0) / ((b1 - b0) - rate * scale * (s1 - s0))
+    frac = np.where(np.isfinite(frac), frac, 0.0).clip(0.0, 1.0)
+    below = rate <= _pick(carried, np.zeros_like(lo))
+    above = rate >= _pick(carried, np.full_like(lo, k - 1))
+    mid = s0 + frac * (s1 - s0)
+    return np.where(below, steps[..., 0], np.where(above, steps[..., -1], mid))
+
+
+@dataclass(frozen=True)
+class Edge:
+    """Where slack crosses zero along each line of a grid, found by `bisect_edge`."""
+
+    lo: np.ndarray  # last index with slack >= 0; -1 where none is
+    hi: np.ndarray  # first index with slack < 0; n where every point holds
+    frac: np.ndarray  # how far from lo towards hi the slack reaches zero
+    at_lo: tuple[np.ndarray, ...]  # the evaluated values at lo (0 where lo is -1)
+    at_hi: tuple[np.ndarray, ...]  # and at hi (0 where hi is n)
+
+    def value(self, k: int) -> np.ndarray:
+        """The k-th evaluated value interpolated at the crossing; 0 where no point holds.
+
+        Rounded exactly as `value_at` at `boundary_index`'s fractional index, so bisection and
+        the whole grid give the same bits.
+        """
+        v_lo, v_hi = self.at_lo[k], self.at_hi[k]
+        index = self.lo + self.frac
+        step = index - self.lo
+        value = np.where(step >= 1.0, v_hi, v_lo + step * (v_hi - v_lo))
+        return np.where(self.lo >= 0, value, 0.0)
+
+
+def bisect_edge(
+    at: Callable[[np.ndarray], tuple[np.ndarray, tuple[np.ndarray, ...]]],
+    n: int,
+    shape: tuple[int, ...],
+) -> Edge:
+    """The crossing `boundary_index` finds on a full grid, evaluating log2(n) points per line.
+
+    `at(index)` evaluates one grid index per line (an int array of `shape`) and returns the
+    slack there and the values to interpolate.
+    """
+    lo = np.full(shape, -1)
+    hi = np.full(shape, n)
+    s_lo = s_hi = np.zeros(shape)
+    at_lo: tuple[np.ndarray, ...] | None = None
+    at_hi: tuple[np.ndarray, ...] | None = None
+    while (still_open := hi - lo > 1).any():
+        mid = (lo + hi) // 2
+        s_mid, values = at(clip(mid, 0, n - 1))
+        if at_lo is None or at_hi is None:
+            at_lo = at_hi = tuple(np.zeros(shape) for _ in values)
+        up = still_open & (s_mid >= 0)  # mid holds: the crossing is above it
+        down = still_open & ~up
+        at_lo = tuple(np.where(up, v, old) for v, old in zip(values, at_lo, strict=True))
+        at_hi = tuple(np.where(down, v, old) for v, old in zip(values, at_hi, strict=True))
+        lo, s_lo = np.where(up, mid, lo), np.where(up, s_mid, s_lo)
+        hi, s_hi = np.where(down, mid, hi), np.where(down, s_mid, s_hi)
+    assert at_lo is not None and at_hi is not None, "a grid has at least one point"
+    with np.errstate(divide="ignore", invalid="ignore"):
+        frac = (s_lo / (s_lo - s_hi)).clip(0.0, 1.0)
+    frac = np.where((hi < n) & (lo >= 0) & (frac == frac), frac, 0.0)  # nan (inf - inf) -> 0
+    return Edge(lo=lo, hi=hi, frac=frac, at_lo=at_lo, at_hi=at_hi)

@@ -1,0 +1,261 @@
+"""The KV transfer queue at a decode replica's NICs, and the p99 TTFT that includes its wait.
+
+Every transfer into one decode receiver (a TP-only replica, or one DP rank) runs on the same
+min(prefill TP, decode TP) NICs (`pools.ingress_rate_per_s`), so transfers arriving while
+another is in flight share them (the simulator's `_Link`: processor sharing per receiver). The
+ingress cap keeps that link under 90% load but a busy link still delays a transfer: on a 25 Gb/s
+TCP path a 7k-token prompt's KV takes 430 ms alone, and at 32% load the simulator's p99 extra
+time on the link is 1.1 s (rag-8k-low-maturity-51 of `workload_mix(400, 17)`: the split's p99
+TTFT 2.2 s against 1.08 s priced without it).
+
+The extra time is priced as the wait of an M/G/1 queue of transfers (`transfer_wait_tail`):
+P(W2 > 0) = rho and, busy, an exponential whose mean grows with the transfer's own size (under
+sharing a large transfer is slowed longer; the missed requests in the simulator are the large
+prompts). A request's TTFT is the prefill pool's wait W1 + W2 + the service-side time S'
+(prefill, transfer alone, first decode step); the p99 of that sum is found by bisection on the
+time, as `queueing.p99_of_sum_ms` does with W1 alone. On main's pools for the three splits that
+missed (#51, chat-short-328, rag-8k-h200-172 of that mix) it reads 2,155 / 413 / 3,600 ms where
+the simulator's p99 is 2,219-2,362 / 308-389 / 4,078-6,167 ms (3 seeds); over the 46 splits on
+TCP that fit in that mix, the calculator's p99 over the simulator's is median 1.06, lowest 0.89
+(`benchmarks/link_wait_vs_sim.py`; 0.97 and 0.25 without the wait).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from disagg_decider.calc.queues import queueing
+from disagg_decider.calc.queues.normal_quantiles import (
+    P99_TAIL,
+    Z_WEIGHTS,
+    NodeGrid,
+    exceed_probability,
+)
+from disagg_decider.calc.replicas import prefill
+
+
+def transfer_wait_tail(rate_per_receiver_ms, transfer_nodes_ms):
+    """(P(W2 > 0), theta2 at each node) of the transfer queue at one decode receiver.
+
+    `rate_per_receiver_ms`: requests per ms whose KV lands on that receiver, (W,); the
+    transfer time alone at the `Z_NODES` prompt quantiles on the last axis, (W, K).
+
+    M/G/1: P(W2 > 0) = rho. Its mean wait, (1 + cs^2) / 2 E[X] / (1 - rho) (Pollaczek-
+    Khinchine), is split into the others' part (cs^2 E[X] / 2) and the transfer's own
+    (x / 2): the link is shared, not first come first served, so a large transfer is slowed
+    longer than a small one (it shares the link for longer). A transfer of x waits, when
+    the link is busy, an exponential time of mean (x + cs^2 E[X]) / 2 / (1 - rho); that
+    averages to the M/G/1 mean, and on one transfer size is the M/D/1 wait. theta2 is 0
+    when the link is saturated (rho >= 1).
+    """
+    nodes = np.asarray(transfer_nodes_ms, dtype=float)
+    mean_ms, scv = prefill.moments(nodes)
+    rho = np.asarray(rate_per_receiver_ms, dtype=float) * mean_ms
+    scale_ms = (nodes + (scv * mean_ms)[..., None]) / 2.0
+    with np.errstate(divide="ignore", invalid="ignore"):
+        theta = (1.0 - rho)[..., None] / scale_ms
+    theta = np.where((rho < 1.0)[..., None] & (scale_ms > 0), theta, 0.0)
+    return np.minimum(rho, 1.0), theta
+
+
+def two_waits_exceed(c1, theta1, c2, theta2, gap_ms):
+    """P(W1 + W2 > g) for g = `gap_ms` >= 0, each wait an atom at 0 plus an exponential tail.
+
+    Both waiting: the hypoexponential tail (theta2 e^-theta1 g - theta1 e^-theta2 g) /
+    (theta2 - theta1), or (1 + theta g) e^-theta g where the rates (nearly) agree.
+    """
+    return TwoWaits(c1, theta1, c2, theta2).exceed(gap_ms)
+
+
+class TwoWaits:
+    """`two_waits_exceed` with what does not depend on the gap worked out once.
+
+    `p99_with_transfer_wait_ms` reads the tail at 16 gaps per call (a bisection on the time):
+    the rates' difference, which of them (nearly) agree, the divisor and the three weights of
+    the atoms are the same at each, so about half the operations of a reading were repeats.
+    The same operations on the same values in the same order: the same bits.
+    """
+
+    def __init__(self, c1, theta1, c2, theta2) -> None:
+        c1, c2 = np.asarray(c1, dtype=float), np.asarray(c2, dtype=float)
+        self.t1, self.t2 = np.asarray(theta1, dtype=float), np.asarray(theta2, dtype=float)
+        self.neg_t1, self.neg_t2 = -self.t1, -self.t2  # -t g parses as (-t) g
+        diff = self.t2 - self.t1
+        self.close = np.abs(diff) <= 1e-6 * np.maximum(self.t1, self.t2)
+        self.divisor = np.where(self.close, 1.0, diff)
+        self.only_first, self.only_second = c1 * (1.0 - c2), c2 * (1.0 - c1)
+        self.both_wait = c1 * c2
+
+    def exceed(self, gap_ms) -> np.ndarray:
+        g = np.asarray(gap_ms, dtype=float)
+        t1, t2 = self.t1, self.t2
+        e1, e2 = np.exp(self.neg_t1 * g), np.exp(self.neg_t2 * g)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            both = np.where(self.close, (1.0 + t1 * g) * e1, (t2 * e1 - t1 * e2) / self.divisor)
+        return self.only_first * e1 + self.only_second * e2 + self.both_wait * both
+
+
+def p99_with_transfer_wait_ms(c1, theta1, c2, theta2, nodes_ms):
+    """p99 of W1 + W2 + S' (inf where either queue is saturated).
+
+    P(W1 + W2 + S' > T) = (1 - c1)(1 - c2) P(S' > T) + E[P(W1 + W2 > T - S'; a wait) ...],
+    read on the quantile nodes as `queueing.sum_exceed_probability` reads one wait's tail.
+    Arrays (W,) with nodes (W, K).
+    """
+    s = np.asarray(nodes_ms, dtype=float)
+    shape = s.shape[:-1]
+    c1, t1, c2 = (np.broadcast_to(np.asarray(a, dtype=float), shape) for a in (c1, theta1, c2))
+    t2 = np.broadcast_to(np.asarray(theta2, dtype=float), s.shape)
+    saturated = ~((t1 > 0) & (t2 > 0).all(axis=-1))
+    safe1 = np.where(saturated, 1.0, t1)
+    safe2 = np.where(saturated[..., None] | ~(t2 > 0), 1.0, t2)
+    no_wait = (1.0 - c1) * (1.0 - c2)
+    lo = queueing.node_quantile(s, P99_TAIL)
+    # Each term's 0.33% quantile bounds the sum's 1% quantile from above.
+    w1 = np.log(np.maximum(c1 / 0.0033, 1.0)) / safe1
+    w2 = np.log(np.maximum(c2 / 0.0033, 1.0)) / safe2.min(axis=-1)
+    hi = queueing.node_quantile(s, 0.0033) + w1 + w2
+    c1e, t1e, c2e = (a[..., None] for a in (c1, safe1, c2))
+    two_waits = TwoWaits(c1e, t1e, c2e, safe2)
+    grid = NodeGrid(s, shape)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        for _ in range(queueing.BISECTIONS):  # as `queueing.p99_of_sum_ms`
+            mid = (lo + hi) / 2.0
+            gap = np.maximum(mid[..., None] - s, 0.0)
+            waits = (two_waits.exceed(gap) * Z_WEIGHTS).sum(axis=-1)
+            over_ms = grid.exceed(mid.reshape(-1)).reshape(shape)
+            over = no_wait * over_ms + waits > P99_TAIL
+            lo, hi = np.where(over, mid, lo), np.where(over, hi, mid)
+    return np.where(saturated, np.inf, hi)
+
+
+def split_ttft_p99_ms(pool, prefill_replicas, rate_per_s, receivers, transfer_nodes_ms):
+    """p99 TTFT of a split carrying `rate_per_s`: the prefill pool's wait (M/G/c over
+    `prefill_replicas`), the wait for a decode receiver's link (its share of the rate over
+    `receivers`, decode replicas x DP ranks) and the service-side time (`pool.nodes_ms`)."""
+    rate_per_ms = np.asarray(rate_per_s, dtype=float) / 1e3
+    c1, theta1 = queueing.wait_tail(rate_per_ms, prefill_replicas, pool.mean_ms, pool.scv)
+    c2, theta2 = transfer_wait_tail(rate_per_ms / receivers, transfer_nodes_ms)
+    return p99_with_transfer_wait_ms(c1, theta1, c2, theta2, pool.nodes_ms)
+
+
+ROUNDS = 32  # replicas added, one per round, where the wait still misses the target
+
+
+def grow_for_transfer_wait(
+    pool, x, y, p_gpus, d_gpus, d_dp, rate_per_s, transfer_nodes_ms, target_ms, sized
+):
+    """(x, y, p99 TTFT): the sized split, a replica added at a time where its p99 TTFT with
+    the transfer wait misses the target (`sized` rows only).
+
+    Each round adds the replica that lowers the p99 most per GPU: a decode replica shortens
+    the transfer queue (more receivers share the rate), a prefill replica the prefill queue.
+    The pool sizing that gave (x, y) priced neither queue against the other, so a split whose
+    prefill pool fits alone can miss once its transfers wait too.
+    """
+    x, y = np.array(x, dtype=float), np.array(y, dtype=float)
+
+    def p99(xs, ys):
+        return split_ttft_p99_ms(pool, xs, rate_per_s, ys * d_dp, transfer_nodes_ms)
+
+    ttft = p99(x, y)
+    for _ in range(ROUNDS):
+        short = sized & ~(ttft <= target_ms * (1.0 + 1e-9))
+        if not short.any():
+            break
+        more_d, more_p = p99(x, y + 1.0), p99(x + 1.0, y)
+        with np.errstate(invalid="ignore"):
+            gain_d = (ttft - more_d) / d_gpus
+            gain_p = (ttft - more_p) / p_gpus
+        decode_first = ~(gain_p > gain_d)  # ties and infinities: the transfer queue first
+        y = np.where(short & decode_first, y + 1.0, y)
+        x = np.where(short & ~decode_first, x + 1.0, x)
+        ttft = np.where(short, np.where(decode_first, more_d, more_p), ttft)
+    return x, y, ttft
+
+
+LOAD_BISECTIONS = 20  # halvings of the link's load: 0.9 / 2^20, a millionth of its capacity
+
+
+def receiver_rate_per_s(transfer_nodes_ms, nodes_ms, target_ms, most_load=0.9):
+    """Requests per second one decode receiver takes with the p99 of W2 + S' inside the
+    target: its link's wait plus the service-side time, the prefill queue aside.
+
+    The search's cap on a decode replica's rate beside its NICs' 90% (`pools.
+    ingress_rate_per_s`): without it the best split of a cluster over a slow link loads each
+    link until its transfers wait longer than the TTFT target allows. The load is bisected
+    (P(W2 + S' > T) grows with it); 0 where S' alone misses the target (no prefill pool
+    serves such a row either). Arrays on any axes, nodes last.
+    """
+    t_nodes = np.asarray(transfer_nodes_ms, dtype=float)
+    s = np.asarray(nodes_ms, dtype=float)
+    shape = np.broadcast_shapes(t_nodes.shape, s.shape)
+    t_nodes, s = np.broadcast_to(t_nodes, shape), np.broadcast_to(s, shape)
+    target = np.broadcast_to(np.asarray(target_ms, dtype=float), shape[:-1])
+    mean_ms, scv = prefill.moments(t_nodes)
+    over_alone = exceed_probability(s, target)
+    # theta2 = (1 - rho) / scale at each node (`transfer_wait_tail`): the exponent of the
+    # wait's tail at the target's gap is -(1 - rho) gap / scale, laid out once.
+    scale_ms = (t_nodes + (scv * mean_ms)[..., None]) / 2.0
+    gap = np.maximum(target[..., None] - s, 0.0)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        ratio = np.where(gap > 0, gap / np.where(scale_ms > 0, scale_ms, 1.0), 0.0)
+        ratio = np.where((scale_ms > 0) | (gap == 0), ratio, np.inf)
+
+    def over(rho, r, alone):
+        tail = (np.exp(-(1.0 - rho)[..., None] * r) * Z_WEIGHTS).sum(axis=-1)
+        return (1.0 - rho) * alone + rho * tail > P99_TAIL
+
+    served = (mean_ms > 0) & ~(over_alone > P99_TAIL)
+    most = np.full(shape[:-1], float(most_load))
+    open_ = served & over(most, ratio, over_alone)  # the link's 90% misses: bisect the load
+    load = np.where(served, most, 0.0)
+    if open_.any():
+        r, alone = ratio[open_], over_alone[open_]
+        lo, hi = np.zeros(len(r)), np.full(len(r), float(most_load))
+        for _ in range(LOAD_BISECTIONS):
+            rho = (lo + hi) / 2.0
+            miss = over(rho, r, alone)
+            lo, hi = np.where(miss, lo, rho), np.where(miss, rho, hi)
+        load[open_] = lo
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return np.where(mean_ms > 0, load / np.where(mean_ms > 0, mean_ms, 1.0) * 1e3, np.inf)
+
+
+RATE_BISECTIONS = 14  # halvings of a short split's rate: within 0.01% of the pool's own
+
+
+def short_split_load(pool, prefill_replicas, receivers, transfer_nodes_ms, most_per_s, rows):
+    """(rate, p99 TTFT) of the splits in `rows` (a mask): the largest rate up to
+    `most_per_s` whose p99 TTFT with both waits fits the pool's target, and that p99; NaN
+    elsewhere. The load a split short of GPUs for the workload's rate runs at: the prefill
+    pool's own rate (`most_per_s`) prices its wait alone, its transfers' wait takes a little
+    off. Bisected on the rate (the p99 grows with it); (W,) rows, nodes last."""
+    shape = np.shape(rows)
+    rate, ttft = np.full(shape, np.nan), np.full(shape, np.nan)
+    index = np.flatnonzero(rows)
+    if not len(index):
+        return rate, ttft
+    some = prefill.Pool(
+        *(
+            np.broadcast_to(getattr(pool, f), shape + np.shape(getattr(pool, f))[len(shape) :])[
+                index
+            ]
+            for f in ("mean_ms", "scv", "nodes_ms", "target_ms")
+        )
+    )
+    x, n, most = (
+        np.broadcast_to(a, shape)[index] for a in (prefill_replicas, receivers, most_per_s)
+    )
+    t_nodes = np.asarray(transfer_nodes_ms)[index]
+    at_most = split_ttft_p99_ms(some, x, most, n, t_nodes)
+    short = ~(at_most <= some.target_ms * (1.0 + 1e-9)) & (most > 0)
+    lo, hi = np.where(short, 0.0, most), most.copy()
+    for _ in range(RATE_BISECTIONS if short.any() else 0):
+        mid = np.where(short, (lo + hi) / 2.0, most)
+        ok = split_ttft_p99_ms(some, x, mid, n, t_nodes) <= some.target_ms
+        lo = np.where(short & ok, mid, lo)
+        hi = np.where(short & ~ok, mid, hi)
+    rate[index] = lo
+    ttft[index] = np.where(short, split_ttft_p99_ms(some, x, lo, n, t_nodes), at_most)
+    return rate, ttft
