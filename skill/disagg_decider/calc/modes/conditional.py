@@ -450,6 +450,8 @@ def _layout(
         "curve": curve,
         "gain_over_colocated": _ratio(best, colo.max_rate_per_s if colo.feasible else 0.0),
         "gain_over_disaggregated": _ratio(best, disagg.max_rate_per_s if disagg.feasible else 0.0),
+        "max_rate_per_s": best,
+        "goodput_per_gpu": best / budget,
     }
     if t is None:
         return ConditionalResult(
@@ -465,8 +467,6 @@ def _layout(
                 else _NOT_SEARCHED + "colocated serves within 1% of always-disaggregated"
             ),
             share_to_prefill=0.0,
-            max_rate_per_s=best,
-            goodput_per_gpu=best / budget,
             prefill_tp=None,
             decode_tp=colo.tp,
             prefill_replicas=0,
@@ -488,15 +488,8 @@ def _layout(
                 else _NOT_SEARCHED + "always-disaggregated serves more"
             ),
             share_to_prefill=1.0,
-            max_rate_per_s=best,
-            goodput_per_gpu=best / budget,
-            prefill_tp=disagg.prefill_tp,
-            decode_tp=disagg.decode_tp,
-            prefill_replicas=disagg.prefill_replicas,
-            decode_replicas=disagg.decode_replicas,
             chunk_tokens=None,
-            ttft_p99_ms=disagg.ttft_p99_ms,
-            tpot_p99_ms=disagg.tpot_p99_ms,
+            **_pools_of(disagg),
             **common,
         )
     c = report(r, sized_for_rate(r, [(r, by_t[t])])[0]) if reported is None else reported
@@ -510,19 +503,19 @@ def _layout(
             "prefill on the decode workers"
         ),
         share_to_prefill=c.long_share,
-        max_rate_per_s=best,
-        goodput_per_gpu=best / budget,
-        prefill_tp=c.prefill_tp,
-        decode_tp=c.decode_tp,
-        prefill_replicas=c.prefill_replicas,
-        decode_replicas=c.decode_replicas,
         chunk_tokens=c.chunk_tokens,
-        ttft_p99_ms=c.ttft_p99_ms,
-        tpot_p99_ms=c.tpot_p99_ms,
+        **_pools_of(c),
         pooled_ttft_p99_ms=c.pooled_ttft_p99_ms,
         local_ttft_p99_ms=c.local_ttft_p99_ms,
         **common,
     )
+
+
+def _pools_of(split) -> dict:
+    """The two pools and their p99s, as a split's sizing reports them (the always-split mode's
+    result or the conditional layout's report)."""
+    names = ("prefill_tp", "decode_tp", "prefill_replicas", "decode_replicas")
+    return {n: getattr(split, n) for n in (*names, "ttft_p99_ms", "tpot_p99_ms")}
 
 
 def _ratio(a: float, b: float) -> float | None:

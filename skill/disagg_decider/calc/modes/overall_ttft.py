@@ -35,6 +35,7 @@ import numpy as np
 
 from disagg_decider.calc.physics.step import Engine
 from disagg_decider.calc.queues import queueing
+from disagg_decider.calc.queues.array_helpers import map_fields
 from disagg_decider.calc.replicas import colocated, colocated_load
 from disagg_decider.calc.replicas.colocated import ColocatedGrid
 from disagg_decider.calc.replicas.colocated_load import _lines_at_rows, _row_subset
@@ -106,16 +107,13 @@ class Layouts:
         that changes the replica counts they depend on."""
         n = len(self.long_share)
         take = functools.partial(take_rows, n=n, rows=rows)
-        return Layouts(
+        return map_fields(
+            self,
+            take,
+            skip=("_workers",),
             pool=pool_at_rows(self.pool, n, rows),
             engine=replace(self.engine, tp=take(np.asarray(self.engine.tp))),
             lengths=self.lengths.map(take),
-            chunk=take(self.chunk),
-            prefill_servers=take(self.prefill_servers),
-            decode_servers=take(self.decode_servers),
-            long_share=take(self.long_share),
-            ttft_ms=take(self.ttft_ms),
-            tpot_ms=take(self.tpot_ms),
         )
 
     def pooled(self, rate_per_s: np.ndarray) -> _Part:

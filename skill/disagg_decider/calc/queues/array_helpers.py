@@ -6,6 +6,7 @@ for arrays that can never be masked; the grids here are plain float arrays.
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 
 import numpy as np
@@ -90,3 +91,15 @@ def first_best(values: np.ndarray, axis: int = -1) -> np.ndarray:
     top = np.max(v, axis=axis, keepdims=True)
     near = v >= top - TIE_REL * np.abs(top)
     return np.argmax(near, axis=axis)
+
+
+def map_fields(record, fn, skip: tuple[str, ...] = (), **given):
+    """A dataclass `record` rebuilt with `fn` applied to each field that is not `given` (taken
+    as is) or skipped (left to its default); a None field stays None. One way to take rows of
+    a record of arrays, whatever its fields."""
+    values = {
+        f.name: None if getattr(record, f.name) is None else fn(getattr(record, f.name))
+        for f in dataclasses.fields(record)
+        if f.init and f.name not in given and f.name not in skip
+    }
+    return type(record)(**values, **given)

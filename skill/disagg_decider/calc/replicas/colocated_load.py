@@ -15,7 +15,7 @@ from dataclasses import dataclass, replace
 import numpy as np
 
 from disagg_decider.calc.physics.step import Engine, PassTerms
-from disagg_decider.calc.queues.array_helpers import broadcast, clip
+from disagg_decider.calc.queues.array_helpers import broadcast, clip, map_fields
 from disagg_decider.calc.queues.batch_edge import interp_rows, value_at
 from disagg_decider.calc.queues.p99_check import p99_of_sum_within
 from disagg_decider.calc.replicas.colocated import (
@@ -221,31 +221,18 @@ def _lines_at_rows(at: Lines, take) -> Lines:
     """
     engine = _engine_at_rows(at.engine, take)
 
-    def passes(p: PassTerms) -> PassTerms:
-        return PassTerms(
-            engine=engine,
-            kv_read_ms_per_sequence=take(p.kv_read_ms_per_sequence),
-            decode_flops_per_sequence=take(p.decode_flops_per_sequence),
-            prefill_context=take(p.prefill_context),
-            fixed_ms=take(p.fixed_ms),
-            decode_context=take(p.decode_context),
-            decode_attention_flops=take(p.decode_attention_flops),
-            moe_comm=engine.model.moe is not None and bool(np.any(engine.expert_parallel)),
-        )
+    moe_comm = engine.model.moe is not None and bool(np.any(engine.expert_parallel))
 
-    return Lines(
+    def passes(p: PassTerms) -> PassTerms:
+        return map_fields(p, take, engine=engine, moe_comm=moe_comm)
+
+    return map_fields(
+        at,
+        take,
         engine=engine,
         lengths=at.lengths.map(take),
-        ttft_ms=take(at.ttft_ms),
-        tpot_ms=take(at.tpot_ms),
-        chunk=take(at.chunk),
         full_pass=passes(at.full_pass),
         empty_pass=passes(at.empty_pass),
-        inverse_memory_limit=take(at.inverse_memory_limit),
-        uncached_nodes=take(at.uncached_nodes),
-        servers=take(at.servers),
-        context_scv=None if at.context_scv is None else take(at.context_scv),
-        class_spread=None if at.class_spread is None else take(at.class_spread),
     )
 
 
