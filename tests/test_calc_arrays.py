@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from disagg_decider.calc.compare import CROSSOVER_POINTS, _log_grid
+from disagg_decider.calc.crossover import CROSSOVER_POINTS, _log_grid
 from disagg_decider.calc.queues.array_helpers import first_best, sorted_unique
 from disagg_decider.calc.replicas.decode import batch_grid
 

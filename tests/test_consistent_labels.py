@@ -45,7 +45,7 @@ def test_find_crossover_reads_the_crossover_and_the_winning_ranges_on_one_grid()
     """The RAG example: it said crossover 298 with winning range [451, 23912] (the crossover
     on the calculator's 11-point grid, log-interpolated; the range's grid points on a 12-point
     one from 256)."""
-    from disagg_decider.calc.compare import crossover_grid
+    from disagg_decider.calc.crossover import crossover_grid
     from disagg_decider.mcp_tools import find_crossover
     from disagg_decider.workload import load_workload, resolve
     from tests.conftest import RAG_EXAMPLE
@@ -71,7 +71,7 @@ def test_the_reports_gain_table_shows_the_grid_the_crossover_is_read_on():
     the calculator's 11-point grid, so the two could disagree (a crossover at 61,147 tokens
     beside a 1.38x gain at 32K). The table now holds the crossover's own points, and the
     crossover read off the table is the verdict's."""
-    from disagg_decider.calc.compare import crossover_from_curve, crossover_grid
+    from disagg_decider.calc.crossover import crossover_from_curve, crossover_grid
     from disagg_decider.render.report import chart_prompt_grid, gain_chart
     from disagg_decider.workload import load_workload, resolve
     from tests.conftest import EXAMPLES

@@ -220,7 +220,7 @@ def test_cli_json_and_user_errors(tmp_path) -> None:
 def test_verdict_band_equals_the_frontier_band_on_the_same_coarse_grid(path) -> None:
     """The verdict reads its grid through the search alone (two GPU types: their pools
     searched together); the frontier through whole verdicts. A whole verdict re-prices the
-    chosen colocated layout with its replicas' pooled load (`compare._colocated_results`),
+    chosen colocated layout with its replicas' pooled load (`mode_records.colocated_results`),
     which can move its goodput a little off the search's grid reading: on the fitted physics
     the TCP example's colocated TP4 at 43.7 tokens/s per user reads 0.6944 req/s per GPU in
     the search and 0.6914 in the verdict, and the band's low edge 54.15 against 54.07. The

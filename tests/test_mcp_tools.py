@@ -13,7 +13,7 @@ import yaml
 from mcp import Client
 
 from disagg_decider import catalog, mcp_server
-from disagg_decider.calc.compare import CROSSOVER_POINTS
+from disagg_decider.calc.crossover import CROSSOVER_POINTS
 from disagg_decider.decide import decide_file
 from disagg_decider.rules.loader import shipped
 from disagg_decider.verdict import Verdict

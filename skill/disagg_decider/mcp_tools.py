@@ -18,6 +18,13 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from disagg_decider import catalog
 from disagg_decider.calc import compare
+from disagg_decider.calc.crossover import (
+    CROSSOVER_MIN_PROMPT_TOKENS,
+    CROSSOVER_POINTS,
+    crossover_from_curve,
+    crossover_grid,
+    winning_stretches,
+)
 from disagg_decider.calc.result import ThresholdPoint
 from disagg_decider.decide import decide
 from disagg_decider.errors import UserError
@@ -168,7 +175,7 @@ def find_crossover(
             le=MAX_TOKENS,
             description="Shortest prompt p50 to try; default 64, the crossover grid's start.",
         ),
-    ] = compare.CROSSOVER_MIN_PROMPT_TOKENS,
+    ] = CROSSOVER_MIN_PROMPT_TOKENS,
     max_prompt_tokens: Annotated[
         int | None,
         Field(
@@ -187,7 +194,7 @@ def find_crossover(
                 "the grid the crossover is read on."
             ),
         ),
-    ] = compare.CROSSOVER_POINTS,
+    ] = CROSSOVER_POINTS,
 ) -> CrossoverResult:
     """Find the prompt length from which disaggregated serving beats colocated serving for a
     workload, with the gain curve over a range of prompt lengths.
@@ -224,7 +231,7 @@ def find_crossover(
     analysis = compare.analyze(r)
     cond = analysis.conditional
     crossover = analysis.crossover_prompt_tokens
-    on_curve = compare.crossover_from_curve(prompts, gains, own)
+    on_curve = crossover_from_curve(prompts, gains, own)
     if on_curve != crossover:
         notes.append(
             f"crossover_prompt_tokens ({crossover}) is read on the calculator's grid "
@@ -234,8 +241,8 @@ def find_crossover(
     return CrossoverResult(
         workload=workload.name,
         crossover_prompt_tokens=crossover,
-        crossover_grid=[round(p) for p in compare.crossover_grid(r)],
-        winning_ranges=compare.winning_stretches(prompts, gains),
+        crossover_grid=[round(p) for p in crossover_grid(r)],
+        winning_ranges=winning_stretches(prompts, gains),
         workload_prompt_tokens_p50=workload.traffic.prompt_tokens.p50,
         curve=curve,
         layout=cond.layout if cond else "colocated",

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Literal
 
 from pydantic import BaseModel, ConfigDict
 
-from disagg_decider.calc.compare import HOURS_PER_YEAR
+from disagg_decider.calc.mode_records import HOURS_PER_YEAR
 from disagg_decider.calc.result import (
     ColocatedResult,
     ConditionalResult,

@@ -18,7 +18,9 @@ from the data the calculator is given (`workload`, `catalog`, `dtypes`, `errors`
 - `modes/`: the conditional and heterogeneous layouts built on the search, and the router's
   local-prefill share;
 - `compare.py`, `static.py` (top): the comparison that produces the verdict's numbers, on
-  p99 under load or, for `slo.basis: static`, as static-batch planners size.
+  p99 under load or, for `slo.basis: static`, as static-batch planners size; beside them
+  `mode_records.py` (each mode's record at the workload's own rate) and `crossover.py` (the
+  prompt length where the split starts to win, read off the gain curve).
 """
 
 # Bottom to top: a module of a layer may import modules of its own layer and of those before it.
@@ -29,5 +31,5 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("replicas", ("replicas",)),
     ("layouts", ("layouts",)),
     ("modes", ("modes",)),
-    ("comparison", ("compare", "static")),
+    ("comparison", ("compare", "crossover", "mode_records", "static")),
 )

@@ -25,13 +25,13 @@ import math
 
 import numpy as np
 
-from disagg_decider.calc.compare import HOURS_PER_YEAR
 from disagg_decider.calc.layouts.search import (
     TP_CANDIDATES,
     engine_for,
     pairs_allowed,
     pinned_layouts,
 )
+from disagg_decider.calc.mode_records import HOURS_PER_YEAR
 from disagg_decider.calc.physics.kvpath import transfer_path, transfer_times
 from disagg_decider.calc.queues.array_helpers import sorted_unique
 from disagg_decider.calc.queues.batch_edge import pick

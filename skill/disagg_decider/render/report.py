@@ -86,9 +86,9 @@ class GainChart:
 
 def chart_prompt_grid(resolved: Resolved) -> list[float]:
     """The prompt p50s the crossover is read on: the calculator's log-spaced grid
-    (`compare.crossover_grid`, 64 tokens to the context, at most 128K) with the workload's own
+    (`crossover.crossover_grid`, 64 tokens to the context, at most 128K) with the workload's own
     p50, so the table's gains and the crossover the report states come from the same points."""
-    from disagg_decider.calc.compare import crossover_grid
+    from disagg_decider.calc.crossover import crossover_grid
 
     own = float(resolved.workload.traffic.prompt_tokens.p50)
     return sorted({*(float(p) for p in crossover_grid(resolved)), own})

@@ -8,7 +8,7 @@ one the analytic gain compares) and bisects its goodput per GPU simulated.
 
 The analytic crossover is the calculator's (`Analysis.crossover_prompt_tokens`), the number the
 verdict, the report and the MCP `find_crossover` tool give, whatever lengths the sweep shows;
-the simulated one is read from the simulated curve by `calc.compare.crossover_from_curve`.
+the simulated one is read from the simulated curve by `calc.crossover.crossover_from_curve`.
 Lengths where neither mode meets the SLO are gaps, and lengths where only one does are marked,
 in the table, the mermaid chart and the plot.
 
@@ -29,7 +29,8 @@ from pathlib import Path
 
 import numpy as np
 
-from disagg_decider.calc.compare import analyze, crossover_from_curve, gain_curve
+from disagg_decider.calc.compare import analyze, gain_curve
+from disagg_decider.calc.crossover import crossover_from_curve
 from disagg_decider.errors import UserError
 from disagg_decider.workload import Workload, resolve
 

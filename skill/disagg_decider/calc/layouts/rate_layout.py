@@ -11,7 +11,7 @@ load-match mode picks the minimum GPUs that meet the SLA at a given request rate
 read off the search's per-replica rates, take the fewest GPUs (`fewest_gpus_pair` the prefill
 and decode layouts of a split, from the rates of each pair's pools on the cluster);
 `presented` keeps a proposal only where, sized and priced as the best layout is
-(`compare._colocated_results`, `_disaggregated_results`), it carries the rate on fewer GPUs
+(`mode_records.colocated_results`, `disaggregated_results`), it carries the rate on fewer GPUs
 than the best one does, and then with the best one's goodput (the whole cluster's, what the
 modes are compared on). So the presented pools never take more GPUs than before, and always
 meet the targets at the rate.
@@ -99,7 +99,7 @@ def fewest_gpus_pair(found: Found, rows: np.ndarray, rate_per_s: np.ndarray) -> 
 def presented_split(best: tuple, proposed: tuple) -> tuple:
     """(records, columns, p99 TTFT function) of the split per workload: the proposed pools
     where they carry the rate on fewer GPUs than the best pair's (their goodput is the
-    cluster's best already: `compare._disaggregated_results` reads it per workload), else the
+    cluster's best already: `mode_records.disaggregated_results` reads it per workload), else the
     best pair's; the columns (which the per-request figures read) and TTFTs row by row alike."""
     records, columns, ttft = best
     p_records, p_columns, p_ttft = proposed

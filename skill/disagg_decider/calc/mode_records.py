@@ -1,0 +1,371 @@
+"""The modes at each workload's own rate: the verdict's colocated and disaggregated records.
+
+`calc/compare.py` searches the layouts; this module turns each workload's own row of that search
+into what the verdict reports at its rate: the replicas that carry it, the latencies there, the
+per-request figures and the costs.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import numpy as np
+
+from disagg_decider.calc.layouts.pools import transfer_nodes_ms
+from disagg_decider.calc.layouts.search import (
+    Found,
+    Members,
+    engine_for,
+)
+from disagg_decider.calc.physics import kv, parallel
+from disagg_decider.calc.physics.kvpath import transfer_times
+from disagg_decider.calc.replicas import colocated_load, decode, ingress_queue, prefill
+from disagg_decider.calc.replicas.lengths import Lengths
+from disagg_decider.calc.replicas.reported_ttft import DeferredP99
+from disagg_decider.calc.result import ColocatedResult, DisaggregatedResult
+from disagg_decider.workload import Resolved
+
+HOURS_PER_YEAR = 8760.0
+SIZING_REPLICAS = 64  # prefill pools are sized up to this many replicas beyond the cluster
+
+
+# Vectorised over a block's workloads: arrays below have one entry per workload (W,), and the
+# lengths and engines they use are columns (W, 1) so they broadcast against batch grids.
+
+
+@dataclass(frozen=True)
+class Own:
+    """Each workload's own row of a search, with its own rate and cost."""
+
+    members: Members
+    row: np.ndarray  # (W,) index of each workload's own-prompt row
+    rate: np.ndarray  # requests per second
+    usd_per_gpu_hour: np.ndarray
+    lengths: Lengths  # fields (W, 1)
+
+    @property
+    def first(self) -> Resolved:
+        return self.members.first
+
+    @property
+    def budget(self) -> np.ndarray:
+        return self.members.budget
+
+    @property
+    def ttft_slo_ms(self) -> np.ndarray:
+        return self.members.ttft_ms
+
+    @property
+    def tpot_slo_ms(self) -> np.ndarray:
+        return self.members.tpot_ms
+
+    @classmethod
+    def of(cls, members: Members, rows: np.ndarray) -> Own:
+        everyone = np.arange(len(members.resolved))
+        workloads = [r.workload for r in members.resolved]
+        return cls(
+            members=members,
+            row=rows,
+            rate=np.array([w.traffic.requests_per_second for w in workloads]),
+            usd_per_gpu_hour=np.array([w.cost.usd_per_gpu_hour for w in workloads]),
+            lengths=members.lengths(members.prompt_p50, everyone, (-1, 1)),
+        )
+
+
+def _replicas_needed(rate, per_replica):
+    """Whole replicas that carry `rate`; 1 when a replica carries nothing (no size fits)."""
+    with np.errstate(divide="ignore", invalid="ignore"):
+        need = np.ceil(rate / per_replica - 1e-9)
+    return np.where(per_replica > 0, np.maximum(need, 1.0), 1.0)
+
+
+def colocated_results(
+    o: Own, f: Found, p99s: DeferredP99
+) -> tuple[list[ColocatedResult], Callable[[], np.ndarray]]:
+    """The records without their p99 TTFT, and the function that gives that column once
+    `p99s` (where its bisection was added) is solved."""
+    t = f.colo_best_t[o.row]
+    tp = f.layouts["gpus"][t].astype(float)  # GPUs per replica
+    chunk_i = f.colo_chunk_index[o.row, t]
+    chunks = o.first.workload.efficiency.chunk_tokens
+    cap = np.maximum(o.budget // tp, 1.0)
+    at = (
+        _engine_at(o.first, f.layouts, t),
+        o.lengths,
+        o.ttft_slo_ms.reshape(-1, 1),
+        o.tpot_slo_ms.reshape(-1, 1),
+        np.asarray(chunks, dtype=float)[chunk_i].reshape(-1, 1),
+    )
+
+    # What one replica carries within the targets with the whole cluster behind the router,
+    # then with the replicas the rate needs (fewer replicas pool less and queue more).
+    # Each pool size's lines and batch grid are built once: the loads within the targets and
+    # the reported latencies are read off the same rows (`servers` is the size `on` holds).
+    def within_at(servers: np.ndarray, rate_hi: np.ndarray):
+        on = colocated_load.lines_and_grid(*at, servers.reshape(-1, 1))
+        rate = colocated_load.rate_within_targets(*at, servers.reshape(-1, 1), rate_hi, on=on)
+        return rate, on
+
+    per_replica, on = within_at(cap, f.colo_rate[o.row, t])
+    feasible = (per_replica > 0) & (o.budget // tp >= 1)
+    within = np.where(feasible, cap * per_replica, 0.0)
+    need = _replicas_needed(o.rate, per_replica)
+    servers, carried = cap, per_replica
+    for _ in range(4):  # more replicas carry more each; a few rounds settle the count
+        replicas = np.where(feasible, np.minimum(need, cap), cap)
+        if not np.array_equal(replicas, servers):
+            carried, on = within_at(replicas, per_replica)
+            servers = replicas
+        more = np.where(carried > 0, np.maximum(need, _replicas_needed(o.rate, carried)), need)
+        if np.array_equal(more, need):
+            break
+        need = more
+    replicas = np.where(feasible, np.minimum(need, cap), cap)
+    if not np.array_equal(replicas, servers):
+        carried, on = within_at(replicas, per_replica)
+    fits = feasible & (need <= cap)
+    load = np.minimum(o.rate / replicas, carried)
+    ttft_terms, ttft_of, tpot = colocated_load.latency_terms(
+        *at, load, replicas.reshape(-1, 1), on=on
+    )
+    ttft_p99 = p99s.add(*ttft_terms)
+    served = np.minimum(o.rate, replicas * carried)
+    columns = {
+        "feasible": feasible,
+        "fits_cluster": fits,
+        "gpus": (replicas * tp).astype(int),
+        "gpus_needed_for_rate": np.where(feasible, need * tp, np.nan),
+        "max_rate_per_s": within,
+        "goodput_per_gpu": within / o.budget,
+        "ttft_p99_ms": np.full(len(o.row), np.nan),  # filled in once solved (`with_ttft`)
+        "tpot_p99_ms": np.where(feasible, tpot, np.nan),
+        **_layout_columns("", f.layouts, t),
+        "replicas": replicas.astype(int),
+        "chunk_tokens": np.asarray(chunks)[chunk_i],
+        "max_batch": _whole(f.colo_batch[o.row, t]),
+    }
+    records = _records(ColocatedResult, columns, _costs(o, replicas * tp, served))
+    return records, lambda: np.where(feasible, ttft_of(ttft_p99.value), np.nan)
+
+
+def disaggregated_results(
+    o: Own, f: Found
+) -> tuple[list[DisaggregatedResult], dict[str, np.ndarray], Callable[[], np.ndarray]]:
+    """The records without their p99 TTFT, the columns they were built from (the per-request
+    figures use them), and the function that gives the p99 TTFT column. That column is priced
+    here (the prefill pool's wait and the KV link's, `ingress_queue`), not in `DeferredP99`'s
+    batch; a function all the same, read as the colocated column is."""
+    i, j = f.best_pair[o.row, 0], f.best_pair[o.row, 1]
+    p_tp, d_tp = f.layouts["gpus"][i].astype(float), f.layouts["gpus"][j].astype(float)
+    p_atp, d_atp = f.layouts["tp"][i].astype(float), f.layouts["tp"][j].astype(float)
+    d_rate = f.decode_rate[o.row, i, j]
+    feasible = f.pair_served[o.row, i, j] > 0
+    p_engine = _engine_at(o.first, f.layouts, i)
+    d_engine = _engine_at(o.first, f.layouts, j)
+    everyone = np.arange(len(o.row))
+    path = o.members.path.take(everyone, (-1, 1))
+    mix = (
+        o.members.mix
+    )  # mixed traffic: each mixed member's own row (`calc/replicas/mixed_members.py`)
+    own = None if mix is None else mix.own(o.members.prompt_p50, everyone)
+    most = np.maximum(np.floor((o.budget - d_tp) / p_tp), 1.0)
+    # The search priced this pair's prefill pool at the workload's own prompt (`prefill_pool`,
+    # element by element: the bits it would get built again here), and some of its rates.
+    rates = f.prefill_rates.at((o.row, i, j))
+    pool = rates.pool
+    all_rows = np.ones(len(o.row), dtype=bool)
+    # Replicas the rate needs even beyond the cluster (reported when it does not fit); 1 where
+    # one replica serves nothing, as for decode.
+    one = rates(np.ones(len(o.row)), all_rows)
+    needed, rates = rates.sizing(o.rate, np.maximum(most, SIZING_REPLICAS), one)
+    x = np.where(one > 0, needed, 1.0)
+    y = _replicas_needed(o.rate, d_rate)
+    # Transfers into one decode receiver queue for its NICs: the pools grow where that wait
+    # pushes the p99 TTFT past the target (`ingress_queue`).
+    d_dp = f.layouts["dp"][j].astype(float)
+    t_nodes = _transfer_nodes_ms(o, p_engine, path, p_atp, d_atp)
+    sized = feasible & (one > 0) & (d_rate > 0)
+    x, y, ttft_sized = ingress_queue.grow_for_transfer_wait(
+        pool, x, y, p_tp, d_tp, d_dp, o.rate, t_nodes, o.ttft_slo_ms, sized
+    )
+    needed = np.where(feasible, x * p_tp + y * d_tp, np.nan)
+    fits = feasible & (x * p_tp + y * d_tp <= o.budget)
+    # Short of GPUs, the plan is the best split of the cluster; with no feasible split, the
+    # smallest pair (one replica each), which the verdict never presents as a plan.
+    x = np.where(fits, x, np.where(feasible, f.best_x[o.row, i, j], 1.0))
+    y = np.where(fits, y, np.where(feasible, f.best_y[o.row, i, j], 1.0))
+    # The chosen size's rate: read off the search's table or the sizing, bisected elsewhere.
+    p_rate = rates(x, all_rows)
+    if mix is None:
+        u99 = o.lengths.prompt_p99 * o.lengths.uncached_share
+        p99_compute = prefill.p99_prefill_ms(p_engine, o.lengths)
+    else:  # a mixed member's own row: its mix's p99 uncached prompt, with its cached prefix
+        u99, cached99 = mix.p99_at(o.lengths, own, everyone)
+        p99_compute = prefill.prefill_ms(p_engine, u99, cached99)
+    _, _, transfer_p99 = transfer_times(
+        o.first, path, u99, p99_compute, p_atp.reshape(-1, 1), d_atp.reshape(-1, 1)
+    )
+    transfer_p99 = np.ravel(transfer_p99)
+    receivers = np.maximum(y, 1.0) * d_dp
+    # Short of GPUs, the cluster's split carries what fits the target with both waits.
+    short = feasible & ~fits
+    short_load, short_ttft = ingress_queue.short_split_load(
+        pool, x, receivers, t_nodes, np.minimum(o.rate, p_rate), short
+    )
+    with np.errstate(divide="ignore", invalid="ignore"):
+        p_load = np.where(short, short_load, np.minimum(o.rate, p_rate))
+        d_load = np.minimum(o.rate / np.maximum(y, 1.0), d_rate)
+    step = decode.step_at_rate_ms(d_engine, o.lengths, d_load)
+    # The join is priced at batch 1, as the pool's TTFT budget prices it, so a split loaded to
+    # its prefill capacity reports the TTFT it was sized for; its transfers wait for the
+    # decode receivers' NICs at the load the prefill pool passes on.
+    ttft_p99 = np.where(short, short_ttft, ttft_sized)
+    served = np.minimum(p_load, y * d_rate)
+    gpus = x * p_tp + y * d_tp
+    within = f.disagg_within[o.row]
+    columns = {
+        "feasible": feasible,
+        "fits_cluster": fits,
+        "gpus": gpus.astype(int),
+        "gpus_needed_for_rate": needed,
+        "max_rate_per_s": within,
+        "goodput_per_gpu": within / o.budget,
+        "ttft_p99_ms": np.full(len(o.row), np.nan),  # filled in once solved (`with_ttft`)
+        "tpot_p99_ms": np.where(
+            feasible,
+            decode.tpot_p99_at_rate_ms(
+                d_engine,
+                o.lengths,
+                d_load,
+                None if mix is None else mix.batch_at(own, everyone, (-1, 1)),
+            ),
+            np.nan,
+        ),
+        **_layout_columns("prefill_", f.layouts, i),
+        **_layout_columns("decode_", f.layouts, j),
+        "prefill_replicas": x.astype(int),
+        "decode_replicas": y.astype(int),
+        "prefill_gpus": (x * p_tp).astype(int),
+        "decode_gpus": (y * d_tp).astype(int),
+        "max_batch": _whole(f.decode_batch[o.row, j]),
+        "transfer_ms_p99": transfer_p99,
+    }
+    records = _records(DisaggregatedResult, columns, _costs(o, gpus, served))
+    columns = {**columns, "decode_step_ms": np.where(feasible, step, np.nan)}
+    return records, columns, lambda: np.where(feasible, ttft_p99, np.nan)
+
+
+def _transfer_nodes_ms(o: Own, p_engine, path, p_atp, d_atp) -> np.ndarray:
+    """Each workload's KV transfer time alone at the prompt quantiles (W, K), as its prefill
+    pool prices it (`pools.transfer_nodes_ms`; a mixed member reads its own row's lengths)."""
+    return np.asarray(
+        transfer_nodes_ms(
+            o.first, p_engine, o.lengths, path, p_atp.reshape(-1, 1), d_atp.reshape(-1, 1)
+        ),
+        dtype=float,
+    )
+
+
+def with_ttft(records: list, ttft_p99_ms: np.ndarray) -> list:
+    """The records with their p99 TTFT (NaN stands for None, as in `_records`)."""
+    return [
+        r.model_copy(update={"ttft_p99_ms": None if v != v else v})
+        for r, v in zip(records, np.ravel(ttft_p99_ms).tolist(), strict=True)
+    ]
+
+
+def _engine_at(first: Resolved, layouts: dict[str, np.ndarray], index: np.ndarray):
+    """The engine of each workload's chosen layout, as columns (W, 1)."""
+    tp, dp, ep = (layouts[k][index].astype(float).reshape(-1, 1) for k in ("tp", "dp", "ep"))
+    return engine_for(first, tp, dp, ep)
+
+
+def _layout_columns(prefix: str, layouts: dict[str, np.ndarray], index: np.ndarray) -> dict:
+    """tp (attention TP), dp, ep and the layout's label for the chosen candidates."""
+    tp, dp, ep = (layouts[k][index].astype(int) for k in ("tp", "dp", "ep"))
+    labels = [parallel.label(*v) for v in zip(tp.tolist(), dp.tolist(), ep.tolist(), strict=True)]
+    return {
+        f"{prefix}tp": tp,
+        f"{prefix}dp": dp,
+        f"{prefix}ep": ep,
+        f"{prefix}layout": np.array(labels, dtype=object),
+    }
+
+
+def _whole(batch: np.ndarray) -> np.ndarray:
+    """Whole sequences in an interpolated batch; rounding noise (364.99999...) is not a loss."""
+    return np.floor(batch + 1e-6).astype(int)
+
+
+def _records(model, columns: dict[str, np.ndarray], extra: list[dict]) -> list:
+    """One record per workload from columns of equal length; NaN stands for None."""
+    names = list(columns)
+    rows = zip(*(np.asarray(c).tolist() for c in columns.values()), strict=True)
+    return [
+        model(**{n: None if v != v else v for n, v in zip(names, row, strict=True)}, **more)
+        for row, more in zip(rows, extra, strict=True)
+    ]
+
+
+def per_request(o: Own, disagg: dict[str, np.ndarray]) -> dict[str, list]:
+    """The per-request figures at the p50 prompt after prefix-cache hits, per workload.
+
+    `disagg` holds the disaggregated columns: the sized TP degrees and operating point.
+    """
+    first = o.first
+    model, kv_dtype = first.model, first.workload.kv_dtype
+    p_tp = disagg["prefill_tp"].astype(float).reshape(-1, 1)  # attention TP: KV senders
+    d_tp = disagg["decode_tp"].astype(float).reshape(-1, 1)
+
+    def engine(role: str):
+        dp, ep = (disagg[f"{role}_{k}"].astype(float).reshape(-1, 1) for k in ("dp", "ep"))
+        tp = disagg[f"{role}_tp"].astype(float).reshape(-1, 1)
+        return engine_for(first, tp, dp, ep)
+
+    p_engine, d_engine = engine("prefill"), engine("decode")
+    p50 = o.lengths.prompt_p50
+    u50 = p50 * o.lengths.uncached_share
+    prefill50 = prefill.prefill_ms(p_engine, u50, p50 - u50)
+    path = o.members.path.take(np.arange(len(o.row)), (-1, 1))
+    serial, layered, exposed = transfer_times(first, path, u50, prefill50, p_tp, d_tp)
+    gb_per_s = path.gb_per_s(p_tp, d_tp)
+    ctx = o.lengths.decode_context_mean
+    # The step at the sized operating point, or at batch 1 where no size meets the SLO.
+    tpot = disagg["decode_step_ms"].reshape(-1, 1)
+    step = np.where(np.isnan(tpot), decode.decode_step_ms(d_engine, 1.0, ctx), tpot)
+    size = kv.kv_bytes(model, kv_dtype, u50)
+    per_token = kv.kv_bytes_per_token(model, kv_dtype, np.maximum(u50, 1.0))
+    flat = lambda a: np.ravel(a).tolist()  # noqa: E731
+    return {
+        "kv_bytes_per_token": flat(per_token),
+        "kv_bytes_per_request": flat(size),
+        "kv_transfer_ms": flat(exposed),
+        "kv_transfer_serialized_ms": flat(serial),
+        "kv_transfer_layerwise_ms": flat(layered),
+        "kv_transfer_path": [p.kind for p in o.members.paths],
+        "kv_transfer_gb_per_s": flat(gb_per_s),
+        "kv_transfer_rdma": [p.rdma for p in o.members.paths],
+        "prefill_ms": flat(prefill50),
+        "decode_step_ms": flat(step),
+        "effective_prompt_tokens": flat(u50),
+    }
+
+
+# --- costs and warnings -----------------------------------------------------------------------
+
+
+def _costs(o: Own, gpus: np.ndarray, served_rate: np.ndarray) -> list[dict]:
+    usd_per_hour = gpus * o.usd_per_gpu_hour
+    mean_tokens = np.ravel(o.lengths.prompt_mean + o.lengths.output_mean)
+    tokens_per_hour = served_rate * mean_tokens * 3600.0
+    with np.errstate(divide="ignore", invalid="ignore"):
+        per_million = np.where(tokens_per_hour > 0, usd_per_hour / tokens_per_hour * 1e6, np.nan)
+    return [
+        {
+            "cost_per_million_tokens_usd": None if math.isnan(m) else m,
+            "cost_per_year_usd": y,
+        }
+        for m, y in zip(per_million.tolist(), (usd_per_hour * HOURS_PER_YEAR).tolist(), strict=True)
+    ]
