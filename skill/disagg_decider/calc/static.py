@@ -25,6 +25,7 @@ import math
 
 import numpy as np
 
+from disagg_decider.calc.layouts.pins import cuts_fp8_blocks
 from disagg_decider.calc.layouts.search import (
     TP_CANDIDATES,
     engine_for,
@@ -33,6 +34,7 @@ from disagg_decider.calc.layouts.search import (
 )
 from disagg_decider.calc.mode_records import HOURS_PER_YEAR
 from disagg_decider.calc.physics.kvpath import transfer_path, transfer_times
+from disagg_decider.calc.physics.parallel import Layout
 from disagg_decider.calc.queues.array_helpers import sorted_unique
 from disagg_decider.calc.queues.batch_edge import pick
 from disagg_decider.calc.replicas import benchmark, decode, prefill
@@ -71,7 +73,8 @@ def _tps(r: Resolved, role: str) -> list[int]:
     if pin:
         return [pin.tp]
     c = r.workload.cluster
-    return [t for t in TP_CANDIDATES if t <= min(c.gpus, c.gpus_per_node)]
+    tps = [t for t in TP_CANDIDATES if t <= min(c.gpus, c.gpus_per_node)]
+    return [t for t in tps if not cuts_fp8_blocks(r, Layout.of(t))]
 
 
 def _runs(lengths: Lengths) -> benchmark.Runs:

@@ -15,7 +15,9 @@ anything is priced:
   TP; SGLang transfers KV between equal TP layouts only (the same rules `deploy` applies); TP
   here is the attention TP of a layout (one DP rank holds a request's KV);
 - DP/EP layouts: EP needs a MoE model and at most its expert count; a replica wider than a
-  scale-up domain fills whole domains over an RDMA network (as the search allows).
+  scale-up domain fills whole domains over an RDMA network (as the search allows);
+- block-scaled FP8 experts sharded by TP keep whole 128 x 128 scale blocks per rank (the
+  search's rule too, `search.split_fp8_blocks`).
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ from disagg_decider.errors import UserError
 from disagg_decider.workload import Parallelism, Resolved
 
 ROLES = ("colocated", "prefill", "decode")
+FP8_BLOCK = 128  # weight_block_size [128, 128] of block-scaled FP8 checkpoints
 
 
 def pinned_layout(p: Parallelism, role: str) -> Layout | None:
@@ -62,6 +65,13 @@ def problems(r: Resolved) -> list[str]:
                 f"{field}: {r.model.id} has {r.model.heads} attention heads, which TP {tp} "
                 "does not divide (engines split heads evenly across TP ranks)"
             )
+        if cuts_fp8_blocks(r, lay):
+            out.append(
+                f"{field}: TP {tp} cuts {r.model.id}'s block-scaled FP8 experts "
+                f"({r.model.moe.expert_ffn_dim} wide, {FP8_BLOCK} x {FP8_BLOCK} scale blocks) "
+                "inside a block; engines refuse to load that (vLLM: not divisible by weight "
+                "quantization block_n); use a TP that keeps whole blocks per rank, or EP"
+            )
         if not lay.tp_only:
             out.extend(_layout_problems(r, field, lay, domain))
     p, d = pins["prefill"], pins["decode"]
@@ -83,6 +93,14 @@ def problems(r: Resolved) -> list[str]:
                 "(NIXL connector) needs decode TP >= prefill TP; pin decode_tp >= prefill_tp"
             )
     return out
+
+
+def cuts_fp8_blocks(r: Resolved, lay: Layout) -> bool:
+    """Experts in block-scaled FP8 sharded by TP (no EP) with a scale block cut between ranks."""
+    moe = r.model.moe
+    if moe is None or lay.ep != 1 or r.workload.weights_dtype != "fp8_block":
+        return False
+    return moe.expert_ffn_dim % (lay.tp * FP8_BLOCK) != 0
 
 
 def _field(w, role: str, lay) -> str:

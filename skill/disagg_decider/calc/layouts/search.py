@@ -25,7 +25,7 @@ from dataclasses import astuple, dataclass, replace
 import numpy as np
 
 from disagg_decider.calc.layouts import budget
-from disagg_decider.calc.layouts.pins import pinned_layout
+from disagg_decider.calc.layouts.pins import FP8_BLOCK, pinned_layout
 from disagg_decider.calc.layouts.pool_rates import PoolRates
 from disagg_decider.calc.layouts.pools import (
     ingress_rate_per_s,
@@ -157,6 +157,7 @@ def free_layouts(members: Sequence[Resolved], lay: dict[str, np.ndarray]) -> np.
     first = members[0]
     if first.model.moe is None:
         return plain
+    plain = plain & ~split_fp8_blocks(members, lay)
     domain = domain_gpus(first)
     budget = np.array([c.gpus for c in clusters])[:, None]
     wanted = np.array([r.workload.parallelism.expert_parallel for r in members])[:, None]
@@ -165,6 +166,20 @@ def free_layouts(members: Sequence[Resolved], lay: dict[str, np.ndarray]) -> np.
     whole = ((lay["gpus"] % domain) == 0)[None, :] & networked
     wide = (~tp_only & (lay["ep"] <= first.model.moe.experts))[None, :] & (lay["gpus"] <= budget)
     return plain | (wide & (within | whole) & wanted)
+
+
+def split_fp8_blocks(members: Sequence[Resolved], lay: dict[str, np.ndarray]) -> np.ndarray:
+    """(W, T): plain-TP layouts that would cut block-scaled FP8 experts inside a scale block.
+
+    TP shards each expert's FFN width across ranks; with 128 x 128 scale blocks every rank
+    must hold whole blocks, or the engine refuses to load the checkpoint (vLLM: "not divisible
+    by weight quantization block_n"): Qwen3-235B-A22B-FP8's 1,536-wide experts at TP8 are 192
+    wide per rank. Expert-parallel layouts keep experts whole and are not affected."""
+    ffn = members[0].model.moe.expert_ffn_dim
+    tp = lay["tp"]
+    cut = (lay["ep"] == 1) & ((ffn % (tp * FP8_BLOCK)) != 0)
+    block = np.array([r.workload.weights_dtype == "fp8_block" for r in members])[:, None]
+    return block & cut[None, :]
 
 
 def _tp_masks(
