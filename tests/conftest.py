@@ -119,22 +119,12 @@ def traffic_workload(
 
 
 def at_max_rate(workload, mode: str):
-    """The workload at (just under) the calculator's max rate for `mode`, and its verdict.
-
-    A verdict sizes its pools for the workload's rate, while `max_rate_per_s` is the whole
-    cluster's split's: to simulate the pools that rate belongs to, decide again at that rate
-    (as `benchmarks/calc_vs_sim.py` does)."""
+    """The workload at (just under) the calculator's max rate for `mode`, and its verdict: the
+    pools that rate belongs to (`sim.run.at_max_rate`)."""
     from disagg_decider.decide import decide
-    from disagg_decider.workload import Workload
+    from disagg_decider.sim.run import at_max_rate as sized_at_max_rate
 
-    top = getattr(decide(workload), mode).max_rate_per_s
-    data = workload.model_dump(mode="json", exclude_unset=True)
-    data["traffic"]["requests_per_second"] = round(top * 0.999, 6)
-    if data["traffic"].get("classes"):  # the mix's own lengths are derived from its classes
-        for key in ("prompt_tokens", "output_tokens", "prefix_cache_hit_rate"):
-            data["traffic"].pop(key, None)
-    at = Workload.model_validate(data)
-    return at, decide(at)
+    return sized_at_max_rate(workload, decide(workload), mode)
 
 
 # Property tests: a bounded profile for CI (the default) and a large one on demand,

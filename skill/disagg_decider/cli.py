@@ -75,7 +75,8 @@ def main_command(
         typer.Option(
             "--step-source",
             help="Where step times come from (overrides the workload's step_source): default "
-            "(roofline) or silicon (aiconfigurator-core's measured kernels; needs "
+            "(fitted to measured silicon) or silicon (aiconfigurator-core's measured kernels; "
+            "needs "
             "pip install 'disagg-decider[silicon]').",
         ),
     ] = None,

@@ -79,8 +79,10 @@ class Workload(StrictModel):
         default="default",
         exclude_if=lambda value: value == "default",  # dumps of existing workloads unchanged
         description=(
-            "where step times come from: default (the roofline) or silicon (aiconfigurator-"
-            "core's measured kernels: pip install 'disagg-decider[silicon]'; falls back to the "
+            "where step times come from: default (the pass model fitted to measured silicon, "
+            "calc/step_fit.json; the plain roofline where no entry fits) or silicon "
+            "(aiconfigurator-core's measured kernels: pip install 'disagg-decider[silicon]'; "
+            "falls back to the "
             "default with a warning where its database lacks the model, GPU, engine or dtype)"
         ),
     )

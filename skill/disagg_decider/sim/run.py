@@ -16,11 +16,13 @@ from __future__ import annotations
 import functools
 from collections.abc import Callable
 from dataclasses import dataclass, replace
+from pathlib import Path
 
 from disagg_decider.calc.physics import transfer
 from disagg_decider.calc.physics.kvpath import transfer_path
 from disagg_decider.calc.physics.step import Engine
 from disagg_decider.calc.replicas.lengths import Lengths
+from disagg_decider.decide import decide
 from disagg_decider.errors import UserError
 from disagg_decider.sim import colocated, disaggregated, metrics
 from disagg_decider.sim import requests as reqs
@@ -30,7 +32,7 @@ from disagg_decider.sim.goodput import max_rate, replay_at
 from disagg_decider.sim.limits import MAX_REPLICAS
 from disagg_decider.sim.outcome import Outcome
 from disagg_decider.verdict import Verdict
-from disagg_decider.workload import Resolved
+from disagg_decider.workload import Resolved, Workload
 
 
 @dataclass(frozen=True)
@@ -188,6 +190,21 @@ def replicas_of(s: Setup) -> int:
     """Replicas of every pool a run simulates (what its cost grows with, `sim/limits.py`)."""
     d = s.disaggregated
     return s.colocated.replicas + d.prefill_replicas + d.decode_replicas
+
+
+def at_max_rate(
+    w: Workload, verdict: Verdict, mode: str, base_dir: Path | None = None
+) -> tuple[Workload, Verdict]:
+    """The workload at just under `mode`'s max rate, and its verdict: the pools that rate was
+    priced on. A verdict sizes its pools for the workload's own rate, while `max_rate_per_s` is
+    the whole cluster's best layout's; to simulate what the rate belongs to, decide again at it
+    (the sweep's goodputs, the calculator-vs-simulator tests)."""
+    top = getattr(verdict, mode).max_rate_per_s or 0.0
+    if top <= 0:
+        return w, verdict
+    traffic = w.traffic.model_copy(update={"requests_per_second": top * 0.999})
+    at = w.model_copy(update={"traffic": traffic})
+    return at, decide(at, base_dir=base_dir)
 
 
 def synthetic_requests(

@@ -255,11 +255,7 @@ def _mode_goodput_per_gpu(
     # the pools the verdict sizes for (just under) the mode's max rate. Goodput is divided
     # by the GPUs those pools use, as simulated.
     top = result.max_rate_per_s or 0.0
-    sized = verdict
-    if top > 0:
-        data = w.model_dump(mode="json", exclude_none=True)
-        data["traffic"]["requests_per_second"] = top * 0.999
-        sized = decide(type(w).model_validate(data), base_dir=base_dir)
+    _, sized = run.at_max_rate(w, verdict, mode, base_dir)
     s = run.setup(r, sized, policy=policy)  # type: ignore[arg-type]
     gpus = run.gpus_of(s, mode)
     start = max(top * gpus / w.cluster.gpus, 0.05)

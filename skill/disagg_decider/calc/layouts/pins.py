@@ -98,9 +98,15 @@ def problems(r: Resolved) -> list[str]:
 def cuts_fp8_blocks(r: Resolved, lay: Layout) -> bool:
     """Experts in block-scaled FP8 sharded by TP (no EP) with a scale block cut between ranks."""
     moe = r.model.moe
-    if moe is None or lay.ep != 1 or r.workload.weights_dtype != "fp8_block":
+    if moe is None or r.workload.weights_dtype != "fp8_block":
         return False
-    return moe.expert_ffn_dim % (lay.tp * FP8_BLOCK) != 0
+    return bool(cuts_scale_block(moe.expert_ffn_dim, lay.tp, lay.ep))
+
+
+def cuts_scale_block(expert_ffn_dim: int, tp, ep):
+    """Whether plain TP (EP 1) leaves a rank part of a 128 x 128 scale block of each expert;
+    elementwise on arrays of TP and EP (the search's layouts) as on one layout."""
+    return (ep == 1) & (expert_ffn_dim % (tp * FP8_BLOCK) != 0)
 
 
 def _field(w, role: str, lay) -> str:

@@ -25,7 +25,7 @@ from dataclasses import astuple, dataclass, replace
 import numpy as np
 
 from disagg_decider.calc.layouts import budget
-from disagg_decider.calc.layouts.pins import FP8_BLOCK, pinned_layout
+from disagg_decider.calc.layouts.pins import cuts_scale_block, pinned_layout
 from disagg_decider.calc.layouts.pool_rates import PoolRates
 from disagg_decider.calc.layouts.pools import (
     ingress_rate_per_s,
@@ -175,9 +175,7 @@ def split_fp8_blocks(members: Sequence[Resolved], lay: dict[str, np.ndarray]) ->
     must hold whole blocks, or the engine refuses to load the checkpoint (vLLM: "not divisible
     by weight quantization block_n"): Qwen3-235B-A22B-FP8's 1,536-wide experts at TP8 are 192
     wide per rank. Expert-parallel layouts keep experts whole and are not affected."""
-    ffn = members[0].model.moe.expert_ffn_dim
-    tp = lay["tp"]
-    cut = (lay["ep"] == 1) & ((ffn % (tp * FP8_BLOCK)) != 0)
+    cut = cuts_scale_block(members[0].model.moe.expert_ffn_dim, lay["tp"], lay["ep"])
     block = np.array([r.workload.weights_dtype == "fp8_block" for r in members])[:, None]
     return block & cut[None, :]
 
