@@ -148,3 +148,34 @@ def test_step_times_from_measured_kernels_are_labelled_silicon():
     assert unlabelled(v) == []
     plain = decide(load_workload(RAG_EXAMPLE), base_dir=RAG_EXAMPLE.parent)
     assert plain.provenance.fields["metrics.prefill_ms"] == "derived"
+
+
+def _reference_paths(node, path: str = "") -> set[str]:
+    """The plain recursive walk `numeric_paths` must equal (isinstance on every node)."""
+    if isinstance(node, dict):
+        prefix = f"{path}." if path else ""
+        return set().union(*(_reference_paths(v, f"{prefix}{k}") for k, v in node.items()))
+    if isinstance(node, list):
+        return set().union(*(_reference_paths(v, f"{path}[]") for v in node))
+    if isinstance(node, (int, float)) and not isinstance(node, bool):
+        return {path}
+    return set()
+
+
+def test_numeric_paths_equal_a_plain_walk_on_real_and_odd_documents():
+    """The walk tests exact types for speed; it must still find every number a plain
+    isinstance walk finds (int/float subclasses too) and skip booleans, strings and nulls."""
+    import enum
+
+    class Level(enum.IntEnum):
+        HIGH = 3
+
+    rag = decide(load_workload(RAG_EXAMPLE)).model_dump(mode="json")
+    odd = {
+        "a": [1, 2.5, True, None, "x", [[{"b": Level.HIGH}]]],
+        "c": {"d": False, "e": {"f": 0}},
+        "g": [],
+    }
+    for doc in (rag, odd, 7, [1.5], True):
+        assert numeric_paths(doc) == _reference_paths(doc)
+    assert numeric_paths(odd) == {"a[]", "a[][][].b", "c.e.f"}

@@ -163,11 +163,23 @@ def label_of(path: str, inputs: Inputs, fixed: dict[str, str]) -> str | None:
     `fixed` is `_fixed`'s table for this verdict."""
     if path in fixed:
         return fixed[path]
+    source = _table_label(path)
+    return _param_source(inputs, path[_THRESHOLDS_AT:]) if source is _PARAM else source
+
+
+_PARAM = "param"  # a rule parameter's label: the rulebook's, or an override's (per verdict)
+_THRESHOLDS_AT = len("thresholds.")
+
+
+def _table_label(path: str) -> str | None:
+    """The label `_COMPUTED` and the block rules give `path`, whatever the verdict's inputs
+    (`_PARAM` where the inputs decide it): the same for every verdict, so `field_labels`
+    keeps it per path in `_TABLE_LABELS` instead of re-deriving it for every leaf."""
     block, _, name = path.rpartition(".")
     if name in _COMPUTED_SETS.get(block, ()):
         return _DERIVED
     if block == "thresholds":  # every entry is a rule parameter, by construction
-        return _param_source(inputs, name)
+        return _PARAM
     if block == "scores":  # every entry is a rule engine's sum of weights
         return _DERIVED
     if path.startswith("assumptions[].value"):  # the value, or any number inside it
@@ -175,30 +187,69 @@ def label_of(path: str, inputs: Inputs, fixed: dict[str, str]) -> str | None:
     return None
 
 
+# `_table_label` per generalised path. The paths are the verdict schema's plus the rulebook's
+# parameter and rule names, so few; the cap only keeps a long-lived server with ever new
+# `--rules` files from growing it without bound.
+_TABLE_LABELS: dict[str, str | None] = {}
+_TABLE_LABELS_MAX = 4096
+
+
 def numeric_paths(doc: Any) -> set[str]:
-    """Each int/float leaf's generalised JSON path (booleans are not numbers here). Iterative:
-    a batch labels every verdict, so this stays a small share of a decision."""
-    out: set[str] = set()
-    stack: list[tuple[str, Any]] = [("", doc)]
-    while stack:
-        path, node = stack.pop()
-        if isinstance(node, dict):
-            prefix = f"{path}." if path else ""
-            stack.extend((f"{prefix}{key}", value) for key, value in node.items())
-        elif isinstance(node, list):
-            inner = f"{path}[]"
-            stack.extend((inner, value) for value in node)
-        elif isinstance(node, (int, float)) and not isinstance(node, bool):
-            out.add(path)
-    return out
+    """Each int/float leaf's generalised JSON path (booleans are not numbers here)."""
+    out: dict[str, None] = {}
+    _numeric_into(doc, "", out)
+    return set(out)
+
+
+def _numeric_into(node: Any, path: str, out: dict[str, None]) -> None:
+    """`numeric_paths` into `out`'s keys. A batch labels every verdict, so the walk tests a
+    leaf's exact type (JSON from `model_dump(mode="json")` has only plain types; anything else
+    falls back to `isinstance`) and recurses only into containers: a few hundred leaves cost
+    no call each."""
+    kind = type(node)
+    if kind is dict:
+        prefix = f"{path}." if path else ""
+        items = [(f"{prefix}{key}", value) for key, value in node.items()]
+    elif kind is list:
+        inner = f"{path}[]"
+        items = [(inner, value) for value in node]
+    else:
+        if _is_number(node):
+            out[path] = None
+        return
+    for at, value in items:
+        leaf = type(value)
+        if leaf is float or leaf is int:
+            out[at] = None
+        elif leaf is dict or leaf is list:
+            _numeric_into(value, at, out)
+        elif leaf is not str and leaf is not bool and value is not None and _is_number(value):
+            out[at] = None
+
+
+def _is_number(node: Any) -> bool:
+    return isinstance(node, (int, float)) and not isinstance(node, bool)
 
 
 def field_labels(doc: dict[str, Any], inputs: Inputs) -> dict[str, str]:
     """Every numeric leaf of the verdict's JSON that the table knows, with its source."""
     fixed = _fixed(inputs, doc)
+    found: dict[str, None] = {}
+    _numeric_into(doc, "", found)
     out: dict[str, str] = {}
-    for path in sorted(numeric_paths(doc)):
-        if (source := label_of(path, inputs, fixed)) is not None:
+    for path in sorted(found):
+        if path in fixed:
+            out[path] = fixed[path]
+            continue
+        if path in _TABLE_LABELS:
+            source = _TABLE_LABELS[path]
+        else:
+            source = _table_label(path)
+            if len(_TABLE_LABELS) < _TABLE_LABELS_MAX:
+                _TABLE_LABELS[path] = source
+        if source is _PARAM:
+            source = _param_source(inputs, path[_THRESHOLDS_AT:])
+        if source is not None:
             out[path] = source
     return out
 
