@@ -111,3 +111,21 @@ def test_large_layouts_are_not_shared():
     many = np.arange(1, step._SHARED_MAX_CANDIDATES + 2)
     llama, h200 = catalog.get_model("llama-3.3-70b"), catalog.get_gpu("h200")
     assert Engine(llama, h200, "bf16", "bf16", many, Efficiency())._constants is None
+
+
+def test_an_efficiency_changed_in_place_gets_its_own_constants():
+    """The efficiency's key is kept per object (a decision builds dozens of engines on one):
+    a field or a list changed in place since must not reuse the old values' constants."""
+    step._shared.clear()
+    llama, h200 = catalog.get_model("llama-3.3-70b"), catalog.get_gpu("h200")
+    eff = Efficiency()
+    first = Engine(llama, h200, "bf16", "bf16", 4, eff)
+    before = first.ms_per_byte
+    assert Engine(llama, h200, "bf16", "bf16", 4, eff)._constants is first._constants
+    eff.chunk_tokens.append(12345)
+    listed = Engine(llama, h200, "bf16", "bf16", 4, eff)
+    assert listed._constants is not first._constants
+    eff.decode_mbu = 0.5
+    changed = Engine(llama, h200, "bf16", "bf16", 4, eff)
+    assert changed._constants is not listed._constants
+    assert changed.ms_per_byte == 1e3 / (changed.hbm_bytes_per_s * 0.5) != before

@@ -44,18 +44,36 @@ _shared: dict[tuple, tuple[ModelSpec, Gpu, dict[str, object]]] = {}
 
 
 def _layout_key(value) -> tuple | None:
-    """The value of a TP/DP/EP field as a key (its type, dtype, shape and bytes), or None
-    when it holds too many candidates to share."""
+    """The value of a TP/DP/EP field as a key (its type, dtype, shape and bytes; a plain int
+    by itself), or None when it holds too many candidates to share."""
+    if type(value) is int and _SHARED_MAX_CANDIDATES > 0:
+        return (int, value)
     a = np.asarray(value)
     if a.size > _SHARED_MAX_CANDIDATES:
         return None
     return (type(value), a.dtype.str, a.shape, a.tobytes())
 
 
+# `_efficiency_key` per efficiency object: a decision builds dozens of engines on the same
+# object (`replace(engine, tp=...)`). Held by id with the object itself (so the id is not
+# reused while the entry lives) and a copy of its fields, compared on every hit: an object
+# changed in place since gets a fresh key.
+_efficiency_keys: dict[int, tuple[Efficiency, dict[str, object], tuple]] = {}
+_EFFICIENCY_KEYS_MAX = 256  # cleared when full
+
+
 def _efficiency_key(eff: Efficiency) -> tuple:
     """Every field of the efficiency settings, by value (lists as tuples)."""
-    values = (tuple(v) if isinstance(v, list) else v for v in vars(eff).values())
-    return (type(eff), *values)
+    fields = vars(eff)
+    hit = _efficiency_keys.get(id(eff))
+    if hit is not None and hit[0] is eff and hit[1] == fields:
+        return hit[2]
+    snapshot = {k: list(v) if isinstance(v, list) else v for k, v in fields.items()}
+    key = (type(eff), *(tuple(v) if isinstance(v, list) else v for v in snapshot.values()))
+    if len(_efficiency_keys) >= _EFFICIENCY_KEYS_MAX:
+        _efficiency_keys.clear()
+    _efficiency_keys[id(eff)] = (eff, snapshot, key)
+    return key
 
 
 def _frozen(value):
