@@ -281,22 +281,30 @@ class _FewEntries:
     def probabilities(self, rhos: list[float]) -> list[float]:
         """P(W + S' > T) at each entry's load: `_LoadTest.probability` in plain floats."""
         table, table_step = self.test.table, self.test.table_step
-        waits, thetas = [], []
-        for rho, c, mean, capacity, half, pull, base, large in zip(
-            rhos,
-            self.c,
-            self.mean,
-            self.capacity,
-            self.half,
-            self.pull,
-            self.base,
-            self.large,
-            strict=True,
+        # Clamps as comparisons, lists filled in place: the same values as min/max (nan and
+        # -0.0 pass through alike), without a builtin call per clamp on every entry and load.
+        n = len(self.c)
+        waits, thetas = [0.0] * n, [0.0] * n
+        top = RHO_STEPS - 1
+        for i, (rho, c, mean, capacity, half, pull, base, large) in enumerate(
+            zip(
+                rhos,
+                self.c,
+                self.mean,
+                self.capacity,
+                self.half,
+                self.pull,
+                self.base,
+                self.large,
+                strict=True,
+            )
         ):
             a = rho * capacity * mean
             load = a / c
-            x = min(max(load, 0.0), 1.0) * RHO_STEPS
-            lo = min(int(x), RHO_STEPS - 1)
+            x = (0.0 if load < 0.0 else 1.0 if load > 1.0 else load) * RHO_STEPS
+            lo = int(x)
+            if lo > top:
+                lo = top
             frac = x - lo
             if large and a < c:
                 at_lo, at_hi = grid_pair(int(c), lo)
@@ -305,14 +313,13 @@ class _FewEntries:
                 wait = (
                     float(table[base + lo]) + frac * float(table_step[base + lo]) if a < c else 1.0
                 )
-            light = 1.0 - math.sqrt(min(max(wait / 0.1, 0.0), 1.0))
-            theta = 0.0
+            share = wait / 0.1
+            light = 1.0 - math.sqrt(0.0 if share < 0.0 else 1.0 if share > 1.0 else share)
             if load < 1.0:
                 scale = mean * (half + pull * light)
-                top = c * (1.0 - load)
-                theta = top / scale if scale != 0 else math.copysign(math.inf, scale)
-            waits.append(wait)
-            thetas.append(theta)
+                top_c = c * (1.0 - load)
+                thetas[i] = top_c / scale if scale != 0 else math.copysign(math.inf, scale)
+            waits[i] = wait
         exponent = np.array(thetas)[:, None] * self.neg_gap_ms
         tail_wait = weighted_exp_sum(exponent).tolist()
         return [

@@ -51,7 +51,7 @@ def normal_sf(z):
 
 def normal_sf_float(z: float) -> float:
     """`normal_sf` of one finite float, in plain floats: the same operations, the same bits."""
-    x = abs(z) / SQRT2
+    x = (z if z >= 0.0 else -z) / SQRT2  # abs(z) but for the sign of a zero, squared away
     t = 1.0 / (1.0 + 0.3275911 * x)
     poly = t * (
         0.254829592 + t * (-0.284496736 + t * (1.421413741 + t * (-1.453152027 + t * 1.061405429)))
@@ -149,11 +149,14 @@ class Row:
         if t >= self.last:
             return 0.0
         s = self.nodes
-        hi = min(max(bisect.bisect_right(s, t), 1), self.k - 1)
+        # Clamps as comparisons (the same values as min/max, without their calls); with
+        # first <= t < last they never bite, but they keep the grid's steps.
+        hi = bisect.bisect_right(s, t)
+        hi = 1 if hi < 1 else self.k - 1 if hi > self.k - 1 else hi
         lo = hi - 1
         s0, s1 = s[lo], s[hi]
         frac = (t - s0) / (s1 - s0) if s1 > s0 else 1.0
-        frac = min(max(frac, 0.0), 1.0)
+        frac = 0.0 if frac < 0.0 else 1.0 if frac > 1.0 else frac
         return normal_sf_float(_Z_LIST[lo] + frac * _Z_STEP_LIST[lo])
 
 
