@@ -15,7 +15,6 @@ contexts repeat only the short part.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from functools import cached_property
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -88,21 +87,43 @@ def _frozen(value):
     return value
 
 
-def _shared_property(compute):
+class _once:
+    """`functools.cached_property` without its lock and double lookup (Python 3.11's holds an
+    RLock per property): computed on first access, then stored in the instance's `__dict__`,
+    which every later access reads before the class. The calculator builds dozens of engines
+    and hundreds of pass terms per decision and reads each value once or twice, so the first
+    access is most of them; a decision runs on one thread."""
+
+    def __init__(self, compute) -> None:
+        self.compute, self.name = compute, compute.__name__
+        self.__doc__ = compute.__doc__
+
+    def __set_name__(self, owner, name: str) -> None:
+        self.name = name
+
+    def __get__(self, instance, owner=None):
+        if instance is None:
+            return self
+        value = instance.__dict__[self.name] = self.compute(instance)
+        return value
+
+
+class _shared_property(_once):
     """A cached property whose value is shared between engines equal in every field
     (`Engine._constants`); computed by `compute` the first time, exactly as before."""
-    name = compute.__name__
 
-    def get(self):
-        table = self._constants
+    def __get__(self, instance, owner=None):
+        if instance is None:
+            return self
+        table, name = instance._constants, self.name
         if table is None:
-            return compute(self)
-        if name not in table:
-            table[name] = _frozen(compute(self))
-        return table[name]
-
-    get.__name__, get.__doc__ = name, compute.__doc__
-    return cached_property(get)
+            value = self.compute(instance)
+        elif name in table:
+            value = table[name]
+        else:
+            value = table[name] = _frozen(self.compute(instance))
+        instance.__dict__[name] = value
+        return value
 
 
 @dataclass(frozen=True, eq=False)
@@ -127,7 +148,7 @@ class Engine:
     # Measured step source (`calc/physics/silicon.py`, `step_source: silicon`); None: the roofline.
     steps: SiliconSteps | None = None
 
-    @cached_property
+    @_once
     def _constants(self) -> dict[str, object] | None:
         """This engine's entry in the shared table, None where it is not shared.
 
@@ -136,7 +157,7 @@ class Engine:
         place: it copies), the dtypes, the TP/DP/EP values, the efficiency by value and the
         scale-up domain and RDMA figures.
         """
-        layout = tuple(_layout_key(v) for v in (self.tp, self.dp, self.ep))
+        layout = (_layout_key(self.tp), _layout_key(self.dp), _layout_key(self.ep))
         if None in layout:
             return None
         key = (
@@ -431,7 +452,7 @@ class PassTerms:
             )
         return np.maximum(memory_ms, compute_ms) + comm_ms
 
-    @cached_property
+    @_once
     def no_prefill_context(self) -> bool:
         """The pass has no earlier prompt tokens (a pure decode pass's terms)."""
         context = self.prefill_context
