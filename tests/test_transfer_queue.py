@@ -107,3 +107,22 @@ def test_two_waits_read_at_many_gaps_give_the_written_out_bits() -> None:
         expected = _two_waits_written_out(c1, t1, c2, t2, gap)
         assert got.tobytes() == expected.tobytes()
         assert ingress_queue.two_waits_exceed(c1, t1, c2, t2, gap).tobytes() == got.tobytes()
+
+
+def test_broadcast_shape_is_numpys():
+    """`array_helpers.broadcast_shape` answers the common cases without numpy's arrays; every
+    case, incompatible shapes included, must be `np.broadcast_shapes`'."""
+    import itertools
+
+    from disagg_decider.calc.queues.array_helpers import broadcast_shape
+
+    shapes = [(), (1,), (3,), (2, 3), (1, 3), (2, 1), (4, 2, 3), (0,), (3, 0)]
+    for k in (0, 1, 2, 3):
+        for case in itertools.product(shapes, repeat=k):
+            try:
+                expected = np.broadcast_shapes(*case)
+            except ValueError:
+                with pytest.raises(ValueError):
+                    broadcast_shape(*case)
+                continue
+            assert broadcast_shape(*case) == expected, case

@@ -36,11 +36,26 @@ def broadcast(a, shape: tuple[int, ...]) -> np.ndarray:
     the shape, else copied into a fresh array of it (the same values; not broadcastable
     raises as `np.broadcast_to` does).
     """
-    a = np.asarray(a)
+    if type(a) is not np.ndarray:
+        a = np.asarray(a)
     if a.shape == shape:
         return a
     out = np.empty(shape, dtype=a.dtype)
     out[...] = a
+    return out
+
+
+def broadcast_shape(*shapes: tuple[int, ...]) -> tuple[int, ...]:
+    """`np.broadcast_shapes(*shapes)`, answered without building arrays where every shape is
+    one shape or () (nearly every call in a decision): numpy's builds an empty array per shape
+    and a broadcast object, a dozen calls for what a comparison tells."""
+    out: tuple[int, ...] = ()
+    for shape in shapes:
+        if shape == out or shape == ():
+            continue
+        if out != ():
+            return np.broadcast_shapes(*shapes)
+        out = shape
     return out
 
 

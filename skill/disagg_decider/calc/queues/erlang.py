@@ -94,7 +94,7 @@ def erlang_c(servers, offered):
     # the largest pool size is the same whether or not c is repeated along a's axes (an empty
     # broadcast has none: either input is empty).
     c, a = np.asarray(servers, dtype=float), np.asarray(offered, dtype=float)
-    top = int(np.max(c)) if c.size and a.size else 0
+    top = int(c.max()) if c.size and a.size else 0
     table = erlang_table(table_top(c) if top > TABLE_ROWS else max(top, 1))
     with np.errstate(divide="ignore", invalid="ignore"):
         x = clip(a / c, 0.0, 1.0) * RHO_STEPS

@@ -13,7 +13,7 @@ from functools import cache
 
 import numpy as np
 
-from disagg_decider.calc.queues.array_helpers import broadcast, broadcast_flat
+from disagg_decider.calc.queues.array_helpers import broadcast, broadcast_flat, broadcast_shape
 from disagg_decider.calc.queues.bisection_replay import bisection_grid, replay
 from disagg_decider.calc.queues.erlang import (
     RHO_STEPS,
@@ -45,7 +45,7 @@ def max_rate_per_ms(servers, mean_service_ms, scv, nodes_ms, target_ms, rho_max=
     """
     c = np.asarray(servers, dtype=float)
     mean = np.asarray(mean_service_ms, dtype=float)
-    shape = np.broadcast_shapes(
+    shape = broadcast_shape(
         c.shape, mean.shape, np.shape(scv), np.shape(target_ms), np.shape(nodes_ms)[:-1]
     )
     over = broadcast(exceed_probability(nodes_ms, target_ms), shape)
@@ -102,7 +102,7 @@ class _LoadTest:
 
         scv = np.asarray(scv, dtype=float)
         c_full = broadcast(c, shape)
-        top = int(np.max(c_full)) if c_full.size else 0
+        top = int(c_full.max()) if c_full.size else 0
         t = np.asarray(target_ms, dtype=float)[..., None]
         gap_ms = np.maximum(t - nodes_ms, 0.0)  # (T - S')+ at each node
         rows = table_top(c) if top > TABLE_ROWS else max(top, 1)

@@ -20,7 +20,12 @@ import math
 
 import numpy as np
 
-from disagg_decider.calc.queues.array_helpers import broadcast, broadcast_flat, count_at_most
+from disagg_decider.calc.queues.array_helpers import (
+    broadcast,
+    broadcast_flat,
+    broadcast_shape,
+    count_at_most,
+)
 
 # An even grid of standard-normal quantiles for tails; trapezoid weights on the normal density.
 Z_NODES = np.linspace(-4.0, 4.5, 25)
@@ -67,7 +72,7 @@ def exceed_probability(nodes_ms, target_ms):
     """
     s = np.asarray(nodes_ms, dtype=float)
     t = np.asarray(target_ms, dtype=float)
-    shape = np.broadcast_shapes(s.shape[:-1], t.shape)
+    shape = broadcast_shape(s.shape[:-1], t.shape)
     with np.errstate(divide="ignore", invalid="ignore"):
         return NodeGrid(s, shape).exceed(broadcast_flat(t, shape))
 

@@ -22,7 +22,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from disagg_decider.calc.queues.array_helpers import broadcast, broadcast_flat
+from disagg_decider.calc.queues.array_helpers import broadcast, broadcast_flat, broadcast_shape
 from disagg_decider.calc.queues.load_bisection import BISECTIONS
 from disagg_decider.calc.queues.normal_quantiles import (
     FEW_ROWS,
@@ -49,7 +49,7 @@ def p99_of_sum_within(rate_per_ms, servers, mean_service_ms, scv, nodes_ms, with
     """
     c_wait, theta = wait_tail(rate_per_ms, servers, mean_service_ms, scv)
     s = np.asarray(nodes_ms, dtype=float)
-    shape = np.broadcast_shapes(np.shape(c_wait), s.shape[:-1])
+    shape = broadcast_shape(np.shape(c_wait), s.shape[:-1])
     k = s.shape[-1]
 
     def flat(a) -> np.ndarray:

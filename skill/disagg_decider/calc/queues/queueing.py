@@ -30,7 +30,7 @@ from functools import cache
 
 import numpy as np
 
-from disagg_decider.calc.queues.array_helpers import broadcast, clip
+from disagg_decider.calc.queues.array_helpers import broadcast, broadcast_shape, clip
 
 # Erlang C, the load bisection and the z grid live in their own modules; their public names
 # stay importable from here.
@@ -154,7 +154,7 @@ def sum_exceed_probability(c_wait, theta, nodes_ms, target_ms, over_ms=None):
     th = np.asarray(theta, dtype=float)[..., None]
     gap = np.subtract(t, nodes_ms)
     np.maximum(gap, 0.0, out=gap)
-    if np.broadcast_shapes(th.shape, gap.shape) == gap.shape:
+    if broadcast_shape(th.shape, gap.shape) == gap.shape:
         tail_wait = weighted_exp_sum(np.multiply(-th, gap, out=gap))
     else:
         tail_wait = weighted_exp_sum(-th * gap)
@@ -165,7 +165,7 @@ def p99_of_sum_ms(rate_per_ms, servers, mean_service_ms, scv, nodes_ms):
     """p99 of W + S' at a given load (bisection on the time); inf when saturated."""
     c_wait, theta = wait_tail(rate_per_ms, servers, mean_service_ms, scv)
     s = np.asarray(nodes_ms, dtype=float)
-    shape = np.broadcast_shapes(np.shape(c_wait), s.shape[:-1])
+    shape = broadcast_shape(np.shape(c_wait), s.shape[:-1])
     c_wait, theta = broadcast(c_wait, shape), broadcast(theta, shape)
     # P(S' > s99) = 1% bounds it below; the 0.5% quantiles of each term bound it above.
     lo = broadcast(node_quantile(s, P99_TAIL), shape).copy()

@@ -25,6 +25,7 @@ from __future__ import annotations
 import numpy as np
 
 from disagg_decider.calc.queues import queueing
+from disagg_decider.calc.queues.array_helpers import broadcast_shape
 from disagg_decider.calc.queues.normal_quantiles import (
     P99_TAIL,
     Z_WEIGHTS,
@@ -87,11 +88,15 @@ class TwoWaits:
         self.both_wait = c1 * c2
 
     def exceed(self, gap_ms) -> np.ndarray:
-        g = np.asarray(gap_ms, dtype=float)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            return self.exceed_quiet(np.asarray(gap_ms, dtype=float))
+
+    def exceed_quiet(self, g: np.ndarray) -> np.ndarray:
+        """`exceed` at a float array of gaps, under the caller's `np.errstate` (divide and
+        invalid ignored): `p99_with_transfer_wait_ms` reads 16 gaps inside its own."""
         t1, t2 = self.t1, self.t2
         e1, e2 = np.exp(self.neg_t1 * g), np.exp(self.neg_t2 * g)
-        with np.errstate(divide="ignore", invalid="ignore"):
-            both = np.where(self.close, (1.0 + t1 * g) * e1, (t2 * e1 - t1 * e2) / self.divisor)
+        both = np.where(self.close, (1.0 + t1 * g) * e1, (t2 * e1 - t1 * e2) / self.divisor)
         return self.only_first * e1 + self.only_second * e2 + self.both_wait * both
 
 
@@ -122,7 +127,7 @@ def p99_with_transfer_wait_ms(c1, theta1, c2, theta2, nodes_ms):
         for _ in range(queueing.BISECTIONS):  # as `queueing.p99_of_sum_ms`
             mid = (lo + hi) / 2.0
             gap = np.maximum(mid[..., None] - s, 0.0)
-            waits = (two_waits.exceed(gap) * Z_WEIGHTS).sum(axis=-1)
+            waits = (two_waits.exceed_quiet(gap) * Z_WEIGHTS).sum(axis=-1)
             over_ms = grid.exceed(mid.reshape(-1)).reshape(shape)
             over = no_wait * over_ms + waits > P99_TAIL
             lo, hi = np.where(over, mid, lo), np.where(over, hi, mid)
@@ -189,7 +194,7 @@ def receiver_rate_per_s(transfer_nodes_ms, nodes_ms, target_ms, most_load=0.9):
     """
     t_nodes = np.asarray(transfer_nodes_ms, dtype=float)
     s = np.asarray(nodes_ms, dtype=float)
-    shape = np.broadcast_shapes(t_nodes.shape, s.shape)
+    shape = broadcast_shape(t_nodes.shape, s.shape)
     t_nodes, s = np.broadcast_to(t_nodes, shape), np.broadcast_to(s, shape)
     target = np.broadcast_to(np.asarray(target_ms, dtype=float), shape[:-1])
     mean_ms, scv = prefill.moments(t_nodes)

@@ -18,6 +18,7 @@ from __future__ import annotations
 import numpy as np
 
 from disagg_decider.calc.queues import queueing
+from disagg_decider.calc.queues.array_helpers import broadcast_shape
 from disagg_decider.calc.replicas import prefill
 
 
@@ -46,7 +47,7 @@ class DeferredP99:
         """`p99_of_sum_ms(rate_per_ms, servers, mean_service_ms, scv, nodes_ms)`, later."""
         nodes = np.asarray(nodes_ms, dtype=float)
         values = [np.asarray(v, dtype=float) for v in (rate_per_ms, servers, mean_service_ms, scv)]
-        shape = np.broadcast_shapes(*(v.shape for v in values), nodes.shape[:-1])
+        shape = broadcast_shape(*(v.shape for v in values), nodes.shape[:-1])
         flat = [np.broadcast_to(v, shape).reshape(-1) for v in values]
         k = nodes.shape[-1]
         pending = Pending(shape)
