@@ -241,3 +241,25 @@ def test_next_step_commands_fold_at_whole_arguments_and_still_parse() -> None:
     assert all(line.endswith(" \\") for line in lines[:-1])
     pasted = " ".join(line.removesuffix("\\").strip() for line in lines)
     assert shlex.split(pasted) == argv
+
+
+def test_a_steps_command_line_is_shlex_join_of_its_words():
+    """Steps join their words by one test over all of them where none needs quoting; any
+    word that does (a path with a space or a quote, an empty word, non-ASCII) must still read
+    exactly as `shlex.join` writes it."""
+    import shlex
+
+    from disagg_decider.plan_text import _shell_join
+
+    cases = [
+        ["decide", "--workload", "w.yaml", "--out-dir", "deploy/vllm"],
+        ["decide", "--workload", "my work.yaml"],
+        ["decide", "--workload", "it's.yaml"],
+        ["decide", "", "x"],
+        ["decide", "--workload", "données.yaml"],
+        ["a\nb", "$HOME", "*"],
+        ["--rate", "0.5", "user@host:/p", "%+=,"],
+        [],
+    ]
+    for argv in cases:
+        assert _shell_join(argv) == shlex.join(argv), argv

@@ -180,3 +180,32 @@ def test_a_colocate_veto_beats_a_disaggregate_veto_whatever_their_order():
         out = run(book(first, second), {"kubernetes": True}, {})
         assert out.decision == "colocate"
         assert out.deciding_veto is not None and out.deciding_veto.pushes == "colocate"
+
+
+def test_a_compiled_leaf_compares_as_compare_does():
+    """The compiled leaf compares plain numbers inline; over every operator, values of every
+    kind a metric or parameter can hold (missing, None, bool, str, int, float, nan, lists)
+    it must hold exactly where `engine.compare` does, from a value or a parameter."""
+    from disagg_decider.rules.schema import Leaf
+
+    values = [None, True, False, "dynamo", 0, 3, -2, 2.5, 3.0, float("nan"), float("inf")]
+    listed = [["dynamo", "llm-d"], [3, 2.5]]
+    rng = random.Random(27)
+    for op in (">", ">=", "<", "<=", "==", "!="):
+        for threshold in values[1:]:
+            for actual in [*values, "missing"]:
+                metrics = {} if actual == "missing" else {"m": actual}
+                want = engine.compare(metrics.get("m"), op, threshold)
+                # model_construct: the schema refuses a non-finite value, the closure need not
+                by_value = engine.predicate(
+                    Leaf.model_construct(metric="m", op=op, param=None, value=threshold)
+                )
+                by_param = engine.predicate(Leaf(metric="m", op=op, param="t"))
+                assert by_value(metrics, {}) is want, (op, actual, threshold)
+                assert by_param(metrics, {"t": threshold}) is want, (op, actual, threshold)
+    for op in ("in", "not_in"):
+        for threshold in listed:
+            for actual in [*rng.sample(values, 6), "llm-d", 3]:
+                want = engine.compare(actual, op, threshold)
+                leaf = engine.predicate(Leaf(metric="m", op=op, value=threshold))
+                assert leaf({"m": actual}, {}) is want, (op, actual, threshold)
