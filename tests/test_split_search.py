@@ -14,6 +14,7 @@ import numpy as np
 import pytest
 
 from disagg_decider.calc.layouts import search as search_module
+from disagg_decider.calc.layouts import split_grid
 from disagg_decider.calc.layouts.pool_rates import TABLE_SIZES, PoolRates
 from disagg_decider.calc.layouts.pools import every_split_best as brute_force
 from disagg_decider.calc.layouts.pools import pooled_split, rate_where
@@ -110,3 +111,41 @@ def test_workload_420_split_is_the_best_whole_split(monkeypatch):
     assert best > 19.3  # what the four-size search left on the table (19.28 req/s)
     per_gpu = verdict.metrics.goodput_per_gpu_disaggregated
     assert per_gpu * w.cluster.gpus == pytest.approx(best, rel=1e-12)
+
+
+def _loop_refine(x, used, total, gap=None):
+    """`split_grid.refine` by its per-threshold loop alone (the vectorised settled check off)."""
+    from unittest import mock
+
+    with mock.patch.object(split_grid, "_all_settled", lambda *a: None):
+        return split_grid.refine(x, used, total, gap)
+
+
+def test_refine_settled_in_arrays_equals_the_loop():
+    """`refine` answers a pass where every best has its whole neighbours in array operations;
+    on seeded passes (consecutive and spread sizes, ties, values <= 0, -inf, nan, rows with
+    nothing priced, and used masks that are not prefixes) it must give the loop's x, used
+    and settled flag exactly."""
+    rng = np.random.default_rng(27)
+    settled_seen = unsettled_seen = 0
+    for _ in range(3000):
+        n, width = int(rng.integers(1, 6)), int(rng.integers(1, 7))
+        if rng.random() < 0.6:
+            x = np.broadcast_to(np.arange(1.0, width + 1.0), (n, width)).copy()
+        else:
+            x = np.sort(rng.choice(np.arange(1.0, 30.0), size=(n, width)), axis=1)
+        count = rng.integers(0, width + 1, size=n)
+        used = np.arange(width) < count[:, None]
+        if rng.random() < 0.1:
+            used = rng.random((n, width)) < 0.6
+        total = rng.choice([-1.0, 0.0, 0.5, 1.0, 2.0, 2.0, 3.0], size=(n, width))
+        if rng.random() < 0.1:
+            total[rng.random((n, width)) < 0.2] = rng.choice([np.nan, -np.inf, np.inf])
+        want = _loop_refine(x, used, total)
+        got = split_grid.refine(x, used, total)
+        assert got[2] == want[2]
+        assert got[0].shape == want[0].shape and got[0].tobytes() == want[0].tobytes()
+        assert got[1].tobytes() == want[1].tobytes()
+        settled_seen += want[2]
+        unsettled_seen += not want[2]
+    assert settled_seen > 500 and unsettled_seen > 500

@@ -75,6 +75,9 @@ def refine(
     nearly straight, so the next bracket is a few sizes wide. The bracket's ends are always
     priced, so the best stays inside it whatever the estimate.
     """
+    done = _all_settled(x, used, total)
+    if done is not None:
+        return (*done, True)
     grids, settled = [], True
     for t in range(x.shape[0]):
         sizes, values = x[t, used[t]], total[t, used[t]]
@@ -91,6 +94,40 @@ def refine(
         at = None if gap is None else _crossing(sizes[near], gap[t, used[t]][near])
         grids.append(_spread(lo, hi) if at is None else _around(lo, hi, at))
     return (*_rows(grids), settled)
+
+
+def _all_settled(
+    x: np.ndarray, used: np.ndarray, total: np.ndarray
+) -> tuple[np.ndarray, np.ndarray] | None:
+    """`refine`'s (x, used) where every threshold's best already has its whole neighbours
+    priced (the last pass of every search, and the only one on a cluster of at most
+    `GRID_SIZES` sizes), in a few array operations over all thresholds instead of a dozen
+    per threshold; None where some best does not (or the used sizes are not each row's
+    first ones, as every pass leaves them): then `refine`'s loop decides.
+
+    The same rows as the loop's: a row with no size priced keeps none, one whose best is
+    not above 0 its first size, any other the best and the sizes beside it."""
+    n, width = x.shape
+    if n == 0 or width == 0 or (used[:, 1:] > used[:, :-1]).any():
+        return None
+    count = used.sum(axis=1)
+    rows = np.arange(n)
+    values = np.where(used, total, -np.inf)
+    best = values.argmax(axis=1)
+    dead = (count == 0) | (values[rows, best] <= 0)
+    start = np.where(dead, 0, np.maximum(best - 1, 0))
+    stop = np.where(dead, np.minimum(count, 1), np.minimum(best + 2, count))
+    at = np.minimum(start[:, None] + np.arange(3), width - 1)
+    near = x[rows[:, None], at]
+    inside = np.arange(3) < (stop - start)[:, None]
+    steps = np.diff(near, axis=1)
+    wide = (near[rows, stop - start - 1] - near[:, 0] > 2) | ((steps > 1) & inside[:, 1:]).any(
+        axis=1
+    )
+    if (wide & ~dead).any():
+        return None
+    widest = int((stop - start).max())
+    return np.where(inside, near, 1.0)[:, :widest], inside[:, :widest]
 
 
 def _crossing(sizes: np.ndarray, gap: np.ndarray) -> float | None:
