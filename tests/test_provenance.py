@@ -179,3 +179,25 @@ def test_numeric_paths_equal_a_plain_walk_on_real_and_odd_documents():
     for doc in (rag, odd, 7, [1.5], True):
         assert numeric_paths(doc) == _reference_paths(doc)
     assert numeric_paths(odd) == {"a[]", "a[][][].b", "c.e.f"}
+
+
+@pytest.mark.parametrize(
+    "name", ["rag-8k-h200-rdma-dynamo", "mixed-chat-rag-llm-d", "chat-short-colocate"]
+)
+def test_labelling_a_verdict_stays_a_few_hundred_calls(name: str) -> None:
+    """Labelling walks the verdict's containers, not each leaf through isinstance and a
+    generator (3,400-4,000 Python-level calls per verdict before issue 27, ~300-350 after):
+    a ceiling 1.3x above what it takes, counted by cProfile (deterministic, no timing)."""
+    import cProfile
+    import pstats
+
+    from disagg_decider.provenance import labelled
+
+    w = load_workload(RAG_EXAMPLE.parent / f"{name}.yaml")
+    v = decide(w)
+    labelled(v, w, calibrated=False, overrides={})  # warm: imports and per-path labels
+    profile = cProfile.Profile()
+    profile.enable()
+    labelled(v, w, calibrated=False, overrides={})
+    profile.disable()
+    assert pstats.Stats(profile).total_calls <= 450
