@@ -94,14 +94,24 @@ def erlang_c(servers, offered):
     # the largest pool size is the same whether or not c is repeated along a's axes (an empty
     # broadcast has none: either input is empty).
     c, a = np.asarray(servers, dtype=float), np.asarray(offered, dtype=float)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        load = a / c
+    return erlang_c_at(c, a, load)
+
+
+def erlang_c_at(c: np.ndarray, a: np.ndarray, load: np.ndarray) -> np.ndarray:
+    """`erlang_c` of float arrays `c` and `a` with their load a / c given: `queueing.wait_tail`
+    divides them anyway, so its Erlang C neither divides again nor enters an `np.errstate`."""
     top = int(c.max()) if c.size and a.size else 0
     table = erlang_table(table_top(c) if top > TABLE_ROWS else max(top, 1))
-    with np.errstate(divide="ignore", invalid="ignore"):
-        x = clip(a / c, 0.0, 1.0) * RHO_STEPS
+    x = clip(load, 0.0, 1.0) * RHO_STEPS
     lo = np.minimum(x.astype(np.int64), RHO_STEPS - 1)
     frac = x - lo
-    large = c > TABLE_ROWS
-    row = np.where(large, 0, c.astype(np.int64)) if top > TABLE_ROWS else c.astype(np.int64)
+    if top > TABLE_ROWS:
+        large = c > TABLE_ROWS
+        row = np.where(large, 0, c.astype(np.int64))
+    else:
+        row = c.astype(np.int64)
     base = row * (RHO_STEPS + 1) + lo
     at_lo = table.take(base)
     out = at_lo + frac * (table.take(base + 1) - at_lo)

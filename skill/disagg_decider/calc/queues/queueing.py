@@ -35,6 +35,7 @@ from disagg_decider.calc.queues.array_helpers import broadcast, broadcast_shape,
 # Erlang C, the load bisection and the z grid live in their own modules; their public names
 # stay importable from here.
 from disagg_decider.calc.queues.erlang import erlang_c as erlang_c
+from disagg_decider.calc.queues.erlang import erlang_c_at
 from disagg_decider.calc.queues.erlang import erlang_c_exact as erlang_c_exact
 from disagg_decider.calc.queues.load_bisection import BISECTIONS as BISECTIONS
 from disagg_decider.calc.queues.load_bisection import RHO_MAX as RHO_MAX
@@ -87,7 +88,7 @@ def wait_tail(rate_per_ms, servers, mean_service_ms, scv):
     a = np.asarray(rate_per_ms * mean_service_ms, dtype=float)
     c = np.asarray(servers, dtype=float)
     rho = a / c
-    wait = erlang_c(c, a)
+    wait = erlang_c_at(c, a, rho)
     with np.errstate(divide="ignore", invalid="ignore"):
         theta = c * (1.0 - rho) / (mean_service_ms * variability(wait, scv))
     return wait, np.where(rho < 1.0, theta, 0.0)
