@@ -46,16 +46,28 @@ def broadcast(a, shape: tuple[int, ...]) -> np.ndarray:
 
 
 def broadcast_shape(*shapes: tuple[int, ...]) -> tuple[int, ...]:
-    """`np.broadcast_shapes(*shapes)`, answered without building arrays where every shape is
-    one shape or () (nearly every call in a decision): numpy's builds an empty array per shape
-    and a broadcast object, a dozen calls for what a comparison tells."""
+    """`np.broadcast_shapes(*shapes)` by comparing the dimensions: numpy's builds an empty
+    array per shape and a broadcast object, a dozen calls, for what a decision asks hundreds
+    of times of two or three short shapes. Shapes that do not broadcast go to numpy, for its
+    error."""
     out: tuple[int, ...] = ()
     for shape in shapes:
         if shape == out or shape == ():
             continue
-        if out != ():
-            return np.broadcast_shapes(*shapes)
-        out = shape
+        if out == ():
+            out = shape
+            continue
+        longer, shorter = (out, shape) if len(out) >= len(shape) else (shape, out)
+        lead = len(longer) - len(shorter)
+        dims = list(longer[:lead])
+        for a, b in zip(longer[lead:], shorter, strict=True):
+            if a == b or b == 1:
+                dims.append(a)
+            elif a == 1:
+                dims.append(b)
+            else:
+                return np.broadcast_shapes(*shapes)
+        out = tuple(dims)
     return out
 
 
