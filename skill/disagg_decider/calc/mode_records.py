@@ -302,7 +302,10 @@ def _whole(batch: np.ndarray) -> np.ndarray:
 def _records(model, columns: dict[str, np.ndarray], extra: list[dict]) -> list:
     """One record per workload from columns of equal length; NaN stands for None."""
     names = list(columns)
-    rows = zip(*(np.asarray(c).tolist() for c in columns.values()), strict=True)
+    listed = [
+        c.tolist() if type(c) is np.ndarray else np.asarray(c).tolist() for c in columns.values()
+    ]
+    rows = zip(*listed, strict=True)
     return [
         model(**{n: None if v != v else v for n, v in zip(names, row, strict=True)}, **more)
         for row, more in zip(rows, extra, strict=True)

@@ -47,7 +47,7 @@ def _layout_key(value) -> tuple | None:
     by itself), or None when it holds too many candidates to share."""
     if type(value) is int and _SHARED_MAX_CANDIDATES > 0:
         return (int, value)
-    a = np.asarray(value)
+    a = value if type(value) is np.ndarray else np.asarray(value)
     if a.size > _SHARED_MAX_CANDIDATES:
         return None
     return (type(value), a.dtype.str, a.shape, a.tobytes())

@@ -16,7 +16,7 @@ import numpy as np
 
 from disagg_decider.calc.physics.step import Engine, PassTerms, pass_terms
 from disagg_decider.calc.queues import queueing
-from disagg_decider.calc.queues.array_helpers import sorted_unique
+from disagg_decider.calc.queues.array_helpers import clip, sorted_unique
 from disagg_decider.calc.queues.batch_edge import (
     boundary_index,
     interp_rows,
@@ -52,7 +52,8 @@ def engine_batch_grid(engine: Engine) -> np.ndarray:
     geometric points up to dp times it where a layout has DP-attention ranks. Plain TP
     layouts keep exactly the grid they had; `batch_cap_slack` keeps each under its own cap."""
     cap = engine.eff.max_decode_batch
-    top = int(cap * max(int(np.max(engine.dp)), 1))
+    dp = engine.dp
+    top = int(cap * max(dp if type(dp) is int else int(np.max(dp)), 1))
     return batch_grid(cap) if top == cap else _wide_grid(cap, top)
 
 
@@ -110,7 +111,7 @@ def seats_in_use_p99(batch, step_ms, next_step_ms, held_scv=0.0):
     b = np.maximum(np.asarray(batch, dtype=float), 0.0)
     with np.errstate(divide="ignore", invalid="ignore"):
         f = drain_share(b, step_ms, next_step_ms)
-    f = np.clip(np.where(np.isfinite(f), f, 1.0), 0.05, 1.0)
+    f = clip(np.where(np.isfinite(f), f, 1.0), 0.05, 1.0)
     return b + queueing.Z99 * np.sqrt(b * (1.0 + np.asarray(held_scv, dtype=float)) / f)
 
 
