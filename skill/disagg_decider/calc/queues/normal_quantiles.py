@@ -24,6 +24,7 @@ from disagg_decider.calc.queues.array_helpers import (
     broadcast,
     broadcast_flat,
     broadcast_shape,
+    clip,
     count_at_most,
 )
 
@@ -45,13 +46,18 @@ _Z_STEP_LIST: tuple[float, ...] = tuple(Z_STEP.tolist())
 
 def normal_sf(z):
     """P(Z > z) for a standard normal: erfc by Abramowitz & Stegun 7.1.26 (error < 1.5e-7)."""
-    x = np.abs(np.asarray(z, dtype=float)) / SQRT2
+    return _normal_sf_of(np.asarray(z, dtype=float))
+
+
+def _normal_sf_of(z: np.ndarray):
+    """`normal_sf` of a float array (`NodeGrid.exceed`'s z, already one)."""
+    x = np.abs(z) / SQRT2
     t = 1.0 / (1.0 + 0.3275911 * x)
     poly = t * (
         0.254829592 + t * (-0.284496736 + t * (1.421413741 + t * (-1.453152027 + t * 1.061405429)))
     )
     half = 0.5 * poly * np.exp(-x * x)
-    return np.where(np.asarray(z) >= 0, half, 1.0 - half)
+    return np.where(z >= 0, half, 1.0 - half)
 
 
 def normal_sf_float(z: float) -> float:
@@ -107,14 +113,16 @@ class NodeGrid:
                 out = [row.exceed(x) for row, x in zip(self.rows, targets, strict=True)]
                 return np.array(out).reshape(self.shape)
         s, k = self.s, self.k
-        hi = np.minimum(np.maximum(count_at_most(s, t), 1), k - 1)
+        # Clamps by the clip ufunc: the same values as minimum(maximum(.)) here (integers; a
+        # fraction whose -0.0 could become +0.0 is added to a nonzero node, the same sum).
+        hi = clip(count_at_most(s, t), 1, k - 1)
         lo = hi - 1
         at = self.row_start + lo
         s0, s1 = self.flat.take(at), self.flat.take(at + 1)
         frac = np.where(s1 > s0, (t - s0) / (s1 - s0), 1.0)
-        z = Z_NODES.take(lo) + np.minimum(np.maximum(frac, 0.0), 1.0) * Z_STEP.take(lo)
+        z = Z_NODES.take(lo) + clip(frac, 0.0, 1.0) * Z_STEP.take(lo)
         z = np.where(t < self.first, -np.inf, np.where(t >= self.last, np.inf, z))
-        return normal_sf(z).reshape(self.shape)
+        return _normal_sf_of(z).reshape(self.shape)
 
 
 def finite_ascending(s: np.ndarray) -> bool:
