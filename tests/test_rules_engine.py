@@ -209,3 +209,7 @@ def test_a_compiled_leaf_compares_as_compare_does():
                 want = engine.compare(actual, op, threshold)
                 leaf = engine.predicate(Leaf(metric="m", op=op, value=threshold))
                 assert leaf({"m": actual}, {}) is want, (op, actual, threshold)
+                by_param = engine.predicate(Leaf(metric="m", op=op, param="t"))
+                assert by_param({"m": actual}, {"t": threshold}) is want, (op, actual)
+            missing = engine.predicate(Leaf(metric="m", op=op, value=threshold))
+            assert missing({}, {}) is engine.compare(None, op, threshold) is False

@@ -87,6 +87,7 @@ def predicate(node) -> Predicate:
 
 
 _ORDER_CODES = {">": 0, ">=": 1, "<": 2, "<=": 3}
+_MEMBER_CODES = {"==": 0, "!=": 1, "in": 2, "not_in": 3}
 
 
 def _leaf(node: Leaf) -> Predicate:
@@ -97,9 +98,7 @@ def _leaf(node: Leaf) -> Predicate:
     check, metric, param, value = _COMPARERS[node.op], node.metric, node.param, node.value
     code = _ORDER_CODES.get(node.op)
     if code is None:
-        if param is not None:
-            return lambda m, p: check(m.get(metric), p[param])
-        return lambda m, p: check(m.get(metric), value)
+        return _equality_leaf(metric, _MEMBER_CODES[node.op], param, value)
     plain = _PLAIN_NUMBERS
 
     def holds(m: Mapping[str, Any], p: Mapping[str, Any]) -> bool:
@@ -112,6 +111,24 @@ def _leaf(node: Leaf) -> Predicate:
                 return a >= t
             return a < t if code == 2 else a <= t
         return check(a, t)
+
+    return holds
+
+
+def _equality_leaf(metric: str, code: int, param: str | None, value: Any) -> Predicate:
+    """`_leaf` for ==, !=, in and not_in (`code` 0-3): a missing or null metric never holds,
+    as in `_COMPARERS`; the comparison inline."""
+
+    def holds(m: Mapping[str, Any], p: Mapping[str, Any]) -> bool:
+        a = m[metric] if metric in m else None  # noqa: SIM401 (no call: a lookup)
+        if a is None:
+            return False
+        t = value if param is None else p[param]
+        if code == 0:
+            return a == t
+        if code == 1:
+            return a != t
+        return a in t if code == 2 else a not in t
 
     return holds
 

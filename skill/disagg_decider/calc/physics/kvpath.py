@@ -33,12 +33,13 @@ class TransferPath:
         `kind` and `rdma` do not enter the arithmetic; they are left as the first path's.
         """
 
-        def field(name: str) -> np.ndarray:
-            return np.array([getattr(p, name) for p in paths], dtype=float)
-
         first = paths[0]
         return TransferPath(
-            first.kind, field("gbps_per_gpu"), field("efficiency"), field("latency_ms"), first.rdma
+            first.kind,
+            np.array([p.gbps_per_gpu for p in paths], dtype=float),
+            np.array([p.efficiency for p in paths], dtype=float),
+            np.array([p.latency_ms for p in paths], dtype=float),
+            first.rdma,
         )
 
     def gb_per_s(self, prefill_tp, decode_tp):
