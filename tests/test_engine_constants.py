@@ -1,4 +1,4 @@
-"""Engine-level constants shared between equal engines (`step._shared_property`).
+"""Engine-level constants shared between equal engines (`engine_cache.shared_property`).
 
 Sharing may only save work: every constant equals, bit for bit, what an engine computes on
 its own; engines that differ in any field (efficiency by value, layout, dtype, model, GPU)
@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from disagg_decider import catalog
-from disagg_decider.calc.physics import step
+from disagg_decider.calc.physics import engine_cache
 from disagg_decider.calc.physics.step import Engine
 from disagg_decider.workload import Efficiency
 
@@ -57,12 +57,12 @@ def _same_bits(a, b) -> bool:
 
 
 def test_shared_constants_are_the_engines_own(monkeypatch):
-    step._shared.clear()
+    engine_cache._shared.clear()
     for engine in _engines():
         fresh = Engine(**{f: getattr(engine, f) for f in engine.__dataclass_fields__})
         first, again = _values(engine), _values(fresh)  # the second one reads the cache
         assert fresh._constants is engine._constants is not None
-        monkeypatch.setattr(step, "_SHARED_MAX_CANDIDATES", 0)
+        monkeypatch.setattr(engine_cache, "_SHARED_MAX_CANDIDATES", 0)
         alone = Engine(**{f: getattr(engine, f) for f in engine.__dataclass_fields__})
         assert alone._constants is None
         own = _values(alone)
@@ -73,7 +73,7 @@ def test_shared_constants_are_the_engines_own(monkeypatch):
 
 
 def test_engines_that_differ_do_not_share():
-    step._shared.clear()
+    engine_cache._shared.clear()
     llama, h200 = catalog.get_model("llama-3.3-70b"), catalog.get_gpu("h200")
     base = Engine(llama, h200, "bf16", "bf16", 4, Efficiency())
     others = [
@@ -93,7 +93,7 @@ def test_engines_that_differ_do_not_share():
 
 
 def test_shared_arrays_are_read_only_copies():
-    step._shared.clear()
+    engine_cache._shared.clear()
     tp = np.array([1.0, 2.0, 4.0])
     v3, h200 = catalog.get_model("deepseek-v3"), catalog.get_gpu("h200")
     mla = Engine(v3, h200, "fp8", "bf16", tp, Efficiency())
@@ -108,7 +108,7 @@ def test_shared_arrays_are_read_only_copies():
 
 
 def test_large_layouts_are_not_shared():
-    many = np.arange(1, step._SHARED_MAX_CANDIDATES + 2)
+    many = np.arange(1, engine_cache._SHARED_MAX_CANDIDATES + 2)
     llama, h200 = catalog.get_model("llama-3.3-70b"), catalog.get_gpu("h200")
     assert Engine(llama, h200, "bf16", "bf16", many, Efficiency())._constants is None
 
@@ -116,7 +116,7 @@ def test_large_layouts_are_not_shared():
 def test_an_efficiency_changed_in_place_gets_its_own_constants():
     """The efficiency's key is kept per object (a decision builds dozens of engines on one):
     a field or a list changed in place since must not reuse the old values' constants."""
-    step._shared.clear()
+    engine_cache._shared.clear()
     llama, h200 = catalog.get_model("llama-3.3-70b"), catalog.get_gpu("h200")
     eff = Efficiency()
     first = Engine(llama, h200, "bf16", "bf16", 4, eff)

@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from disagg_decider.calc.physics import kv, model_costs, moe, step_split
+from disagg_decider.calc.physics.engine_cache import once, shared_property, shared_table
 from disagg_decider.catalog import Gpu, ModelSpec, get_link
 from disagg_decider.workload import Efficiency
 
@@ -29,101 +30,6 @@ if TYPE_CHECKING:
 # Share of NVLink line rate moved data reaches: the catalog's `nvlink` link (0.8); DeepEP's
 # normal kernels reach ~153-158 of H800's ~160 GB/s, i.e. 0.8 of its 200 GB/s one way.
 NVLINK_EFFICIENCY = get_link("nvlink").efficiency
-
-
-# Engine-level constants (peak FLOPs, ms per byte, all-reduce and all-to-all coefficients, KV
-# room, ...) depend only on the model, GPU, dtypes, parallel layout and efficiency; a decision
-# builds dozens of engines for the same few candidates (`replace(engine, tp=...)` in each
-# search). They are shared between equal engines here, computed once per process. Only for
-# layouts of a few candidates (a single decision's scale; a batch's arrays amortise the
-# computation anyway), and never anything that depends on a workload's traffic.
-_SHARED_MAX_ENTRIES = 1024  # cleared when full
-_SHARED_MAX_CANDIDATES = 64
-_shared: dict[tuple, tuple[ModelSpec, Gpu, dict[str, object]]] = {}
-
-
-def _layout_key(value) -> tuple | None:
-    """The value of a TP/DP/EP field as a key (its type, dtype, shape and bytes; a plain int
-    by itself), or None when it holds too many candidates to share."""
-    if type(value) is int and _SHARED_MAX_CANDIDATES > 0:
-        return (int, value)
-    a = value if type(value) is np.ndarray else np.asarray(value)
-    if a.size > _SHARED_MAX_CANDIDATES:
-        return None
-    return (type(value), a.dtype.str, a.shape, a.tobytes())
-
-
-# `_efficiency_key` per efficiency object: a decision builds dozens of engines on the same
-# object (`replace(engine, tp=...)`). Held by id with the object itself (so the id is not
-# reused while the entry lives) and a copy of its fields, compared on every hit: an object
-# changed in place since gets a fresh key.
-_efficiency_keys: dict[int, tuple[Efficiency, dict[str, object], tuple]] = {}
-_EFFICIENCY_KEYS_MAX = 256  # cleared when full
-
-
-def _efficiency_key(eff: Efficiency) -> tuple:
-    """Every field of the efficiency settings, by value (lists as tuples)."""
-    fields = vars(eff)
-    hit = _efficiency_keys.get(id(eff))
-    if hit is not None and hit[0] is eff and hit[1] == fields:
-        return hit[2]
-    snapshot = {k: list(v) if isinstance(v, list) else v for k, v in fields.items()}
-    key = (type(eff), *(tuple(v) if isinstance(v, list) else v for v in snapshot.values()))
-    if len(_efficiency_keys) >= _EFFICIENCY_KEYS_MAX:
-        _efficiency_keys.clear()
-    _efficiency_keys[id(eff)] = (eff, snapshot, key)
-    return key
-
-
-def _frozen(value):
-    """A shared value, read-only: arrays copied (a value may be a field's own array, which
-    its owner may still write) and marked read-only, so no user of the cache can change it."""
-    if isinstance(value, np.ndarray):
-        value = value.copy()
-        value.setflags(write=False)
-        return value
-    if isinstance(value, tuple):
-        return tuple(_frozen(v) for v in value)
-    return value
-
-
-class _once:
-    """`functools.cached_property` without its lock and double lookup (Python 3.11's holds an
-    RLock per property): computed on first access, then stored in the instance's `__dict__`,
-    which every later access reads before the class. The calculator builds dozens of engines
-    and hundreds of pass terms per decision and reads each value once or twice, so the first
-    access is most of them; a decision runs on one thread."""
-
-    def __init__(self, compute) -> None:
-        self.compute, self.name = compute, compute.__name__
-        self.__doc__ = compute.__doc__
-
-    def __set_name__(self, owner, name: str) -> None:
-        self.name = name
-
-    def __get__(self, instance, owner=None):
-        if instance is None:
-            return self
-        value = instance.__dict__[self.name] = self.compute(instance)
-        return value
-
-
-class _shared_property(_once):
-    """A cached property whose value is shared between engines equal in every field
-    (`Engine._constants`); computed by `compute` the first time, exactly as before."""
-
-    def __get__(self, instance, owner=None):
-        if instance is None:
-            return self
-        table, name = instance._constants, self.name
-        if table is None:
-            value = self.compute(instance)
-        elif name in table:
-            value = table[name]
-        else:
-            value = table[name] = _frozen(self.compute(instance))
-        instance.__dict__[name] = value
-        return value
 
 
 @dataclass(frozen=True, eq=False)
@@ -148,35 +54,18 @@ class Engine:
     # Measured step source (`calc/physics/silicon.py`, `step_source: silicon`); None: the roofline.
     steps: SiliconSteps | None = None
 
-    @_once
+    @once
     def _constants(self) -> dict[str, object] | None:
-        """This engine's entry in the shared table, None where it is not shared.
-
-        Keyed by the model and GPU objects themselves (the entry holds them, so their ids
-        cannot be reused while it lives; the calculator never changes a model or GPU in
-        place: it copies), the dtypes, the TP/DP/EP values, the efficiency by value and the
-        scale-up domain and RDMA figures.
-        """
-        layout = (_layout_key(self.tp), _layout_key(self.dp), _layout_key(self.ep))
-        if None in layout:
-            return None
-        key = (
-            id(self.model),
-            id(self.gpu),
-            self.weights_dtype,
-            self.kv_dtype,
-            layout,
-            _efficiency_key(self.eff),
-            self.domain_gpus,
-            self.rdma_gb_per_s,
-            id(self.steps),
+        """This engine's entry in the shared table, None where it is not shared
+        (`engine_cache.shared_table`)."""
+        return shared_table(
+            self.model,
+            self.gpu,
+            (self.tp, self.dp, self.ep),
+            self.eff,
+            (self.weights_dtype, self.kv_dtype, self.domain_gpus, self.rdma_gb_per_s),
+            self.steps,
         )
-        entry = _shared.get(key)
-        if entry is None:
-            if len(_shared) >= _SHARED_MAX_ENTRIES:
-                _shared.clear()
-            entry = _shared[key] = (self.model, self.gpu, {})
-        return entry[2]
 
     @property
     def prefill_overhead_ms(self):
@@ -188,12 +77,12 @@ class Engine:
             self.tp, self.dp, self.ep, self.eff.prefill_overhead_ms
         )
 
-    @_shared_property
+    @shared_property
     def gpus(self):
         """GPUs per replica."""
         return np.asarray(self.tp) * np.asarray(self.dp)
 
-    @_shared_property
+    @shared_property
     def max_decode_batch(self):
         """Sequences a replica may hold: the engine's cap on each attention-DP rank.
 
@@ -201,31 +90,31 @@ class Engine:
         a DP16/EP16 replica holds up to 16 x 512 sequences, not 512."""
         return self.eff.max_decode_batch * np.asarray(self.dp)
 
-    @_shared_property
+    @shared_property
     def peak_flops(self):
         return model_costs.peak_tflops(self.gpu, self.weights_dtype, self.model) * 1e12 * self.gpus
 
-    @_shared_property
+    @shared_property
     def hbm_bytes_per_s(self):
         return self.gpu.hbm_tb_per_s * 1e12 * self.gpus
 
-    @_shared_property
+    @shared_property
     def ms_per_byte(self):
         """HBM time per byte read, at the achievable share of bandwidth (MBU)."""
         return 1e3 / (self.hbm_bytes_per_s * self.eff.decode_mbu)
 
-    @_shared_property
+    @shared_property
     def kv_ms_per_byte(self):
         """HBM time per KV byte read: at `kv_mbu` where the fitted physics sets it, else MBU."""
         kv_mbu = self.eff.kv_mbu
         return self.ms_per_byte if kv_mbu is None else 1e3 / (self.hbm_bytes_per_s * kv_mbu)
 
-    @_shared_property
+    @shared_property
     def ms_per_flop(self):
         """Compute time per FLOP at peak; divided by the pass's MFU."""
         return 1e3 / self.peak_flops
 
-    @_shared_property
+    @shared_property
     def dense_weights_ms(self):
         """HBM time of a dense model's weights per pass (every pass reads them all): the
         same `(weight_bytes_read + extra_weight_bytes) * ms_per_byte` `PassTerms.ms` computed
@@ -235,11 +124,11 @@ class Engine:
         weights = model_costs.weight_bytes_read(self.model, self.weights_dtype, 0.0)
         return (weights + self.extra_weight_bytes) * self.ms_per_byte
 
-    @_shared_property
+    @shared_property
     def expert_parallel(self):
         return np.asarray(self.ep) > 1
 
-    @_shared_property
+    @shared_property
     def linear_flops_per_token(self):
         """Linear FLOPs per token; under EP the busiest GPU's experts carry the imbalance."""
         base = model_costs.linear_flops_per_token(self.model)
@@ -248,7 +137,7 @@ class Engine:
         extra = (moe.EXPERT_IMBALANCE - 1.0) * moe.routed_flops_per_token(self.model)
         return np.where(self.expert_parallel, base + extra, base)
 
-    @_shared_property
+    @shared_property
     def expert_gemm_ms(self):
         """What a prompt-carrying pass adds for its routed experts' GEMMs running on the
         tokens each expert receives (T k / E of the pass's T), not on all T (`moe.py`)."""
@@ -259,12 +148,12 @@ class Engine:
         extra = moe.expert_gemm_extra_flops(self.model, routed, self.eff)
         return extra * self.ms_per_flop
 
-    @_shared_property
+    @shared_property
     def split_constants(self):
         """The fitted physics' per-engine constants (`step_split.SplitConstants`)."""
         return step_split.engine_constants(self)
 
-    @_shared_property
+    @shared_property
     def extra_weight_bytes(self):
         """Non-expert weights read once more by each DP rank beyond the first."""
         copies = np.asarray(self.dp, dtype=float) - 1.0
@@ -272,7 +161,7 @@ class Engine:
             return 0.0
         return copies * moe.non_expert_bytes(self.model, self.weights_dtype)
 
-    @_shared_property
+    @shared_property
     def allreduce_coefficients(self):
         """(ms per token, fixed ms) of the TP all-reduces per layer over the scale-up link.
 
@@ -296,7 +185,7 @@ class Engine:
         fixed = np.where(tp > 1, ops * self.eff.allreduce_latency_us / 1e3, 0.0)
         return per_token, fixed
 
-    @_shared_property
+    @shared_property
     def fixed_step_ms(self):
         """A pass's fixed time: the all-reduces' latency and the per-step overhead."""
         return self.allreduce_coefficients[1] + self.eff.step_overhead_ms
@@ -318,15 +207,15 @@ class Engine:
         scale = self.eff.alltoall_time_scale
         return (per_token, fixed) if scale == 1.0 else (per_token * scale, fixed * scale)
 
-    @_shared_property
+    @shared_property
     def decode_alltoall(self):
         return self.alltoall_coefficients(low_latency=True)
 
-    @_shared_property
+    @shared_property
     def prefill_alltoall(self):
         return self.alltoall_coefficients(low_latency=False)
 
-    @_shared_property
+    @shared_property
     def _kv_copies(self):
         return kv.kv_replication(self.model, self.tp)
 
@@ -338,7 +227,7 @@ class Engine:
         """
         return self._kv_capacity_bytes
 
-    @_shared_property
+    @shared_property
     def _kv_capacity_bytes(self):
         usable = self.gpu.hbm_gb * 1e9 * self.eff.hbm_utilization
         weights = moe.weights_per_gpu_bytes(self.model, self.weights_dtype, self.tp, self.ep)
@@ -452,7 +341,7 @@ class PassTerms:
             )
         return np.maximum(memory_ms, compute_ms) + comm_ms
 
-    @_once
+    @once
     def no_prefill_context(self) -> bool:
         """The pass has no earlier prompt tokens (a pure decode pass's terms)."""
         context = self.prefill_context
