@@ -11,32 +11,29 @@ search: a decision pays numpy's fixed cost per call a few times instead of per p
 
 from __future__ import annotations
 
-import math
 from collections.abc import Sequence
-from dataclasses import dataclass, replace
-from functools import lru_cache
+from dataclasses import dataclass, field
 
 import numpy as np
 
 from disagg_decider.calc.layouts import split_grid
 from disagg_decider.calc.layouts.pools import ingress_rate_per_s, prefill_pool, rate_where
 from disagg_decider.calc.layouts.search import engine_for
+from disagg_decider.calc.layouts.threshold_split import (  # noqa: F401  (public here too)
+    THRESHOLD_POINTS,
+    Parts,
+    batch_weighted,
+    mixture_lengths,
+    split_at,
+    split_table,
+    thresholds,
+)
 from disagg_decider.calc.physics.kvpath import TransferPath, transfer_path
-from disagg_decider.calc.queues.array_helpers import sorted_unique
 from disagg_decider.calc.replicas import colocated, decode, prefill
 from disagg_decider.calc.replicas.lengths import Lengths
-from disagg_decider.classes import (
-    Component,
-    class_seats,
-    class_size_biased,
-    components,
-    fit_moments,
-    partial_moments,
-    seat_context_scv,
-)
+from disagg_decider.classes import components
 from disagg_decider.workload import Resolved
 
-THRESHOLD_POINTS = 16  # candidate thresholds between the shortest and longest prompts
 MIN_SHARE = 1e-3  # a part holding fewer requests than this is not a pool of its own
 
 
@@ -59,137 +56,15 @@ class Candidate:
     settled: bool = False  # goodput checked against the reported p99s (`settle`)
     pooled_ttft_p99_ms: float | None = None  # the pooled long prompts' own p99 TTFT (report)
     local_ttft_p99_ms: float | None = None  # the locally prefilled prompts' own p99 TTFT
+    # The mix split at the threshold, as the search split it (`threshold_split`): the settling
+    # and pricing of the candidate read it here rather than split the mix again.
+    parts: Parts | None = field(default=None, compare=False, repr=False)
 
-
-@dataclass(frozen=True)
-class Parts:
-    """The length distribution split at T: the prefill pool's part and the decode workers'."""
-
-    long_share: float
-    long: Lengths  # requests above T, as one log-normal (scalars)
-    local: Lengths  # every request's decode, with the short prompts' local prefill work
-
-
-def split_at(comps: list[Component], threshold: float) -> Parts:
-    """Split the mix of classes at T uncached tokens (moment-matched parts).
-
-    Cached: the search, the settling of its candidates and the report each split the same
-    workload at the same thresholds. The parts are shared, so callers never modify them.
-    """
-    return _split_at(tuple(comps), float(threshold))
-
-
-@lru_cache(maxsize=1024)
-def _split_at(comps: tuple[Component, ...], threshold: float) -> Parts:
-    long_w = long_m1 = long_m2 = long_c1 = out_long1 = out_long2 = 0.0
-    short_w = short_m1 = short_m2 = 0.0
-    short_biased = 0.0  # sum over classes of w x (tokens below T)^2 / (share below T)
-    for c in comps:
-        share = 1.0 - c.hit_rate
-        # The class's uncached tokens are log-normal with median p50 * share, same sigma.
-        u_p50 = c.prompt_p50 * share
-        below0, below1, below2 = partial_moments(u_p50, c.prompt_sigma, threshold)
-        total1 = u_p50 * math.exp(c.prompt_sigma**2 / 2)
-        total2 = u_p50**2 * math.exp(2 * c.prompt_sigma**2)
-        frac_long = 1.0 - below0
-        long_w += c.weight * frac_long
-        long_m1 += c.weight * (total1 - below1)
-        long_m2 += c.weight * (total2 - below2)
-        long_c1 += c.weight * (total1 - below1) / share * (1.0 - share)  # cached tokens
-        o1 = c.output_p50 * math.exp(c.output_sigma**2 / 2)
-        o2 = c.output_p50**2 * math.exp(2 * c.output_sigma**2)
-        out_long1 += c.weight * frac_long * o1
-        out_long2 += c.weight * frac_long * o2
-        short_w += c.weight * below0
-        short_m1 += c.weight * below1
-        short_m2 += c.weight * below2
-        if below0 > 0.0:
-            short_biased += c.weight * below1 * below1 / below0
-    whole = _whole_mix(comps)
-    long = whole
-    # A part whose mean cancels to zero (a tail far past T, or below it) has no moments to fit;
-    # it keeps the whole mix's lengths at its vanishing share.
-    if long_w > 0 and long_m1 > 0:
-        u_p50, u_sigma = fit_moments(long_m1 / long_w, long_m2 / long_w)
-        hit = long_c1 / (long_m1 + long_c1) if long_m1 + long_c1 > 0 else 0.0
-        o_p50, o_sigma = fit_moments(out_long1 / long_w, out_long2 / long_w)
-        long = Lengths.build(u_p50 / (1.0 - hit), u_sigma, hit, o_p50, o_sigma)
-    local = whole
-    if short_w > 0 and short_m1 > 0:
-        # The tagged short request's own prompt: the short part's log-normal (uncached share 1
-        # so the colocated model's prompt quantiles are uncached tokens). The work per arriving
-        # request, short or not, is the zero-inflated E[u 1{u <= T}] and its second moment.
-        s_p50, s_sigma = fit_moments(short_m1 / short_w, short_m2 / short_w)
-        local = replace(
-            whole,
-            prompt_p50=np.asarray(s_p50),
-            prompt_sigma=np.asarray(s_sigma),
-            uncached_share=np.asarray(1.0),
-            uncached_mean=np.asarray(short_m1),
-            uncached_second_moment=np.asarray(short_m2),
-            uncached_size_biased=np.asarray(short_m2) / np.maximum(np.asarray(short_m1), 1e-9),
-            # The prompt a locally chunked token belongs to: the convention (the work per
-            # arriving request) times 1 + the spread between the classes' local prompts
-            # (`classes.chunk_prompt_tokens`): sum(w m1^2 / m0) x sum(w m0) / sum(w m1)^2 with
-            # m0, m1 a class's share and tokens below T; exactly 1 for one class.
-            chunk_prompt_tokens=np.asarray(
-                short_m1 * (short_biased * short_w / (short_m1 * short_m1))
-                if len(comps) > 1
-                else short_m1
-            ),
-        )
-    return Parts(long_share=long_w, long=long, local=local)
-
-
-@lru_cache(maxsize=256)
-def _whole_mix(comps: tuple[Component, ...]) -> Lengths:
-    """The whole mix as the decode batch sees it: the same at every threshold."""
-    return batch_weighted(mixture_lengths(list(comps)), list(comps))
-
-
-def mixture_lengths(comps: list[Component]) -> Lengths:
-    """The whole mix as one log-normal prompt and output (mean and second moment kept)."""
-    p1 = sum(c.weight * c.prompt_p50 * math.exp(c.prompt_sigma**2 / 2) for c in comps)
-    p2 = sum(c.weight * c.prompt_p50**2 * math.exp(2 * c.prompt_sigma**2) for c in comps)
-    u1 = sum(
-        c.weight * (1 - c.hit_rate) * c.prompt_p50 * math.exp(c.prompt_sigma**2 / 2) for c in comps
-    )
-    o1 = sum(c.weight * c.output_p50 * math.exp(c.output_sigma**2 / 2) for c in comps)
-    o2 = sum(c.weight * c.output_p50**2 * math.exp(2 * c.output_sigma**2) for c in comps)
-    p50, sigma = fit_moments(p1, p2)
-    o50, osigma = fit_moments(o1, o2)
-    return Lengths.build(p50, sigma, 1.0 - u1 / p1, o50, osigma)
-
-
-def batch_weighted(lengths: Lengths, comps: list[Component]) -> Lengths:
-    """The mix as a decode batch sees it: a request stays in the batch for its output, so
-    classes with long outputs fill more of it (Little's law per class). The batch's mean
-    context and KV held per sequence are weighted by output length; with one class this is
-    the calculator's convention (`Lengths.decode_context_mean`, `decode.held_tokens`)."""
-    if len(comps) == 1:
-        return lengths
-    seats, p, o = class_seats(comps)  # o: the output a seat of each class holds
-    total = sum(seats)
-    ctx = sum(s * (pi + oi / 2) for s, pi, oi in zip(seats, p, o, strict=True)) / total
-    held = sum(s * (pi + oi) for s, pi, oi in zip(seats, p, o, strict=True)) / total
-    # `decode.held_tokens` reads prompt_mean + output_mean exp(sigma^2): set so it gives `held`.
-    seat_output = float(lengths.output_mean * np.exp(np.square(lengths.output_sigma)))
-    return replace(
-        lengths,
-        decode_context_mean=np.asarray(ctx),
-        prompt_mean=np.asarray(held - seat_output),
-        chunk_prompt_tokens=np.asarray(class_size_biased(comps)),
-        context_scv=np.asarray(seat_context_scv(comps)),
-    )
-
-
-def thresholds(comps: list[Component]) -> np.ndarray:
-    """Candidate thresholds: log-spaced over the uncached prompts the classes span."""
-    lo = min(c.prompt_p50 * (1 - c.hit_rate) * math.exp(-2.5 * c.prompt_sigma) for c in comps)
-    hi = max(c.prompt_p50 * (1 - c.hit_rate) * math.exp(2.5 * c.prompt_sigma) for c in comps)
-    lo, hi = max(lo, 16.0), max(hi, 32.0)
-    grid = np.geomspace(lo, max(hi, lo * 1.01), THRESHOLD_POINTS)
-    return sorted_unique(np.maximum(np.round(grid / 16) * 16, 16))
+    def split(self, r: Resolved) -> Parts:
+        """The mix of r's workload (the candidate's own) split at the candidate's threshold."""
+        if self.parts is not None:
+            return self.parts
+        return split_at(components(r.workload), self.threshold_tokens)
 
 
 def candidates(r: Resolved, pairs: list[tuple[int, int]]) -> list[Candidate]:
@@ -274,21 +149,22 @@ class _Search:
 
     @classmethod
     def of(cls, r: Resolved, pairs: list[tuple[int, int]]) -> _Search | None:
-        comps = components(r.workload)
-        parts = []
-        for threshold in thresholds(comps):
-            split = split_at(comps, float(threshold))
-            if MIN_SHARE <= split.long_share <= 1.0 - MIN_SHARE:
-                parts.append((float(threshold), split))  # else colocated or always-disaggregated
-        if not parts or not pairs:
+        if not pairs:
             return None
+        comps = components(r.workload)
+        table = split_table(tuple(comps), thresholds(comps))
+        # A share below MIN_SHARE either way is colocated or always-disaggregated.
+        keep = (table.long_share >= MIN_SHARE) & (table.long_share <= 1.0 - MIN_SHARE)
+        if not keep.any():
+            return None
+        table = table.rows(keep)
         return cls(
             r=r,
-            parts=parts,
+            parts=[(t, table.parts(i)) for i, t in enumerate(table.thresholds.tolist())],
             pairs=list(pairs),
-            shares=np.array([split.long_share for _, split in parts]),
-            longs=stack_rows([split.long for _, split in parts], (-1,)),
-            locals_=stack_rows([split.local for _, split in parts], (-1,)),
+            shares=table.long_share,
+            longs=table.long,
+            locals_=table.local,
             path=transfer_path(r),
         )
 
@@ -497,6 +373,7 @@ def _best_splits(s: _Search, pools: _PoolRates, totals: tuple, pair: tuple[int, 
                 tpot_p99_ms=None,
                 pool_rate_per_s=float(pools.total_per_s[t, k]),
                 per_replica_rate_per_s=float(per_replica[t, k]),
+                parts=split,
             )
         )
     return out

@@ -61,7 +61,6 @@ from disagg_decider.calc.result import (
     DisaggregatedResult,
     ThresholdPoint,
 )
-from disagg_decider.classes import components
 from disagg_decider.workload import Resolved
 
 _NOT_SEARCHED = "heterogeneous pools: routing thresholds are not searched (one GPU type per role); "
@@ -75,8 +74,7 @@ def settle(r: Resolved, c: Candidate) -> Candidate:
     The colocated search reads capacity off a grid; the decode workers' load is bisected down
     where the reported p99 would overshoot, so a layout that says it meets the SLO does.
     """
-    w = r.workload
-    split = split_at(components(w), c.threshold_tokens)
+    split = c.split(r)
     ys = float(c.decode_replicas)
     within = colocated_load.rate_within_targets(
         *_worker_columns(r, c, split), _col(ys), np.array([c.per_replica_rate_per_s])
@@ -94,9 +92,7 @@ def settle_many(r: Resolved, cands: list[Candidate]) -> list[Candidate]:
 
 def _settle_rows(first: Resolved, rows: list[tuple[Resolved, Candidate]]) -> list[Candidate]:
     """`settle_many`'s bisection on candidates of workloads sharing `first`'s engine."""
-    local = stack_rows(
-        [split_at(components(r.workload), c.threshold_tokens).local for r, c in rows], (-1, 1)
-    )
+    local = stack_rows([c.split(r).local for r, c in rows], (-1, 1))
     column = lambda values: np.array(values, dtype=float).reshape(-1, 1)  # noqa: E731
     ys = np.array([float(c.decode_replicas) for _, c in rows])
     within = colocated_load.rate_within_targets(

@@ -15,14 +15,13 @@ import numpy as np
 
 from disagg_decider.calc.layouts.pools import ingress_rate_per_s, prefill_pool
 from disagg_decider.calc.layouts.search import engine_for
-from disagg_decider.calc.layouts.thresholds import Candidate, split_at, stack_rows
+from disagg_decider.calc.layouts.thresholds import Candidate, stack_rows
 from disagg_decider.calc.modes import overall_ttft
 from disagg_decider.calc.modes.overall_ttft import Layouts
 from disagg_decider.calc.physics.kvpath import TransferPath, transfer_path
 from disagg_decider.calc.replicas import decode
 from disagg_decider.calc.replicas.lengths import Lengths
 from disagg_decider.calc.replicas.prefill import Pool
-from disagg_decider.classes import components
 from disagg_decider.workload import Resolved
 
 
@@ -44,7 +43,7 @@ class Rows:
     @classmethod
     def of(cls, first: Resolved, rows: list[tuple[Resolved, Candidate]]) -> Rows:
         column = lambda values: np.array(values, dtype=float).reshape(-1, 1)  # noqa: E731
-        splits = [split_at(components(r.workload), c.threshold_tokens) for r, c in rows]
+        splits = [c.split(r) for r, c in rows]
         p_tp, d_tp = column([c.prefill_tp for _, c in rows]), column([c.decode_tp for _, c in rows])
         paths = TransferPath.stack([transfer_path(r) for r, _ in rows])
         paths = paths.take(np.arange(len(rows)), (-1, 1))
