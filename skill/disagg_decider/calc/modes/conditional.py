@@ -126,18 +126,30 @@ def _report_rows(
     rows: list[tuple[Resolved, Candidate]],
     p99s: DeferredP99,
     lifted: Lifted | None = None,
+    at: np.ndarray | None = None,
 ) -> Callable[[], list[Candidate]]:
     """`report` for chosen candidates of workloads sharing `first`'s engine, one row each:
     one prefill-pool time bisection and one decode-worker evaluation for all of them, both
     added to `p99s`; the returned function gives the candidates once `p99s` is solved.
     `lifted`, where the candidates come from it, gives their rows (the prefill pools, the
-    decode workers' lines and batch grid) as priced there: the same bits, not built again."""
+    decode workers' lines and batch grid) as priced there: the same bits, not built again.
+    `at`, the rows of `lifted` the candidates were priced at before they were sized for the
+    rate (`conditional_sizing`, which changes their replica counts only): the pools and the
+    layouts' fields are taken from there, the decode workers' lines and grid (which depend
+    on the replicas) built anew."""
     taken = None if lifted is None else lifted.at([c for _, c in rows])
-    if taken is None:
+    if taken is not None:
+        pool, layouts = taken
+    elif lifted is not None and at is not None:
+        pool = lifted.pool_at(at)
+        layouts = replace(
+            lifted.layouts.fields_at(at),
+            prefill_servers=np.array([float(c.prefill_replicas) for _, c in rows]),
+            decode_servers=np.array([float(c.decode_replicas) for _, c in rows]),
+        )
+    else:
         parts = Rows.of(first, rows)
         pool, layouts = parts.pool, parts.layouts(rows)
-    else:
-        pool, layouts = taken
     shares = layouts.long_share
     rate = np.array(
         [min(float(r.workload.traffic.requests_per_second), c.goodput_rate_per_s) for r, c in rows]
@@ -382,8 +394,10 @@ def evaluate_many_later(
     # The chosen conditional layouts' p99s at each workload's rate, all in one pass.
     chosen = [(r, by_t[t]) for r, c, d, by_t in out if (t := _chosen(c, d, by_t)) is not None]
     # Each sized for its workload's rate (`conditional_sizing`), as the modes are.
-    chosen = list(zip([r for r, _ in chosen], sized_for_rate(resolved[0], chosen), strict=True))
-    reports = _report_rows(resolved[0], chosen, p99s, lifted) if chosen else list
+    at = None if lifted is None or not chosen else lifted.index([c for _, c in chosen])
+    sized = sized_for_rate(resolved[0], chosen, lifted)
+    chosen = list(zip([r for r, _ in chosen], sized, strict=True))
+    reports = _report_rows(resolved[0], chosen, p99s, lifted, at) if chosen else list
 
     def layouts(
         colos: list[ColocatedResult], disaggs: list[DisaggregatedResult]

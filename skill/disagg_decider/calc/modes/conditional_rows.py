@@ -71,6 +71,12 @@ class Rows:
             pool=pool,
         )
 
+    def ingress_per_s(self) -> np.ndarray:
+        """(N,) all requests a decode worker's NICs admit: its share of the long requests'
+        KV arrives over them."""
+        ingress = ingress_rate_per_s(self.first, self.paths, self.long, self.p_tp, self.d_tp)
+        return np.ravel(ingress) / self.shares
+
     def layouts(self, rows: list[tuple[Resolved, Candidate]]) -> Layouts:
         """Both parts as `overall_ttft` reads them."""
         n = len(rows)
@@ -98,13 +104,25 @@ class Rows:
 @dataclass(frozen=True)
 class Lifted:
     """Candidates priced by `priced_rows`, with the rows they were priced on: the prefill pools
-    as `Rows.of` builds them and the layouts (with the decode workers' lines and batch grid,
-    where the lift built them), for the report of the chosen ones (`conditional._report_rows`)
-    to take rather than build again."""
+    as `Rows.of` builds them, the layouts (with the decode workers' lines and batch grid,
+    where the lift built them) and each row's KV ingress bound on a decode worker, for the
+    sizing (`conditional_sizing`) and the report (`conditional._report_rows`) of the chosen
+    ones to take rather than build again."""
 
     candidates: list[Candidate]
     pool: Pool
     layouts: Layouts
+    ingress_per_s: np.ndarray  # (N,) all requests a decode worker's NICs admit
+
+    def index(self, chosen: list[Candidate]) -> np.ndarray | None:
+        """The rows of `chosen` (these very candidates), or None where one of them was not
+        priced here."""
+        index = {id(c): i for i, c in enumerate(self.candidates)}
+        found = [index.get(id(c)) for c in chosen]
+        return None if None in found else np.array(found, dtype=np.int64)
+
+    def pool_at(self, rows: np.ndarray) -> Pool:
+        return overall_ttft.pool_at_rows(self.pool, len(self.candidates), rows)
 
     def at(self, chosen: list[Candidate]) -> tuple[Pool, Layouts] | None:
         """The pools and layouts of `chosen` (these very candidates), or None where one of
@@ -115,13 +133,10 @@ class Lifted:
         workload (one pair per row; the pool's moments reduce over its own quantile nodes
         only), as `Layouts.take` says of the decode workers' grid.
         """
-        index = {id(c): i for i, c in enumerate(self.candidates)}
-        found = [index.get(id(c)) for c in chosen]
-        if None in found:
+        rows = self.index(chosen)
+        if rows is None:
             return None
-        rows = np.array(found)
-        pool = overall_ttft.pool_at_rows(self.pool, len(self.candidates), rows)
-        return pool, self.layouts.take(rows)
+        return self.pool_at(rows), self.layouts.take(rows)
 
 
 def priced_rows(first: Resolved, rows: list[tuple[Resolved, Candidate]]) -> Lifted:
@@ -138,9 +153,7 @@ def priced_rows(first: Resolved, rows: list[tuple[Resolved, Candidate]]) -> Lift
         np.array([float(c.chunk_tokens) for _, c in rows]),
         shape3(parts.ys),
     )
-    # Each decode worker receives its share of the long requests' KV over its NICs.
-    ingress = np.ravel(ingress_rate_per_s(first, parts.paths, parts.long, parts.p_tp, parts.d_tp))
-    ingress = ingress / parts.shares
+    ingress = parts.ingress_per_s()
     settled = np.array([c.goodput_rate_per_s for _, c in rows])
     cap = parts.ys * np.minimum(np.reshape(worker_cap, n), ingress)
     layouts = parts.layouts(rows)
@@ -149,4 +162,4 @@ def priced_rows(first: Resolved, rows: list[tuple[Resolved, Candidate]]) -> Lift
         replace(c, goodput_rate_per_s=float(g))
         for (_, c), g in zip(rows, np.maximum(lifted, settled).tolist(), strict=True)
     ]
-    return Lifted(priced, parts.pool, layouts)
+    return Lifted(priced, parts.pool, layouts, ingress)

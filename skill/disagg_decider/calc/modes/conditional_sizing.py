@@ -30,25 +30,35 @@ from dataclasses import replace
 
 import numpy as np
 
-from disagg_decider.calc.layouts.pools import ingress_rate_per_s
 from disagg_decider.calc.layouts.search import engine_for
 from disagg_decider.calc.layouts.thresholds import Candidate
 from disagg_decider.calc.modes import overall_ttft
-from disagg_decider.calc.modes.conditional_rows import Rows
+from disagg_decider.calc.modes.conditional_rows import Lifted, Rows
 from disagg_decider.calc.modes.overall_ttft import Layouts
 from disagg_decider.calc.queues import queueing
 from disagg_decider.workload import Resolved
 
 
-def sized_for_rate(first: Resolved, rows: list[tuple[Resolved, Candidate]]) -> list[Candidate]:
+def sized_for_rate(
+    first: Resolved, rows: list[tuple[Resolved, Candidate]], lifted: Lifted | None = None
+) -> list[Candidate]:
     """Each chosen candidate (of workloads sharing `first`'s engine) with the fewest replicas
-    that carry its workload's rate; ties go to fewer prefill replicas."""
+    that carry its workload's rate; ties go to fewer prefill replicas.
+
+    `lifted`, where the candidates come from it (`conditional_rows.priced_rows`), gives their
+    rows as priced there (the layouts' fields, the KV ingress bound): the bits `Rows.of` on
+    the candidates alone would give, not built again."""
     if not rows:
         return []
-    parts = Rows.of(first, rows)
-    shape = parts.layouts(rows)
+    at = None if lifted is None else lifted.index([c for _, c in rows])
+    if at is None:
+        parts = Rows.of(first, rows)
+        shape = parts.layouts(rows)
+        ingress = parts.ingress_per_s()
+    else:
+        shape, ingress = lifted.layouts.fields_at(at), lifted.ingress_per_s[at]
     rates = np.array([float(r.workload.traffic.requests_per_second) for r, _ in rows])
-    bounds = _ray_bounds(first, rows, parts, shape, rates)
+    bounds = _ray_bounds(first, rows, ingress, shape, rates)
     pairs = [_smaller_splits(r, c, bound) for (r, c), bound in zip(rows, bounds, strict=True)]
     owner = np.concatenate([np.full(len(p), i) for i, p in enumerate(pairs)])
     xs = np.concatenate([p[:, 0] for p in pairs]).astype(float)
@@ -56,7 +66,7 @@ def sized_for_rate(first: Resolved, rows: list[tuple[Resolved, Candidate]]) -> l
     if not xs.size:
         return [c for _, c in rows]
     layouts = _with_servers(shape, owner, xs, ys)
-    carries = _carries(first, parts, layouts, owner, rates[owner])
+    carries = _carries(first, ingress, layouts, owner, rates[owner])
     out = []
     for i, (_, c) in enumerate(rows):
         mine = np.flatnonzero((owner == i) & carries)
@@ -99,7 +109,7 @@ def _smaller_splits(r: Resolved, c: Candidate, most_gpus: float) -> np.ndarray:
 
 
 def _ray_bounds(
-    first: Resolved, rows: list, parts: Rows, shape: Layouts, rates: np.ndarray
+    first: Resolved, rows: list, ingress: np.ndarray, shape: Layouts, rates: np.ndarray
 ) -> np.ndarray:
     """Per row, the GPUs of the smallest split along the candidate's ratio found to carry the
     rate (the whole split where none is priced or none carries): the answer has no more."""
@@ -120,7 +130,7 @@ def _ray_bounds(
         whole_y = np.array([rows[i][1].decode_replicas for i in big], dtype=float)[:, None]
         xs, ys = np.ceil(scale * whole_x - 1e-9), np.ceil(scale * whole_y - 1e-9)
         layouts = _with_servers(shape, owner, xs.ravel(), ys.ravel())
-        ok = _carries(first, parts, layouts, owner, rates[owner]).reshape(scale.shape)
+        ok = _carries(first, ingress, layouts, owner, rates[owner]).reshape(scale.shape)
         first_ok = np.where(ok.any(axis=1), ok.argmax(axis=1), RAY_PROBES - 1)
         at = np.arange(len(big))
         carried = ok[at, first_ok]
@@ -140,10 +150,15 @@ def _with_servers(shape: Layouts, owner: np.ndarray, xs: np.ndarray, ys: np.ndar
 
 
 def _carries(
-    first: Resolved, parts: Rows, layouts: Layouts, owner: np.ndarray, rate_per_s: np.ndarray
+    first: Resolved,
+    ingress_per_s: np.ndarray,
+    layouts: Layouts,
+    owner: np.ndarray,
+    rate_per_s: np.ndarray,
 ) -> np.ndarray:
     """Whether each row's split carries the rate: `overall_ttft.within` and, as `lift` bounds
-    a layout, the prefill pool's and the decode workers' capacity on their other limits."""
+    a layout, the prefill pool's and the decode workers' capacity on their other limits
+    (`ingress_per_s`: each candidate's KV ingress bound on a decode worker)."""
     with np.errstate(divide="ignore", invalid="ignore"):
         pool_cap = (
             queueing.RHO_MAX
@@ -160,8 +175,7 @@ def _carries(
         np.ravel(layouts.chunk),
         shape3(layouts.decode_servers),
     )
-    ingress = np.ravel(ingress_rate_per_s(first, parts.paths, parts.long, parts.p_tp, parts.d_tp))
-    ingress = (ingress / parts.shares)[owner]
+    ingress = ingress_per_s[owner]
     worker_cap = layouts.decode_servers * np.minimum(np.ravel(worker_cap), ingress)
     room = (rate_per_s <= pool_cap) & (rate_per_s <= worker_cap)
     return room & overall_ttft.within(layouts, rate_per_s)

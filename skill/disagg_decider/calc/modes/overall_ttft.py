@@ -176,7 +176,11 @@ class Layouts:
 def take_rows(a, n: int, rows: np.ndarray):
     """A row field (leading axis n, or 1 for all rows; a scalar for all) at `rows`."""
     a = np.asarray(a)
-    return np.broadcast_to(a, (n, *a.shape[1:]))[rows] if a.ndim else a
+    if not a.ndim:
+        return a
+    if a.shape[0] == n:  # the rows are the field's own: no broadcast to build
+        return a[rows]
+    return np.broadcast_to(a, (n, *a.shape[1:]))[rows]
 
 
 def pool_at_rows(pool: Pool, n: int, rows: np.ndarray) -> Pool:
