@@ -93,18 +93,24 @@ def candidates_many(
         for pair in s.pairs
     }
     pools, totals = {}, {}  # each (workload, pair) once its bests are settled
+    # Pairs whose first grid holds every split are settled after one pass (`split_grid`).
+    every = {key for key in grids if split_grid.prices_every_size(live[key[0]].budget, *key[1])}
     while grids:
         priced = _prefill_pools(first, live, grids)  # keyed (index in live, pair)
         workers = _decode_workers(first, live, priced)  # keyed (index in live, decode TP)
         grids = {}
         for key, pool in priced.items():
             total = _totals(pool, workers[key[0], key[1][1]])
+            if key in every:
+                pools[key], totals[key] = pool, total
+                continue
             gap = pool.total_per_s - pool.y * total[1]  # P - D
             x, used, settled = split_grid.refine(pool.x, pool.used, total[0], gap)
             if settled:
                 pools[key], totals[key] = pool, total
             else:
                 grids[key] = (x, used)
+        every = set()
     found: list[list[Candidate]] = []
     for k, s in enumerate(live):
         found.append([])
@@ -297,27 +303,31 @@ def _prefill_pools(
     if not keys:
         return {}
     widest = max(x.shape[1] for x, _ in grids)
-    longs, locals_, p_col, d_col, ttft, paths, x_rows, shares = [], [], [], [], [], [], [], []
-    used = []  # which padded sizes are real (the padding is never read, so never bisected)
+    rows = sum(live[k].n for k, _ in keys)
+    # Sizes past a pair's grid pad its rows (one replica, not used: never read or bisected).
+    x_rows, used = np.ones((rows, widest)), np.zeros((rows, widest), dtype=bool)
+    longs, locals_, p_col, d_col, ttft, owner, shares = [], [], [], [], [], [], []
+    start = 0
     for (k, (p_tp, d_tp)), (x, real) in zip(keys, grids, strict=True):
         s = live[k]
         longs.append(s.longs)
         locals_.append(s.locals_)
-        p_col.append(np.full(s.n, float(p_tp)))
-        d_col.append(np.full(s.n, float(d_tp)))
-        ttft.append(np.full(s.n, float(s.r.workload.slo.ttft_ms)))
-        paths.extend([s.path] * s.n)
-        # Sizes past this pair's grid pad the row (one replica) and are never read.
-        pad = [(0, 0), (0, widest - x.shape[1])]
-        x_rows.append(np.pad(x, pad, constant_values=1.0))
-        used.append(np.pad(real, pad, constant_values=False))
+        p_col.append(float(p_tp))
+        d_col.append(float(d_tp))
+        ttft.append(float(s.r.workload.slo.ttft_ms))
+        owner.append(k)
+        x_rows[start : start + s.n, : x.shape[1]] = x
+        used[start : start + s.n, : x.shape[1]] = real
         shares.append(s.shares)
-    p, d = np.concatenate(p_col).reshape(-1, 1), np.concatenate(d_col).reshape(-1, 1)
+        start += s.n
+    each = np.array([live[k].n for k, _ in keys])  # rows per (workload, pair)
+    p = np.repeat(np.array(p_col), each).reshape(-1, 1)
+    d = np.repeat(np.array(d_col), each).reshape(-1, 1)
     long_rows = _concat(longs, (-1, 1))
-    path = TransferPath.stack(paths).take(np.arange(len(paths)), (-1, 1))
+    path = TransferPath.stack([s.path for s in live]).take(np.repeat(owner, each), (-1, 1))
     join = decode.join_step_ms(engine_for(first, d), _concat(locals_, (-1, 1)))
     pool = prefill_pool(
-        first, engine_for(first, p), long_rows, path, np.concatenate(ttft), p, d, join_ms=join
+        first, engine_for(first, p), long_rows, path, np.repeat(ttft, each), p, d, join_ms=join
     )
     wide = prefill.Pool(
         np.asarray(pool.mean_ms)[:, None],
@@ -326,7 +336,7 @@ def _prefill_pools(
         np.asarray(pool.target_ms)[:, None],
     )
     share = np.concatenate(shares)
-    total = rate_where(wide, np.concatenate(x_rows), np.concatenate(used)) / share[:, None]
+    total = rate_where(wide, x_rows, used) / share[:, None]
     # Each decode worker receives its share of the long requests' KV over its NICs.
     ingress = np.ravel(ingress_rate_per_s(first, path, long_rows, p, d)) / share
     out, start = {}, 0

@@ -250,15 +250,20 @@ def tp_pairs(
     out = []
     if plain(disagg, "prefill_") and plain(disagg, "decode_"):
         out.append((disagg.prefill_tp, disagg.decode_tp))
-    for p in ps:
-        for d in ds:
-            ok = pairs_allowed(w.engine, np.array([p]), np.array([d]), w.cluster.gpus)
-            if (
-                (p, d) not in out
-                and bool(np.ravel(ok)[0])
-                and engine_for(r, float(p)).fits()
-                and engine_for(r, float(d)).fits()
-            ):
+    if not ps or not ds:
+        return out
+    # Every pair's rule in one call, and whether the model fits each degree once per degree.
+    allowed = pairs_allowed(w.engine, np.array(ps), np.array(ds), w.cluster.gpus).tolist()
+    fits: dict[int, bool] = {}
+
+    def fit(tp: int) -> bool:
+        if tp not in fits:
+            fits[tp] = bool(engine_for(r, float(tp)).fits())
+        return fits[tp]
+
+    for i, p in enumerate(ps):
+        for j, d in enumerate(ds):
+            if (p, d) not in out and allowed[i][j] and fit(p) and fit(d):
                 out.append((p, d))
     return out
 
