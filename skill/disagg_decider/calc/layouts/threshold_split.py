@@ -147,7 +147,7 @@ def split_table(comps: tuple[Component, ...], thresholds: np.ndarray) -> SplitTa
         biased = c.weight * below1 * below1 / np.where(below0 > 0.0, below0, 1.0)
         short_biased = short_biased + np.where(below0 > 0.0, biased, 0.0)
     whole = _whole_mix(comps)
-    every = lambda v: np.broadcast_to(v, t.shape).copy()  # noqa: E731
+    ones = np.ones(t.shape)  # a whole-mix field times ones: its value on every row, exactly
     # A part whose mean cancels to zero (a tail far past T, or below it) has no moments to fit;
     # it keeps the whole mix's lengths at its vanishing share.
     fitted = (long_w > 0) & (long_m1 > 0)
@@ -156,9 +156,10 @@ def split_table(comps: tuple[Component, ...], thresholds: np.ndarray) -> SplitTa
     cached_total = long_m1 + long_c1
     hit = np.where(cached_total > 0, long_c1 / np.where(cached_total > 0, cached_total, 1.0), 0.0)
     o_p50, o_sigma = _fit(out_long1 / w, out_long2 / w)
-    built = Lengths.build(u_p50 / (1.0 - hit), u_sigma, hit, o_p50, o_sigma)
-    long = Lengths(**{k: np.where(fitted, v, getattr(whole, k)) for k, v in vars(built).items()})
-    local = whole.map(every)
+    long = Lengths.build(u_p50 / (1.0 - hit), u_sigma, hit, o_p50, o_sigma)
+    if not fitted.all():
+        long = Lengths(**{k: np.where(fitted, v, getattr(whole, k)) for k, v in vars(long).items()})
+    local = {k: v * ones for k, v in vars(whole).items()}
     has_short = (short_w > 0) & (short_m1 > 0)
     if has_short.any():
         # The tagged short request's own prompt: the short part's log-normal (uncached share 1
@@ -175,16 +176,16 @@ def split_table(comps: tuple[Component, ...], thresholds: np.ndarray) -> SplitTa
         short = {
             "prompt_p50": s_p50,
             "prompt_sigma": s_sigma,
-            "uncached_share": np.ones(t.shape),
+            "uncached_share": ones,
             "uncached_mean": short_m1,
             "uncached_second_moment": short_m2,
             "uncached_size_biased": short_m2 / np.maximum(short_m1, 1e-9),
             "chunk_prompt_tokens": chunk,
         }
-        local = replace(
-            local, **{k: np.where(has_short, v, getattr(local, k)) for k, v in short.items()}
-        )
-    return SplitTable(t, long_w, long, local)
+        every = has_short.all()
+        for k, v in short.items():
+            local[k] = v if every else np.where(has_short, v, local[k])
+    return SplitTable(t, long_w, long, Lengths(**local))
 
 
 @lru_cache(maxsize=256)

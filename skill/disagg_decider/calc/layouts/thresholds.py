@@ -22,6 +22,7 @@ from disagg_decider.calc.layouts.search import engine_for
 from disagg_decider.calc.layouts.threshold_split import (  # noqa: F401  (public here too)
     THRESHOLD_POINTS,
     Parts,
+    SplitTable,
     batch_weighted,
     mixture_lengths,
     split_at,
@@ -141,17 +142,28 @@ def _concat(many: list[Lengths], shape) -> Lengths:
     )
 
 
+def amended(c: Candidate, **changes) -> Candidate:
+    """`dataclasses.replace(c, **changes)` for a candidate, in a few calls rather than a few
+    per field: the search amends thousands of them a batch (settled goodputs, lifted ones,
+    sized pools). A candidate is a plain frozen record (no `__post_init__`, every field set by
+    `__init__`), so a copy of its fields with the changes is the candidate `replace` builds."""
+    unknown = changes.keys() - vars(c).keys()
+    if unknown:
+        raise TypeError(f"Candidate has no field {sorted(unknown)[0]!r}")
+    out = object.__new__(Candidate)
+    vars(out).update(vars(c), **changes)
+    return out
+
+
 @dataclass(frozen=True)
 class _Search:
     """One workload's thresholds (the parts at each, as rows) and the TP pairs it tries."""
 
     r: Resolved
-    parts: list[tuple[float, Parts]]
+    table: SplitTable  # the mix split at each threshold searched, (n,) rows
     pairs: list[tuple[int, int]]
-    shares: np.ndarray  # (n,) long share per threshold
-    longs: Lengths  # (n,)
-    locals_: Lengths  # (n,)
     path: TransferPath  # the KV's path from the prefill pool to a decode worker
+    _parts: dict = field(default_factory=dict, compare=False, repr=False)
 
     @classmethod
     def of(cls, r: Resolved, pairs: list[tuple[int, int]]) -> _Search | None:
@@ -163,16 +175,25 @@ class _Search:
         keep = (table.long_share >= MIN_SHARE) & (table.long_share <= 1.0 - MIN_SHARE)
         if not keep.any():
             return None
-        table = table.rows(keep)
-        return cls(
-            r=r,
-            parts=[(t, table.parts(i)) for i, t in enumerate(table.thresholds.tolist())],
-            pairs=list(pairs),
-            shares=table.long_share,
-            longs=table.long,
-            locals_=table.local,
-            path=transfer_path(r),
-        )
+        return cls(r=r, table=table.rows(keep), pairs=list(pairs), path=transfer_path(r))
+
+    def parts(self, t: int) -> Parts:
+        """Threshold t's parts as scalars, built once for every pair's candidate there."""
+        if t not in self._parts:
+            self._parts[t] = self.table.parts(t)
+        return self._parts[t]
+
+    @property
+    def shares(self) -> np.ndarray:
+        return self.table.long_share
+
+    @property
+    def longs(self) -> Lengths:
+        return self.table.long
+
+    @property
+    def locals_(self) -> Lengths:
+        return self.table.local
 
     @property
     def budget(self) -> float:
@@ -180,7 +201,7 @@ class _Search:
 
     @property
     def n(self) -> int:
-        return len(self.parts)
+        return len(self.table.thresholds)
 
 
 @dataclass(frozen=True)
@@ -362,27 +383,41 @@ def _totals(pools: _PoolRates, workers: _Workers) -> tuple:
 def _best_splits(s: _Search, pools: _PoolRates, totals: tuple, pair: tuple[int, int]) -> list:
     """The best split of the cluster for each threshold, one TP pair."""
     chunks = np.asarray(s.r.workload.efficiency.chunk_tokens, dtype=float)
-    x, y = pools.x, pools.y
     total, per_replica, chunk_i = totals
+    at = (np.arange(s.n), total.argmax(axis=1))  # each threshold's first best split
+    best = total[at]
+    found = np.flatnonzero(best > 0).tolist()
+    if not found:
+        return []
+    columns = zip(
+        s.table.thresholds.tolist(),
+        best.tolist(),
+        pools.x[at].tolist(),
+        pools.y[at].tolist(),
+        chunks[chunk_i[at]].tolist(),
+        pools.total_per_s[at].tolist(),
+        per_replica[at].tolist(),
+        strict=True,
+    )
     out = []
-    for t, (threshold, split) in enumerate(s.parts):
-        k = int(total[t].argmax())
-        if total[t, k] <= 0:
+    for t, (threshold, goodput, x, y, chunk, pool_rate, replica_rate) in enumerate(columns):
+        if goodput <= 0:
             continue
+        split = s.parts(t)
         out.append(
             Candidate(
                 threshold_tokens=threshold,
                 long_share=split.long_share,
-                goodput_rate_per_s=float(total[t, k]),
+                goodput_rate_per_s=goodput,
                 prefill_tp=pair[0],
                 decode_tp=pair[1],
-                prefill_replicas=int(x[t, k]),
-                decode_replicas=int(y[t, k]),
-                chunk_tokens=int(chunks[chunk_i[t, k]]),
+                prefill_replicas=int(x),
+                decode_replicas=int(y),
+                chunk_tokens=int(chunk),
                 ttft_p99_ms=None,
                 tpot_p99_ms=None,
-                pool_rate_per_s=float(pools.total_per_s[t, k]),
-                per_replica_rate_per_s=float(per_replica[t, k]),
+                pool_rate_per_s=pool_rate,
+                per_replica_rate_per_s=replica_rate,
                 parts=split,
             )
         )

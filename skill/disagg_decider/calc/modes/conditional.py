@@ -43,6 +43,7 @@ from disagg_decider.calc.layouts.thresholds import (  # noqa: F401  (split_at, t
     THRESHOLD_POINTS,
     Candidate,
     Parts,
+    amended,
     candidates,
     candidates_many,
     split_at,
@@ -80,7 +81,7 @@ def settle(r: Resolved, c: Candidate) -> Candidate:
         *_worker_columns(r, c, split), _col(ys), np.array([c.per_replica_rate_per_s])
     )[0]
     goodput = max(min(c.pool_rate_per_s, ys * float(within)), 0.0)
-    return replace(c, goodput_rate_per_s=goodput, settled=True)
+    return amended(c, goodput_rate_per_s=goodput, settled=True)
 
 
 def settle_many(r: Resolved, cands: list[Candidate]) -> list[Candidate]:
@@ -107,7 +108,7 @@ def _settle_rows(first: Resolved, rows: list[tuple[Resolved, Candidate]]) -> lis
     pool = np.array([c.pool_rate_per_s for _, c in rows])
     goodput = np.maximum(np.minimum(pool, ys * np.ravel(within)), 0.0)
     return [
-        replace(c, goodput_rate_per_s=float(g), settled=True)
+        amended(c, goodput_rate_per_s=g, settled=True)
         for (_, c), g in zip(rows, goodput.tolist(), strict=True)
     ]
 
@@ -166,7 +167,7 @@ def _report_rows(
         long_ttft, short_ttft = np.ravel(long_p99.value), short_ttft_of(short_p99.value)
         ttft = overall_ttft.overall_p99_ms(layouts, rate, long_ttft, short_ttft, local)
         return [
-            replace(
+            amended(
                 c,
                 ttft_p99_ms=float(t),
                 pooled_ttft_p99_ms=float(lt),
@@ -252,18 +253,15 @@ def tp_pairs(
         out.append((disagg.prefill_tp, disagg.decode_tp))
     if not ps or not ds:
         return out
-    # Every pair's rule in one call, and whether the model fits each degree once per degree.
+    # Every pair's rule in one call, and whether the model fits each degree in one (the
+    # engine's memory is element-wise in its TP).
     allowed = pairs_allowed(w.engine, np.array(ps), np.array(ds), w.cluster.gpus).tolist()
-    fits: dict[int, bool] = {}
-
-    def fit(tp: int) -> bool:
-        if tp not in fits:
-            fits[tp] = bool(engine_for(r, float(tp)).fits())
-        return fits[tp]
-
+    degrees = sorted({*ps, *ds})
+    room = engine_for(r, np.array(degrees, dtype=float)).kv_capacity_bytes()
+    fits = dict(zip(degrees, np.ravel(room > 0).tolist(), strict=True))
     for i, p in enumerate(ps):
         for j, d in enumerate(ds):
-            if (p, d) not in out and allowed[i][j] and fit(p) and fit(d):
+            if (p, d) not in out and allowed[i][j] and fits[p] and fits[d]:
                 out.append((p, d))
     return out
 

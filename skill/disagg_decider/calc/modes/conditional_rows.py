@@ -9,13 +9,13 @@ engine, laid out one per row for `overall_ttft`: each one's parts at its thresho
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
 import numpy as np
 
 from disagg_decider.calc.layouts.pools import ingress_rate_per_s, prefill_pool
 from disagg_decider.calc.layouts.search import engine_for
-from disagg_decider.calc.layouts.thresholds import Candidate, stack_rows
+from disagg_decider.calc.layouts.thresholds import Candidate, amended, stack_rows
 from disagg_decider.calc.modes import overall_ttft
 from disagg_decider.calc.modes.overall_ttft import Layouts
 from disagg_decider.calc.physics.kvpath import TransferPath, transfer_path
@@ -159,7 +159,7 @@ def priced_rows(first: Resolved, rows: list[tuple[Resolved, Candidate]]) -> Lift
     layouts = parts.layouts(rows)
     lifted = overall_ttft.lift(layouts, settled, cap)
     priced = [
-        replace(c, goodput_rate_per_s=float(g))
+        amended(c, goodput_rate_per_s=g)
         for (_, c), g in zip(rows, np.maximum(lifted, settled).tolist(), strict=True)
     ]
     return Lifted(priced, parts.pool, layouts, ingress)

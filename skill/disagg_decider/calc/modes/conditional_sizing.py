@@ -31,7 +31,7 @@ from dataclasses import replace
 import numpy as np
 
 from disagg_decider.calc.layouts.search import engine_for
-from disagg_decider.calc.layouts.thresholds import Candidate
+from disagg_decider.calc.layouts.thresholds import Candidate, amended
 from disagg_decider.calc.modes import overall_ttft
 from disagg_decider.calc.modes.conditional_rows import Lifted, Rows
 from disagg_decider.calc.modes.overall_ttft import Layouts
@@ -75,7 +75,7 @@ def sized_for_rate(
             continue
         gpus = xs[mine] * c.prefill_tp + ys[mine] * c.decode_tp
         best = mine[np.lexsort((xs[mine], gpus))[0]]
-        out.append(replace(c, prefill_replicas=int(xs[best]), decode_replicas=int(ys[best])))
+        out.append(amended(c, prefill_replicas=int(xs[best]), decode_replicas=int(ys[best])))
     return out
 
 
