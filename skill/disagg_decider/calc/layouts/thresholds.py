@@ -60,6 +60,8 @@ class Candidate:
     # The mix split at the threshold, as the search split it (`threshold_split`): the settling
     # and pricing of the candidate read it here rather than split the mix again.
     parts: Parts | None = field(default=None, compare=False, repr=False)
+    # Where the search priced it: (its pass's `SearchRows`, its row there).
+    row: tuple | None = field(default=None, compare=False, repr=False)
 
     def split(self, r: Resolved) -> Parts:
         """The mix of r's workload (the candidate's own) split at the candidate's threshold."""
@@ -300,15 +302,54 @@ def _rows_needed(
 
 
 @dataclass(frozen=True)
+class SearchRows:
+    """The rows one pass of the search priced, (R,) one per (workload, pair, threshold): the
+    parts' lengths (R, 1), the KV path, the prefill pool and the KV ingress bound on a decode
+    worker. A candidate keeps its row (`Candidate.row`), so the pricing of the chosen ones
+    (`conditional_rows.Rows`) takes them rather than build them again: every value is
+    computed element by element from the row's own inputs, so a row taken gives the bits
+    the same computation on that row alone would."""
+
+    long: Lengths
+    local: Lengths
+    paths: TransferPath
+    pool: prefill.Pool  # fields (R,), nodes (R, K)
+    ingress_per_s: np.ndarray  # (R,) all requests a decode worker's NICs admit
+
+    def local_at(self, rows: np.ndarray) -> Lengths:
+        return self.local.map(lambda v: v[rows])
+
+    def long_at(self, rows: np.ndarray) -> Lengths:
+        return self.long.map(lambda v: v[rows])
+
+    def pool_at(self, rows: np.ndarray) -> prefill.Pool:
+        p = self.pool
+        return prefill.Pool(p.mean_ms[rows], p.scv[rows], p.nodes_ms[rows], p.target_ms[rows])
+
+
+def block_rows(cands: Sequence[Candidate]) -> tuple[SearchRows, np.ndarray] | None:
+    """The one block of search rows all `cands` were found on and their rows in it, or None
+    where one has none or they come from several (then the caller builds them)."""
+    if not cands or any(c.row is None for c in cands):
+        return None
+    block = cands[0].row[0]
+    if any(c.row[0] is not block for c in cands):
+        return None
+    return block, np.array([c.row[1] for c in cands], dtype=np.int64)
+
+
+@dataclass(frozen=True)
 class _PoolRates:
     """A (workload, TP pair)'s prefill pool at each threshold and size, and the KV ingress
-    bound on a decode worker."""
+    bound on a decode worker; its rows of the pass's `SearchRows` start at `start`."""
 
     x: np.ndarray  # (n, X) prefill replicas, per threshold (`split_grid`)
     y: np.ndarray  # (n, X) the decode replicas left
     used: np.ndarray  # (n, X) which sizes are real (the rest pad the rows, never read)
     total_per_s: np.ndarray  # (n, X) all requests the pool admits (its share of them)
     ingress_per_s: np.ndarray  # (n,) all requests a decode worker's NICs admit
+    block: SearchRows
+    start: int
 
 
 def _prefill_pools(
@@ -344,9 +385,9 @@ def _prefill_pools(
     each = np.array([live[k].n for k, _ in keys])  # rows per (workload, pair)
     p = np.repeat(np.array(p_col), each).reshape(-1, 1)
     d = np.repeat(np.array(d_col), each).reshape(-1, 1)
-    long_rows = _concat(longs, (-1, 1))
+    long_rows, local_rows = _concat(longs, (-1, 1)), _concat(locals_, (-1, 1))
     path = TransferPath.stack([s.path for s in live]).take(np.repeat(owner, each), (-1, 1))
-    join = decode.join_step_ms(engine_for(first, d), _concat(locals_, (-1, 1)))
+    join = decode.join_step_ms(engine_for(first, d), local_rows)
     pool = prefill_pool(
         first, engine_for(first, p), long_rows, path, np.repeat(ttft, each), p, d, join_ms=join
     )
@@ -360,12 +401,13 @@ def _prefill_pools(
     total = rate_where(wide, x_rows, used) / share[:, None]
     # Each decode worker receives its share of the long requests' KV over its NICs.
     ingress = np.ravel(ingress_rate_per_s(first, path, long_rows, p, d)) / share
+    block = SearchRows(long_rows, local_rows, path, pool, ingress)
     out, start = {}, 0
     for (k, pair), (x, real) in zip(keys, grids, strict=True):
         stop = start + live[k].n
         y = split_grid.decode_left(live[k].budget, x, *pair)
         rates = total[start:stop, : x.shape[1]]
-        out[k, pair] = _PoolRates(x, y, real, rates, ingress[start:stop])
+        out[k, pair] = _PoolRates(x, y, real, rates, ingress[start:stop], block, start)
         start = stop
     return out
 
@@ -419,6 +461,7 @@ def _best_splits(s: _Search, pools: _PoolRates, totals: tuple, pair: tuple[int, 
                 pool_rate_per_s=pool_rate,
                 per_replica_rate_per_s=replica_rate,
                 parts=split,
+                row=(pools.block, pools.start + t),
             )
         )
     return out

@@ -44,6 +44,7 @@ from disagg_decider.calc.layouts.thresholds import (  # noqa: F401  (split_at, t
     Candidate,
     Parts,
     amended,
+    block_rows,
     candidates,
     candidates_many,
     split_at,
@@ -93,7 +94,11 @@ def settle_many(r: Resolved, cands: list[Candidate]) -> list[Candidate]:
 
 def _settle_rows(first: Resolved, rows: list[tuple[Resolved, Candidate]]) -> list[Candidate]:
     """`settle_many`'s bisection on candidates of workloads sharing `first`'s engine."""
-    local = stack_rows([c.split(r).local for r, c in rows], (-1, 1))
+    found = block_rows([c for _, c in rows])
+    if found is None:
+        local = stack_rows([c.split(r).local for r, c in rows], (-1, 1))
+    else:  # the rows the search priced them on
+        local = found[0].local_at(found[1])
     column = lambda values: np.array(values, dtype=float).reshape(-1, 1)  # noqa: E731
     ys = np.array([float(c.decode_replicas) for _, c in rows])
     within = colocated_load.rate_within_targets(

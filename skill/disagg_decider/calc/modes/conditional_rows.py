@@ -15,7 +15,7 @@ import numpy as np
 
 from disagg_decider.calc.layouts.pools import ingress_rate_per_s, prefill_pool
 from disagg_decider.calc.layouts.search import engine_for
-from disagg_decider.calc.layouts.thresholds import Candidate, amended, stack_rows
+from disagg_decider.calc.layouts.thresholds import Candidate, amended, block_rows, stack_rows
 from disagg_decider.calc.modes import overall_ttft
 from disagg_decider.calc.modes.overall_ttft import Layouts
 from disagg_decider.calc.physics.kvpath import TransferPath, transfer_path
@@ -42,23 +42,17 @@ class Rows:
 
     @classmethod
     def of(cls, first: Resolved, rows: list[tuple[Resolved, Candidate]]) -> Rows:
+        """The candidates' rows: taken from the search's rows they were priced on where they
+        all come from one pass (`thresholds.SearchRows`), else built."""
         column = lambda values: np.array(values, dtype=float).reshape(-1, 1)  # noqa: E731
-        splits = [c.split(r) for r, c in rows]
         p_tp, d_tp = column([c.prefill_tp for _, c in rows]), column([c.decode_tp for _, c in rows])
-        paths = TransferPath.stack([transfer_path(r) for r, _ in rows])
-        paths = paths.take(np.arange(len(rows)), (-1, 1))
-        local = stack_rows([split.local for split in splits], (-1, 1))
-        long = stack_rows([split.long for split in splits], (-1, 1))
-        pool = prefill_pool(
-            first,
-            engine_for(first, p_tp),
-            long,
-            paths,
-            np.array([r.workload.slo.ttft_ms for r, _ in rows], dtype=float),
-            p_tp,
-            d_tp,
-            join_ms=decode.join_step_ms(engine_for(first, d_tp), local),
-        )
+        found = block_rows([c for _, c in rows])
+        if found is not None:
+            block, at = found
+            long, local = block.long_at(at), block.local_at(at)
+            paths, pool = block.paths.take(at, (-1, 1)), block.pool_at(at)
+        else:
+            long, local, paths, pool = _built(first, rows, p_tp, d_tp)
         return cls(
             first=first,
             shares=np.array([c.long_share for _, c in rows]),
@@ -99,6 +93,26 @@ class Rows:
             ttft_ms=ttft,
             tpot_ms=np.array([r.workload.slo.tpot_ms for r, _ in rows], dtype=float),
         )
+
+
+def _built(first: Resolved, rows: list, p_tp: np.ndarray, d_tp: np.ndarray) -> tuple:
+    """(long, local, paths, pool) of candidates built from their parts, one row each."""
+    splits = [c.split(r) for r, c in rows]
+    paths = TransferPath.stack([transfer_path(r) for r, _ in rows])
+    paths = paths.take(np.arange(len(rows)), (-1, 1))
+    local = stack_rows([split.local for split in splits], (-1, 1))
+    long = stack_rows([split.long for split in splits], (-1, 1))
+    pool = prefill_pool(
+        first,
+        engine_for(first, p_tp),
+        long,
+        paths,
+        np.array([r.workload.slo.ttft_ms for r, _ in rows], dtype=float),
+        p_tp,
+        d_tp,
+        join_ms=decode.join_step_ms(engine_for(first, d_tp), local),
+    )
+    return long, local, paths, pool
 
 
 @dataclass(frozen=True)
