@@ -62,6 +62,8 @@ class Candidate:
     parts: Parts | None = field(default=None, compare=False, repr=False)
     # Where the search priced it: (its pass's `SearchRows`, its row there).
     row: tuple | None = field(default=None, compare=False, repr=False)
+    # Where it was settled: (the decode workers' lines and batch grid built there, its row).
+    workers: tuple | None = field(default=None, compare=False, repr=False)
 
     def split(self, r: Resolved) -> Parts:
         """The mix of r's workload (the candidate's own) split at the candidate's threshold."""

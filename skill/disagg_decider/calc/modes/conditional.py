@@ -101,20 +101,24 @@ def _settle_rows(first: Resolved, rows: list[tuple[Resolved, Candidate]]) -> lis
         local = found[0].local_at(found[1])
     column = lambda values: np.array(values, dtype=float).reshape(-1, 1)  # noqa: E731
     ys = np.array([float(c.decode_replicas) for _, c in rows])
-    within = colocated_load.rate_within_targets(
+    # The decode workers' lines and batch grid: kept with the candidates, for their pricing
+    # (`conditional_rows.priced_rows` asks the same rows' workers at other rates).
+    columns = (
         engine_for(first, column([c.decode_tp for _, c in rows])),
         local,
         column([r.workload.slo.ttft_ms for r, _ in rows]),
         column([r.workload.slo.tpot_ms for r, _ in rows]),
         column([c.chunk_tokens for _, c in rows]),
         ys.reshape(-1, 1),
-        np.array([c.per_replica_rate_per_s for _, c in rows]),
     )
+    on = colocated_load.lines_and_grid(*columns)
+    rate = np.array([c.per_replica_rate_per_s for _, c in rows])
+    within = colocated_load.rate_within_targets(*columns, rate, on=on)
     pool = np.array([c.pool_rate_per_s for _, c in rows])
     goodput = np.maximum(np.minimum(pool, ys * np.ravel(within)), 0.0)
     return [
-        amended(c, goodput_rate_per_s=g, settled=True)
-        for (_, c), g in zip(rows, goodput.tolist(), strict=True)
+        amended(c, goodput_rate_per_s=g, settled=True, workers=(on, i))
+        for i, ((_, c), g) in enumerate(zip(rows, goodput.tolist(), strict=True))
     ]
 
 

@@ -19,6 +19,7 @@ from disagg_decider.calc.layouts.thresholds import Candidate, amended, block_row
 from disagg_decider.calc.modes import overall_ttft
 from disagg_decider.calc.modes.overall_ttft import Layouts
 from disagg_decider.calc.physics.kvpath import TransferPath, transfer_path
+from disagg_decider.calc.queues.array_helpers import broadcast
 from disagg_decider.calc.replicas import decode
 from disagg_decider.calc.replicas.lengths import Lengths
 from disagg_decider.calc.replicas.prefill import Pool
@@ -72,14 +73,16 @@ class Rows:
         return np.ravel(ingress) / self.shares
 
     def layouts(self, rows: list[tuple[Resolved, Candidate]]) -> Layouts:
-        """Both parts as `overall_ttft` reads them."""
+        """Both parts as `overall_ttft` reads them; with the decode workers' lines and grid
+        the settling built (`Candidate.workers`) where it built them on these very rows, in
+        this order (the same inputs, row by row)."""
         n = len(rows)
         k = np.shape(self.pool.nodes_ms)[-1]
         ttft = np.array([r.workload.slo.ttft_ms for r, _ in rows], dtype=float)
         pool = Pool(
-            mean_ms=np.broadcast_to(np.ravel(self.pool.mean_ms), (n,)),
-            scv=np.broadcast_to(np.ravel(self.pool.scv), (n,)),
-            nodes_ms=np.broadcast_to(np.reshape(self.pool.nodes_ms, (-1, k)), (n, k)),
+            mean_ms=broadcast(np.ravel(self.pool.mean_ms), (n,)),
+            scv=broadcast(np.ravel(self.pool.scv), (n,)),
+            nodes_ms=broadcast(np.reshape(self.pool.nodes_ms, (-1, k)), (n, k)),
             target_ms=ttft,
         )
         return Layouts(
@@ -92,7 +95,21 @@ class Rows:
             long_share=self.shares,
             ttft_ms=ttft,
             tpot_ms=np.array([r.workload.slo.tpot_ms for r, _ in rows], dtype=float),
+            _workers=_settled_workers([c for _, c in rows]),
         )
+
+
+def _settled_workers(cands: list[Candidate]) -> list:
+    """[the settling's decode-worker lines and grid] where it built them on exactly these
+    candidates' rows in order (`conditional._settle_rows`), else [] (built when asked)."""
+    first = cands[0].workers if cands else None
+    if first is None:
+        return []
+    on = first[0]
+    for i, c in enumerate(cands):
+        if c.workers is None or c.workers[0] is not on or c.workers[1] != i:
+            return []
+    return [on] if len(cands) == len(on[0].lengths.prompt_p50) else []
 
 
 def _built(first: Resolved, rows: list, p_tp: np.ndarray, d_tp: np.ndarray) -> tuple:
