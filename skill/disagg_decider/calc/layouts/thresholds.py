@@ -57,18 +57,14 @@ class Candidate:
     settled: bool = False  # goodput checked against the reported p99s (`settle`)
     pooled_ttft_p99_ms: float | None = None  # the pooled long prompts' own p99 TTFT (report)
     local_ttft_p99_ms: float | None = None  # the locally prefilled prompts' own p99 TTFT
-    # The mix split at the threshold, as the search split it (`threshold_split`): the settling
-    # and pricing of the candidate read it here rather than split the mix again.
-    parts: Parts | None = field(default=None, compare=False, repr=False)
     # Where the search priced it: (its pass's `SearchRows`, its row there).
     row: tuple | None = field(default=None, compare=False, repr=False)
     # Where it was settled: (the decode workers' lines and batch grid built there, its row).
     workers: tuple | None = field(default=None, compare=False, repr=False)
 
     def split(self, r: Resolved) -> Parts:
-        """The mix of r's workload (the candidate's own) split at the candidate's threshold."""
-        if self.parts is not None:
-            return self.parts
+        """The mix of r's workload (the candidate's own) split at the candidate's threshold
+        (a candidate the search found reads its rows there instead, `row`)."""
         return split_at(components(r.workload), self.threshold_tokens)
 
 
@@ -167,7 +163,7 @@ class _Search:
     table: SplitTable  # the mix split at each threshold searched, (n,) rows
     pairs: list[tuple[int, int]]
     path: TransferPath  # the KV's path from the prefill pool to a decode worker
-    _parts: dict = field(default_factory=dict, compare=False, repr=False)
+    n: int  # thresholds searched
 
     @classmethod
     def of(cls, r: Resolved, pairs: list[tuple[int, int]]) -> _Search | None:
@@ -179,13 +175,8 @@ class _Search:
         keep = (table.long_share >= MIN_SHARE) & (table.long_share <= 1.0 - MIN_SHARE)
         if not keep.any():
             return None
-        return cls(r=r, table=table.rows(keep), pairs=list(pairs), path=transfer_path(r))
-
-    def parts(self, t: int) -> Parts:
-        """Threshold t's parts as scalars, built once for every pair's candidate there."""
-        if t not in self._parts:
-            self._parts[t] = self.table.parts(t)
-        return self._parts[t]
+        table = table.rows(keep)
+        return cls(r, table, list(pairs), transfer_path(r), len(table.thresholds))
 
     @property
     def shares(self) -> np.ndarray:
@@ -202,10 +193,6 @@ class _Search:
     @property
     def budget(self) -> float:
         return float(self.r.workload.cluster.gpus)
-
-    @property
-    def n(self) -> int:
-        return len(self.table.thresholds)
 
 
 @dataclass(frozen=True)
@@ -435,6 +422,7 @@ def _best_splits(s: _Search, pools: _PoolRates, totals: tuple, pair: tuple[int, 
         return []
     columns = zip(
         s.table.thresholds.tolist(),
+        s.table.long_share.tolist(),
         best.tolist(),
         pools.x[at].tolist(),
         pools.y[at].tolist(),
@@ -444,14 +432,13 @@ def _best_splits(s: _Search, pools: _PoolRates, totals: tuple, pair: tuple[int, 
         strict=True,
     )
     out = []
-    for t, (threshold, goodput, x, y, chunk, pool_rate, replica_rate) in enumerate(columns):
+    for t, (threshold, share, goodput, x, y, chunk, pool_rate, replica_rate) in enumerate(columns):
         if goodput <= 0:
             continue
-        split = s.parts(t)
         out.append(
             Candidate(
                 threshold_tokens=threshold,
-                long_share=split.long_share,
+                long_share=share,
                 goodput_rate_per_s=goodput,
                 prefill_tp=pair[0],
                 decode_tp=pair[1],
@@ -462,7 +449,6 @@ def _best_splits(s: _Search, pools: _PoolRates, totals: tuple, pair: tuple[int, 
                 tpot_p99_ms=None,
                 pool_rate_per_s=pool_rate,
                 per_replica_rate_per_s=replica_rate,
-                parts=split,
                 row=(pools.block, pools.start + t),
             )
         )

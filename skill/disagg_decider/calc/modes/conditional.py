@@ -55,7 +55,6 @@ from disagg_decider.calc.modes import overall_ttft
 from disagg_decider.calc.modes.conditional_rows import Lifted, Rows, priced_rows
 from disagg_decider.calc.modes.conditional_sizing import sized_for_rate
 from disagg_decider.calc.replicas import colocated_load
-from disagg_decider.calc.replicas.lengths import Lengths
 from disagg_decider.calc.replicas.reported_ttft import DeferredP99
 from disagg_decider.calc.result import (
     ColocatedResult,
@@ -76,20 +75,12 @@ def settle(r: Resolved, c: Candidate) -> Candidate:
     The colocated search reads capacity off a grid; the decode workers' load is bisected down
     where the reported p99 would overshoot, so a layout that says it meets the SLO does.
     """
-    split = c.split(r)
-    ys = float(c.decode_replicas)
-    within = colocated_load.rate_within_targets(
-        *_worker_columns(r, c, split), _col(ys), np.array([c.per_replica_rate_per_s])
-    )[0]
-    goodput = max(min(c.pool_rate_per_s, ys * float(within)), 0.0)
-    return amended(c, goodput_rate_per_s=goodput, settled=True)
+    return _settle_rows(r, [(r, c)])[0]
 
 
 def settle_many(r: Resolved, cands: list[Candidate]) -> list[Candidate]:
     """`settle` for many candidates in one vectorised bisection (one row each)."""
-    if len(cands) <= 1:
-        return [settle(r, c) for c in cands]
-    return _settle_rows(r, [(r, c) for c in cands])
+    return _settle_rows(r, [(r, c) for c in cands]) if cands else []
 
 
 def _settle_rows(first: Resolved, rows: list[tuple[Resolved, Candidate]]) -> list[Candidate]:
@@ -187,32 +178,6 @@ def _report_rows(
         ]
 
     return reported
-
-
-def _col(v) -> np.ndarray:
-    return np.array([[v]], dtype=float)
-
-
-def _worker_columns(r: Resolved, c: Candidate, split: Parts) -> tuple:
-    w = r.workload
-    return (
-        engine_for(r, float(c.decode_tp)),
-        _column(split.local),
-        _col(w.slo.ttft_ms),
-        _col(w.slo.tpot_ms),
-        _col(c.chunk_tokens),
-    )
-
-
-def _column(lengths: Lengths, shape=(-1, 1), rows: int = 1) -> Lengths:
-    """Scalar lengths as `rows` rows of the calculator's axes."""
-    shape = (rows, *shape[1:])
-    return Lengths(
-        **{
-            k: np.broadcast_to(np.reshape(np.asarray(v, dtype=float), (1,) * len(shape)), shape)
-            for k, v in vars(lengths).items()
-        }
-    )
 
 
 def choose(
