@@ -66,7 +66,9 @@ def first_grid(budget: float, p_tp: int, d_tp: int, n: int) -> tuple[np.ndarray,
     if most < 1:
         return np.zeros((n, 0)), np.zeros((n, 0), dtype=bool)
     grid = _spread(1, most, GRID_SIZES)
-    return np.broadcast_to(grid, (n, grid.size)).copy(), np.ones((n, grid.size), dtype=bool)
+    x = np.empty((n, grid.size))
+    x[...] = grid  # the grid on every threshold's row
+    return x, np.ones((n, grid.size), dtype=bool)
 
 
 def refine(

@@ -145,14 +145,9 @@ def _concat(many: list[Lengths], shape) -> Lengths:
 def amended(c: Candidate, **changes) -> Candidate:
     """`dataclasses.replace(c, **changes)` for a candidate, in a few calls rather than a few
     per field: the search amends thousands of them a batch (settled goodputs, lifted ones,
-    sized pools). A candidate is a plain frozen record (no `__post_init__`, every field set by
-    `__init__`), so a copy of its fields with the changes is the candidate `replace` builds."""
-    unknown = changes.keys() - vars(c).keys()
-    if unknown:
-        raise TypeError(f"Candidate has no field {sorted(unknown)[0]!r}")
-    out = object.__new__(Candidate)
-    vars(out).update(vars(c), **changes)
-    return out
+    sized pools). Every field of a candidate is an `__init__` argument (no `__post_init__`),
+    so its fields with the changes make the candidate `replace` builds."""
+    return Candidate(**{**vars(c), **changes})
 
 
 @dataclass(frozen=True)
@@ -207,10 +202,8 @@ class _Workers:
     def at(self, y: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """Capacity and chunk index at pool sizes y, (n, X) like y (the sizes searched)."""
         k = np.minimum(np.searchsorted(self.sizes, y), self.sizes.size - 1)
-        return (
-            np.take_along_axis(self.rate_per_s, k, axis=1),
-            np.take_along_axis(self.chunk_index, k, axis=1),
-        )
+        rows = np.arange(k.shape[0])[:, None]  # `np.take_along_axis(..., k, axis=1)`
+        return self.rate_per_s[rows, k], self.chunk_index[rows, k]
 
 
 def _decode_workers(
@@ -246,7 +239,8 @@ def _decode_workers(
         s = live[k]
         rows = int(need.sum())
         each = need.ravel()
-        blocks.append(s.locals_.map(lambda v, n=ys.size, at=each: np.repeat(v, n)[at]))
+        threshold_of = np.repeat(np.arange(s.n), ys.size)[each]  # each row's threshold
+        blocks.append(s.locals_.map(lambda v, at=threshold_of: v[at]))
         column["tp"].append(np.full(rows, float(d_tp)))
         column["ttft"].append(np.full(rows, float(s.r.workload.slo.ttft_ms)))
         column["tpot"].append(np.full(rows, float(s.r.workload.slo.tpot_ms)))
@@ -283,10 +277,10 @@ def _rows_needed(
         if pair[1] == d_tp and (k, pair) in pools:
             pool = pools[k, pair]
             # Sizes may repeat along a pair's splits: ufunc.at ORs every one in.
-            rows = np.broadcast_to(np.arange(s.n)[:, None], pool.y.shape)
             at = np.searchsorted(ys, pool.y)
             serves = (pool.total_per_s > 0) & pool.used
-            np.logical_or.at(need, (rows[serves], at[serves]), True)
+            rows = np.nonzero(serves)[0]  # the threshold of each serving split
+            np.logical_or.at(need, (rows, at[serves]), True)
     return need
 
 

@@ -31,6 +31,7 @@ the modes already sized, so the layout's goodput is never below either. Among th
 from __future__ import annotations
 
 import math
+import operator
 from collections.abc import Callable
 from dataclasses import replace
 
@@ -66,6 +67,7 @@ from disagg_decider.workload import Resolved
 
 _NOT_SEARCHED = "heterogeneous pools: routing thresholds are not searched (one GPU type per role); "
 NEAR_BEST = 0.99  # thresholds within 1% of the best goodput count as equally good
+_GOODPUT = operator.attrgetter("goodput_rate_per_s")
 
 
 def settle(r: Resolved, c: Candidate) -> Candidate:
@@ -254,8 +256,8 @@ def _by_threshold(found: list[Candidate]) -> dict[float, list[Candidate]]:
     groups: dict[float, list[Candidate]] = {}
     for c in found:
         groups.setdefault(c.threshold_tokens, []).append(c)
-    for group in groups.values():
-        group.sort(key=lambda c: -c.goodput_rate_per_s)
+    for group in groups.values():  # stable: ties keep the order found
+        group.sort(key=_GOODPUT, reverse=True)
     return groups
 
 
@@ -369,7 +371,8 @@ def evaluate_many_later(
     best, lifted = _lifted_rows(resolved, _best_of_many(resolved[0], searched))
     out = [(r, c, d, by_t) for (r, c, d), by_t in zip(modes, best, strict=True)]
     # The chosen conditional layouts' p99s at each workload's rate, all in one pass.
-    chosen = [(r, by_t[t]) for r, c, d, by_t in out if (t := _chosen(c, d, by_t)) is not None]
+    picks = [_chosen(c, d, by_t) for _, c, d, by_t in out]
+    chosen = [(r, by_t[t]) for (r, _, _, by_t), t in zip(out, picks, strict=True) if t is not None]
     # Each sized for its workload's rate (`conditional_sizing`), as the modes are.
     at = None if lifted is None or not chosen else lifted.index([c for _, c in chosen])
     sized = sized_for_rate(resolved[0], chosen, lifted)
@@ -381,8 +384,8 @@ def evaluate_many_later(
     ) -> list[ConditionalResult]:
         reported = iter(reports())
         return [
-            _layout(r, c, d, by_t, True, None if _chosen(c, d, by_t) is None else next(reported))
-            for (r, _, _, by_t), c, d in zip(out, colos, disaggs, strict=True)
+            _layout(r, c, d, by_t, True, None if t is None else next(reported))
+            for (r, _, _, by_t), c, d, t in zip(out, colos, disaggs, picks, strict=True)
         ]
 
     return layouts
