@@ -54,7 +54,7 @@ from disagg_decider.calc.layouts.thresholds import (  # noqa: F401  (split_at, t
 )
 from disagg_decider.calc.modes import overall_ttft
 from disagg_decider.calc.modes.conditional_rows import Lifted, Rows, priced_rows
-from disagg_decider.calc.modes.conditional_sizing import sized_for_rate
+from disagg_decider.calc.modes.conditional_sizing import Priced, sized_for_rate, sized_rows
 from disagg_decider.calc.replicas import colocated_load
 from disagg_decider.calc.replicas.reported_ttft import DeferredP99
 from disagg_decider.calc.result import (
@@ -130,6 +130,7 @@ def _report_rows(
     p99s: DeferredP99,
     lifted: Lifted | None = None,
     at: np.ndarray | None = None,
+    priced: Priced | None = None,
 ) -> Callable[[], list[Candidate]]:
     """`report` for chosen candidates of workloads sharing `first`'s engine, one row each:
     one prefill-pool time bisection and one decode-worker evaluation for all of them, both
@@ -139,7 +140,9 @@ def _report_rows(
     `at`, the rows of `lifted` the candidates were priced at before they were sized for the
     rate (`conditional_sizing`, which changes their replica counts only): the pools and the
     layouts' fields are taken from there, the decode workers' lines and grid (which depend
-    on the replicas) built anew."""
+    on the replicas) built anew, or their terms at the rate taken from `priced`, the sizing's
+    evaluation of every split it tried at the workload's rate, where each candidate took one
+    of those splits."""
     taken = None if lifted is None else lifted.at([c for _, c in rows])
     if taken is not None:
         pool, layouts = taken
@@ -160,9 +163,14 @@ def _report_rows(
     servers = np.array([float(c.prefill_replicas) for _, c in rows])
     long_p99 = p99s.add_pool(pool, servers, rate * shares)
     # The decode workers at the rate, once for their own p99s and the overall one.
-    terms = layouts.worker_terms(rate)
+    sized = None if priced is None else priced.at_picked()
+    rps = np.array([float(r.workload.traffic.requests_per_second) for r, _ in rows])
+    if sized is not None and np.array_equal(rate, rps):  # the rate the sizing priced
+        terms, local = sized
+    else:
+        terms = layouts.worker_terms(rate)
+        local = layouts.local_of(rate, terms)
     short_terms, short_ttft_of, tpot99 = terms
-    local = layouts.local_of(rate, terms)
     short_p99 = p99s.add(*short_terms)
 
     def reported() -> list[Candidate]:
@@ -375,9 +383,9 @@ def evaluate_many_later(
     chosen = [(r, by_t[t]) for (r, _, _, by_t), t in zip(out, picks, strict=True) if t is not None]
     # Each sized for its workload's rate (`conditional_sizing`), as the modes are.
     at = None if lifted is None or not chosen else lifted.index([c for _, c in chosen])
-    sized = sized_for_rate(resolved[0], chosen, lifted)
+    sized, priced = sized_rows(resolved[0], chosen, lifted)
     chosen = list(zip([r for r, _ in chosen], sized, strict=True))
-    reports = _report_rows(resolved[0], chosen, p99s, lifted, at) if chosen else list
+    reports = _report_rows(resolved[0], chosen, p99s, lifted, at, priced) if chosen else list
 
     def layouts(
         colos: list[ColocatedResult], disaggs: list[DisaggregatedResult]

@@ -116,7 +116,7 @@ class Layouts:
             lengths=self.lengths.map(take),
         )
 
-    def pooled(self, rate_per_s: np.ndarray) -> _Part:
+    def pooled(self, rate_per_s: np.ndarray) -> Part:
         """The pool's queue at a total rate (it takes its share of it)."""
         c_wait, theta = queueing.wait_tail(
             rate_per_s * self.long_share / 1e3,
@@ -125,9 +125,9 @@ class Layouts:
             self.pool.scv,
         )
         one = np.ones_like(c_wait)
-        return _Part(c_wait, theta, self.pool.nodes_ms, np.zeros_like(c_wait), one, None)
+        return Part(c_wait, theta, self.pool.nodes_ms, np.zeros_like(c_wait), one, None)
 
-    def local(self, rate_per_s: np.ndarray) -> _Part:
+    def local(self, rate_per_s: np.ndarray) -> Part:
         """The decode workers at a total rate: their local prompts' queue and TPOT."""
         return self.local_of(rate_per_s, self.worker_terms(rate_per_s))
 
@@ -146,7 +146,7 @@ class Layouts:
             on=(at, grid),
         )
 
-    def local_of(self, rate_per_s: np.ndarray, worker_terms: tuple) -> _Part:
+    def local_of(self, rate_per_s: np.ndarray, worker_terms: tuple) -> Part:
         """`local` from the decode workers' `worker_terms` at that rate (a caller that has
         them: the report solves their own p99s from the same terms)."""
         terms, reported, tpot = worker_terms
@@ -160,9 +160,9 @@ class Layouts:
         b = np.ravel(reported(np.ones(n))) - a
         nodes = np.asarray(nodes_ms, dtype=float)
         nodes = np.broadcast_to(nodes.reshape(-1, nodes.shape[-1]), (n, nodes.shape[-1]))
-        return _Part(np.ravel(c_wait), np.ravel(theta), nodes, a, b, np.ravel(tpot))
+        return Part(np.ravel(c_wait), np.ravel(theta), nodes, a, b, np.ravel(tpot))
 
-    def miss(self, t_ms: np.ndarray, pooled: _Part, local: _Part) -> np.ndarray:
+    def miss(self, t_ms: np.ndarray, pooled: Part, local: Part) -> np.ndarray:
         """The share of all requests whose TTFT exceeds t, with both parts at one rate."""
         s = self.long_share
         pooled_miss, local_miss = _both_miss(pooled, local, t_ms)
@@ -189,7 +189,7 @@ def pool_at_rows(pool: Pool, n: int, rows: np.ndarray) -> Pool:
 
 
 @dataclass(frozen=True)
-class _Part:
+class Part:
     """One part's TTFT at a rate: the pooled wait (C, theta), S' at the z nodes, the map
     a + b x onto the reported TTFT, and (the decode workers) the TPOT."""
 
@@ -200,10 +200,10 @@ class _Part:
     b: np.ndarray
     tpot_ms: np.ndarray | None
 
-    def columns(self) -> _Part:
+    def columns(self) -> Part:
         """The part with its rows as columns (N, 1), for times (N, P)."""
         col = lambda a: None if a is None else np.asarray(a)[:, None]  # noqa: E731
-        return _Part(
+        return Part(
             col(self.c_wait),
             col(self.theta),
             np.asarray(self.nodes_ms)[:, None, :],
@@ -226,7 +226,7 @@ class _Part:
 _STACKED = ("c_wait", "theta", "nodes_ms", "a", "b")
 
 
-def _both_miss(pooled: _Part, local: _Part, t_ms: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+def _both_miss(pooled: Part, local: Part, t_ms: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """(`pooled.miss(t)`, `local.miss(t)`) in one pass: the two parts' rows stacked (the
     pooled part's first) and read at once, then split.
 
@@ -239,7 +239,7 @@ def _both_miss(pooled: _Part, local: _Part, t_ms: np.ndarray) -> tuple[np.ndarra
     n = len(pooled.c_wait)
     assert np.shape(pooled.nodes_ms) == np.shape(local.nodes_ms)
     # Both parts' fields have one row per candidate (N, ...) in the same shapes.
-    stacked = _Part(
+    stacked = Part(
         *(np.concatenate((getattr(pooled, k), getattr(local, k))) for k in _STACKED), None
     )
     both = stacked.miss(np.concatenate((t, t)))
@@ -312,9 +312,10 @@ def lift(layouts: Layouts, settled_per_s: np.ndarray, cap_per_s: np.ndarray) -> 
     return out
 
 
-def within(layouts: Layouts, rate_per_s: np.ndarray) -> np.ndarray:
-    """Whether at most 1% of all requests miss the TTFT target and the TPOT meets its target."""
-    local = layouts.local(rate_per_s)
+def within(layouts: Layouts, rate_per_s: np.ndarray, local: Part | None = None) -> np.ndarray:
+    """Whether at most 1% of all requests miss the TTFT target and the TPOT meets its target.
+    `local`, `layouts.local(rate_per_s)`, may be passed in by a caller that has it."""
+    local = layouts.local(rate_per_s) if local is None else local
     miss = layouts.miss(layouts.ttft_ms, layouts.pooled(rate_per_s), local)
     return (miss <= queueing.P99_TAIL) & (local.tpot_ms <= layouts.tpot_ms * (1 + 1e-9))
 
@@ -324,7 +325,7 @@ def overall_p99_ms(
     rate_per_s: np.ndarray,
     pooled_p99_ms: np.ndarray,
     local_p99_ms: np.ndarray,
-    local: _Part | None = None,
+    local: Part | None = None,
 ) -> np.ndarray:
     """The p99 TTFT over all requests at a total rate (N,): the time whose combined miss is 1%.
 
