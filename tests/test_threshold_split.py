@@ -100,3 +100,13 @@ def test_every_threshold_row_is_the_split_at_that_threshold():
                 assert all(float(getattr(mine, k)) == float(v) for k, v in vars(ref).items())
             checked += 1
     assert checked > 1000
+
+
+def test_geomspace_is_numpys_bit_for_bit():
+    rng = np.random.default_rng(16)
+    for _ in range(5000):
+        lo = float(np.exp(rng.uniform(np.log(16.0), np.log(1e6))))
+        hi = lo * float(np.exp(rng.uniform(0.001, 9.0)))
+        for num in (2, 16, 33):
+            ours, numpys = threshold_split.geomspace(lo, hi, num), np.geomspace(lo, hi, num)
+            assert np.array_equal(ours.view(np.int64), numpys.view(np.int64)), (lo, hi, num)

@@ -235,5 +235,17 @@ def thresholds(comps: list[Component]) -> np.ndarray:
     lo = min(c.prompt_p50 * (1 - c.hit_rate) * math.exp(-2.5 * c.prompt_sigma) for c in comps)
     hi = max(c.prompt_p50 * (1 - c.hit_rate) * math.exp(2.5 * c.prompt_sigma) for c in comps)
     lo, hi = max(lo, 16.0), max(hi, 32.0)
-    grid = np.geomspace(lo, max(hi, lo * 1.01), THRESHOLD_POINTS)
+    grid = geomspace(lo, max(hi, lo * 1.01), THRESHOLD_POINTS)
     return sorted_unique(np.maximum(np.round(grid / 16) * 16, 16))
+
+
+def geomspace(lo: float, hi: float, num: int) -> np.ndarray:
+    """`np.geomspace(lo, hi, num)` for 0 < lo < hi and num >= 2, the same bits: numpy's own
+    steps (powers of 10 of an even grid in log10, built as `np.linspace` builds it, the ends
+    set to lo and hi) without its layers of argument handling (some 40 calls a workload)."""
+    log_lo, log_hi = np.log10(lo), np.log10(hi)
+    y = np.arange(num, dtype=float) * ((log_hi - log_lo) / (num - 1)) + log_lo
+    y[-1] = log_hi
+    out = np.power(10.0, y)
+    out[0], out[-1] = lo, hi
+    return out

@@ -313,12 +313,10 @@ class SearchRows:
 def block_rows(cands: Sequence[Candidate]) -> tuple[SearchRows, np.ndarray] | None:
     """The one block of search rows all `cands` were found on and their rows in it, or None
     where one has none or they come from several (then the caller builds them)."""
-    if not cands or any(c.row is None for c in cands):
+    rows = [c.row for c in cands]
+    if not rows or None in rows or len({id(block) for block, _ in rows}) > 1:
         return None
-    block = cands[0].row[0]
-    if any(c.row[0] is not block for c in cands):
-        return None
-    return block, np.array([c.row[1] for c in cands], dtype=np.int64)
+    return rows[0][0], np.array([i for _, i in rows], dtype=np.int64)
 
 
 @dataclass(frozen=True)

@@ -198,7 +198,7 @@ def choose(
     A threshold of None is "no prefill pool" (colocated), larger than any number; 0 is
     always-disaggregated. Fewer KV transfers for the same goodput is the better layout.
     """
-    best = max(g for _, g in options)
+    best = max([g for _, g in options])
     near = [i for i, (_, g) in enumerate(options) if g >= NEAR_BEST * best and g > 0]
     if not near:
         return 0
@@ -405,7 +405,7 @@ def _options(
     """(threshold, goodput) of always-disaggregated, every threshold and no prefill pool."""
     return [
         (0.0, disagg.max_rate_per_s if disagg.feasible else 0.0),
-        *((t, c.goodput_rate_per_s) for t, c in sorted(by_t.items())),
+        *[(t, c.goodput_rate_per_s) for t, c in sorted(by_t.items())],
         (None, colo.max_rate_per_s if colo.feasible else 0.0),
     ]
 
