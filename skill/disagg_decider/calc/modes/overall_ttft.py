@@ -35,7 +35,7 @@ import numpy as np
 
 from disagg_decider.calc.physics.step import Engine
 from disagg_decider.calc.queues import queueing
-from disagg_decider.calc.queues.array_helpers import map_fields
+from disagg_decider.calc.queues.array_helpers import broadcast, map_fields
 from disagg_decider.calc.replicas import colocated, colocated_load
 from disagg_decider.calc.replicas.colocated import ColocatedGrid
 from disagg_decider.calc.replicas.colocated_load import _lines_at_rows, _row_subset
@@ -124,8 +124,9 @@ class Layouts:
             self.pool.mean_ms,
             self.pool.scv,
         )
-        one = np.ones_like(c_wait)
-        return Part(c_wait, theta, self.pool.nodes_ms, np.zeros_like(c_wait), one, None)
+        c_wait = np.asarray(c_wait)
+        zero, one = np.zeros(c_wait.shape), np.ones(c_wait.shape)
+        return Part(c_wait, theta, self.pool.nodes_ms, zero, one, None)
 
     def local(self, rate_per_s: np.ndarray) -> Part:
         """The decode workers at a total rate: their local prompts' queue and TPOT."""
@@ -156,11 +157,12 @@ class Layouts:
         # (`colocated_load`): reported = a + b x, read off the map itself; the miss of the
         # reported time t is the queue's miss of the time that maps onto it.
         n = len(rate_per_s)
-        a = np.ravel(reported(np.zeros(n)))
-        b = np.ravel(reported(np.ones(n))) - a
+        flat = lambda v: np.asarray(v).reshape(-1)  # noqa: E731  (`np.ravel`, one call)
+        a = flat(reported(np.zeros(n)))
+        b = flat(reported(np.ones(n))) - a
         nodes = np.asarray(nodes_ms, dtype=float)
-        nodes = np.broadcast_to(nodes.reshape(-1, nodes.shape[-1]), (n, nodes.shape[-1]))
-        return Part(np.ravel(c_wait), np.ravel(theta), nodes, a, b, np.ravel(tpot))
+        nodes = broadcast(nodes.reshape(-1, nodes.shape[-1]), (n, nodes.shape[-1]))
+        return Part(flat(c_wait), flat(theta), nodes, a, b, flat(tpot))
 
     def miss(self, t_ms: np.ndarray, pooled: Part, local: Part) -> np.ndarray:
         """The share of all requests whose TTFT exceeds t, with both parts at one rate."""
@@ -214,8 +216,10 @@ class Part:
 
     def miss(self, t_ms: np.ndarray) -> np.ndarray:
         """P(reported TTFT > t)."""
-        with np.errstate(divide="ignore", invalid="ignore"):
-            x = np.where(self.b > 0, (t_ms - self.a) / self.b, np.where(t_ms >= self.a, np.inf, 0))
+        # The queue's time that maps onto t: (t - a) / b where the map rises (b > 0), else
+        # past every time where t reaches the flat map's value and none where it does not.
+        x = np.where(t_ms >= self.a, np.inf, 0.0)
+        np.divide(t_ms - self.a, self.b, out=x, where=self.b > 0)
         x = np.where(np.isnan(x), np.inf, x)
         tail = queueing.sum_exceed_probability(
             self.c_wait, self.theta, self.nodes_ms, np.minimum(x, 1e300)
@@ -235,13 +239,21 @@ def _both_miss(pooled: Part, local: Part, t_ms: np.ndarray) -> tuple[np.ndarray,
     alone; one pass saves the fixed cost of the other (the parts have as many rows, which a
     decision's few candidates make small).
     """
-    t = np.asarray(t_ms, dtype=float)
-    n = len(pooled.c_wait)
-    assert np.shape(pooled.nodes_ms) == np.shape(local.nodes_ms)
+    return _stacked_miss(_stack(pooled, local), t_ms)
+
+
+def _stack(pooled: Part, local: Part) -> Part:
+    """Both parts' rows in one part, the pooled part's first (`_both_miss`)."""
+    assert np.asarray(pooled.nodes_ms).shape == np.asarray(local.nodes_ms).shape
     # Both parts' fields have one row per candidate (N, ...) in the same shapes.
-    stacked = Part(
-        *(np.concatenate((getattr(pooled, k), getattr(local, k))) for k in _STACKED), None
-    )
+    return Part(*[np.concatenate((getattr(pooled, k), getattr(local, k))) for k in _STACKED], None)
+
+
+def _stacked_miss(stacked: Part, t_ms: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """`_both_miss` on parts already stacked (`_stack`): a caller that reads them at many
+    times stacks them once."""
+    t = np.asarray(t_ms, dtype=float)
+    n = len(stacked.c_wait) // 2
     both = stacked.miss(np.concatenate((t, t)))
     return both[:n], both[n:]
 
@@ -344,13 +356,13 @@ def overall_p99_ms(
     lo, hi = np.where(finite, lo, 0.0), np.where(finite, hi, 0.0)
     # Each round tries `LIFT_POINTS` times per row in one pass and keeps the step in which the
     # combined miss falls to 1% (it falls with the time); the answer is that step's top.
-    pooled_at, local_at = pooled.columns(), local.columns()
+    stacked = _stack(pooled.columns(), local.columns())
     share = layouts.long_share[:, None]
     step = np.arange(1, LIFT_POINTS + 1) / LIFT_POINTS
     each = np.arange(lo.size)
     for _ in range(TIME_ROUNDS):
         grid = lo[:, None] + (hi - lo)[:, None] * step
-        pooled_miss, local_miss = _both_miss(pooled_at, local_at, grid)
+        pooled_miss, local_miss = _stacked_miss(stacked, grid)
         miss = share * pooled_miss + (1.0 - share) * local_miss
         within_ = miss <= queueing.P99_TAIL
         first = np.argmax(within_, axis=1)  # the first time within 1% (the top if none)
