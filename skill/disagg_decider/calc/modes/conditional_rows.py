@@ -175,19 +175,10 @@ def priced_rows(first: Resolved, rows: list[tuple[Resolved, Candidate]]) -> Lift
     the most requests per second at which 1% of all of them, pooled and local together, miss
     it, at least the settled (part by part) goodput; `rows` not empty."""
     parts = Rows.of(first, rows)
-    n = len(rows)
-    shape3 = lambda a: np.reshape(a, (-1, 1, 1))  # noqa: E731
-    worker_cap = overall_ttft.worker_capacity_per_s(
-        engine_for(first, shape3(parts.d_tp)),
-        parts.local.map(shape3),
-        shape3([r.workload.slo.tpot_ms for r, _ in rows]).astype(float),
-        np.array([float(c.chunk_tokens) for _, c in rows]),
-        shape3(parts.ys),
-    )
+    layouts = parts.layouts(rows)
     ingress = parts.ingress_per_s()
     settled = np.array([c.goodput_rate_per_s for _, c in rows])
-    cap = parts.ys * np.minimum(np.reshape(worker_cap, n), ingress)
-    layouts = parts.layouts(rows)
+    cap = parts.ys * np.minimum(layouts.worker_capacity_per_s(), ingress)
     lifted = overall_ttft.lift(layouts, settled, cap)
     priced = [
         amended(c, goodput_rate_per_s=g)

@@ -30,7 +30,6 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
-from disagg_decider.calc.layouts.search import engine_for
 from disagg_decider.calc.layouts.thresholds import Candidate, amended
 from disagg_decider.calc.modes import overall_ttft
 from disagg_decider.calc.modes.conditional_rows import Lifted, Rows
@@ -208,16 +207,8 @@ def _carries(
             * 1e3
             / layouts.long_share
         )
-    shape3 = lambda a: np.reshape(a, (-1, 1, 1))  # noqa: E731
-    worker_cap = overall_ttft.worker_capacity_per_s(
-        engine_for(first, shape3(layouts.engine.tp)),
-        layouts.lengths.map(shape3),
-        shape3(layouts.tpot_ms),
-        np.ravel(layouts.chunk),
-        shape3(layouts.decode_servers),
-    )
     ingress = ingress_per_s[owner]
-    worker_cap = layouts.decode_servers * np.minimum(np.ravel(worker_cap), ingress)
+    worker_cap = layouts.decode_servers * np.minimum(layouts.worker_capacity_per_s(), ingress)
     room = (rate_per_s <= pool_cap) & (rate_per_s <= worker_cap)
     terms = layouts.worker_terms(rate_per_s)
     local = layouts.local_of(rate_per_s, terms)

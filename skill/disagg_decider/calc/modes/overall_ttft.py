@@ -116,6 +116,18 @@ class Layouts:
             lengths=self.lengths.map(take),
         )
 
+    def worker_capacity_per_s(self) -> np.ndarray:
+        """Each row's decode worker capacity on every limit but TTFT (N,), at its own chunk
+        and number of workers (`worker_capacity_per_s`, on the search's axes)."""
+        lines = lambda a: np.asarray(a, dtype=float).reshape(-1, 1, 1)  # noqa: E731
+        return worker_capacity_per_s(
+            replace(self.engine, tp=lines(self.engine.tp)),
+            self.lengths.map(lines),
+            lines(self.tpot_ms),
+            self.chunk.reshape(-1),
+            lines(self.decode_servers),
+        )
+
     def pooled(self, rate_per_s: np.ndarray) -> Part:
         """The pool's queue at a total rate (it takes its share of it)."""
         c_wait, theta = queueing.wait_tail(
@@ -277,7 +289,7 @@ def worker_capacity_per_s(engine, lengths, tpot_ms, chunk, servers) -> np.ndarra
         chunk.reshape(-1, 1),
         servers=servers,
     )
-    return np.ravel(found.rate_per_s)
+    return np.asarray(found.rate_per_s).reshape(-1)
 
 
 def lift(layouts: Layouts, settled_per_s: np.ndarray, cap_per_s: np.ndarray) -> np.ndarray:
