@@ -4,16 +4,16 @@ Run from the repository root (or give another checkout's root, to compare two ve
 
     python benchmarks/conditional_calls.py [--root PATH] [--workloads 256]
 
-Counts, as `decide_calls.py` does (cProfile's `total_calls`, the same on every run), only
-the calls made inside `conditional.evaluate_many_later` and the function it returns (the
+Counts, as `decide_calls.py` does (cProfile's `total_calls`, the same on every run), the
+calls made inside `conditional.evaluate_many_later` and the function it returns (the
 threshold search, the settling, the lift onto the overall TTFT target, the sizing for the
-rate and the report): per decision over a seeded batch (`workload_mix.py`, seed 7), and per
-example decided alone.
+rate and the report), beside the whole decision's: per decision over a seeded batch
+(`workload_mix.py`, seed 7), and per example decided alone. Calls are a proxy: numpy's
+operators on arrays cost time without counting as calls, so `decide_cpu_ab.py` has the CPU.
 """
 
 from __future__ import annotations
 
-import argparse
 import cProfile
 import pstats
 import statistics
@@ -38,9 +38,11 @@ def counting(fn: Callable, total: list[int]) -> Callable:
     return inner
 
 
-def region_calls(root: Path, workloads: int) -> tuple[float, dict[str, int]]:
-    """(calls per decision in the batch, calls per example decided alone)."""
+def region_calls(root: Path, workloads: int) -> dict[str, tuple[float, float]]:
+    """(calls in the conditional search, calls of the whole decision): per decision over the
+    batch (key "batched"), and for each example decided alone."""
     sys.path[:0] = [str(root / "skill"), str(root / "benchmarks")]
+    from decide_calls import calls
     from disagg_decider.calc.modes import conditional
     from disagg_decider.decide import decide, decide_many
     from disagg_decider.workload import load_workload
@@ -51,38 +53,38 @@ def region_calls(root: Path, workloads: int) -> tuple[float, dict[str, int]]:
     decide_many(mix[:64])  # warm: tables and caches built outside the counts
     for w in examples.values():
         decide(w)
+    out: dict[str, tuple[float, float]] = {}
     total = [0]
     original = conditional.evaluate_many_later
     conditional.evaluate_many_later = counting(original, total)
     try:
         decide_many(mix)
-        batched = total[0] / len(mix)
-        one = {}
+        out["batched"] = (total[0] / len(mix), 0.0)
         for name, w in examples.items():
             total[0] = 0
             decide(w)
-            one[name] = total[0]
+            out[name] = (float(total[0]), 0.0)
     finally:
         conditional.evaluate_many_later = original
-    return batched, one
+    # The whole decisions, counted apart (one profiler at a time).
+    out["batched"] = (out["batched"][0], calls(lambda: decide_many(mix)) / len(mix))
+    for name, w in examples.items():
+        out[name] = (out[name][0], float(calls(lambda w=w: decide(w))))
+    return out
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--root", type=Path, default=Path(__file__).resolve().parents[1])
-    parser.add_argument("--workloads", type=int, default=256, help="batch size of the mix")
-    args = parser.parse_args()
-    root = args.root.resolve()
-    batched, one = region_calls(root, args.workloads)
-    searched = [n for n in one.values() if n > 0]
-    print(f"{root}")
-    print(f"batched: {batched:,.0f} calls per decision in the conditional search")
-    for name, n in one.items():
-        print(f"  {name:<44} {n:>9,}")
-    print(
-        f"one by one: median over the {len(searched)} examples that search thresholds "
-        f"{statistics.median(searched):,.0f}"
-    )
+    from decide_calls import arguments
+
+    args = arguments(__doc__.splitlines()[0])
+    found = region_calls(args.root, args.workloads)
+    print(f"{args.root}")
+    print(f"{'calls per decision':<46} {'conditional':>11} {'decision':>9} {'share':>6}")
+    for name, (region, whole) in found.items():
+        print(f"  {name:<44} {region:>11,.0f} {whole:>9,.0f} {region / whole:>6.0%}")
+    searched = [region for name, (region, _) in found.items() if name != "batched" and region]
+    print(f"median over the {len(searched)} examples that search thresholds:", end=" ")
+    print(f"{statistics.median(searched):,.0f}")
 
 
 if __name__ == "__main__":
