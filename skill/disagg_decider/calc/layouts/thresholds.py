@@ -219,7 +219,7 @@ def _decode_workers(
     capacity is never read into a candidate. Rows no split needs read capacity 0, which gives
     the same 0 there.
     """
-    keys, sizes, needs, blocks = [], [], [], []
+    keys, sizes, needs = [], [], []
     for k, s in enumerate(live):
         by_tp: dict[int, set[float]] = {}
         for pair in s.pairs:
@@ -234,27 +234,31 @@ def _decode_workers(
     if not keys:
         return {}
     w = first.workload
-    column: dict[str, list[np.ndarray]] = {"tp": [], "ttft": [], "tpot": [], "servers": []}
+    # Every needed row in (workload, decode TP, threshold, size) order: its threshold's row in
+    # all workloads' local parts stacked, its size, and its key's columns.
+    starts = np.cumsum([0] + [s.n for s in live])
+    at, servers, counts, per_key = [], [], [], []
     for (k, d_tp), ys, need in zip(keys, sizes, needs, strict=True):
-        s = live[k]
-        rows = int(need.sum())
-        each = need.ravel()
-        threshold_of = np.repeat(np.arange(s.n), ys.size)[each]  # each row's threshold
-        blocks.append(s.locals_.map(lambda v, at=threshold_of: v[at]))
-        column["tp"].append(np.full(rows, float(d_tp)))
-        column["ttft"].append(np.full(rows, float(s.r.workload.slo.ttft_ms)))
-        column["tpot"].append(np.full(rows, float(s.r.workload.slo.tpot_ms)))
-        column["servers"].append(np.tile(ys, s.n)[each])
-    col = {k: np.concatenate(v).reshape(-1, 1, 1) for k, v in column.items()}
+        t, y = np.nonzero(need)  # row-major: the order `need.ravel()` selects
+        at.append(t + starts[k])
+        servers.append(ys[y])
+        counts.append(t.size)
+        slo = live[k].r.workload.slo
+        per_key.append((float(d_tp), float(slo.ttft_ms), float(slo.tpot_ms)))
+    at = np.concatenate(at)
     rate, chunk_index = np.zeros(0), np.zeros(0, dtype=np.int64)
-    if col["tp"].size:
+    if at.size:
+        # (3, rows), each row contiguous: the decode TP, the TTFT and TPOT targets
+        each = np.repeat(np.array(per_key).T, counts, axis=1)
+        tp, ttft, tpot = (each[i].reshape(-1, 1, 1) for i in range(3))
+        locals_ = _concat([s.locals_ for s in live], (-1,))
         found = colocated.best_points(
-            engine_for(first, col["tp"]),
-            _concat(blocks, (-1, 1, 1)),
-            col["ttft"],
-            col["tpot"],
+            engine_for(first, tp),
+            locals_.map(lambda v: v[at].reshape(-1, 1, 1)),
+            ttft,
+            tpot,
             np.asarray(w.efficiency.chunk_tokens, dtype=float),
-            servers=col["servers"],
+            servers=np.concatenate(servers).reshape(-1, 1, 1),
         )
         rate, chunk_index = np.ravel(found.rate_per_s), np.ravel(found.chunk_index)
     out, start = {}, 0
@@ -416,9 +420,9 @@ def _best_splits(s: _Search, pools: _PoolRates, totals: tuple, pair: tuple[int, 
         s.table.thresholds.tolist(),
         s.table.long_share.tolist(),
         best.tolist(),
-        pools.x[at].tolist(),
-        pools.y[at].tolist(),
-        chunks[chunk_i[at]].tolist(),
+        pools.x[at].astype(np.int64).tolist(),  # whole replicas and tokens, as ints
+        pools.y[at].astype(np.int64).tolist(),
+        chunks[chunk_i[at]].astype(np.int64).tolist(),
         pools.total_per_s[at].tolist(),
         per_replica[at].tolist(),
         strict=True,
@@ -434,9 +438,9 @@ def _best_splits(s: _Search, pools: _PoolRates, totals: tuple, pair: tuple[int, 
                 goodput_rate_per_s=goodput,
                 prefill_tp=pair[0],
                 decode_tp=pair[1],
-                prefill_replicas=int(x),
-                decode_replicas=int(y),
-                chunk_tokens=int(chunk),
+                prefill_replicas=x,
+                decode_replicas=y,
+                chunk_tokens=chunk,
                 ttft_p99_ms=None,
                 tpot_p99_ms=None,
                 pool_rate_per_s=pool_rate,

@@ -30,6 +30,7 @@ the modes already sized, so the layout's goodput is never below either. Among th
 
 from __future__ import annotations
 
+import itertools
 import math
 import operator
 from collections.abc import Callable
@@ -68,6 +69,7 @@ from disagg_decider.workload import Resolved
 _NOT_SEARCHED = "heterogeneous pools: routing thresholds are not searched (one GPU type per role); "
 NEAR_BEST = 0.99  # thresholds within 1% of the best goodput count as equally good
 _GOODPUT = operator.attrgetter("goodput_rate_per_s")
+_THRESHOLD = operator.attrgetter("threshold_tokens")
 
 
 def settle(r: Resolved, c: Candidate) -> Candidate:
@@ -261,12 +263,12 @@ def best_per_threshold(r: Resolved, found: list[Candidate]) -> dict[float, Candi
 
 def _by_threshold(found: list[Candidate]) -> dict[float, list[Candidate]]:
     """Candidates per threshold, best grid goodput first."""
-    groups: dict[float, list[Candidate]] = {}
-    for c in found:
-        groups.setdefault(c.threshold_tokens, []).append(c)
-    for group in groups.values():  # stable: ties keep the order found
-        group.sort(key=_GOODPUT, reverse=True)
-    return groups
+    # Stable sorts: within a threshold, ties keep the order found.
+    ordered = sorted(found, key=_THRESHOLD)
+    return {
+        t: sorted(group, key=_GOODPUT, reverse=True)
+        for t, group in itertools.groupby(ordered, key=_THRESHOLD)
+    }
 
 
 def _best_of_groups(
