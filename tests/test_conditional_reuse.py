@@ -83,7 +83,7 @@ def test_each_reuse_gives_what_computing_again_gives(reuse, resolved, reused, mo
     assert again == reused  # every field, every float exactly
 
 
-def test_each_reuse_alone_or_one_by_one_in_a_batch(resolved, reused):
+def test_a_workload_decided_alone_gets_what_it_gets_in_the_batch(resolved, reused):
     """A workload decided alone reuses only its own rows: the same result as in the batch."""
     alone = [compare.analyze_many([r])[0].conditional for r in resolved[:12]]
     assert alone == reused[:12]
