@@ -33,12 +33,19 @@ def calls(fn: Callable[[], object]) -> int:
     return pstats.Stats(profile).total_calls
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+def arguments(description: str) -> argparse.Namespace:
+    """--root (the checkout counted, resolved) and --workloads (the batch's size)."""
+    parser = argparse.ArgumentParser(description=description)
     parser.add_argument("--root", type=Path, default=Path(__file__).resolve().parents[1])
     parser.add_argument("--workloads", type=int, default=256, help="batch size of the mix")
     args = parser.parse_args()
-    root = args.root.resolve()
+    args.root = args.root.resolve()
+    return args
+
+
+def main() -> None:
+    args = arguments(__doc__.splitlines()[0])
+    root = args.root
     sys.path[:0] = [str(root / "skill"), str(root / "benchmarks")]
     from disagg_decider.decide import decide, decide_many
     from disagg_decider.workload import load_workload

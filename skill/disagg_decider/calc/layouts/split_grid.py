@@ -53,6 +53,12 @@ def _rows(grids: list[np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
     return x, used
 
 
+def prices_every_size(budget: float, p_tp: int, d_tp: int) -> bool:
+    """Whether `first_grid` prices every split the budget allows: then `refine` settles on
+    the first pass (each best's whole neighbours are priced), so it need not be asked."""
+    return most_prefill(budget, p_tp, d_tp) <= GRID_SIZES
+
+
 def first_grid(budget: float, p_tp: int, d_tp: int, n: int) -> tuple[np.ndarray, np.ndarray]:
     """The first pass's sizes for n thresholds: (x (n, X), used (n, X)); X = 0 where no split
     holds a replica of each role."""
@@ -60,7 +66,9 @@ def first_grid(budget: float, p_tp: int, d_tp: int, n: int) -> tuple[np.ndarray,
     if most < 1:
         return np.zeros((n, 0)), np.zeros((n, 0), dtype=bool)
     grid = _spread(1, most, GRID_SIZES)
-    return np.broadcast_to(grid, (n, grid.size)).copy(), np.ones((n, grid.size), dtype=bool)
+    x = np.empty((n, grid.size))
+    x[...] = grid  # the grid on every threshold's row
+    return x, np.ones((n, grid.size), dtype=bool)
 
 
 def refine(

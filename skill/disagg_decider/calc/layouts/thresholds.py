@@ -11,32 +11,30 @@ search: a decision pays numpy's fixed cost per call a few times instead of per p
 
 from __future__ import annotations
 
-import math
 from collections.abc import Sequence
-from dataclasses import dataclass, replace
-from functools import lru_cache
+from dataclasses import dataclass, field
 
 import numpy as np
 
 from disagg_decider.calc.layouts import split_grid
 from disagg_decider.calc.layouts.pools import ingress_rate_per_s, prefill_pool, rate_where
 from disagg_decider.calc.layouts.search import engine_for
+from disagg_decider.calc.layouts.threshold_split import (  # noqa: F401  (public here too)
+    THRESHOLD_POINTS,
+    Parts,
+    SplitTable,
+    batch_weighted,
+    mixture_lengths,
+    split_at,
+    split_table,
+    thresholds,
+)
 from disagg_decider.calc.physics.kvpath import TransferPath, transfer_path
-from disagg_decider.calc.queues.array_helpers import sorted_unique
 from disagg_decider.calc.replicas import colocated, decode, prefill
 from disagg_decider.calc.replicas.lengths import Lengths
-from disagg_decider.classes import (
-    Component,
-    class_seats,
-    class_size_biased,
-    components,
-    fit_moments,
-    partial_moments,
-    seat_context_scv,
-)
+from disagg_decider.classes import components
 from disagg_decider.workload import Resolved
 
-THRESHOLD_POINTS = 16  # candidate thresholds between the shortest and longest prompts
 MIN_SHARE = 1e-3  # a part holding fewer requests than this is not a pool of its own
 
 
@@ -59,137 +57,15 @@ class Candidate:
     settled: bool = False  # goodput checked against the reported p99s (`settle`)
     pooled_ttft_p99_ms: float | None = None  # the pooled long prompts' own p99 TTFT (report)
     local_ttft_p99_ms: float | None = None  # the locally prefilled prompts' own p99 TTFT
+    # Where the search priced it: (its pass's `SearchRows`, its row there).
+    row: tuple | None = field(default=None, compare=False, repr=False)
+    # Where it was settled: (the decode workers' lines and batch grid built there, its row).
+    workers: tuple | None = field(default=None, compare=False, repr=False)
 
-
-@dataclass(frozen=True)
-class Parts:
-    """The length distribution split at T: the prefill pool's part and the decode workers'."""
-
-    long_share: float
-    long: Lengths  # requests above T, as one log-normal (scalars)
-    local: Lengths  # every request's decode, with the short prompts' local prefill work
-
-
-def split_at(comps: list[Component], threshold: float) -> Parts:
-    """Split the mix of classes at T uncached tokens (moment-matched parts).
-
-    Cached: the search, the settling of its candidates and the report each split the same
-    workload at the same thresholds. The parts are shared, so callers never modify them.
-    """
-    return _split_at(tuple(comps), float(threshold))
-
-
-@lru_cache(maxsize=1024)
-def _split_at(comps: tuple[Component, ...], threshold: float) -> Parts:
-    long_w = long_m1 = long_m2 = long_c1 = out_long1 = out_long2 = 0.0
-    short_w = short_m1 = short_m2 = 0.0
-    short_biased = 0.0  # sum over classes of w x (tokens below T)^2 / (share below T)
-    for c in comps:
-        share = 1.0 - c.hit_rate
-        # The class's uncached tokens are log-normal with median p50 * share, same sigma.
-        u_p50 = c.prompt_p50 * share
-        below0, below1, below2 = partial_moments(u_p50, c.prompt_sigma, threshold)
-        total1 = u_p50 * math.exp(c.prompt_sigma**2 / 2)
-        total2 = u_p50**2 * math.exp(2 * c.prompt_sigma**2)
-        frac_long = 1.0 - below0
-        long_w += c.weight * frac_long
-        long_m1 += c.weight * (total1 - below1)
-        long_m2 += c.weight * (total2 - below2)
-        long_c1 += c.weight * (total1 - below1) / share * (1.0 - share)  # cached tokens
-        o1 = c.output_p50 * math.exp(c.output_sigma**2 / 2)
-        o2 = c.output_p50**2 * math.exp(2 * c.output_sigma**2)
-        out_long1 += c.weight * frac_long * o1
-        out_long2 += c.weight * frac_long * o2
-        short_w += c.weight * below0
-        short_m1 += c.weight * below1
-        short_m2 += c.weight * below2
-        if below0 > 0.0:
-            short_biased += c.weight * below1 * below1 / below0
-    whole = _whole_mix(comps)
-    long = whole
-    # A part whose mean cancels to zero (a tail far past T, or below it) has no moments to fit;
-    # it keeps the whole mix's lengths at its vanishing share.
-    if long_w > 0 and long_m1 > 0:
-        u_p50, u_sigma = fit_moments(long_m1 / long_w, long_m2 / long_w)
-        hit = long_c1 / (long_m1 + long_c1) if long_m1 + long_c1 > 0 else 0.0
-        o_p50, o_sigma = fit_moments(out_long1 / long_w, out_long2 / long_w)
-        long = Lengths.build(u_p50 / (1.0 - hit), u_sigma, hit, o_p50, o_sigma)
-    local = whole
-    if short_w > 0 and short_m1 > 0:
-        # The tagged short request's own prompt: the short part's log-normal (uncached share 1
-        # so the colocated model's prompt quantiles are uncached tokens). The work per arriving
-        # request, short or not, is the zero-inflated E[u 1{u <= T}] and its second moment.
-        s_p50, s_sigma = fit_moments(short_m1 / short_w, short_m2 / short_w)
-        local = replace(
-            whole,
-            prompt_p50=np.asarray(s_p50),
-            prompt_sigma=np.asarray(s_sigma),
-            uncached_share=np.asarray(1.0),
-            uncached_mean=np.asarray(short_m1),
-            uncached_second_moment=np.asarray(short_m2),
-            uncached_size_biased=np.asarray(short_m2) / np.maximum(np.asarray(short_m1), 1e-9),
-            # The prompt a locally chunked token belongs to: the convention (the work per
-            # arriving request) times 1 + the spread between the classes' local prompts
-            # (`classes.chunk_prompt_tokens`): sum(w m1^2 / m0) x sum(w m0) / sum(w m1)^2 with
-            # m0, m1 a class's share and tokens below T; exactly 1 for one class.
-            chunk_prompt_tokens=np.asarray(
-                short_m1 * (short_biased * short_w / (short_m1 * short_m1))
-                if len(comps) > 1
-                else short_m1
-            ),
-        )
-    return Parts(long_share=long_w, long=long, local=local)
-
-
-@lru_cache(maxsize=256)
-def _whole_mix(comps: tuple[Component, ...]) -> Lengths:
-    """The whole mix as the decode batch sees it: the same at every threshold."""
-    return batch_weighted(mixture_lengths(list(comps)), list(comps))
-
-
-def mixture_lengths(comps: list[Component]) -> Lengths:
-    """The whole mix as one log-normal prompt and output (mean and second moment kept)."""
-    p1 = sum(c.weight * c.prompt_p50 * math.exp(c.prompt_sigma**2 / 2) for c in comps)
-    p2 = sum(c.weight * c.prompt_p50**2 * math.exp(2 * c.prompt_sigma**2) for c in comps)
-    u1 = sum(
-        c.weight * (1 - c.hit_rate) * c.prompt_p50 * math.exp(c.prompt_sigma**2 / 2) for c in comps
-    )
-    o1 = sum(c.weight * c.output_p50 * math.exp(c.output_sigma**2 / 2) for c in comps)
-    o2 = sum(c.weight * c.output_p50**2 * math.exp(2 * c.output_sigma**2) for c in comps)
-    p50, sigma = fit_moments(p1, p2)
-    o50, osigma = fit_moments(o1, o2)
-    return Lengths.build(p50, sigma, 1.0 - u1 / p1, o50, osigma)
-
-
-def batch_weighted(lengths: Lengths, comps: list[Component]) -> Lengths:
-    """The mix as a decode batch sees it: a request stays in the batch for its output, so
-    classes with long outputs fill more of it (Little's law per class). The batch's mean
-    context and KV held per sequence are weighted by output length; with one class this is
-    the calculator's convention (`Lengths.decode_context_mean`, `decode.held_tokens`)."""
-    if len(comps) == 1:
-        return lengths
-    seats, p, o = class_seats(comps)  # o: the output a seat of each class holds
-    total = sum(seats)
-    ctx = sum(s * (pi + oi / 2) for s, pi, oi in zip(seats, p, o, strict=True)) / total
-    held = sum(s * (pi + oi) for s, pi, oi in zip(seats, p, o, strict=True)) / total
-    # `decode.held_tokens` reads prompt_mean + output_mean exp(sigma^2): set so it gives `held`.
-    seat_output = float(lengths.output_mean * np.exp(np.square(lengths.output_sigma)))
-    return replace(
-        lengths,
-        decode_context_mean=np.asarray(ctx),
-        prompt_mean=np.asarray(held - seat_output),
-        chunk_prompt_tokens=np.asarray(class_size_biased(comps)),
-        context_scv=np.asarray(seat_context_scv(comps)),
-    )
-
-
-def thresholds(comps: list[Component]) -> np.ndarray:
-    """Candidate thresholds: log-spaced over the uncached prompts the classes span."""
-    lo = min(c.prompt_p50 * (1 - c.hit_rate) * math.exp(-2.5 * c.prompt_sigma) for c in comps)
-    hi = max(c.prompt_p50 * (1 - c.hit_rate) * math.exp(2.5 * c.prompt_sigma) for c in comps)
-    lo, hi = max(lo, 16.0), max(hi, 32.0)
-    grid = np.geomspace(lo, max(hi, lo * 1.01), THRESHOLD_POINTS)
-    return sorted_unique(np.maximum(np.round(grid / 16) * 16, 16))
+    def split(self, r: Resolved) -> Parts:
+        """The mix of r's workload (the candidate's own) split at the candidate's threshold
+        (a candidate the search found reads its rows there instead, `row`)."""
+        return split_at(components(r.workload), self.threshold_tokens)
 
 
 def candidates(r: Resolved, pairs: list[tuple[int, int]]) -> list[Candidate]:
@@ -218,18 +94,24 @@ def candidates_many(
         for pair in s.pairs
     }
     pools, totals = {}, {}  # each (workload, pair) once its bests are settled
+    # Pairs whose first grid holds every split are settled after one pass (`split_grid`).
+    every = {key for key in grids if split_grid.prices_every_size(live[key[0]].budget, *key[1])}
     while grids:
         priced = _prefill_pools(first, live, grids)  # keyed (index in live, pair)
         workers = _decode_workers(first, live, priced)  # keyed (index in live, decode TP)
         grids = {}
         for key, pool in priced.items():
             total = _totals(pool, workers[key[0], key[1][1]])
+            if key in every:
+                pools[key], totals[key] = pool, total
+                continue
             gap = pool.total_per_s - pool.y * total[1]  # P - D
             x, used, settled = split_grid.refine(pool.x, pool.used, total[0], gap)
             if settled:
                 pools[key], totals[key] = pool, total
             else:
                 grids[key] = (x, used)
+        every = set()
     found: list[list[Candidate]] = []
     for k, s in enumerate(live):
         found.append([])
@@ -260,45 +142,52 @@ def _concat(many: list[Lengths], shape) -> Lengths:
     )
 
 
+def amended(c: Candidate, **changes) -> Candidate:
+    """`dataclasses.replace(c, **changes)` for a candidate, in a few calls rather than a few
+    per field: the search amends thousands of them a batch (settled goodputs, lifted ones,
+    sized pools). Every field of a candidate is an `__init__` argument (no `__post_init__`),
+    so its fields with the changes make the candidate `replace` builds."""
+    return Candidate(**{**vars(c), **changes})
+
+
 @dataclass(frozen=True)
 class _Search:
     """One workload's thresholds (the parts at each, as rows) and the TP pairs it tries."""
 
     r: Resolved
-    parts: list[tuple[float, Parts]]
+    table: SplitTable  # the mix split at each threshold searched, (n,) rows
     pairs: list[tuple[int, int]]
-    shares: np.ndarray  # (n,) long share per threshold
-    longs: Lengths  # (n,)
-    locals_: Lengths  # (n,)
     path: TransferPath  # the KV's path from the prefill pool to a decode worker
+    n: int  # thresholds searched
 
     @classmethod
     def of(cls, r: Resolved, pairs: list[tuple[int, int]]) -> _Search | None:
-        comps = components(r.workload)
-        parts = []
-        for threshold in thresholds(comps):
-            split = split_at(comps, float(threshold))
-            if MIN_SHARE <= split.long_share <= 1.0 - MIN_SHARE:
-                parts.append((float(threshold), split))  # else colocated or always-disaggregated
-        if not parts or not pairs:
+        if not pairs:
             return None
-        return cls(
-            r=r,
-            parts=parts,
-            pairs=list(pairs),
-            shares=np.array([split.long_share for _, split in parts]),
-            longs=stack_rows([split.long for _, split in parts], (-1,)),
-            locals_=stack_rows([split.local for _, split in parts], (-1,)),
-            path=transfer_path(r),
-        )
+        comps = components(r.workload)
+        table = split_table(tuple(comps), thresholds(comps))
+        # A share below MIN_SHARE either way is colocated or always-disaggregated.
+        keep = (table.long_share >= MIN_SHARE) & (table.long_share <= 1.0 - MIN_SHARE)
+        if not keep.any():
+            return None
+        table = table.rows(keep)
+        return cls(r, table, list(pairs), transfer_path(r), len(table.thresholds))
+
+    @property
+    def shares(self) -> np.ndarray:
+        return self.table.long_share
+
+    @property
+    def longs(self) -> Lengths:
+        return self.table.long
+
+    @property
+    def locals_(self) -> Lengths:
+        return self.table.local
 
     @property
     def budget(self) -> float:
         return float(self.r.workload.cluster.gpus)
-
-    @property
-    def n(self) -> int:
-        return len(self.parts)
 
 
 @dataclass(frozen=True)
@@ -313,10 +202,8 @@ class _Workers:
     def at(self, y: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """Capacity and chunk index at pool sizes y, (n, X) like y (the sizes searched)."""
         k = np.minimum(np.searchsorted(self.sizes, y), self.sizes.size - 1)
-        return (
-            np.take_along_axis(self.rate_per_s, k, axis=1),
-            np.take_along_axis(self.chunk_index, k, axis=1),
-        )
+        rows = np.arange(k.shape[0])[:, None]  # `np.take_along_axis(..., k, axis=1)`
+        return self.rate_per_s[rows, k], self.chunk_index[rows, k]
 
 
 def _decode_workers(
@@ -332,7 +219,7 @@ def _decode_workers(
     capacity is never read into a candidate. Rows no split needs read capacity 0, which gives
     the same 0 there.
     """
-    keys, sizes, needs, blocks = [], [], [], []
+    keys, sizes, needs = [], [], []
     for k, s in enumerate(live):
         by_tp: dict[int, set[float]] = {}
         for pair in s.pairs:
@@ -347,26 +234,31 @@ def _decode_workers(
     if not keys:
         return {}
     w = first.workload
-    column: dict[str, list[np.ndarray]] = {"tp": [], "ttft": [], "tpot": [], "servers": []}
+    # Every needed row in (workload, decode TP, threshold, size) order: its threshold's row in
+    # all workloads' local parts stacked, its size, and its key's columns.
+    starts = np.cumsum([0] + [s.n for s in live])
+    at, servers, counts, per_key = [], [], [], []
     for (k, d_tp), ys, need in zip(keys, sizes, needs, strict=True):
-        s = live[k]
-        rows = int(need.sum())
-        each = need.ravel()
-        blocks.append(s.locals_.map(lambda v, n=ys.size, at=each: np.repeat(v, n)[at]))
-        column["tp"].append(np.full(rows, float(d_tp)))
-        column["ttft"].append(np.full(rows, float(s.r.workload.slo.ttft_ms)))
-        column["tpot"].append(np.full(rows, float(s.r.workload.slo.tpot_ms)))
-        column["servers"].append(np.tile(ys, s.n)[each])
-    col = {k: np.concatenate(v).reshape(-1, 1, 1) for k, v in column.items()}
+        t, y = np.nonzero(need)  # row-major: the order `need.ravel()` selects
+        at.append(t + starts[k])
+        servers.append(ys[y])
+        counts.append(t.size)
+        slo = live[k].r.workload.slo
+        per_key.append((float(d_tp), float(slo.ttft_ms), float(slo.tpot_ms)))
+    at = np.concatenate(at)
     rate, chunk_index = np.zeros(0), np.zeros(0, dtype=np.int64)
-    if col["tp"].size:
+    if at.size:
+        # (3, rows), each row contiguous: the decode TP, the TTFT and TPOT targets
+        each = np.repeat(np.array(per_key).T, counts, axis=1)
+        tp, ttft, tpot = (each[i].reshape(-1, 1, 1) for i in range(3))
+        locals_ = _concat([s.locals_ for s in live], (-1,))
         found = colocated.best_points(
-            engine_for(first, col["tp"]),
-            _concat(blocks, (-1, 1, 1)),
-            col["ttft"],
-            col["tpot"],
+            engine_for(first, tp),
+            locals_.map(lambda v: v[at].reshape(-1, 1, 1)),
+            ttft,
+            tpot,
             np.asarray(w.efficiency.chunk_tokens, dtype=float),
-            servers=col["servers"],
+            servers=np.concatenate(servers).reshape(-1, 1, 1),
         )
         rate, chunk_index = np.ravel(found.rate_per_s), np.ravel(found.chunk_index)
     out, start = {}, 0
@@ -389,23 +281,60 @@ def _rows_needed(
         if pair[1] == d_tp and (k, pair) in pools:
             pool = pools[k, pair]
             # Sizes may repeat along a pair's splits: ufunc.at ORs every one in.
-            rows = np.broadcast_to(np.arange(s.n)[:, None], pool.y.shape)
             at = np.searchsorted(ys, pool.y)
             serves = (pool.total_per_s > 0) & pool.used
-            np.logical_or.at(need, (rows[serves], at[serves]), True)
+            rows = np.nonzero(serves)[0]  # the threshold of each serving split
+            np.logical_or.at(need, (rows, at[serves]), True)
     return need
+
+
+@dataclass(frozen=True)
+class SearchRows:
+    """The rows one pass of the search priced, (R,) one per (workload, pair, threshold): the
+    parts' lengths (R, 1), the KV path, the prefill pool and the KV ingress bound on a decode
+    worker. A candidate keeps its row (`Candidate.row`), so the pricing of the chosen ones
+    (`conditional_rows.Rows`) takes them rather than build them again: every value is
+    computed element by element from the row's own inputs, so a row taken gives the bits
+    the same computation on that row alone would."""
+
+    long: Lengths
+    local: Lengths
+    paths: TransferPath
+    pool: prefill.Pool  # fields (R,), nodes (R, K)
+    ingress_per_s: np.ndarray  # (R,) all requests a decode worker's NICs admit
+
+    def local_at(self, rows: np.ndarray) -> Lengths:
+        return self.local.map(lambda v: v[rows])
+
+    def long_at(self, rows: np.ndarray) -> Lengths:
+        return self.long.map(lambda v: v[rows])
+
+    def pool_at(self, rows: np.ndarray) -> prefill.Pool:
+        p = self.pool
+        return prefill.Pool(p.mean_ms[rows], p.scv[rows], p.nodes_ms[rows], p.target_ms[rows])
+
+
+def block_rows(cands: Sequence[Candidate]) -> tuple[SearchRows, np.ndarray] | None:
+    """The one block of search rows all `cands` were found on and their rows in it, or None
+    where one has none or they come from several (then the caller builds them)."""
+    rows = [c.row for c in cands]
+    if not rows or None in rows or len({id(block) for block, _ in rows}) > 1:
+        return None
+    return rows[0][0], np.array([i for _, i in rows], dtype=np.int64)
 
 
 @dataclass(frozen=True)
 class _PoolRates:
     """A (workload, TP pair)'s prefill pool at each threshold and size, and the KV ingress
-    bound on a decode worker."""
+    bound on a decode worker; its rows of the pass's `SearchRows` start at `start`."""
 
     x: np.ndarray  # (n, X) prefill replicas, per threshold (`split_grid`)
     y: np.ndarray  # (n, X) the decode replicas left
     used: np.ndarray  # (n, X) which sizes are real (the rest pad the rows, never read)
     total_per_s: np.ndarray  # (n, X) all requests the pool admits (its share of them)
     ingress_per_s: np.ndarray  # (n,) all requests a decode worker's NICs admit
+    block: SearchRows
+    start: int
 
 
 def _prefill_pools(
@@ -421,27 +350,31 @@ def _prefill_pools(
     if not keys:
         return {}
     widest = max(x.shape[1] for x, _ in grids)
-    longs, locals_, p_col, d_col, ttft, paths, x_rows, shares = [], [], [], [], [], [], [], []
-    used = []  # which padded sizes are real (the padding is never read, so never bisected)
+    rows = sum(live[k].n for k, _ in keys)
+    # Sizes past a pair's grid pad its rows (one replica, not used: never read or bisected).
+    x_rows, used = np.ones((rows, widest)), np.zeros((rows, widest), dtype=bool)
+    longs, locals_, p_col, d_col, ttft, owner, shares = [], [], [], [], [], [], []
+    start = 0
     for (k, (p_tp, d_tp)), (x, real) in zip(keys, grids, strict=True):
         s = live[k]
         longs.append(s.longs)
         locals_.append(s.locals_)
-        p_col.append(np.full(s.n, float(p_tp)))
-        d_col.append(np.full(s.n, float(d_tp)))
-        ttft.append(np.full(s.n, float(s.r.workload.slo.ttft_ms)))
-        paths.extend([s.path] * s.n)
-        # Sizes past this pair's grid pad the row (one replica) and are never read.
-        pad = [(0, 0), (0, widest - x.shape[1])]
-        x_rows.append(np.pad(x, pad, constant_values=1.0))
-        used.append(np.pad(real, pad, constant_values=False))
+        p_col.append(float(p_tp))
+        d_col.append(float(d_tp))
+        ttft.append(float(s.r.workload.slo.ttft_ms))
+        owner.append(k)
+        x_rows[start : start + s.n, : x.shape[1]] = x
+        used[start : start + s.n, : x.shape[1]] = real
         shares.append(s.shares)
-    p, d = np.concatenate(p_col).reshape(-1, 1), np.concatenate(d_col).reshape(-1, 1)
-    long_rows = _concat(longs, (-1, 1))
-    path = TransferPath.stack(paths).take(np.arange(len(paths)), (-1, 1))
-    join = decode.join_step_ms(engine_for(first, d), _concat(locals_, (-1, 1)))
+        start += s.n
+    each = np.array([live[k].n for k, _ in keys])  # rows per (workload, pair)
+    p = np.repeat(np.array(p_col), each).reshape(-1, 1)
+    d = np.repeat(np.array(d_col), each).reshape(-1, 1)
+    long_rows, local_rows = _concat(longs, (-1, 1)), _concat(locals_, (-1, 1))
+    path = TransferPath.stack([s.path for s in live]).take(np.repeat(owner, each), (-1, 1))
+    join = decode.join_step_ms(engine_for(first, d), local_rows)
     pool = prefill_pool(
-        first, engine_for(first, p), long_rows, path, np.concatenate(ttft), p, d, join_ms=join
+        first, engine_for(first, p), long_rows, path, np.repeat(ttft, each), p, d, join_ms=join
     )
     wide = prefill.Pool(
         np.asarray(pool.mean_ms)[:, None],
@@ -450,15 +383,16 @@ def _prefill_pools(
         np.asarray(pool.target_ms)[:, None],
     )
     share = np.concatenate(shares)
-    total = rate_where(wide, np.concatenate(x_rows), np.concatenate(used)) / share[:, None]
+    total = rate_where(wide, x_rows, used) / share[:, None]
     # Each decode worker receives its share of the long requests' KV over its NICs.
     ingress = np.ravel(ingress_rate_per_s(first, path, long_rows, p, d)) / share
+    block = SearchRows(long_rows, local_rows, path, pool, ingress)
     out, start = {}, 0
     for (k, pair), (x, real) in zip(keys, grids, strict=True):
         stop = start + live[k].n
         y = split_grid.decode_left(live[k].budget, x, *pair)
         rates = total[start:stop, : x.shape[1]]
-        out[k, pair] = _PoolRates(x, y, real, rates, ingress[start:stop])
+        out[k, pair] = _PoolRates(x, y, real, rates, ingress[start:stop], block, start)
         start = stop
     return out
 
@@ -476,27 +410,42 @@ def _totals(pools: _PoolRates, workers: _Workers) -> tuple:
 def _best_splits(s: _Search, pools: _PoolRates, totals: tuple, pair: tuple[int, int]) -> list:
     """The best split of the cluster for each threshold, one TP pair."""
     chunks = np.asarray(s.r.workload.efficiency.chunk_tokens, dtype=float)
-    x, y = pools.x, pools.y
     total, per_replica, chunk_i = totals
+    at = (np.arange(s.n), total.argmax(axis=1))  # each threshold's first best split
+    best = total[at]
+    found = np.flatnonzero(best > 0).tolist()
+    if not found:
+        return []
+    columns = zip(
+        s.table.thresholds.tolist(),
+        s.table.long_share.tolist(),
+        best.tolist(),
+        pools.x[at].astype(np.int64).tolist(),  # whole replicas and tokens, as ints
+        pools.y[at].astype(np.int64).tolist(),
+        chunks[chunk_i[at]].astype(np.int64).tolist(),
+        pools.total_per_s[at].tolist(),
+        per_replica[at].tolist(),
+        strict=True,
+    )
     out = []
-    for t, (threshold, split) in enumerate(s.parts):
-        k = int(total[t].argmax())
-        if total[t, k] <= 0:
+    for t, (threshold, share, goodput, x, y, chunk, pool_rate, replica_rate) in enumerate(columns):
+        if goodput <= 0:
             continue
         out.append(
             Candidate(
                 threshold_tokens=threshold,
-                long_share=split.long_share,
-                goodput_rate_per_s=float(total[t, k]),
+                long_share=share,
+                goodput_rate_per_s=goodput,
                 prefill_tp=pair[0],
                 decode_tp=pair[1],
-                prefill_replicas=int(x[t, k]),
-                decode_replicas=int(y[t, k]),
-                chunk_tokens=int(chunks[chunk_i[t, k]]),
+                prefill_replicas=x,
+                decode_replicas=y,
+                chunk_tokens=chunk,
                 ttft_p99_ms=None,
                 tpot_p99_ms=None,
-                pool_rate_per_s=float(pools.total_per_s[t, k]),
-                per_replica_rate_per_s=float(per_replica[t, k]),
+                pool_rate_per_s=pool_rate,
+                per_replica_rate_per_s=replica_rate,
+                row=(pools.block, pools.start + t),
             )
         )
     return out

@@ -30,7 +30,9 @@ the modes already sized, so the layout's goodput is never below either. Among th
 
 from __future__ import annotations
 
+import itertools
 import math
+import operator
 from collections.abc import Callable
 from dataclasses import replace
 
@@ -43,6 +45,8 @@ from disagg_decider.calc.layouts.thresholds import (  # noqa: F401  (split_at, t
     THRESHOLD_POINTS,
     Candidate,
     Parts,
+    amended,
+    block_rows,
     candidates,
     candidates_many,
     split_at,
@@ -51,9 +55,8 @@ from disagg_decider.calc.layouts.thresholds import (  # noqa: F401  (split_at, t
 )
 from disagg_decider.calc.modes import overall_ttft
 from disagg_decider.calc.modes.conditional_rows import Lifted, Rows, priced_rows
-from disagg_decider.calc.modes.conditional_sizing import sized_for_rate
+from disagg_decider.calc.modes.conditional_sizing import Priced, sized_for_rate, sized_rows
 from disagg_decider.calc.replicas import colocated_load
-from disagg_decider.calc.replicas.lengths import Lengths
 from disagg_decider.calc.replicas.reported_ttft import DeferredP99
 from disagg_decider.calc.result import (
     ColocatedResult,
@@ -61,11 +64,12 @@ from disagg_decider.calc.result import (
     DisaggregatedResult,
     ThresholdPoint,
 )
-from disagg_decider.classes import components
 from disagg_decider.workload import Resolved
 
 _NOT_SEARCHED = "heterogeneous pools: routing thresholds are not searched (one GPU type per role); "
 NEAR_BEST = 0.99  # thresholds within 1% of the best goodput count as equally good
+_GOODPUT = operator.attrgetter("goodput_rate_per_s")
+_THRESHOLD = operator.attrgetter("threshold_tokens")
 
 
 def settle(r: Resolved, c: Candidate) -> Candidate:
@@ -75,44 +79,41 @@ def settle(r: Resolved, c: Candidate) -> Candidate:
     The colocated search reads capacity off a grid; the decode workers' load is bisected down
     where the reported p99 would overshoot, so a layout that says it meets the SLO does.
     """
-    w = r.workload
-    split = split_at(components(w), c.threshold_tokens)
-    ys = float(c.decode_replicas)
-    within = colocated_load.rate_within_targets(
-        *_worker_columns(r, c, split), _col(ys), np.array([c.per_replica_rate_per_s])
-    )[0]
-    goodput = max(min(c.pool_rate_per_s, ys * float(within)), 0.0)
-    return replace(c, goodput_rate_per_s=goodput, settled=True)
+    return _settle_rows(r, [(r, c)])[0]
 
 
 def settle_many(r: Resolved, cands: list[Candidate]) -> list[Candidate]:
     """`settle` for many candidates in one vectorised bisection (one row each)."""
-    if len(cands) <= 1:
-        return [settle(r, c) for c in cands]
-    return _settle_rows(r, [(r, c) for c in cands])
+    return _settle_rows(r, [(r, c) for c in cands]) if cands else []
 
 
 def _settle_rows(first: Resolved, rows: list[tuple[Resolved, Candidate]]) -> list[Candidate]:
     """`settle_many`'s bisection on candidates of workloads sharing `first`'s engine."""
-    local = stack_rows(
-        [split_at(components(r.workload), c.threshold_tokens).local for r, c in rows], (-1, 1)
-    )
+    found = block_rows([c for _, c in rows])
+    if found is None:
+        local = stack_rows([c.split(r).local for r, c in rows], (-1, 1))
+    else:  # the rows the search priced them on
+        local = found[0].local_at(found[1])
     column = lambda values: np.array(values, dtype=float).reshape(-1, 1)  # noqa: E731
     ys = np.array([float(c.decode_replicas) for _, c in rows])
-    within = colocated_load.rate_within_targets(
+    # The decode workers' lines and batch grid: kept with the candidates, for their pricing
+    # (`conditional_rows.priced_rows` asks the same rows' workers at other rates).
+    columns = (
         engine_for(first, column([c.decode_tp for _, c in rows])),
         local,
         column([r.workload.slo.ttft_ms for r, _ in rows]),
         column([r.workload.slo.tpot_ms for r, _ in rows]),
         column([c.chunk_tokens for _, c in rows]),
         ys.reshape(-1, 1),
-        np.array([c.per_replica_rate_per_s for _, c in rows]),
     )
+    on = colocated_load.lines_and_grid(*columns)
+    rate = np.array([c.per_replica_rate_per_s for _, c in rows])
+    within = colocated_load.rate_within_targets(*columns, rate, on=on)
     pool = np.array([c.pool_rate_per_s for _, c in rows])
     goodput = np.maximum(np.minimum(pool, ys * np.ravel(within)), 0.0)
     return [
-        replace(c, goodput_rate_per_s=float(g), settled=True)
-        for (_, c), g in zip(rows, goodput.tolist(), strict=True)
+        amended(c, goodput_rate_per_s=g, settled=True, workers=(on, i))
+        for i, ((_, c), g) in enumerate(zip(rows, goodput.tolist(), strict=True))
     ]
 
 
@@ -130,18 +131,33 @@ def _report_rows(
     rows: list[tuple[Resolved, Candidate]],
     p99s: DeferredP99,
     lifted: Lifted | None = None,
+    at: np.ndarray | None = None,
+    priced: Priced | None = None,
 ) -> Callable[[], list[Candidate]]:
     """`report` for chosen candidates of workloads sharing `first`'s engine, one row each:
     one prefill-pool time bisection and one decode-worker evaluation for all of them, both
     added to `p99s`; the returned function gives the candidates once `p99s` is solved.
     `lifted`, where the candidates come from it, gives their rows (the prefill pools, the
-    decode workers' lines and batch grid) as priced there: the same bits, not built again."""
+    decode workers' lines and batch grid) as priced there: the same bits, not built again.
+    `at`, the rows of `lifted` the candidates were priced at before they were sized for the
+    rate (`conditional_sizing`, which changes their replica counts only): the pools and the
+    layouts' fields are taken from there, the decode workers' lines and grid (which depend
+    on the replicas) built anew, or their terms at the rate taken from `priced`, the sizing's
+    evaluation of every split it tried at the workload's rate, where each candidate took one
+    of those splits."""
     taken = None if lifted is None else lifted.at([c for _, c in rows])
-    if taken is None:
+    if taken is not None:
+        pool, layouts = taken
+    elif lifted is not None and at is not None:
+        pool = lifted.pool_at(at)
+        layouts = replace(
+            lifted.layouts.fields_at(at),
+            prefill_servers=np.array([float(c.prefill_replicas) for _, c in rows]),
+            decode_servers=np.array([float(c.decode_replicas) for _, c in rows]),
+        )
+    else:
         parts = Rows.of(first, rows)
         pool, layouts = parts.pool, parts.layouts(rows)
-    else:
-        pool, layouts = taken
     shares = layouts.long_share
     rate = np.array(
         [min(float(r.workload.traffic.requests_per_second), c.goodput_rate_per_s) for r, c in rows]
@@ -149,16 +165,21 @@ def _report_rows(
     servers = np.array([float(c.prefill_replicas) for _, c in rows])
     long_p99 = p99s.add_pool(pool, servers, rate * shares)
     # The decode workers at the rate, once for their own p99s and the overall one.
-    terms = layouts.worker_terms(rate)
+    sized = None if priced is None else priced.at_picked()
+    rps = np.array([float(r.workload.traffic.requests_per_second) for r, _ in rows])
+    if sized is not None and np.array_equal(rate, rps):  # the rate the sizing priced
+        terms, local = sized
+    else:
+        terms = layouts.worker_terms(rate)
+        local = layouts.local_of(rate, terms)
     short_terms, short_ttft_of, tpot99 = terms
-    local = layouts.local_of(rate, terms)
     short_p99 = p99s.add(*short_terms)
 
     def reported() -> list[Candidate]:
         long_ttft, short_ttft = np.ravel(long_p99.value), short_ttft_of(short_p99.value)
         ttft = overall_ttft.overall_p99_ms(layouts, rate, long_ttft, short_ttft, local)
         return [
-            replace(
+            amended(
                 c,
                 ttft_p99_ms=float(t),
                 pooled_ttft_p99_ms=float(lt),
@@ -171,32 +192,6 @@ def _report_rows(
     return reported
 
 
-def _col(v) -> np.ndarray:
-    return np.array([[v]], dtype=float)
-
-
-def _worker_columns(r: Resolved, c: Candidate, split: Parts) -> tuple:
-    w = r.workload
-    return (
-        engine_for(r, float(c.decode_tp)),
-        _column(split.local),
-        _col(w.slo.ttft_ms),
-        _col(w.slo.tpot_ms),
-        _col(c.chunk_tokens),
-    )
-
-
-def _column(lengths: Lengths, shape=(-1, 1), rows: int = 1) -> Lengths:
-    """Scalar lengths as `rows` rows of the calculator's axes."""
-    shape = (rows, *shape[1:])
-    return Lengths(
-        **{
-            k: np.broadcast_to(np.reshape(np.asarray(v, dtype=float), (1,) * len(shape)), shape)
-            for k, v in vars(lengths).items()
-        }
-    )
-
-
 def choose(
     options: list[tuple[float | None, float]],
 ) -> int:
@@ -205,7 +200,7 @@ def choose(
     A threshold of None is "no prefill pool" (colocated), larger than any number; 0 is
     always-disaggregated. Fewer KV transfers for the same goodput is the better layout.
     """
-    best = max(g for _, g in options)
+    best = max([g for _, g in options])
     near = [i for i, (_, g) in enumerate(options) if g >= NEAR_BEST * best and g > 0]
     if not near:
         return 0
@@ -242,15 +237,17 @@ def tp_pairs(
     out = []
     if plain(disagg, "prefill_") and plain(disagg, "decode_"):
         out.append((disagg.prefill_tp, disagg.decode_tp))
-    for p in ps:
-        for d in ds:
-            ok = pairs_allowed(w.engine, np.array([p]), np.array([d]), w.cluster.gpus)
-            if (
-                (p, d) not in out
-                and bool(np.ravel(ok)[0])
-                and engine_for(r, float(p)).fits()
-                and engine_for(r, float(d)).fits()
-            ):
+    if not ps or not ds:
+        return out
+    # Every pair's rule in one call, and whether the model fits each degree in one (the
+    # engine's memory is element-wise in its TP).
+    allowed = pairs_allowed(w.engine, np.array(ps), np.array(ds), w.cluster.gpus).tolist()
+    degrees = sorted({*ps, *ds})
+    room = engine_for(r, np.array(degrees, dtype=float)).kv_capacity_bytes()
+    fits = dict(zip(degrees, np.ravel(room > 0).tolist(), strict=True))
+    for i, p in enumerate(ps):
+        for j, d in enumerate(ds):
+            if (p, d) not in out and allowed[i][j] and fits[p] and fits[d]:
                 out.append((p, d))
     return out
 
@@ -266,12 +263,12 @@ def best_per_threshold(r: Resolved, found: list[Candidate]) -> dict[float, Candi
 
 def _by_threshold(found: list[Candidate]) -> dict[float, list[Candidate]]:
     """Candidates per threshold, best grid goodput first."""
-    groups: dict[float, list[Candidate]] = {}
-    for c in found:
-        groups.setdefault(c.threshold_tokens, []).append(c)
-    for group in groups.values():
-        group.sort(key=lambda c: -c.goodput_rate_per_s)
-    return groups
+    # Stable sorts: within a threshold, ties keep the order found.
+    ordered = sorted(found, key=_THRESHOLD)
+    return {
+        t: sorted(group, key=_GOODPUT, reverse=True)
+        for t, group in itertools.groupby(ordered, key=_THRESHOLD)
+    }
 
 
 def _best_of_groups(
@@ -384,18 +381,21 @@ def evaluate_many_later(
     best, lifted = _lifted_rows(resolved, _best_of_many(resolved[0], searched))
     out = [(r, c, d, by_t) for (r, c, d), by_t in zip(modes, best, strict=True)]
     # The chosen conditional layouts' p99s at each workload's rate, all in one pass.
-    chosen = [(r, by_t[t]) for r, c, d, by_t in out if (t := _chosen(c, d, by_t)) is not None]
+    picks = [_chosen(c, d, by_t) for _, c, d, by_t in out]
+    chosen = [(r, by_t[t]) for (r, _, _, by_t), t in zip(out, picks, strict=True) if t is not None]
     # Each sized for its workload's rate (`conditional_sizing`), as the modes are.
-    chosen = list(zip([r for r, _ in chosen], sized_for_rate(resolved[0], chosen), strict=True))
-    reports = _report_rows(resolved[0], chosen, p99s, lifted) if chosen else list
+    at = None if lifted is None or not chosen else lifted.index([c for _, c in chosen])
+    sized, priced = sized_rows(resolved[0], chosen, lifted)
+    chosen = list(zip([r for r, _ in chosen], sized, strict=True))
+    reports = _report_rows(resolved[0], chosen, p99s, lifted, at, priced) if chosen else list
 
     def layouts(
         colos: list[ColocatedResult], disaggs: list[DisaggregatedResult]
     ) -> list[ConditionalResult]:
         reported = iter(reports())
         return [
-            _layout(r, c, d, by_t, True, None if _chosen(c, d, by_t) is None else next(reported))
-            for (r, _, _, by_t), c, d in zip(out, colos, disaggs, strict=True)
+            _layout(r, c, d, by_t, True, None if t is None else next(reported))
+            for (r, _, _, by_t), c, d, t in zip(out, colos, disaggs, picks, strict=True)
         ]
 
     return layouts
@@ -407,7 +407,7 @@ def _options(
     """(threshold, goodput) of always-disaggregated, every threshold and no prefill pool."""
     return [
         (0.0, disagg.max_rate_per_s if disagg.feasible else 0.0),
-        *((t, c.goodput_rate_per_s) for t, c in sorted(by_t.items())),
+        *[(t, c.goodput_rate_per_s) for t, c in sorted(by_t.items())],
         (None, colo.max_rate_per_s if colo.feasible else 0.0),
     ]
 

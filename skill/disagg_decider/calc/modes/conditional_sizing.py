@@ -26,38 +26,86 @@ the cluster. The answer is the one pricing every split gives.
 
 from __future__ import annotations
 
-from dataclasses import replace
+from dataclasses import dataclass, replace
 
 import numpy as np
 
-from disagg_decider.calc.layouts.pools import ingress_rate_per_s
-from disagg_decider.calc.layouts.search import engine_for
-from disagg_decider.calc.layouts.thresholds import Candidate
+from disagg_decider.calc.layouts.thresholds import Candidate, amended
 from disagg_decider.calc.modes import overall_ttft
-from disagg_decider.calc.modes.conditional_rows import Rows
+from disagg_decider.calc.modes.conditional_rows import Lifted, Rows
 from disagg_decider.calc.modes.overall_ttft import Layouts
 from disagg_decider.calc.queues import queueing
 from disagg_decider.workload import Resolved
 
 
-def sized_for_rate(first: Resolved, rows: list[tuple[Resolved, Candidate]]) -> list[Candidate]:
+def sized_for_rate(
+    first: Resolved, rows: list[tuple[Resolved, Candidate]], lifted: Lifted | None = None
+) -> list[Candidate]:
     """Each chosen candidate (of workloads sharing `first`'s engine) with the fewest replicas
-    that carry its workload's rate; ties go to fewer prefill replicas."""
+    that carry its workload's rate; ties go to fewer prefill replicas (`sized_rows`)."""
+    return sized_rows(first, rows, lifted)[0]
+
+
+@dataclass(frozen=True)
+class Priced:
+    """The decode workers of the splits `sized_rows` priced, at the workload's rate: their
+    `Layouts.worker_terms` and `Layouts.local_of`, (M,) rows, and the row each sized
+    candidate took (-1 where it kept its split). The report of the sized candidates at that
+    rate (`conditional._report_rows`) takes their rows rather than evaluate them again:
+    every value is the row's own (element-wise), so taken rows give the same bits."""
+
+    terms: tuple
+    local: overall_ttft.Part
+    picked: np.ndarray  # (N,) into the M rows
+
+    def at_picked(self) -> tuple[tuple, overall_ttft.Part] | None:
+        """(worker terms, local part) at each candidate's sized split, or None where one
+        kept its split (it was not priced here)."""
+        if (self.picked < 0).any():
+            return None
+        rows = self.picked
+        (terms, reported, tpot), n = self.terms, len(self.local.c_wait)
+        take = lambda a: overall_ttft.take_rows(a, n, rows)  # noqa: E731
+
+        def reported_at(p99: np.ndarray) -> np.ndarray:
+            full = np.zeros(n)  # the other rows' values are never read
+            full[rows] = np.ravel(p99)
+            return np.asarray(reported(full))[rows]
+
+        taken = (tuple(map(take, terms)), reported_at, take(tpot))
+        return taken, overall_ttft.Part(
+            *(None if v is None else take(v) for v in vars(self.local).values())
+        )
+
+
+def sized_rows(
+    first: Resolved, rows: list[tuple[Resolved, Candidate]], lifted: Lifted | None = None
+) -> tuple[list[Candidate], Priced | None]:
+    """`sized_for_rate`, with the decode workers it priced (None where it priced none).
+
+    `lifted`, where the candidates come from it (`conditional_rows.priced_rows`), gives their
+    rows as priced there (the layouts' fields, the KV ingress bound): the bits `Rows.of` on
+    the candidates alone would give, not built again."""
     if not rows:
-        return []
-    parts = Rows.of(first, rows)
-    shape = parts.layouts(rows)
+        return [], None
+    at = None if lifted is None else lifted.index([c for _, c in rows])
+    if at is None:
+        parts = Rows.of(first, rows)
+        shape = parts.layouts(rows)
+        ingress = parts.ingress_per_s()
+    else:
+        shape, ingress = lifted.layouts.fields_at(at), lifted.ingress_per_s[at]
     rates = np.array([float(r.workload.traffic.requests_per_second) for r, _ in rows])
-    bounds = _ray_bounds(first, rows, parts, shape, rates)
+    bounds = _ray_bounds(first, rows, ingress, shape, rates)
     pairs = [_smaller_splits(r, c, bound) for (r, c), bound in zip(rows, bounds, strict=True)]
     owner = np.concatenate([np.full(len(p), i) for i, p in enumerate(pairs)])
     xs = np.concatenate([p[:, 0] for p in pairs]).astype(float)
     ys = np.concatenate([p[:, 1] for p in pairs]).astype(float)
     if not xs.size:
-        return [c for _, c in rows]
+        return [c for _, c in rows], None
     layouts = _with_servers(shape, owner, xs, ys)
-    carries = _carries(first, parts, layouts, owner, rates[owner])
-    out = []
+    carries, terms, local = _carries(first, ingress, layouts, owner, rates[owner])
+    out, picked = [], np.full(len(rows), -1)
     for i, (_, c) in enumerate(rows):
         mine = np.flatnonzero((owner == i) & carries)
         if not mine.size:
@@ -65,8 +113,9 @@ def sized_for_rate(first: Resolved, rows: list[tuple[Resolved, Candidate]]) -> l
             continue
         gpus = xs[mine] * c.prefill_tp + ys[mine] * c.decode_tp
         best = mine[np.lexsort((xs[mine], gpus))[0]]
-        out.append(replace(c, prefill_replicas=int(xs[best]), decode_replicas=int(ys[best])))
-    return out
+        picked[i] = best
+        out.append(amended(c, prefill_replicas=int(xs[best]), decode_replicas=int(ys[best])))
+    return out, Priced(terms, local, picked)
 
 
 FULL_GRID = 4096  # splits up to this many (X x Y) are all priced; beyond, bounded first
@@ -99,7 +148,7 @@ def _smaller_splits(r: Resolved, c: Candidate, most_gpus: float) -> np.ndarray:
 
 
 def _ray_bounds(
-    first: Resolved, rows: list, parts: Rows, shape: Layouts, rates: np.ndarray
+    first: Resolved, rows: list, ingress: np.ndarray, shape: Layouts, rates: np.ndarray
 ) -> np.ndarray:
     """Per row, the GPUs of the smallest split along the candidate's ratio found to carry the
     rate (the whole split where none is priced or none carries): the answer has no more."""
@@ -120,7 +169,7 @@ def _ray_bounds(
         whole_y = np.array([rows[i][1].decode_replicas for i in big], dtype=float)[:, None]
         xs, ys = np.ceil(scale * whole_x - 1e-9), np.ceil(scale * whole_y - 1e-9)
         layouts = _with_servers(shape, owner, xs.ravel(), ys.ravel())
-        ok = _carries(first, parts, layouts, owner, rates[owner]).reshape(scale.shape)
+        ok = _carries(first, ingress, layouts, owner, rates[owner])[0].reshape(scale.shape)
         first_ok = np.where(ok.any(axis=1), ok.argmax(axis=1), RAY_PROBES - 1)
         at = np.arange(len(big))
         carried = ok[at, first_ok]
@@ -140,10 +189,16 @@ def _with_servers(shape: Layouts, owner: np.ndarray, xs: np.ndarray, ys: np.ndar
 
 
 def _carries(
-    first: Resolved, parts: Rows, layouts: Layouts, owner: np.ndarray, rate_per_s: np.ndarray
-) -> np.ndarray:
+    first: Resolved,
+    ingress_per_s: np.ndarray,
+    layouts: Layouts,
+    owner: np.ndarray,
+    rate_per_s: np.ndarray,
+) -> tuple[np.ndarray, tuple, overall_ttft.Part]:
     """Whether each row's split carries the rate: `overall_ttft.within` and, as `lift` bounds
-    a layout, the prefill pool's and the decode workers' capacity on their other limits."""
+    a layout, the prefill pool's and the decode workers' capacity on their other limits
+    (`ingress_per_s`: each candidate's KV ingress bound on a decode worker); with the decode
+    workers' terms and local part at the rate it read (`Priced`)."""
     with np.errstate(divide="ignore", invalid="ignore"):
         pool_cap = (
             queueing.RHO_MAX
@@ -152,16 +207,9 @@ def _carries(
             * 1e3
             / layouts.long_share
         )
-    shape3 = lambda a: np.reshape(a, (-1, 1, 1))  # noqa: E731
-    worker_cap = overall_ttft.worker_capacity_per_s(
-        engine_for(first, shape3(layouts.engine.tp)),
-        layouts.lengths.map(shape3),
-        shape3(layouts.tpot_ms),
-        np.ravel(layouts.chunk),
-        shape3(layouts.decode_servers),
-    )
-    ingress = np.ravel(ingress_rate_per_s(first, parts.paths, parts.long, parts.p_tp, parts.d_tp))
-    ingress = (ingress / parts.shares)[owner]
-    worker_cap = layouts.decode_servers * np.minimum(np.ravel(worker_cap), ingress)
+    ingress = ingress_per_s[owner]
+    worker_cap = layouts.decode_servers * np.minimum(layouts.worker_capacity_per_s(), ingress)
     room = (rate_per_s <= pool_cap) & (rate_per_s <= worker_cap)
-    return room & overall_ttft.within(layouts, rate_per_s)
+    terms = layouts.worker_terms(rate_per_s)
+    local = layouts.local_of(rate_per_s, terms)
+    return room & overall_ttft.within(layouts, rate_per_s, local), terms, local

@@ -35,7 +35,7 @@ import numpy as np
 
 from disagg_decider.calc.physics.step import Engine
 from disagg_decider.calc.queues import queueing
-from disagg_decider.calc.queues.array_helpers import map_fields
+from disagg_decider.calc.queues.array_helpers import broadcast, map_fields
 from disagg_decider.calc.replicas import colocated, colocated_load
 from disagg_decider.calc.replicas.colocated import ColocatedGrid
 from disagg_decider.calc.replicas.colocated_load import _lines_at_rows, _row_subset
@@ -116,7 +116,19 @@ class Layouts:
             lengths=self.lengths.map(take),
         )
 
-    def pooled(self, rate_per_s: np.ndarray) -> _Part:
+    def worker_capacity_per_s(self) -> np.ndarray:
+        """Each row's decode worker capacity on every limit but TTFT (N,), at its own chunk
+        and number of workers (`worker_capacity_per_s`, on the search's axes)."""
+        lines = lambda a: np.asarray(a, dtype=float).reshape(-1, 1, 1)  # noqa: E731
+        return worker_capacity_per_s(
+            replace(self.engine, tp=lines(self.engine.tp)),
+            self.lengths.map(lines),
+            lines(self.tpot_ms),
+            self.chunk.reshape(-1),
+            lines(self.decode_servers),
+        )
+
+    def pooled(self, rate_per_s: np.ndarray) -> Part:
         """The pool's queue at a total rate (it takes its share of it)."""
         c_wait, theta = queueing.wait_tail(
             rate_per_s * self.long_share / 1e3,
@@ -124,10 +136,11 @@ class Layouts:
             self.pool.mean_ms,
             self.pool.scv,
         )
-        one = np.ones_like(c_wait)
-        return _Part(c_wait, theta, self.pool.nodes_ms, np.zeros_like(c_wait), one, None)
+        c_wait = np.asarray(c_wait)
+        zero, one = np.zeros(c_wait.shape), np.ones(c_wait.shape)
+        return Part(c_wait, theta, self.pool.nodes_ms, zero, one, None)
 
-    def local(self, rate_per_s: np.ndarray) -> _Part:
+    def local(self, rate_per_s: np.ndarray) -> Part:
         """The decode workers at a total rate: their local prompts' queue and TPOT."""
         return self.local_of(rate_per_s, self.worker_terms(rate_per_s))
 
@@ -146,7 +159,7 @@ class Layouts:
             on=(at, grid),
         )
 
-    def local_of(self, rate_per_s: np.ndarray, worker_terms: tuple) -> _Part:
+    def local_of(self, rate_per_s: np.ndarray, worker_terms: tuple) -> Part:
         """`local` from the decode workers' `worker_terms` at that rate (a caller that has
         them: the report solves their own p99s from the same terms)."""
         terms, reported, tpot = worker_terms
@@ -156,13 +169,14 @@ class Layouts:
         # (`colocated_load`): reported = a + b x, read off the map itself; the miss of the
         # reported time t is the queue's miss of the time that maps onto it.
         n = len(rate_per_s)
-        a = np.ravel(reported(np.zeros(n)))
-        b = np.ravel(reported(np.ones(n))) - a
+        flat = lambda v: np.asarray(v).reshape(-1)  # noqa: E731  (`np.ravel`, one call)
+        a = flat(reported(np.zeros(n)))
+        b = flat(reported(np.ones(n))) - a
         nodes = np.asarray(nodes_ms, dtype=float)
-        nodes = np.broadcast_to(nodes.reshape(-1, nodes.shape[-1]), (n, nodes.shape[-1]))
-        return _Part(np.ravel(c_wait), np.ravel(theta), nodes, a, b, np.ravel(tpot))
+        nodes = broadcast(nodes.reshape(-1, nodes.shape[-1]), (n, nodes.shape[-1]))
+        return Part(flat(c_wait), flat(theta), nodes, a, b, flat(tpot))
 
-    def miss(self, t_ms: np.ndarray, pooled: _Part, local: _Part) -> np.ndarray:
+    def miss(self, t_ms: np.ndarray, pooled: Part, local: Part) -> np.ndarray:
         """The share of all requests whose TTFT exceeds t, with both parts at one rate."""
         s = self.long_share
         pooled_miss, local_miss = _both_miss(pooled, local, t_ms)
@@ -176,7 +190,11 @@ class Layouts:
 def take_rows(a, n: int, rows: np.ndarray):
     """A row field (leading axis n, or 1 for all rows; a scalar for all) at `rows`."""
     a = np.asarray(a)
-    return np.broadcast_to(a, (n, *a.shape[1:]))[rows] if a.ndim else a
+    if not a.ndim:
+        return a
+    if a.shape[0] == n:  # the rows are the field's own: no broadcast to build
+        return a[rows]
+    return np.broadcast_to(a, (n, *a.shape[1:]))[rows]
 
 
 def pool_at_rows(pool: Pool, n: int, rows: np.ndarray) -> Pool:
@@ -185,7 +203,7 @@ def pool_at_rows(pool: Pool, n: int, rows: np.ndarray) -> Pool:
 
 
 @dataclass(frozen=True)
-class _Part:
+class Part:
     """One part's TTFT at a rate: the pooled wait (C, theta), S' at the z nodes, the map
     a + b x onto the reported TTFT, and (the decode workers) the TPOT."""
 
@@ -196,10 +214,10 @@ class _Part:
     b: np.ndarray
     tpot_ms: np.ndarray | None
 
-    def columns(self) -> _Part:
+    def columns(self) -> Part:
         """The part with its rows as columns (N, 1), for times (N, P)."""
         col = lambda a: None if a is None else np.asarray(a)[:, None]  # noqa: E731
-        return _Part(
+        return Part(
             col(self.c_wait),
             col(self.theta),
             np.asarray(self.nodes_ms)[:, None, :],
@@ -210,8 +228,10 @@ class _Part:
 
     def miss(self, t_ms: np.ndarray) -> np.ndarray:
         """P(reported TTFT > t)."""
-        with np.errstate(divide="ignore", invalid="ignore"):
-            x = np.where(self.b > 0, (t_ms - self.a) / self.b, np.where(t_ms >= self.a, np.inf, 0))
+        # The queue's time that maps onto t: (t - a) / b where the map rises (b > 0), else
+        # past every time where t reaches the flat map's value and none where it does not.
+        x = np.where(t_ms >= self.a, np.inf, 0.0)
+        np.divide(t_ms - self.a, self.b, out=x, where=self.b > 0)
         x = np.where(np.isnan(x), np.inf, x)
         tail = queueing.sum_exceed_probability(
             self.c_wait, self.theta, self.nodes_ms, np.minimum(x, 1e300)
@@ -222,7 +242,7 @@ class _Part:
 _STACKED = ("c_wait", "theta", "nodes_ms", "a", "b")
 
 
-def _both_miss(pooled: _Part, local: _Part, t_ms: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+def _both_miss(pooled: Part, local: Part, t_ms: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """(`pooled.miss(t)`, `local.miss(t)`) in one pass: the two parts' rows stacked (the
     pooled part's first) and read at once, then split.
 
@@ -231,13 +251,21 @@ def _both_miss(pooled: _Part, local: _Part, t_ms: np.ndarray) -> tuple[np.ndarra
     alone; one pass saves the fixed cost of the other (the parts have as many rows, which a
     decision's few candidates make small).
     """
-    t = np.asarray(t_ms, dtype=float)
-    n = len(pooled.c_wait)
-    assert np.shape(pooled.nodes_ms) == np.shape(local.nodes_ms)
+    return _stacked_miss(_stack(pooled, local), t_ms)
+
+
+def _stack(pooled: Part, local: Part) -> Part:
+    """Both parts' rows in one part, the pooled part's first (`_both_miss`)."""
+    assert np.asarray(pooled.nodes_ms).shape == np.asarray(local.nodes_ms).shape
     # Both parts' fields have one row per candidate (N, ...) in the same shapes.
-    stacked = _Part(
-        *(np.concatenate((getattr(pooled, k), getattr(local, k))) for k in _STACKED), None
-    )
+    return Part(*[np.concatenate((getattr(pooled, k), getattr(local, k))) for k in _STACKED], None)
+
+
+def _stacked_miss(stacked: Part, t_ms: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """`_both_miss` on parts already stacked (`_stack`): a caller that reads them at many
+    times stacks them once."""
+    t = np.asarray(t_ms, dtype=float)
+    n = len(stacked.c_wait) // 2
     both = stacked.miss(np.concatenate((t, t)))
     return both[:n], both[n:]
 
@@ -261,7 +289,7 @@ def worker_capacity_per_s(engine, lengths, tpot_ms, chunk, servers) -> np.ndarra
         chunk.reshape(-1, 1),
         servers=servers,
     )
-    return np.ravel(found.rate_per_s)
+    return np.asarray(found.rate_per_s).reshape(-1)
 
 
 def lift(layouts: Layouts, settled_per_s: np.ndarray, cap_per_s: np.ndarray) -> np.ndarray:
@@ -308,9 +336,10 @@ def lift(layouts: Layouts, settled_per_s: np.ndarray, cap_per_s: np.ndarray) -> 
     return out
 
 
-def within(layouts: Layouts, rate_per_s: np.ndarray) -> np.ndarray:
-    """Whether at most 1% of all requests miss the TTFT target and the TPOT meets its target."""
-    local = layouts.local(rate_per_s)
+def within(layouts: Layouts, rate_per_s: np.ndarray, local: Part | None = None) -> np.ndarray:
+    """Whether at most 1% of all requests miss the TTFT target and the TPOT meets its target.
+    `local`, `layouts.local(rate_per_s)`, may be passed in by a caller that has it."""
+    local = layouts.local(rate_per_s) if local is None else local
     miss = layouts.miss(layouts.ttft_ms, layouts.pooled(rate_per_s), local)
     return (miss <= queueing.P99_TAIL) & (local.tpot_ms <= layouts.tpot_ms * (1 + 1e-9))
 
@@ -320,7 +349,7 @@ def overall_p99_ms(
     rate_per_s: np.ndarray,
     pooled_p99_ms: np.ndarray,
     local_p99_ms: np.ndarray,
-    local: _Part | None = None,
+    local: Part | None = None,
 ) -> np.ndarray:
     """The p99 TTFT over all requests at a total rate (N,): the time whose combined miss is 1%.
 
@@ -339,13 +368,13 @@ def overall_p99_ms(
     lo, hi = np.where(finite, lo, 0.0), np.where(finite, hi, 0.0)
     # Each round tries `LIFT_POINTS` times per row in one pass and keeps the step in which the
     # combined miss falls to 1% (it falls with the time); the answer is that step's top.
-    pooled_at, local_at = pooled.columns(), local.columns()
+    stacked = _stack(pooled.columns(), local.columns())
     share = layouts.long_share[:, None]
     step = np.arange(1, LIFT_POINTS + 1) / LIFT_POINTS
     each = np.arange(lo.size)
     for _ in range(TIME_ROUNDS):
         grid = lo[:, None] + (hi - lo)[:, None] * step
-        pooled_miss, local_miss = _both_miss(pooled_at, local_at, grid)
+        pooled_miss, local_miss = _stacked_miss(stacked, grid)
         miss = share * pooled_miss + (1.0 - share) * local_miss
         within_ = miss <= queueing.P99_TAIL
         first = np.argmax(within_, axis=1)  # the first time within 1% (the top if none)
