@@ -387,6 +387,7 @@ def best_points(
         found = edge >= 0
         rate = np.where(found, value_at(grid.rate_per_s, np.maximum(edge, 0.0)), 0.0)
         batch = np.where(found, value_at(np.broadcast_to(batches, grid.headroom.shape), edge), 0.0)
+        rate_one = np.where(found, np.inf, grid.rate_per_s[:, 0])
     else:
         flat_empty = empty.reshape(-1)
         first = np.arange(n_lines) * batches.size
@@ -398,8 +399,11 @@ def best_points(
 
         bisected = bisect_edge(at, batches.size, (n_lines,))
         rate, batch = bisected.value(0), bisected.value(1)
+        # A line that holds nowhere was last tried at B = 1 (its `hi` is 0): its rate there.
+        rate_one = np.where(bisected.lo < 0, bisected.at_hi[0], np.inf)
     if rate_per_s is not None:
-        rate, batch = _below_batch_one(at_lines, rate, batch, per_line(rate_per_s))
+        below = _BelowOne(np.ravel(rate_one), empty[:, 0])
+        rate, batch = _below_batch_one(at_lines, rate, batch, per_line(rate_per_s), below)
     if keep is not None:
         rate, batch = _spread(rate, keep), _spread(batch, keep)
     rate, batch = rate.reshape(shape[:-1]), batch.reshape(shape[:-1])
@@ -407,14 +411,46 @@ def best_points(
     return ColocatedPoint(rate_per_s=pick(rate, best), chunk_index=best, batch=pick(batch, best))
 
 
-def _below_batch_one(at: Lines, rate: np.ndarray, batch: np.ndarray, wanted: np.ndarray):
+class _BelowOne(NamedTuple):
+    """What the batch search already knows of each line at B = 1, the first grid point: its
+    rate (inf where it was not read there, a line that holds somewhere) and its pure decode
+    step (ms). `_below_batch_one` bounds the low-load rate with them."""
+
+    rate_per_s: np.ndarray
+    step_ms: np.ndarray
+
+
+# Relative margin on `_below_batch_one`'s bounds: a line is left out only where a bound
+# misses by more than this, far beyond any rounding between the search's evaluation at B = 1
+# and the low-load one (the same operations on other array shapes).
+BOUND_MARGIN = 1e-6
+
+
+def _below_batch_one(
+    at: Lines, rate: np.ndarray, batch: np.ndarray, wanted: np.ndarray, one: _BelowOne | None
+):
     """Lines where no batch on the grid (from 1) meets the targets may still carry the
     workload's own rate (`wanted`, req/s per line) below one sequence in flight per replica
     (`low_load`); they deploy with a batch of 1. Only where the line's replicas carry that rate
     there: the low-load line is the rate sizing's reading near idle, not a capacity to compare
     modes on at loads the workload does not have. `at` holds one entry per line (`best_points`
-    lays them out), so its fields index by line."""
+    lays them out), so its fields index by line.
+
+    The low-load rate is a share (at most 1) of the rate at B = 1, and 0 where the idle TPOT
+    misses its target or no sequence's KV fits. `one` (what the search read at B = 1) bounds
+    it: a line whose replicas could not carry `wanted` even at the whole B = 1 rate, or whose
+    idle TPOT misses, gets 0 without the evaluation (its p99 TTFT bisection is most of the
+    cost, and on the examples no failing line is rescued). None evaluates every failing line
+    (the reference the tests compare with)."""
     failing = np.ravel(rate) <= 0.0
+    if one is not None and failing.any():
+        need = np.ravel(wanted) * (1.0 - 1e-9) * (1.0 - BOUND_MARGIN)
+        tpot = np.ravel(at.tpot_ms) * ((1.0 + 1e-9) * (1.0 + BOUND_MARGIN))
+        failing &= (
+            (one.rate_per_s * np.ravel(at.servers) >= need)
+            & (np.ravel(one.step_ms) <= tpot)
+            & (np.ravel(at.inverse_memory_limit) <= 1.0)
+        )
     if not failing.any():
         return rate, batch
 
