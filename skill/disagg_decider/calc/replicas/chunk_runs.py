@@ -121,7 +121,7 @@ def share_spread_p99(carrying, draws, weight=None) -> np.ndarray:
     return normal + (skew if weight is None else skew * (1.0 - weight))
 
 
-def backlog_share(q, servers, window, weight=None) -> np.ndarray:
+def backlog_share(q, servers, window, weight=None, wait_tail=None) -> np.ndarray:
     """The share of a request's first `window` decode iterations taken by the prompts that
     queued behind its own: they arrived while it waited and prefilled, and are chunked
     right after its first token, inside its decode.
@@ -138,8 +138,16 @@ def backlog_share(q, servers, window, weight=None) -> np.ndarray:
     On mixed traffic (`weight`, `class_spread_weight`) the run a window meets is already the
     prompt server's whole busy period, backlog included (`run_iterations`): there it counts
     1 - weight of the backlog.
+
+    `wait_tail`, the pool's `queueing.wait_tail` (P(W > 0), theta), may be passed in by a
+    caller that has it; the mean wait is C / theta as `queueing.wait_mean_ms` gives it.
     """
-    wait_ms = queueing.wait_mean_ms(q.pool_rate, servers, q.mean_s, q.scv)
+    if wait_tail is None:
+        wait_ms = queueing.wait_mean_ms(q.pool_rate, servers, q.mean_s, q.scv)
+    else:
+        c_wait, theta = wait_tail
+        with np.errstate(divide="ignore", invalid="ignore"):
+            wait_ms = np.where(theta > 0, c_wait / theta, np.inf)
     sojourn_ms = np.where(np.isfinite(wait_ms), wait_ms, 0.0) + q.mean_s
     share = np.minimum(q.rate_per_ms * sojourn_ms * q.per_room / np.maximum(window, 1.0), 1.0)
     return share if weight is None else share * (1.0 - weight)

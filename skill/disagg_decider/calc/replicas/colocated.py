@@ -95,6 +95,20 @@ class Lines:
         (a search evaluates the lines at several), so worked out once per lines."""
         return held_scv(self.lengths)
 
+    @cached_property
+    def prompt_scv(self) -> np.ndarray:
+        """The uncached prompt's squared CV: the prompt queue's service variability at every
+        batch (the chunk room scales the mean and the spread alike)."""
+        u_mean = self.lengths.uncached_mean
+        return self.lengths.uncached_second_moment / (u_mean * u_mean) - 1.0
+
+    @cached_property
+    def window_tokens(self) -> np.ndarray:
+        """`chunk_runs.tail_window_tokens` of these lines: batch-independent."""
+        return chunk_runs.tail_window_tokens(
+            self.lengths.output_p50, self.lengths.output_sigma, self.class_spread
+        )
+
 
 def chunk_cached_tokens(lengths: Lengths, chunk_prompt) -> np.ndarray:
     """The cached prefix before the prompt a chunk's token belongs to: that prompt's own, not
@@ -171,11 +185,11 @@ def evaluate(at: Lines, batch, t_empty=None, with_ttft=False, with_headroom=True
     run_length = chunk_runs.run_iterations(
         lengths.uncached_size_biased / q.room, carrying, q.t_full, t_empty, at.class_spread
     )
-    window = chunk_runs.tail_window_tokens(
-        lengths.output_p50, lengths.output_sigma, at.class_spread
-    )
+    window = at.window_tokens
     draws = np.maximum(window / run_length, 1.0)
-    behind = chunk_runs.backlog_share(q, at.servers, window, at.class_spread)
+    # The pooled wait's tail, read by the backlog (its mean) and the headroom (its miss).
+    tail = queueing.wait_tail(q.pool_rate, at.servers, q.mean_s, q.scv)
+    behind = chunk_runs.backlog_share(q, at.servers, window, at.class_spread, tail)
     spread = chunk_runs.share_spread_p99(np.minimum(carrying + behind, 1.0), draws, at.class_spread)
     # The batch a request decodes with is not the mean batch: over its lifetime the sequences
     # around it (B on average, Little's law) fluctuate, and with them how many prompts arrive to
@@ -199,7 +213,7 @@ def evaluate(at: Lines, batch, t_empty=None, with_ttft=False, with_headroom=True
         rate_per_s=rate_per_ms * 1e3,
         ttft_p99_ms=ttft_p99,
         tpot_p99_ms=tpot_p99,
-        headroom=_headroom(at, q, b, t_empty, carrying, tpot_p99) if with_headroom else None,
+        headroom=_headroom(at, q, tail, b, t_empty, carrying, tpot_p99) if with_headroom else None,
         idle_ttft_ms=idle_ttft,
         idle_tpot_ms=t_empty,
     )
@@ -226,12 +240,12 @@ def _steps_at_p99(at: Lines, b, b99, room99) -> tuple[np.ndarray, np.ndarray]:
     return np.where(mixed, wide_empty, empty), np.where(mixed, wide_full, full)
 
 
-def _headroom(at: Lines, q: PromptQueue, b, t_empty, carrying, tpot_p99) -> np.ndarray:
+def _headroom(at: Lines, q: PromptQueue, tail, b, t_empty, carrying, tpot_p99) -> np.ndarray:
     """The smallest normalised slack, 1 - value / limit, over every limit: one minus the
     largest ratio. Chunk sizes and targets are positive (validated)."""
-    # Prompts queue as one M/G/c pool (`prompt_queue`); the search needs only the miss
-    # probability at the target, a report the p99 itself.
-    c_wait, theta = queueing.wait_tail(q.pool_rate, at.servers, q.mean_s, q.scv)
+    # Prompts queue as one M/G/c pool (`prompt_queue`, its wait `tail`); the search needs only
+    # the miss probability at the target, a report the p99 itself.
+    c_wait, theta = tail
     miss = queueing.sum_exceed_probability(c_wait, theta, q.nodes, at.ttft_ms)
     with np.errstate(divide="ignore"):
         ttft_ratio = 1.0 + np.log(miss / queueing.P99_TAIL) / np.log(1.0 / queueing.P99_TAIL)
@@ -239,7 +253,7 @@ def _headroom(at: Lines, q: PromptQueue, b, t_empty, carrying, tpot_p99) -> np.n
     np.maximum(worst, b / at.chunk, out=worst)
     np.maximum(worst, carrying, out=worst)
     # The KV seats hold the p99 of the sequences in flight (`decode.seats_in_use_p99`).
-    in_use = seats_in_use_p99(b, t_empty, at.empty_pass.ms(b + 1.0, 0.0), at.seat_scv)
+    in_use = seats_in_use_p99(b, t_empty, q.seen_empty, at.seat_scv)
     np.maximum(worst, in_use * at.inverse_memory_limit, out=worst)
     np.maximum(worst, tpot_p99 / at.tpot_ms, out=worst)
     if np.max(b) > at.engine.eff.max_decode_batch:  # the engine's cap per DP rank
@@ -255,6 +269,7 @@ class PromptQueue(NamedTuple):
     per_room: np.ndarray  # iterations one prompt's chunks occupy
     t_full: np.ndarray  # a chunk-carrying iteration, ms
     rate_per_ms: np.ndarray  # per replica
+    seen_empty: np.ndarray  # the pure decode step at B + 1, ms
     pool_rate: np.ndarray  # the pool's arrivals, per ms
     mean_s: np.ndarray  # mean service, ms
     scv: np.ndarray
@@ -294,9 +309,10 @@ def prompt_queue(at: Lines, b) -> PromptQueue:
         per_room=per_room,
         t_full=t_full,
         rate_per_ms=rate_per_ms,
+        seen_empty=seen_empty,
         pool_rate=rate_per_ms * at.servers,  # `rate_per_ms` is per replica
         mean_s=t_full * per_room,
-        scv=lengths.uncached_second_moment / (u_mean * u_mean) - 1.0,
+        scv=at.prompt_scv,
         nodes=nodes,
     )
 
