@@ -5,6 +5,10 @@
   lets them carry the workload's rate: on every call a decision makes, on the examples and
   on a seeded batch, the pruned answer must equal the exhaustive one (`one=None`) bit for bit,
   and the bound must actually leave lines out.
+- `batch_edge.bisect_edge` with several bisection steps per evaluation walks the points it
+  evaluated as the steps one at a time would: on any slack, falling or not, the same crossing
+  and values bit for bit; and the decisions the colocated search makes with it are the ones
+  it makes one step at a time.
 
 No timing here: the call counts are `benchmarks/decide_calls.py`'s.
 """
@@ -15,7 +19,10 @@ import sys
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
+from disagg_decider.calc.queues.batch_edge import bisect_edge, levels_for, subtree_mids
 from disagg_decider.calc.replicas import colocated
 from disagg_decider.decide import decide_many
 from disagg_decider.workload import load_workload
@@ -55,3 +62,61 @@ def test_low_load_bound_gives_the_exhaustive_answer(workloads, monkeypatch) -> N
     # checked on both kinds.
     assert seen["failing"] > 1_000
     assert seen["rescued"] > 0
+
+
+@settings(max_examples=80, deadline=None)
+@given(
+    n=st.integers(1, 40),
+    lines=st.integers(1, 6),
+    levels=st.integers(2, 6),
+    seed=st.integers(0, 2**32 - 1),
+)
+def test_several_steps_per_evaluation_equal_one_step_at_a_time(n, lines, levels, seed):
+    """Any slack, not only falling: the walk must replay bisection's path, not the grid's."""
+    rng = np.random.default_rng(seed)
+    slack = rng.normal(0.0, 1.0, (lines, n))
+    values = rng.uniform(0.0, 100.0, (lines, n))
+    rows = np.arange(lines)
+    asked = []
+
+    def at(index):
+        asked.append(index.shape)
+        picked = rows.reshape(-1, *(1,) * (index.ndim - 1))
+        return slack[picked, index], (values[picked, index], index * 1.0)
+
+    one = bisect_edge(at, n, (lines,))
+    steps_one = len(asked)
+    many = bisect_edge(at, n, (lines,), levels)
+    for field in ("lo", "hi", "frac"):
+        np.testing.assert_array_equal(getattr(many, field), getattr(one, field))
+    for k in range(2):
+        np.testing.assert_array_equal(many.value(k), one.value(k))
+    assert len(asked) - steps_one == -(-steps_one // levels)  # fewer evaluations
+    assert asked[-1] == (lines, 2**levels - 1)
+
+
+def test_subtree_mids_are_the_midpoints_bisection_visits():
+    lo, hi = np.array([-1, 3]), np.array([15, 8])
+    np.testing.assert_array_equal(subtree_mids(lo, hi, 2), np.array([[7, 3, 11], [5, 4, 6]]))
+
+
+def test_levels_for_trades_calls_against_points():
+    assert levels_for(432, 15, 800) == 2  # one decision's search: 2 evaluations, not 4
+    assert levels_for(20_000, 15, 800) == 1  # a batch's block: points dominate
+    assert levels_for(1, 15, 800) == 4  # a handful of lines: the whole tree at once
+
+
+def test_the_search_with_several_steps_decides_as_one_step_at_a_time(workloads, monkeypatch):
+    used = []
+    levels = colocated._bisection_levels
+
+    def counted(*args):
+        used.append(levels(*args))
+        return used[-1]
+
+    monkeypatch.setattr(colocated, "_bisection_levels", counted)
+    stepped = [v.model_dump(mode="json") for v in decide_many(workloads)]
+    assert max(used) > 1
+    monkeypatch.setattr(colocated, "_bisection_levels", lambda *args: 1)
+    single = [v.model_dump(mode="json") for v in decide_many(workloads)]
+    assert stepped == single

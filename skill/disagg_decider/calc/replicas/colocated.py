@@ -30,6 +30,7 @@ from disagg_decider.calc.queues.array_helpers import broadcast, first_best
 from disagg_decider.calc.queues.batch_edge import (
     bisect_edge,
     boundary_index,
+    levels_for,
     pick,
     value_at,
 )
@@ -49,6 +50,9 @@ from disagg_decider.calc.replicas.low_load import rate_below_batch_one
 # Measured (issue 17f, `benchmarks/decide_cpu.py`'s examples): bisecting is already cheaper at
 # ~290 lines x 16 batches (1.1 ms against 1.4), whole grids at ~100 lines (0.7 against 0.9).
 WHOLE_GRID_POINTS = 2_500
+# What one evaluation's fixed cost (~270 Python-level calls) is worth in points evaluated:
+# bisection takes several steps per evaluation while that saves more (`_bisection_levels`).
+EVALUATION_POINTS = 800
 
 
 @dataclass(frozen=True)
@@ -377,7 +381,8 @@ def best_points(
     keep = None if keep is None or keep.all() else keep.reshape(-1)
     n_lines = int(np.prod(shape)) if keep is None else int(keep.sum())
     whole_grid = n_lines * batches.size <= WHOLE_GRID_POINTS
-    line_shape = (n_lines, 1) if whole_grid else (n_lines,)
+    levels = 1 if whole_grid else _bisection_levels(engine, batches, n_lines)
+    line_shape = (n_lines, 1) if whole_grid or levels > 1 else (n_lines,)
 
     def per_line(a) -> np.ndarray:  # `array_helpers.broadcast`: np.broadcast_to's elements, cheaper
         if keep is not None:
@@ -406,14 +411,14 @@ def best_points(
         rate_one = np.where(found, np.inf, grid.rate_per_s[:, 0])
     else:
         flat_empty = empty.reshape(-1)
-        first = np.arange(n_lines) * batches.size
+        first = (np.arange(n_lines) * batches.size).reshape(line_shape)
 
         def at(index: np.ndarray):
             b = batches[index]
             point = evaluate(at_lines, b, t_empty=flat_empty[first + index])
             return point.headroom, (point.rate_per_s, b)
 
-        bisected = bisect_edge(at, batches.size, (n_lines,))
+        bisected = bisect_edge(at, batches.size, (n_lines,), levels)
         rate, batch = bisected.value(0), bisected.value(1)
         # A line that holds nowhere was last tried at B = 1 (its `hi` is 0): its rate there.
         rate_one = np.where(bisected.lo < 0, bisected.at_hi[0], np.inf)
@@ -440,6 +445,18 @@ class _BelowOne(NamedTuple):
 # misses by more than this, far beyond any rounding between the search's evaluation at B = 1
 # and the low-load one (the same operations on other array shapes).
 BOUND_MARGIN = 1e-6
+
+
+def _bisection_levels(engine: Engine, batches: np.ndarray, n_lines: int) -> int:
+    """Bisection steps per evaluation (`batch_edge.bisect_edge`): several where the lines are
+    few enough that an evaluation's fixed calls outweigh its points (`EVALUATION_POINTS`).
+
+    One step at a time on grids past the engine's cap per DP rank: there `_headroom` adds the
+    cap's ratio at every point of an evaluation once any point passes it, so a point's
+    headroom would depend on which others share its evaluation."""
+    if float(batches[-1]) > engine.eff.max_decode_batch:
+        return 1
+    return levels_for(n_lines, batches.size, EVALUATION_POINTS)
 
 
 def _below_batch_one(
