@@ -171,33 +171,31 @@ def bisect_edge(
     lo = np.full(shape, -1).reshape(-1)
     hi = np.full(shape, n).reshape(-1)
     s_lo = s_hi = np.zeros(lo.shape)
-    at_lo: tuple[np.ndarray, ...] | None = None
-    at_hi: tuple[np.ndarray, ...] | None = None
+    at_lo = at_hi = None  # the values, stacked: (V, N)
     points = 2**levels - 1
     base = np.arange(lo.size) * points
     while (hi - lo > 1).any():
         mids = subtree_mids(lo, hi, levels)  # (N, P)
         s_all, values_all = at(clip(mids, 0, n - 1).reshape((*shape, points)))
-        s_flat = s_all.reshape(-1)
-        v_flat = tuple(v.reshape(-1) for v in values_all)
-        mid_flat = mids.reshape(-1)
+        s_flat, mid_flat = s_all.reshape(-1), mids.reshape(-1)
+        v_flat = np.array(values_all, dtype=float).reshape(len(values_all), -1)
         if at_lo is None or at_hi is None:
-            at_lo = at_hi = tuple(np.zeros(lo.shape) for _ in values_all)
+            at_lo = at_hi = np.zeros((len(values_all), lo.size))
         node = base
         for _ in range(levels):
             still_open = hi - lo > 1
-            mid, s_mid = mid_flat.take(node), s_flat.take(node)
-            values = tuple(v.take(node) for v in v_flat)
+            mid, s_mid, values = mid_flat.take(node), s_flat.take(node), v_flat.take(node, axis=1)
             up = still_open & (s_mid >= 0)  # mid holds: the crossing is above it
             down = still_open & ~up
-            at_lo = tuple(np.where(up, v, old) for v, old in zip(values, at_lo, strict=True))
-            at_hi = tuple(np.where(down, v, old) for v, old in zip(values, at_hi, strict=True))
+            at_lo, at_hi = np.where(up, values, at_lo), np.where(down, values, at_hi)
             lo, s_lo = np.where(up, mid, lo), np.where(up, s_mid, s_lo)
             hi, s_hi = np.where(down, mid, hi), np.where(down, s_mid, s_hi)
             # The next node: the child below (down) or above (up), `subtree_mids`' order.
             node = 2 * node - base + np.where(up, 2, 1)
     assert at_lo is not None and at_hi is not None, "a grid has at least one point"
-    return _edge(lo.reshape(shape), hi.reshape(shape), s_lo, s_hi, at_lo, at_hi, n, shape)
+    return _edge(
+        lo.reshape(shape), hi.reshape(shape), s_lo, s_hi, tuple(at_lo), tuple(at_hi), n, shape
+    )
 
 
 def subtree_mids(lo: np.ndarray, hi: np.ndarray, levels: int) -> np.ndarray:
@@ -210,7 +208,7 @@ def subtree_mids(lo: np.ndarray, hi: np.ndarray, levels: int) -> np.ndarray:
         mids.append(mid)
         los += [los[j], mid]
         his += [mid, his[j]]
-    return np.stack(mids, axis=-1)
+    return np.array(mids).T
 
 
 def levels_for(lines: int, n: int, call_points: int) -> int:
@@ -230,21 +228,20 @@ def _bisect_one_level(at, n: int, shape: tuple[int, ...]) -> Edge:
     lo = np.full(shape, -1)
     hi = np.full(shape, n)
     s_lo = s_hi = np.zeros(shape)
-    at_lo: tuple[np.ndarray, ...] | None = None
-    at_hi: tuple[np.ndarray, ...] | None = None
+    at_lo = at_hi = None  # the values, stacked: (V, *shape)
     while (still_open := hi - lo > 1).any():
         mid = (lo + hi) // 2
         s_mid, values = at(clip(mid, 0, n - 1))
+        values = np.array(values, dtype=float)
         if at_lo is None or at_hi is None:
-            at_lo = at_hi = tuple(np.zeros(shape) for _ in values)
+            at_lo = at_hi = np.zeros((len(values), *shape))
         up = still_open & (s_mid >= 0)  # mid holds: the crossing is above it
         down = still_open & ~up
-        at_lo = tuple(np.where(up, v, old) for v, old in zip(values, at_lo, strict=True))
-        at_hi = tuple(np.where(down, v, old) for v, old in zip(values, at_hi, strict=True))
+        at_lo, at_hi = np.where(up, values, at_lo), np.where(down, values, at_hi)
         lo, s_lo = np.where(up, mid, lo), np.where(up, s_mid, s_lo)
         hi, s_hi = np.where(down, mid, hi), np.where(down, s_mid, s_hi)
     assert at_lo is not None and at_hi is not None, "a grid has at least one point"
-    return _edge(lo, hi, s_lo, s_hi, at_lo, at_hi, n, shape)
+    return _edge(lo, hi, s_lo, s_hi, tuple(at_lo), tuple(at_hi), n, shape)
 
 
 def _edge(lo, hi, s_lo, s_hi, at_lo, at_hi, n: int, shape: tuple[int, ...]) -> Edge:

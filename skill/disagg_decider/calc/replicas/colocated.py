@@ -391,7 +391,7 @@ def best_points(
 
     at_lines = lines(
         replace(engine, tp=per_line(engine.tp), dp=per_line(engine.dp), ep=per_line(engine.ep)),
-        lengths.map(per_line),
+        _lengths_on_lines(lengths, shape, keep, line_shape) or lengths.map(per_line),
         per_line(ttft_ms),
         per_line(tpot_ms),
         per_line(c),
@@ -445,6 +445,23 @@ class _BelowOne(NamedTuple):
 # misses by more than this, far beyond any rounding between the search's evaluation at B = 1
 # and the low-load one (the same operations on other array shapes).
 BOUND_MARGIN = 1e-6
+
+
+def _lengths_on_lines(lengths: Lengths, shape, keep, line_shape) -> Lengths | None:
+    """`lengths.map(per_line)` as `best_points` lays lines out, every field in one copy: the
+    fields share a shape (`Lengths.build`), so they are stacked, broadcast to the lines and
+    split again (one array operation instead of one per field; the same values). None where
+    the fields' shapes differ (the caller maps them one by one)."""
+    fields = vars(lengths)
+    values = list(fields.values())
+    try:
+        stacked = np.array(values, dtype=float)
+    except ValueError:  # "inhomogeneous shape"
+        return None
+    flat = broadcast(stacked, (len(values), *shape)).reshape(len(values), -1)
+    if keep is not None:
+        flat = flat[:, keep]
+    return Lengths(**dict(zip(fields, flat.reshape(len(values), *line_shape), strict=True)))
 
 
 def _bisection_levels(engine: Engine, batches: np.ndarray, n_lines: int) -> int:
