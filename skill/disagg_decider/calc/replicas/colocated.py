@@ -407,7 +407,7 @@ def best_points(
         edge = boundary_index(grid.headroom)
         found = edge >= 0
         rate = np.where(found, value_at(grid.rate_per_s, np.maximum(edge, 0.0)), 0.0)
-        batch = np.where(found, value_at(np.broadcast_to(batches, grid.headroom.shape), edge), 0.0)
+        batch = np.where(found, value_at(batches, edge), 0.0)  # one grid: every line's batches
         rate_one = np.where(found, np.inf, grid.rate_per_s[:, 0])
     else:
         flat_empty = empty.reshape(-1)
