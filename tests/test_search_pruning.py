@@ -120,3 +120,21 @@ def test_the_search_with_several_steps_decides_as_one_step_at_a_time(workloads, 
     monkeypatch.setattr(colocated, "_bisection_levels", lambda *args: 1)
     single = [v.model_dump(mode="json") for v in decide_many(workloads)]
     assert stepped == single
+
+
+# Calls the search's region (search, best_points, _crossovers) makes per decision, measured on
+# this branch (`benchmarks/search_calls.py`): rag-8k 4,628 (7,175 before issue 27's search
+# work), chat-short 4,106 (6,190). The guard allows 1.3x: counts are the same on every run of
+# one numpy version, and other work may add a little.
+SEARCH_CALLS_CEILING = {"rag-8k-h200-rdma-dynamo": 6_000, "chat-short-colocate": 5_350}
+
+
+@pytest.mark.parametrize("name", sorted(SEARCH_CALLS_CEILING))
+def test_the_search_region_stays_within_its_calls(name) -> None:
+    from disagg_decider.decide import decide
+    from search_calls import region_calls
+
+    w = load_workload(ROOT / "examples" / f"{name}.yaml")
+    decide(w)  # warm: tables and caches built outside the count
+    inside, _ = region_calls(lambda: decide(w))
+    assert inside["union"] <= SEARCH_CALLS_CEILING[name], inside["union"]
