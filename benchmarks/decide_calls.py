@@ -33,8 +33,10 @@ def calls(fn: Callable[[], object]) -> int:
     return pstats.Stats(profile).total_calls
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+def warmed(description: str) -> tuple:
+    """The command line's checkout imported and warmed: (root, decide, decide_many, the mix,
+    the examples by name). Tables and caches are built here, outside the counts."""
+    parser = argparse.ArgumentParser(description=description)
     parser.add_argument("--root", type=Path, default=Path(__file__).resolve().parents[1])
     parser.add_argument("--workloads", type=int, default=256, help="batch size of the mix")
     args = parser.parse_args()
@@ -46,9 +48,14 @@ def main() -> None:
 
     mix = workload_mix(args.workloads)
     examples = {p.stem: load_workload(p) for p in sorted((root / "examples").glob("*.yaml"))}
-    decide_many(mix[:64])  # warm: tables and caches built outside the counts
+    decide_many(mix[:64])
     for w in examples.values():
         decide(w)
+    return root, decide, decide_many, mix, examples
+
+
+def main() -> None:
+    root, decide, decide_many, mix, examples = warmed(__doc__.splitlines()[0])
     batched = calls(lambda: decide_many(mix)) / len(mix)
     one = {name: calls(lambda w=w: decide(w)) for name, w in examples.items()}
     print(f"{root}")

@@ -15,7 +15,6 @@ cProfile counts them), so they are the same on every run of one numpy version.
 
 from __future__ import annotations
 
-import argparse
 import sys
 from collections import Counter
 from collections.abc import Callable
@@ -76,21 +75,9 @@ def show(title: str, counts: tuple[Counter, Counter], per: int = 1) -> None:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--root", type=Path, default=Path(__file__).resolve().parents[1])
-    parser.add_argument("--workloads", type=int, default=256, help="batch size of the mix")
-    args = parser.parse_args()
-    root = args.root.resolve()
-    sys.path[:0] = [str(root / "skill"), str(root / "benchmarks")]
-    from disagg_decider.decide import decide, decide_many
-    from disagg_decider.workload import load_workload
-    from workload_mix import workload_mix
+    from decide_calls import warmed
 
-    mix = workload_mix(args.workloads)
-    examples = {p.stem: load_workload(p) for p in sorted((root / "examples").glob("*.yaml"))}
-    decide_many(mix[:64])  # warm: tables and caches built outside the counts
-    for w in examples.values():
-        decide(w)
+    root, decide, decide_many, mix, examples = warmed(__doc__.splitlines()[0])
     print(f"{root}")
     show(
         f"batched, per decision ({len(mix)} workloads)",
