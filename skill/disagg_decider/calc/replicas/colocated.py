@@ -36,7 +36,6 @@ from disagg_decider.calc.queues.batch_edge import (
 )
 from disagg_decider.calc.replicas import chunk_runs
 from disagg_decider.calc.replicas.decode import (
-    decode_step_ms,
     engine_batch_grid,
     held_scv,
     memory_batch_limit,
@@ -397,33 +396,33 @@ def best_points(
         per_line(c),
         per_line(servers),
     )
-    # Pure decode steps do not depend on the chunk size: one per (row, TP, batch), looked up.
-    empty = decode_step_ms(engine, batches, lengths.decode_context_mean)
-    empty = np.broadcast_to(empty, (*shape[:-1], batches.size)).reshape(-1, batches.size)
-    if keep is not None:
-        empty = empty[keep]
+    # The pure decode step comes from the lines' own decode pass (`evaluate`), on the engine
+    # the lines already hold: another engine's constants would be worked out again.
     if whole_grid:
-        grid = evaluate(at_lines, batches, t_empty=empty)
+        grid = evaluate(at_lines, batches)
         edge = boundary_index(grid.headroom)
         found = edge >= 0
         rate = np.where(found, value_at(grid.rate_per_s, np.maximum(edge, 0.0)), 0.0)
         batch = np.where(found, value_at(batches, edge), 0.0)  # one grid: every line's batches
-        rate_one = np.where(found, np.inf, grid.rate_per_s[:, 0])
+        below = _BelowOne(np.where(found, np.inf, grid.rate_per_s[:, 0]), grid.idle_tpot_ms[:, 0])
     else:
-        flat_empty = empty.reshape(-1)
-        first = (np.arange(n_lines) * batches.size).reshape(line_shape)
 
         def at(index: np.ndarray):
             b = batches[index]
-            point = evaluate(at_lines, b, t_empty=flat_empty[first + index])
-            return point.headroom, (point.rate_per_s, b)
+            point = evaluate(at_lines, b)
+            return point.headroom, (point.rate_per_s, b, point.idle_tpot_ms)
 
         bisected = bisect_edge(at, batches.size, (n_lines,), levels)
         rate, batch = bisected.value(0), bisected.value(1)
-        # A line that holds nowhere was last tried at B = 1 (its `hi` is 0): its rate there.
-        rate_one = np.where(bisected.lo < 0, bisected.at_hi[0], np.inf)
+        # A line that holds nowhere was last tried at B = 1 (its `hi` is 0): its rate and
+        # step there. Others are not bounded (their B = 1 values were not read).
+        nowhere = bisected.lo < 0
+        below = _BelowOne(
+            np.where(nowhere, bisected.at_hi[0], np.inf),
+            np.where(nowhere, bisected.at_hi[2], 0.0),
+        )
     if rate_per_s is not None:
-        below = _BelowOne(np.ravel(rate_one), empty[:, 0])
+        below = _BelowOne(np.ravel(below.rate_per_s), np.ravel(below.step_ms))
         rate, batch = _below_batch_one(at_lines, rate, batch, per_line(rate_per_s), below)
     if keep is not None:
         rate, batch = _spread(rate, keep), _spread(batch, keep)
@@ -434,8 +433,8 @@ def best_points(
 
 class _BelowOne(NamedTuple):
     """What the batch search already knows of each line at B = 1, the first grid point: its
-    rate (inf where it was not read there, a line that holds somewhere) and its pure decode
-    step (ms). `_below_batch_one` bounds the low-load rate with them."""
+    rate and its pure decode step (ms); inf and 0 where they were not read there (a line that
+    holds somewhere). `_below_batch_one` bounds the low-load rate with them."""
 
     rate_per_s: np.ndarray
     step_ms: np.ndarray
