@@ -373,7 +373,10 @@ def best_points(
     """
     batches = engine_batch_grid(engine)
     c = np.asarray(chunks, dtype=float)[:, None]
-    shape = np.broadcast_shapes(np.shape(lengths.prompt_p50), np.shape(engine.gpus), c.shape)
+    # The engine's layouts' shape, from its fields (not `engine.gpus`: the lines run on an
+    # engine of their own, so the caller's constants would be worked out for nothing).
+    layouts = np.broadcast_shapes(np.shape(engine.tp), np.shape(engine.dp), np.shape(engine.ep))
+    shape = np.broadcast_shapes(np.shape(lengths.prompt_p50), layouts, c.shape)
     keep = (
         None if searched is None else np.broadcast_to(np.asarray(searched)[..., None, None], shape)
     )
