@@ -133,7 +133,7 @@ def backlog_share(q, servers, window, weight=None, wait_tail=None) -> np.ndarray
     against outputs this is most of what a short output meets: in the simulator a
     Qwen3-30B-A3B pool on two L40S (6.8K-token prompts, 87-token outputs, 0.78 req/s) decodes
     at 26.6 ms a token on average where evenly spread arrivals give 18 (issue 24). `q` is the
-    replica's `colocated.PromptQueue`, `servers` the replicas it pools with.
+    replica's `colocated_prompts.PromptQueue`, `servers` the replicas it pools with.
 
     On mixed traffic (`weight`, `class_spread_weight`) the run a window meets is already the
     prompt server's whole busy period, backlog included (`run_iterations`): there it counts
