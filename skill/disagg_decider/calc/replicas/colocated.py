@@ -50,9 +50,13 @@ from disagg_decider.calc.replicas.low_load import rate_below_batch_one
 # Measured (issue 17f, `benchmarks/decide_cpu.py`'s examples): bisecting is already cheaper at
 # ~290 lines x 16 batches (1.1 ms against 1.4), whole grids at ~100 lines (0.7 against 0.9).
 WHOLE_GRID_POINTS = 2_500
-# What one evaluation's fixed cost (~270 Python-level calls) is worth in points evaluated:
-# bisection takes several steps per evaluation while that saves more (`_bisection_levels`).
-EVALUATION_POINTS = 800
+# What one evaluation's fixed cost (~180 Python-level calls) is worth in points evaluated, in
+# CPU time: bisection takes several steps per evaluation while that saves more
+# (`_bisection_levels`). Measured on the examples' searches (one step against two per
+# evaluation, interleaved, the least of 60 calls each): ~0.10 ms an evaluation against
+# ~0.36 us a point. By calls alone two steps would pay from 432 lines up (rag-8k's search:
+# ~400 calls fewer), yet cost 0.1 ms more CPU there and 0.3-0.5 ms on 670-960 lines.
+EVALUATION_POINTS = 300
 
 
 @dataclass(frozen=True)
