@@ -43,8 +43,10 @@ def arguments(description: str) -> argparse.Namespace:
     return args
 
 
-def main() -> None:
-    args = arguments(__doc__.splitlines()[0])
+def warmed(description: str) -> tuple:
+    """The command line's checkout imported and warmed: (root, decide, decide_many, the mix,
+    the examples by name). Tables and caches are built here, outside the counts."""
+    args = arguments(description)
     root = args.root
     sys.path[:0] = [str(root / "skill"), str(root / "benchmarks")]
     from disagg_decider.decide import decide, decide_many
@@ -53,9 +55,14 @@ def main() -> None:
 
     mix = workload_mix(args.workloads)
     examples = {p.stem: load_workload(p) for p in sorted((root / "examples").glob("*.yaml"))}
-    decide_many(mix[:64])  # warm: tables and caches built outside the counts
+    decide_many(mix[:64])
     for w in examples.values():
         decide(w)
+    return root, decide, decide_many, mix, examples
+
+
+def main() -> None:
+    root, decide, decide_many, mix, examples = warmed(__doc__.splitlines()[0])
     batched = calls(lambda: decide_many(mix)) / len(mix)
     one = {name: calls(lambda w=w: decide(w)) for name, w in examples.items()}
     print(f"{root}")

@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 
 from disagg_decider.calc.layouts import thresholds
-from disagg_decider.calc.layouts.pool_rates import TABLE_SIZES, PoolRates
+from disagg_decider.calc.layouts.pool_rates import TABLE_SIZES, WIDE_TABLE_SIZES, PoolRates
 from disagg_decider.calc.layouts.pools import rate_where
 from disagg_decider.calc.layouts.search import engine_for, group_key
 from disagg_decider.calc.modes import conditional
@@ -43,14 +43,16 @@ def _same(a, b) -> bool:
     return a.shape == b.shape and np.array_equal(a.view(np.int64), b.view(np.int64))
 
 
-def test_tabulated_rates_equal_fresh_bisections():
+@pytest.mark.parametrize(("n", "width"), [(40, WIDE_TABLE_SIZES), (400, TABLE_SIZES)])
+def test_tabulated_rates_equal_fresh_bisections(n, width):
+    """A few entries (one decision) get the wide table, many (a batch's block) the narrow."""
     rng = np.random.default_rng(17)
-    n = 40
     pool = _pool(rng, n)
-    most = rng.integers(0, 2 * TABLE_SIZES, n).astype(float)  # small and large splits
+    most = rng.integers(0, 2 * WIDE_TABLE_SIZES, n).astype(float)  # small and large splits
     wanted = rng.random(n) < 0.8
     table = PoolRates.tabulate(pool, most, wanted)
-    assert (table.sizes[wanted & (most > TABLE_SIZES)] == 1).all()  # one replica of the big
+    assert (table.sizes[wanted & (most > width)] == 1).all()  # one replica of the big
+    assert (table.sizes[wanted & (most <= width)] == most[wanted & (most <= width)]).all()
     assert (table.sizes[~wanted] == 0).all()
     # Whole sizes in and out of the table, fractional ones, a leading axis of sizes per entry.
     for servers in (

@@ -26,6 +26,12 @@ from disagg_decider.calc.layouts.pools import rate_where
 from disagg_decider.calc.replicas import prefill
 
 TABLE_SIZES = 8  # entries allowing up to this many prefill replicas are tabulated whole
+# ... or up to this many where the whole table stays within `WIDE_TABLE_POINTS` (entry, size)
+# points: one decision's search (rag-8k: 557 points on 16 GPUs), where the split's later
+# bisections (one call each, ~300 Python-level calls) cost more than the table's extra points;
+# a batch's blocks (2,000-11,000 points) keep the narrow table.
+WIDE_TABLE_SIZES = 16
+WIDE_TABLE_POINTS = 1_000
 BISECT_ABOVE = 64  # `sizing` bisects the count where a pool may need more replicas than this
 
 
@@ -46,7 +52,9 @@ class PoolRates:
         """Every size 1 .. `most` of the `wanted` entries that allow at most `TABLE_SIZES`, and
         one replica of the others (the first rate both the split and the verdict ask for)."""
         most = np.maximum(most, 0.0)
-        sizes = np.where(wanted, np.where(most <= TABLE_SIZES, most, np.minimum(most, 1.0)), 0.0)
+        sizes = _table_sizes(most, wanted, WIDE_TABLE_SIZES)
+        if sizes.sum() > WIDE_TABLE_POINTS:
+            sizes = _table_sizes(most, wanted, TABLE_SIZES)
         top = int(np.max(sizes, initial=0.0))
         grid = np.arange(1.0, top + 1.0).reshape(-1, *(1,) * sizes.ndim)
         rates = rate_where(pool, grid, grid <= sizes) if top else np.zeros((0, *sizes.shape))
@@ -149,3 +157,8 @@ class PoolRates:
     def _carries(rates: np.ndarray, rate: np.ndarray, sizes: np.ndarray, most) -> np.ndarray:
         """`Pool.sizing`'s test: the size carries the rate and the cluster allows it."""
         return (rates >= rate[..., None] * (1 - 1e-9)) & (sizes <= np.asarray(most)[..., None])
+
+
+def _table_sizes(most: np.ndarray, wanted: np.ndarray, table: int) -> np.ndarray:
+    """Sizes tabulated per entry: all of them up to `table`, else one replica; 0 unwanted."""
+    return np.where(wanted, np.where(most <= table, most, np.minimum(most, 1.0)), 0.0)

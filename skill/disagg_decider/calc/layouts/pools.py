@@ -30,6 +30,7 @@ def prefill_pool(
     d_tps=None,
     join_ms=None,
     prompts: PromptMix | None = None,
+    nodes: tuple[np.ndarray, np.ndarray] | None = None,
 ) -> prefill.Pool:
     """The prefill pools of every (prefill TP, decode TP): axes (S, Tp, Td), quantiles last.
 
@@ -40,8 +41,12 @@ def prefill_pool(
     `engine.tp` is (1, T, 1, 1) and the lengths (S, 1, 1, 1) (the search's axes), or
     both (W, 1) with `tps`/`d_tps` (W, 1) for one pair per workload. `prompts`: the rows'
     prompts where some row is a mixed-traffic workload's own (`calc/replicas/mixed_members.py`).
+    `nodes`, `prefill_and_transfer_nodes` of the same arguments, may be passed in by a caller
+    that reads the transfer times too (the search's receivers).
     """
-    p_nodes, t_nodes = _prefill_and_transfer_nodes(r, engine, lengths, path, tps, d_tps, prompts)
+    if nodes is None:
+        nodes = prefill_and_transfer_nodes(r, engine, lengths, path, tps, d_tps, prompts)
+    p_nodes, t_nodes = nodes
     if p_nodes.ndim == 4:
         if join_ms is None:
             join_ms = decode.join_step_ms(engine, lengths)[:, :, 0, 0]
@@ -64,10 +69,10 @@ def transfer_nodes_ms(
     """The KV transfer time alone (the part that shows in TTFT) at each prompt quantile, on
     `prefill_pool`'s axes: what a decode receiver's link is busy for per request
     (`ingress_queue`)."""
-    return _prefill_and_transfer_nodes(r, engine, lengths, path, tps, d_tps, prompts)[1]
+    return prefill_and_transfer_nodes(r, engine, lengths, path, tps, d_tps, prompts)[1]
 
 
-def _prefill_and_transfer_nodes(r, engine, lengths, path, tps, d_tps, prompts):
+def prefill_and_transfer_nodes(r, engine, lengths, path, tps, d_tps=None, prompts=None):
     """(prefill time, transfer time) at each prompt quantile, as `prefill_pool` lays them out:
     (S, Tp, 1, K) and (S, Tp, Td, K) on the search's axes, (W, K) for one pair per row."""
     d_tps = tps if d_tps is None else d_tps

@@ -30,8 +30,8 @@ from disagg_decider.calc.layouts.pool_rates import PoolRates
 from disagg_decider.calc.layouts.pools import (
     ingress_rate_per_s,
     pooled_split,
+    prefill_and_transfer_nodes,
     prefill_pool,
-    transfer_nodes_ms,
 )
 from disagg_decider.calc.physics import parallel
 from disagg_decider.calc.physics.kvpath import TransferPath, transfer_path
@@ -456,9 +456,10 @@ def search(r: Resolved, rows: Rows, layouts: dict[str, np.ndarray]) -> Found:
     p_atp, d_atp = atp[None, :, None], atp[None, None, :]
     ingress = ingress_rate_per_s(r, path, lengths, p_atp, d_atp)
     target = rows.ttft_ms.reshape(-1, 1, 1)
-    pool = prefill_pool(r, engine, lengths, path, target, atp, prompts=rows.prompts)
+    nodes = prefill_and_transfer_nodes(r, engine, lengths, path, atp, prompts=rows.prompts)
+    pool = prefill_pool(r, engine, lengths, path, target, atp, prompts=rows.prompts, nodes=nodes)
     # A receiver's link also must not make its transfers wait past the TTFT target.
-    t_nodes = transfer_nodes_ms(r, engine, lengths, path, atp, prompts=rows.prompts)
+    t_nodes = nodes[1]
     ingress = np.minimum(ingress, receiver_rate_per_s(t_nodes, pool.nodes_ms, target))
     d_rate = np.minimum(d_alone[:, None, :], ingress * layouts["dp"][None, None, :])
     d_rate = np.where(served_rows[:, None, None], d_rate, 0.0)

@@ -121,7 +121,7 @@ def share_spread_p99(carrying, draws, weight=None) -> np.ndarray:
     return normal + (skew if weight is None else skew * (1.0 - weight))
 
 
-def backlog_share(q, servers, window, weight=None) -> np.ndarray:
+def backlog_share(q, servers, window, weight=None, wait_tail=None) -> np.ndarray:
     """The share of a request's first `window` decode iterations taken by the prompts that
     queued behind its own: they arrived while it waited and prefilled, and are chunked
     right after its first token, inside its decode.
@@ -133,13 +133,21 @@ def backlog_share(q, servers, window, weight=None) -> np.ndarray:
     against outputs this is most of what a short output meets: in the simulator a
     Qwen3-30B-A3B pool on two L40S (6.8K-token prompts, 87-token outputs, 0.78 req/s) decodes
     at 26.6 ms a token on average where evenly spread arrivals give 18 (issue 24). `q` is the
-    replica's `colocated.PromptQueue`, `servers` the replicas it pools with.
+    replica's `colocated_prompts.PromptQueue`, `servers` the replicas it pools with.
 
     On mixed traffic (`weight`, `class_spread_weight`) the run a window meets is already the
     prompt server's whole busy period, backlog included (`run_iterations`): there it counts
     1 - weight of the backlog.
+
+    `wait_tail`, the pool's `queueing.wait_tail` (P(W > 0), theta), may be passed in by a
+    caller that has it; the mean wait is C / theta as `queueing.wait_mean_ms` gives it.
     """
-    wait_ms = queueing.wait_mean_ms(q.pool_rate, servers, q.mean_s, q.scv)
+    if wait_tail is None:
+        wait_ms = queueing.wait_mean_ms(q.pool_rate, servers, q.mean_s, q.scv)
+    else:
+        c_wait, theta = wait_tail
+        with np.errstate(divide="ignore", invalid="ignore"):
+            wait_ms = np.where(theta > 0, c_wait / theta, np.inf)
     sojourn_ms = np.where(np.isfinite(wait_ms), wait_ms, 0.0) + q.mean_s
     share = np.minimum(q.rate_per_ms * sojourn_ms * q.per_room / np.maximum(window, 1.0), 1.0)
     return share if weight is None else share * (1.0 - weight)

@@ -30,12 +30,13 @@ from disagg_decider.calc.queues.array_helpers import broadcast, first_best
 from disagg_decider.calc.queues.batch_edge import (
     bisect_edge,
     boundary_index,
+    levels_for,
     pick,
     value_at,
 )
 from disagg_decider.calc.replicas import chunk_runs
+from disagg_decider.calc.replicas.colocated_prompts import PromptQueue, prompt_queue, ttft_p99_of
 from disagg_decider.calc.replicas.decode import (
-    decode_step_ms,
     engine_batch_grid,
     held_scv,
     memory_batch_limit,
@@ -49,6 +50,13 @@ from disagg_decider.calc.replicas.low_load import rate_below_batch_one
 # Measured (issue 17f, `benchmarks/decide_cpu.py`'s examples): bisecting is already cheaper at
 # ~290 lines x 16 batches (1.1 ms against 1.4), whole grids at ~100 lines (0.7 against 0.9).
 WHOLE_GRID_POINTS = 2_500
+# What one evaluation's fixed cost (~180 Python-level calls) is worth in points evaluated, in
+# CPU time: bisection takes several steps per evaluation while that saves more
+# (`_bisection_levels`). Measured on the examples' searches (one step against two per
+# evaluation, interleaved, the least of 60 calls each): ~0.10 ms an evaluation against
+# ~0.36 us a point. By calls alone two steps would pay from 432 lines up (rag-8k's search:
+# ~400 calls fewer), yet cost 0.1 ms more CPU there and 0.3-0.5 ms on 670-960 lines.
+EVALUATION_POINTS = 300
 
 
 @dataclass(frozen=True)
@@ -94,6 +102,20 @@ class Lines:
         """`decode.held_scv` of these lines' lengths: the same at every batch `evaluate` tries
         (a search evaluates the lines at several), so worked out once per lines."""
         return held_scv(self.lengths)
+
+    @cached_property
+    def prompt_scv(self) -> np.ndarray:
+        """The uncached prompt's squared CV: the prompt queue's service variability at every
+        batch (the chunk room scales the mean and the spread alike)."""
+        u_mean = self.lengths.uncached_mean
+        return self.lengths.uncached_second_moment / (u_mean * u_mean) - 1.0
+
+    @cached_property
+    def window_tokens(self) -> np.ndarray:
+        """`chunk_runs.tail_window_tokens` of these lines: batch-independent."""
+        return chunk_runs.tail_window_tokens(
+            self.lengths.output_p50, self.lengths.output_sigma, self.class_spread
+        )
 
 
 def chunk_cached_tokens(lengths: Lengths, chunk_prompt) -> np.ndarray:
@@ -171,11 +193,11 @@ def evaluate(at: Lines, batch, t_empty=None, with_ttft=False, with_headroom=True
     run_length = chunk_runs.run_iterations(
         lengths.uncached_size_biased / q.room, carrying, q.t_full, t_empty, at.class_spread
     )
-    window = chunk_runs.tail_window_tokens(
-        lengths.output_p50, lengths.output_sigma, at.class_spread
-    )
+    window = at.window_tokens
     draws = np.maximum(window / run_length, 1.0)
-    behind = chunk_runs.backlog_share(q, at.servers, window, at.class_spread)
+    # The pooled wait's tail, read by the backlog (its mean) and the headroom (its miss).
+    tail = queueing.wait_tail(q.pool_rate, at.servers, q.mean_s, q.scv)
+    behind = chunk_runs.backlog_share(q, at.servers, window, at.class_spread, tail)
     spread = chunk_runs.share_spread_p99(np.minimum(carrying + behind, 1.0), draws, at.class_spread)
     # The batch a request decodes with is not the mean batch: over its lifetime the sequences
     # around it (B on average, Little's law) fluctuate, and with them how many prompts arrive to
@@ -194,12 +216,12 @@ def evaluate(at: Lines, batch, t_empty=None, with_ttft=False, with_headroom=True
     tpot_p99 = t_empty99 + np.minimum(1.0, carrying99 + behind + spread) * slow99
 
     idle_ttft = queueing.node_quantile(q.nodes, queueing.P99_TAIL)
-    ttft_p99 = _ttft_p99_of(at, q) if with_ttft else None
+    ttft_p99 = ttft_p99_of(at, q) if with_ttft else None
     return ColocatedGrid(
         rate_per_s=rate_per_ms * 1e3,
         ttft_p99_ms=ttft_p99,
         tpot_p99_ms=tpot_p99,
-        headroom=_headroom(at, q, b, t_empty, carrying, tpot_p99) if with_headroom else None,
+        headroom=_headroom(at, q, tail, b, t_empty, carrying, tpot_p99) if with_headroom else None,
         idle_ttft_ms=idle_ttft,
         idle_tpot_ms=t_empty,
     )
@@ -226,12 +248,12 @@ def _steps_at_p99(at: Lines, b, b99, room99) -> tuple[np.ndarray, np.ndarray]:
     return np.where(mixed, wide_empty, empty), np.where(mixed, wide_full, full)
 
 
-def _headroom(at: Lines, q: PromptQueue, b, t_empty, carrying, tpot_p99) -> np.ndarray:
+def _headroom(at: Lines, q: PromptQueue, tail, b, t_empty, carrying, tpot_p99) -> np.ndarray:
     """The smallest normalised slack, 1 - value / limit, over every limit: one minus the
     largest ratio. Chunk sizes and targets are positive (validated)."""
-    # Prompts queue as one M/G/c pool (`prompt_queue`); the search needs only the miss
-    # probability at the target, a report the p99 itself.
-    c_wait, theta = queueing.wait_tail(q.pool_rate, at.servers, q.mean_s, q.scv)
+    # Prompts queue as one M/G/c pool (`prompt_queue`, its wait `tail`); the search needs only
+    # the miss probability at the target, a report the p99 itself.
+    c_wait, theta = tail
     miss = queueing.sum_exceed_probability(c_wait, theta, q.nodes, at.ttft_ms)
     with np.errstate(divide="ignore"):
         ttft_ratio = 1.0 + np.log(miss / queueing.P99_TAIL) / np.log(1.0 / queueing.P99_TAIL)
@@ -239,86 +261,12 @@ def _headroom(at: Lines, q: PromptQueue, b, t_empty, carrying, tpot_p99) -> np.n
     np.maximum(worst, b / at.chunk, out=worst)
     np.maximum(worst, carrying, out=worst)
     # The KV seats hold the p99 of the sequences in flight (`decode.seats_in_use_p99`).
-    in_use = seats_in_use_p99(b, t_empty, at.empty_pass.ms(b + 1.0, 0.0), at.seat_scv)
+    in_use = seats_in_use_p99(b, t_empty, q.seen_empty, at.seat_scv)
     np.maximum(worst, in_use * at.inverse_memory_limit, out=worst)
     np.maximum(worst, tpot_p99 / at.tpot_ms, out=worst)
     if np.max(b) > at.engine.eff.max_decode_batch:  # the engine's cap per DP rank
         np.maximum(worst, b / np.asarray(at.engine.max_decode_batch, dtype=float), out=worst)
     return 1.0 - worst
-
-
-class PromptQueue(NamedTuple):
-    """The prompt side of colocated replicas at a batch: the chunk room, the rate Little's law
-    gives, and the M/G/c queue prompts form (mean service, its scv, S' at the z nodes)."""
-
-    room: np.ndarray  # prompt tokens a chunk-carrying iteration takes
-    per_room: np.ndarray  # iterations one prompt's chunks occupy
-    t_full: np.ndarray  # a chunk-carrying iteration, ms
-    rate_per_ms: np.ndarray  # per replica
-    pool_rate: np.ndarray  # the pool's arrivals, per ms
-    mean_s: np.ndarray  # mean service, ms
-    scv: np.ndarray
-    nodes: np.ndarray  # S' at `queueing.Z_NODES`, a new last axis
-
-
-def prompt_queue(at: Lines, b) -> PromptQueue:
-    """What `evaluate` and `ttft_terms` share, computed by one function so both see the same
-    bits."""
-    c, lengths = at.chunk, at.lengths
-    u_mean = lengths.uncached_mean
-    room = np.maximum(c - b, 1.0)
-    per_room = u_mean / room
-    t_full = at.full_pass.ms(b, room)
-    # A decoding request is in the batch it decodes with: itself and the others, B + 1 on
-    # average (M/G/inf: Poisson(B) others), so Little's law reads the steps at B + 1. Where
-    # the batch is a handful this is most of the step's growth: a MoE step on 8 L40S runs
-    # 7.7 ms at batch 1 and 13.3 at 3, each sequence waking other experts (issue 24).
-    seen_empty = at.empty_pass.ms(b + 1.0, 0.0)
-    seen_slow = at.full_pass.ms(b + 1.0, room) - seen_empty
-    rate_per_ms = b / (lengths.output_mean * seen_empty + (b * per_room) * seen_slow)
-    # Prefill as a server working through prompt tokens at `room` tokens per t_full: a prompt
-    # of u tokens occupies it u / room iterations (chunks pack several short prompts), and its
-    # first token comes out of the iteration that finishes it. The pool's replicas behind a
-    # join-shortest-queue router form one M/G/c queue (`queueing`).
-    full = np.asarray(t_full)[..., None]
-    # full * (1 + u / room) at every node, in place on the one fresh array where its shape
-    # holds the product's (the same operations; addition commutes exactly).
-    nodes = at.uncached_nodes / np.asarray(room)[..., None]
-    if np.broadcast_shapes(full.shape, nodes.shape) == nodes.shape:
-        np.add(nodes, 1.0, out=nodes)
-        np.multiply(full, nodes, out=nodes)
-    else:
-        nodes = full * (1.0 + nodes)
-    return PromptQueue(
-        room=room,
-        per_room=per_room,
-        t_full=t_full,
-        rate_per_ms=rate_per_ms,
-        pool_rate=rate_per_ms * at.servers,  # `rate_per_ms` is per replica
-        mean_s=t_full * per_room,
-        scv=lengths.uncached_second_moment / (u_mean * u_mean) - 1.0,
-        nodes=nodes,
-    )
-
-
-def _ttft_p99_of(at: Lines, q: PromptQueue) -> np.ndarray:
-    return queueing.p99_of_sum_ms(*_ttft_terms(at, q))
-
-
-def _ttft_terms(at: Lines, q: PromptQueue) -> tuple:
-    return (q.pool_rate, at.servers, q.mean_s, q.scv, q.nodes)
-
-
-def ttft_terms(at: Lines, batch) -> tuple:
-    """The arguments of the p99 TTFT bisection (`queueing.p99_of_sum_ms`) that
-    `evaluate(at, batch, with_ttft=True)` runs, without the rest.
-
-    `colocated_load.latency_terms` needs only the p99 TTFT at its fractional batches: the
-    TPOT p99, the miss probability and the headroom (two more roofline passes and a tail sum)
-    would be thrown away; and a block solves its report-only bisections together
-    (`reported_ttft`). Same function for the shared part (`prompt_queue`), so the same bits.
-    """
-    return _ttft_terms(at, prompt_queue(at, batch))
 
 
 @dataclass(frozen=True)
@@ -354,14 +302,18 @@ def best_points(
     """
     batches = engine_batch_grid(engine)
     c = np.asarray(chunks, dtype=float)[:, None]
-    shape = np.broadcast_shapes(np.shape(lengths.prompt_p50), np.shape(engine.gpus), c.shape)
+    # The engine's layouts' shape, from its fields (not `engine.gpus`: the lines run on an
+    # engine of their own, so the caller's constants would be worked out for nothing).
+    layouts = np.broadcast_shapes(np.shape(engine.tp), np.shape(engine.dp), np.shape(engine.ep))
+    shape = np.broadcast_shapes(np.shape(lengths.prompt_p50), layouts, c.shape)
     keep = (
         None if searched is None else np.broadcast_to(np.asarray(searched)[..., None, None], shape)
     )
     keep = None if keep is None or keep.all() else keep.reshape(-1)
     n_lines = int(np.prod(shape)) if keep is None else int(keep.sum())
     whole_grid = n_lines * batches.size <= WHOLE_GRID_POINTS
-    line_shape = (n_lines, 1) if whole_grid else (n_lines,)
+    levels = 1 if whole_grid else _bisection_levels(engine, batches, n_lines)
+    line_shape = (n_lines, 1) if whole_grid or levels > 1 else (n_lines,)
 
     def per_line(a) -> np.ndarray:  # `array_helpers.broadcast`: np.broadcast_to's elements, cheaper
         if keep is not None:
@@ -370,36 +322,40 @@ def best_points(
 
     at_lines = lines(
         replace(engine, tp=per_line(engine.tp), dp=per_line(engine.dp), ep=per_line(engine.ep)),
-        lengths.map(per_line),
+        _lengths_on_lines(lengths, shape, keep, line_shape) or lengths.map(per_line),
         per_line(ttft_ms),
         per_line(tpot_ms),
         per_line(c),
         per_line(servers),
     )
-    # Pure decode steps do not depend on the chunk size: one per (row, TP, batch), looked up.
-    empty = decode_step_ms(engine, batches, lengths.decode_context_mean)
-    empty = np.broadcast_to(empty, (*shape[:-1], batches.size)).reshape(-1, batches.size)
-    if keep is not None:
-        empty = empty[keep]
+    # The pure decode step comes from the lines' own decode pass (`evaluate`), on the engine
+    # the lines already hold: another engine's constants would be worked out again.
     if whole_grid:
-        grid = evaluate(at_lines, batches, t_empty=empty)
+        grid = evaluate(at_lines, batches)
         edge = boundary_index(grid.headroom)
         found = edge >= 0
         rate = np.where(found, value_at(grid.rate_per_s, np.maximum(edge, 0.0)), 0.0)
-        batch = np.where(found, value_at(np.broadcast_to(batches, grid.headroom.shape), edge), 0.0)
+        batch = np.where(found, value_at(batches, edge), 0.0)  # one grid: every line's batches
+        below = _BelowOne(np.where(found, np.inf, grid.rate_per_s[:, 0]), grid.idle_tpot_ms[:, 0])
     else:
-        flat_empty = empty.reshape(-1)
-        first = np.arange(n_lines) * batches.size
 
         def at(index: np.ndarray):
             b = batches[index]
-            point = evaluate(at_lines, b, t_empty=flat_empty[first + index])
-            return point.headroom, (point.rate_per_s, b)
+            point = evaluate(at_lines, b)
+            return point.headroom, (point.rate_per_s, b, point.idle_tpot_ms)
 
-        bisected = bisect_edge(at, batches.size, (n_lines,))
+        bisected = bisect_edge(at, batches.size, (n_lines,), levels)
         rate, batch = bisected.value(0), bisected.value(1)
+        # A line that holds nowhere was last tried at B = 1 (its `hi` is 0): its rate and
+        # step there. Others are not bounded (their B = 1 values were not read).
+        nowhere = bisected.lo < 0
+        below = _BelowOne(
+            np.where(nowhere, bisected.at_hi[0], np.inf),
+            np.where(nowhere, bisected.at_hi[2], 0.0),
+        )
     if rate_per_s is not None:
-        rate, batch = _below_batch_one(at_lines, rate, batch, per_line(rate_per_s))
+        below = _BelowOne(np.ravel(below.rate_per_s), np.ravel(below.step_ms))
+        rate, batch = _below_batch_one(at_lines, rate, batch, per_line(rate_per_s), below)
     if keep is not None:
         rate, batch = _spread(rate, keep), _spread(batch, keep)
     rate, batch = rate.reshape(shape[:-1]), batch.reshape(shape[:-1])
@@ -407,14 +363,75 @@ def best_points(
     return ColocatedPoint(rate_per_s=pick(rate, best), chunk_index=best, batch=pick(batch, best))
 
 
-def _below_batch_one(at: Lines, rate: np.ndarray, batch: np.ndarray, wanted: np.ndarray):
+class _BelowOne(NamedTuple):
+    """What the batch search already knows of each line at B = 1, the first grid point: its
+    rate and its pure decode step (ms); inf and 0 where they were not read there (a line that
+    holds somewhere). `_below_batch_one` bounds the low-load rate with them."""
+
+    rate_per_s: np.ndarray
+    step_ms: np.ndarray
+
+
+# Relative margin on `_below_batch_one`'s bounds: a line is left out only where a bound
+# misses by more than this, far beyond any rounding between the search's evaluation at B = 1
+# and the low-load one (the same operations on other array shapes).
+BOUND_MARGIN = 1e-6
+
+
+def _lengths_on_lines(lengths: Lengths, shape, keep, line_shape) -> Lengths | None:
+    """`lengths.map(per_line)` as `best_points` lays lines out, every field in one copy: the
+    fields share a shape (`Lengths.build`), so they are stacked, broadcast to the lines and
+    split again (one array operation instead of one per field; the same values). None where
+    the fields' shapes differ (the caller maps them one by one)."""
+    fields = vars(lengths)
+    values = list(fields.values())
+    try:
+        stacked = np.array(values, dtype=float)
+    except ValueError:  # "inhomogeneous shape"
+        return None
+    flat = broadcast(stacked, (len(values), *shape)).reshape(len(values), -1)
+    if keep is not None:
+        flat = flat[:, keep]
+    return Lengths(**dict(zip(fields, flat.reshape(len(values), *line_shape), strict=True)))
+
+
+def _bisection_levels(engine: Engine, batches: np.ndarray, n_lines: int) -> int:
+    """Bisection steps per evaluation (`batch_edge.bisect_edge`): several where the lines are
+    few enough that an evaluation's fixed calls outweigh its points (`EVALUATION_POINTS`).
+
+    One step at a time on grids past the engine's cap per DP rank: there `_headroom` adds the
+    cap's ratio at every point of an evaluation once any point passes it, so a point's
+    headroom would depend on which others share its evaluation."""
+    if float(batches[-1]) > engine.eff.max_decode_batch:
+        return 1
+    return levels_for(n_lines, batches.size, EVALUATION_POINTS)
+
+
+def _below_batch_one(
+    at: Lines, rate: np.ndarray, batch: np.ndarray, wanted: np.ndarray, one: _BelowOne | None
+):
     """Lines where no batch on the grid (from 1) meets the targets may still carry the
     workload's own rate (`wanted`, req/s per line) below one sequence in flight per replica
     (`low_load`); they deploy with a batch of 1. Only where the line's replicas carry that rate
     there: the low-load line is the rate sizing's reading near idle, not a capacity to compare
     modes on at loads the workload does not have. `at` holds one entry per line (`best_points`
-    lays them out), so its fields index by line."""
+    lays them out), so its fields index by line.
+
+    The low-load rate is a share (at most 1) of the rate at B = 1, and 0 where the idle TPOT
+    misses its target or no sequence's KV fits. `one` (what the search read at B = 1) bounds
+    it: a line whose replicas could not carry `wanted` even at the whole B = 1 rate, or whose
+    idle TPOT misses, gets 0 without the evaluation (its p99 TTFT bisection is most of the
+    cost, and on the examples no failing line is rescued). None evaluates every failing line
+    (the reference the tests compare with)."""
     failing = np.ravel(rate) <= 0.0
+    if one is not None and failing.any():
+        need = np.ravel(wanted) * (1.0 - 1e-9) * (1.0 - BOUND_MARGIN)
+        tpot = np.ravel(at.tpot_ms) * ((1.0 + 1e-9) * (1.0 + BOUND_MARGIN))
+        failing &= (
+            (one.rate_per_s * np.ravel(at.servers) >= need)
+            & (np.ravel(one.step_ms) <= tpot)
+            & (np.ravel(at.inverse_memory_limit) <= 1.0)
+        )
     if not failing.any():
         return rate, batch
 

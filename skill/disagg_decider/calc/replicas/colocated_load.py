@@ -18,14 +18,8 @@ from disagg_decider.calc.physics.step import Engine, PassTerms
 from disagg_decider.calc.queues.array_helpers import broadcast, clip, map_fields
 from disagg_decider.calc.queues.batch_edge import interp_rows, value_at
 from disagg_decider.calc.queues.p99_check import p99_of_sum_within
-from disagg_decider.calc.replicas.colocated import (
-    ColocatedGrid,
-    Lines,
-    evaluate,
-    lines,
-    prompt_queue,
-    ttft_terms,
-)
+from disagg_decider.calc.replicas.colocated import ColocatedGrid, Lines, evaluate, lines
+from disagg_decider.calc.replicas.colocated_prompts import prompt_queue, ttft_terms
 from disagg_decider.calc.replicas.decode import engine_batch_grid
 from disagg_decider.calc.replicas.lengths import Lengths
 

@@ -1,0 +1,94 @@
+"""The prompt side of colocated replicas at a batch (`colocated.evaluate`): the chunk room,
+the rate Little's law gives, and the M/G/c queue prompts form behind the pool's router.
+
+`colocated.evaluate` prices a batch from it, `colocated_load` places loads on it and reads the
+p99 TTFT's terms without the rest (`ttft_terms`): one function for the shared part, so every
+caller sees the same bits.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, NamedTuple
+
+import numpy as np
+
+from disagg_decider.calc.queues import queueing
+
+if TYPE_CHECKING:
+    from disagg_decider.calc.replicas.colocated import Lines
+
+
+class PromptQueue(NamedTuple):
+    """The prompt side of colocated replicas at a batch: the chunk room, the rate Little's law
+    gives, and the M/G/c queue prompts form (mean service, its scv, S' at the z nodes)."""
+
+    room: np.ndarray  # prompt tokens a chunk-carrying iteration takes
+    per_room: np.ndarray  # iterations one prompt's chunks occupy
+    t_full: np.ndarray  # a chunk-carrying iteration, ms
+    rate_per_ms: np.ndarray  # per replica
+    seen_empty: np.ndarray  # the pure decode step at B + 1, ms
+    pool_rate: np.ndarray  # the pool's arrivals, per ms
+    mean_s: np.ndarray  # mean service, ms
+    scv: np.ndarray
+    nodes: np.ndarray  # S' at `queueing.Z_NODES`, a new last axis
+
+
+def prompt_queue(at: Lines, b) -> PromptQueue:
+    """What `evaluate` and `ttft_terms` share, computed by one function so both see the same
+    bits."""
+    c, lengths = at.chunk, at.lengths
+    u_mean = lengths.uncached_mean
+    room = np.maximum(c - b, 1.0)
+    per_room = u_mean / room
+    t_full = at.full_pass.ms(b, room)
+    # A decoding request is in the batch it decodes with: itself and the others, B + 1 on
+    # average (M/G/inf: Poisson(B) others), so Little's law reads the steps at B + 1. Where
+    # the batch is a handful this is most of the step's growth: a MoE step on 8 L40S runs
+    # 7.7 ms at batch 1 and 13.3 at 3, each sequence waking other experts (issue 24).
+    seen_empty = at.empty_pass.ms(b + 1.0, 0.0)
+    seen_slow = at.full_pass.ms(b + 1.0, room) - seen_empty
+    rate_per_ms = b / (lengths.output_mean * seen_empty + (b * per_room) * seen_slow)
+    # Prefill as a server working through prompt tokens at `room` tokens per t_full: a prompt
+    # of u tokens occupies it u / room iterations (chunks pack several short prompts), and its
+    # first token comes out of the iteration that finishes it. The pool's replicas behind a
+    # join-shortest-queue router form one M/G/c queue (`queueing`).
+    full = np.asarray(t_full)[..., None]
+    # full * (1 + u / room) at every node, in place on the one fresh array where its shape
+    # holds the product's (the same operations; addition commutes exactly).
+    nodes = at.uncached_nodes / np.asarray(room)[..., None]
+    if np.broadcast_shapes(full.shape, nodes.shape) == nodes.shape:
+        np.add(nodes, 1.0, out=nodes)
+        np.multiply(full, nodes, out=nodes)
+    else:
+        nodes = full * (1.0 + nodes)
+    return PromptQueue(
+        room=room,
+        per_room=per_room,
+        t_full=t_full,
+        rate_per_ms=rate_per_ms,
+        seen_empty=seen_empty,
+        pool_rate=rate_per_ms * at.servers,  # `rate_per_ms` is per replica
+        mean_s=t_full * per_room,
+        scv=at.prompt_scv,
+        nodes=nodes,
+    )
+
+
+def ttft_p99_of(at: Lines, q: PromptQueue) -> np.ndarray:
+    return queueing.p99_of_sum_ms(*_ttft_terms(at, q))
+
+
+def _ttft_terms(at: Lines, q: PromptQueue) -> tuple:
+    return (q.pool_rate, at.servers, q.mean_s, q.scv, q.nodes)
+
+
+def ttft_terms(at: Lines, batch) -> tuple:
+    """The arguments of the p99 TTFT bisection (`queueing.p99_of_sum_ms`) that
+    `evaluate(at, batch, with_ttft=True)` runs, without the rest.
+
+    `colocated_load.latency_terms` needs only the p99 TTFT at its fractional batches: the
+    TPOT p99, the miss probability and the headroom (two more roofline passes and a tail sum)
+    would be thrown away; and a block solves its report-only bisections together
+    (`reported_ttft`). Same function for the shared part (`prompt_queue`), so the same bits.
+    """
+    return _ttft_terms(at, prompt_queue(at, batch))
