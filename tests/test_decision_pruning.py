@@ -14,9 +14,9 @@ import numpy as np
 import pytest
 
 from disagg_decider.calc.layouts import thresholds
+from disagg_decider.calc.layouts.layout_choices import engine_for, group_key
 from disagg_decider.calc.layouts.pool_rates import TABLE_SIZES, WIDE_TABLE_SIZES, PoolRates
 from disagg_decider.calc.layouts.pools import rate_where
-from disagg_decider.calc.layouts.search import engine_for, group_key
 from disagg_decider.calc.modes import conditional
 from disagg_decider.calc.queues import queueing
 from disagg_decider.calc.replicas import colocated
@@ -144,7 +144,7 @@ def test_best_points_leaves_lines_out_with_the_same_answers(monkeypatch, whole_g
 
 
 def _block(seed: int = 29, index: int = 0) -> list:
-    """Workloads of a seeded mix that share one engine (`search.group_key`), as a block does:
+    """Workloads of a seeded mix that share one engine (`group_key`), as a block does:
     the mix's `index`-th group (in this one a walk goes two candidates deep, and a later
     candidate beats a group's first)."""
     import sys

@@ -16,7 +16,7 @@ from dataclasses import replace
 import numpy as np
 import pytest
 
-from disagg_decider.calc.layouts.search import engine_for
+from disagg_decider.calc.layouts.layout_choices import engine_for
 from disagg_decider.calc.modes import conditional, overall_ttft
 from disagg_decider.calc.modes.conditional_rows import Rows
 from disagg_decider.calc.replicas import colocated

@@ -52,7 +52,7 @@ class Setup:
 
 def engine(r: Resolved, tp: int, dp: int = 1, ep: int = 1) -> Engine:
     """The calculator's engine for a layout (attention TP, DP ranks, EP size)."""
-    from disagg_decider.calc.layouts.search import engine_for
+    from disagg_decider.calc.layouts.layout_choices import engine_for
 
     return engine_for(r, tp, dp, ep)
 

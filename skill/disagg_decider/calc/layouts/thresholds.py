@@ -17,8 +17,8 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from disagg_decider.calc.layouts import split_grid
+from disagg_decider.calc.layouts.layout_choices import engine_for
 from disagg_decider.calc.layouts.pools import ingress_rate_per_s, prefill_pool, rate_where
-from disagg_decider.calc.layouts.search import engine_for
 from disagg_decider.calc.layouts.threshold_split import (  # noqa: F401  (public here too)
     THRESHOLD_POINTS,
     Parts,
@@ -80,7 +80,7 @@ def candidates(r: Resolved, pairs: list[tuple[int, int]]) -> list[Candidate]:
 def candidates_many(
     resolved: Sequence[Resolved], pairs: Sequence[list[tuple[int, int]]]
 ) -> list[list[Candidate]]:
-    """`candidates` of each workload (all sharing one engine, `search.group_key`), in order."""
+    """`candidates` of each workload (sharing one engine: `group_key`), in order."""
     searches = [_Search.of(r, p) for r, p in zip(resolved, pairs, strict=True)]
     live = [s for s in searches if s is not None]
     if not live:

@@ -39,7 +39,8 @@ from dataclasses import replace
 import numpy as np
 
 from disagg_decider.calc.layouts import budget
-from disagg_decider.calc.layouts.search import engine_for, pairs_allowed
+from disagg_decider.calc.layouts.layout_choices import engine_for
+from disagg_decider.calc.layouts.search import pairs_allowed
 from disagg_decider.calc.layouts.thresholds import (  # noqa: F401  (split_at, thresholds: public here too)
     MIN_SHARE,
     THRESHOLD_POINTS,
@@ -214,7 +215,7 @@ def tp_pairs(
     with the decode workers at the colocated or the decode pool's degree. A prefill pool for a
     share of the requests may want a smaller degree than one for all of them. Plain TP only:
     DP-attention/EP layouts of MoE models are not combined with local prefill here."""
-    from disagg_decider.calc.layouts.search import TP_CANDIDATES, pinned_layouts
+    from disagg_decider.calc.layouts.layout_choices import TP_CANDIDATES, pinned_layouts
 
     w = r.workload
     limit = min(w.cluster.gpus, w.cluster.gpus_per_node)
@@ -353,7 +354,7 @@ def evaluate_many_later(
     disaggs: list[DisaggregatedResult],
     p99s: DeferredP99,
 ) -> Callable[[list[ColocatedResult], list[DisaggregatedResult]], list[ConditionalResult]]:
-    """`evaluate` with its search for workloads sharing an engine (`search.group_key`), in
+    """`evaluate` with its search for workloads sharing an engine (`layout_choices.group_key`), in
     order (the thresholds and TP pairs of all of them searched together), the chosen layouts'
     report-only p99 bisections added to `p99s`.
 

@@ -13,8 +13,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from disagg_decider.calc.layouts.layout_choices import engine_for
 from disagg_decider.calc.layouts.pools import ingress_rate_per_s, prefill_pool
-from disagg_decider.calc.layouts.search import engine_for
 from disagg_decider.calc.layouts.thresholds import Candidate, amended, block_rows, stack_rows
 from disagg_decider.calc.modes import overall_ttft
 from disagg_decider.calc.modes.overall_ttft import Layouts

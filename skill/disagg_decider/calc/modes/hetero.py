@@ -26,9 +26,10 @@ import numpy as np
 
 from disagg_decider import catalog
 from disagg_decider.calc.layouts import split_grid
+from disagg_decider.calc.layouts.layout_choices import engine_for
 from disagg_decider.calc.layouts.limits import rate_limit
 from disagg_decider.calc.layouts.pools import ingress_rate_per_s, prefill_pool
-from disagg_decider.calc.layouts.search import engine_for, members_of, pairs_allowed
+from disagg_decider.calc.layouts.search import members_of, pairs_allowed
 from disagg_decider.calc.modes import conditional
 from disagg_decider.calc.physics import parallel
 from disagg_decider.calc.physics.kvpath import TransferPath, transfer_times
