@@ -17,7 +17,7 @@ from disagg_decider.calc.layouts import thresholds
 from disagg_decider.calc.layouts.layout_choices import engine_for, group_key
 from disagg_decider.calc.layouts.pool_rates import TABLE_SIZES, WIDE_TABLE_SIZES, PoolRates
 from disagg_decider.calc.layouts.pools import rate_where
-from disagg_decider.calc.modes import conditional
+from disagg_decider.calc.modes import conditional, conditional_report
 from disagg_decider.calc.queues import queueing
 from disagg_decider.calc.replicas import colocated
 from disagg_decider.calc.replicas.lengths import Lengths
@@ -198,7 +198,7 @@ def test_settling_in_rounds_walks_each_group_as_one_at_a_time():
     searched = []
     for r, found in zip(resolved, _candidates(resolved), strict=True):
         groups = {t: g[::-1] for t, g in conditional._by_threshold(found).items()}
-        firsts = [conditional.settle(r, g[0]) for g in groups.values()]
+        firsts = [conditional_report.settle(r, g[0]) for g in groups.values()]
         searched.append((r, groups, firsts))
 
     walked = []
@@ -210,7 +210,7 @@ def test_settling_in_rounds_walks_each_group_as_one_at_a_time():
                 if best.goodput_rate_per_s >= c.goodput_rate_per_s:
                     break
                 walked.append(k)
-                settled = conditional.settle(r, c)
+                settled = conditional_report.settle(r, c)
                 if settled.goodput_rate_per_s > best.goodput_rate_per_s:
                     best = settled
             if best.goodput_rate_per_s > 0:

@@ -17,7 +17,7 @@ import numpy as np
 import pytest
 
 from disagg_decider.calc.layouts.layout_choices import engine_for
-from disagg_decider.calc.modes import conditional, overall_ttft
+from disagg_decider.calc.modes import conditional, conditional_report, overall_ttft
 from disagg_decider.calc.modes.conditional_rows import Rows
 from disagg_decider.calc.replicas import colocated
 from disagg_decider.calc.replicas.lengths import Lengths
@@ -129,7 +129,7 @@ def test_report_from_the_lifts_rows_equals_report_built_afresh(priced):
     out = []
     for source in (lifted, None):
         p99s = DeferredP99()
-        reported = conditional._report_rows(first, chosen, p99s, source)
+        reported = conditional_report.report_rows(first, chosen, p99s, source)
         p99s.solve()
         out.append(reported())
     shared, fresh = out
