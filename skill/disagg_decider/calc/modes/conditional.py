@@ -31,7 +31,6 @@ the modes already sized, so the layout's goodput is never below either. Among th
 from __future__ import annotations
 
 import itertools
-import math
 import operator
 from collections.abc import Callable
 
@@ -54,37 +53,20 @@ from disagg_decider.calc.layouts.thresholds import (  # noqa: F401  (split_at, t
     thresholds,
 )
 from disagg_decider.calc.modes import conditional_report
-from disagg_decider.calc.modes.conditional_report import report, settle, settle_many, settle_rows
+from disagg_decider.calc.modes.conditional_choice import chosen_layout, chosen_threshold
+from disagg_decider.calc.modes.conditional_report import settle, settle_many, settle_rows
 from disagg_decider.calc.modes.conditional_rows import Lifted, priced_rows
-from disagg_decider.calc.modes.conditional_sizing import sized_for_rate, sized_rows
+from disagg_decider.calc.modes.conditional_sizing import sized_rows
 from disagg_decider.calc.replicas.reported_ttft import DeferredP99
 from disagg_decider.calc.result import (
     ColocatedResult,
     ConditionalResult,
     DisaggregatedResult,
-    ThresholdPoint,
 )
 from disagg_decider.workload import Resolved
 
-_NOT_SEARCHED = "heterogeneous pools: routing thresholds are not searched (one GPU type per role); "
-NEAR_BEST = 0.99  # thresholds within 1% of the best goodput count as equally good
 _GOODPUT = operator.attrgetter("goodput_rate_per_s")
 _THRESHOLD = operator.attrgetter("threshold_tokens")
-
-
-def choose(
-    options: list[tuple[float | None, float]],
-) -> int:
-    """Index of the chosen (threshold, goodput): the largest threshold within 1% of the best.
-
-    A threshold of None is "no prefill pool" (colocated), larger than any number; 0 is
-    always-disaggregated. Fewer KV transfers for the same goodput is the better layout.
-    """
-    best = max([g for _, g in options])
-    near = [i for i, (_, g) in enumerate(options) if g >= NEAR_BEST * best and g > 0]
-    if not near:
-        return 0
-    return max(near, key=lambda i: math.inf if options[i][0] is None else options[i][0])
 
 
 def tp_pairs(
@@ -224,7 +206,7 @@ def evaluate(
     if search and (colo.feasible or disagg.feasible):
         pairs = tp_pairs(r, colo, disagg)
         found = candidates(r, pairs)
-    return _layout(r, colo, disagg, best_per_threshold(r, found), search)
+    return chosen_layout(r, colo, disagg, best_per_threshold(r, found), search)
 
 
 def evaluate_many_later(
@@ -261,7 +243,7 @@ def evaluate_many_later(
     best, lifted = _lifted_rows(resolved, _best_of_many(resolved[0], searched))
     out = [(r, c, d, by_t) for (r, c, d), by_t in zip(modes, best, strict=True)]
     # The chosen conditional layouts' p99s at each workload's rate, all in one pass.
-    picks = [_chosen(c, d, by_t) for _, c, d, by_t in out]
+    picks = [chosen_threshold(c, d, by_t) for _, c, d, by_t in out]
     chosen = [(r, by_t[t]) for (r, _, _, by_t), t in zip(out, picks, strict=True) if t is not None]
     # Each sized for its workload's rate (`conditional_sizing`), as the modes are.
     at = None if lifted is None or not chosen else lifted.index([c for _, c in chosen])
@@ -278,129 +260,8 @@ def evaluate_many_later(
     ) -> list[ConditionalResult]:
         reported = iter(reports())
         return [
-            _layout(r, c, d, by_t, True, None if t is None else next(reported))
+            chosen_layout(r, c, d, by_t, True, None if t is None else next(reported))
             for (r, _, _, by_t), c, d, t in zip(out, colos, disaggs, picks, strict=True)
         ]
 
     return layouts
-
-
-def _options(
-    colo: ColocatedResult, disagg: DisaggregatedResult, by_t: dict[float, Candidate]
-) -> list[tuple[float | None, float]]:
-    """(threshold, goodput) of always-disaggregated, every threshold and no prefill pool."""
-    return [
-        (0.0, disagg.max_rate_per_s if disagg.feasible else 0.0),
-        *[(t, c.goodput_rate_per_s) for t, c in sorted(by_t.items())],
-        (None, colo.max_rate_per_s if colo.feasible else 0.0),
-    ]
-
-
-def _chosen(
-    colo: ColocatedResult, disagg: DisaggregatedResult, by_t: dict[float, Candidate]
-) -> float | None:
-    """The chosen threshold when it is a conditional layout (neither 0 nor no pool), else None."""
-    options = _options(colo, disagg, by_t)
-    t = options[choose(options)][0]
-    return t if t is not None and t != 0.0 else None
-
-
-def _layout(
-    r: Resolved,
-    colo: ColocatedResult,
-    disagg: DisaggregatedResult,
-    by_t: dict[float, Candidate],
-    search: bool,
-    reported: Candidate | None = None,
-) -> ConditionalResult:
-    """The chosen layout among the settled best candidate per threshold and the two modes.
-
-    `reported`, the chosen conditional candidate with its p99s (`report`), may be passed in by
-    a caller that priced it already.
-    """
-    budget = float(r.workload.cluster.gpus)
-    options = _options(colo, disagg, by_t)
-    curve = [
-        ThresholdPoint(
-            threshold_tokens=None if t is None else int(t),
-            goodput_per_gpu=g / budget,
-            share_to_prefill=(1.0 if t == 0.0 else 0.0 if t is None else by_t[t].long_share),
-        )
-        for t, g in options
-    ]
-    k = choose(options)
-    t, best = options[k]
-    common = {
-        "curve": curve,
-        "gain_over_colocated": _ratio(best, colo.max_rate_per_s if colo.feasible else 0.0),
-        "gain_over_disaggregated": _ratio(best, disagg.max_rate_per_s if disagg.feasible else 0.0),
-        "max_rate_per_s": best,
-        "goodput_per_gpu": best / budget,
-    }
-    if t is None:
-        return ConditionalResult(
-            layout="colocated",
-            feasible=colo.feasible,
-            threshold_tokens=None,
-            threshold_reason=(
-                "no layout meets the p99 targets"
-                if not colo.feasible
-                else "no prefill pool: colocated replicas serve within 1% of the best goodput any "
-                "threshold gives, with no KV transfers"
-                if search
-                else _NOT_SEARCHED + "colocated serves within 1% of always-disaggregated"
-            ),
-            share_to_prefill=0.0,
-            prefill_tp=None,
-            decode_tp=colo.tp,
-            prefill_replicas=0,
-            decode_replicas=colo.replicas,
-            chunk_tokens=colo.chunk_tokens,
-            ttft_p99_ms=colo.ttft_p99_ms,
-            tpot_p99_ms=colo.tpot_p99_ms,
-            **common,
-        )
-    if t == 0.0:
-        return ConditionalResult(
-            layout="disaggregated",
-            feasible=disagg.feasible,
-            threshold_tokens=0,
-            threshold_reason=(
-                "every request goes to the prefill pool: no threshold above 0 comes within 1% "
-                "of always-disaggregated goodput"
-                if search
-                else _NOT_SEARCHED + "always-disaggregated serves more"
-            ),
-            share_to_prefill=1.0,
-            chunk_tokens=None,
-            **_pools_of(disagg),
-            **common,
-        )
-    c = report(r, sized_for_rate(r, [(r, by_t[t])])[0]) if reported is None else reported
-    return ConditionalResult(
-        layout="conditional",
-        feasible=True,
-        threshold_tokens=int(t),
-        threshold_reason=(
-            f"the largest threshold within 1% of the best goodput per GPU: prompts above {int(t)} "
-            f"uncached tokens ({c.long_share:.0%} of requests) go to the prefill pool, the rest "
-            "prefill on the decode workers"
-        ),
-        share_to_prefill=c.long_share,
-        chunk_tokens=c.chunk_tokens,
-        **_pools_of(c),
-        pooled_ttft_p99_ms=c.pooled_ttft_p99_ms,
-        local_ttft_p99_ms=c.local_ttft_p99_ms,
-        **common,
-    )
-
-
-def _pools_of(split) -> dict:
-    """The two pools and their p99s, as a split's sizing reports them (the always-split mode's
-    result or the conditional layout's report)."""
-    names = ("prefill_tp", "decode_tp", "prefill_replicas", "decode_replicas")
-    return {n: getattr(split, n) for n in (*names, "ttft_p99_ms", "tpot_p99_ms")}
-
-
-def _ratio(a: float, b: float) -> float | None:
-    return a / b if a > 0 and b > 0 else None
