@@ -3,7 +3,7 @@
 Each shortcut is checked against the plain computation it replaces, bit for bit (never
 approximately): the tabulated prefill rates (`calc/layouts/pool_rates.py`), the report-only p99s
 solved together (`calc/replicas/reported_ttft.py`), colocated lines left out of a search
-(`colocated.best_points(searched=)`), decode-worker rows no split can use
+(`colocated_best.best_points(searched=)`), decode-worker rows no split can use
 (`thresholds._decode_workers`) and the conditional candidates settled in rounds
 (`conditional._best_of_many`). `tests/test_golden_outputs.py` checks whole verdicts.
 """
@@ -19,7 +19,7 @@ from disagg_decider.calc.layouts.pool_rates import TABLE_SIZES, WIDE_TABLE_SIZES
 from disagg_decider.calc.layouts.pools import rate_where
 from disagg_decider.calc.modes import conditional, conditional_report
 from disagg_decider.calc.queues import queueing
-from disagg_decider.calc.replicas import colocated
+from disagg_decider.calc.replicas import colocated_best
 from disagg_decider.calc.replicas.lengths import Lengths
 from disagg_decider.calc.replicas.prefill import Pool
 from disagg_decider.calc.replicas.reported_ttft import DeferredP99
@@ -125,17 +125,17 @@ def _first_example() -> tuple:
     return r, lengths, engine_for(r, tp)
 
 
-@pytest.mark.parametrize("whole_grid_points", [colocated.WHOLE_GRID_POINTS, 0])
+@pytest.mark.parametrize("whole_grid_points", [colocated_best.WHOLE_GRID_POINTS, 0])
 def test_best_points_leaves_lines_out_with_the_same_answers(monkeypatch, whole_grid_points):
-    monkeypatch.setattr(colocated, "WHOLE_GRID_POINTS", whole_grid_points)  # both searches
+    monkeypatch.setattr(colocated_best, "WHOLE_GRID_POINTS", whole_grid_points)  # both searches
     r, lengths, engine = _first_example()
     w = r.workload
     ttft, tpot = np.full((4, 1, 1, 1), float(w.slo.ttft_ms)), np.full((4, 1, 1, 1), 60.0)
     servers = np.full((4, 4, 1, 1), 2.0)
     chunks = w.efficiency.chunk_tokens
-    every = colocated.best_points(engine, lengths, ttft, tpot, chunks, servers)
+    every = colocated_best.best_points(engine, lengths, ttft, tpot, chunks, servers)
     searched = np.random.default_rng(2).random((4, 4)) < 0.6
-    some = colocated.best_points(engine, lengths, ttft, tpot, chunks, servers, searched)
+    some = colocated_best.best_points(engine, lengths, ttft, tpot, chunks, servers, searched)
     assert (every.rate_per_s[searched] > 0).any()
     for name in ("rate_per_s", "batch", "chunk_index"):
         got, full = getattr(some, name), getattr(every, name)

@@ -39,7 +39,7 @@ from disagg_decider.calc.layouts.pools import (
 from disagg_decider.calc.physics import parallel
 from disagg_decider.calc.physics.kvpath import TransferPath, transfer_path
 from disagg_decider.calc.queues import queueing
-from disagg_decider.calc.replicas import colocated, decode
+from disagg_decider.calc.replicas import colocated_best, decode
 from disagg_decider.calc.replicas.ingress_queue import receiver_rate_per_s
 from disagg_decider.calc.replicas.lengths import Lengths
 from disagg_decider.calc.replicas.mixed_members import MemberMix, PromptMix, member_mix
@@ -266,7 +266,7 @@ def search(r: Resolved, rows: Rows, layouts: dict[str, np.ndarray]) -> Found:
     chunks = w.efficiency.chunk_tokens
     servers = np.maximum(budget[:, None] // tps, 1.0).reshape(n_rows, -1, 1, 1)
     # Layouts a row may not use are never chosen (masked below) nor read: not searched.
-    best = colocated.best_points(
+    best = colocated_best.best_points(
         engine,
         lengths,
         rows.ttft_ms,

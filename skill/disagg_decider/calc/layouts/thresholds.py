@@ -30,7 +30,7 @@ from disagg_decider.calc.layouts.threshold_split import (  # noqa: F401  (public
     thresholds,
 )
 from disagg_decider.calc.physics.kvpath import TransferPath, transfer_path
-from disagg_decider.calc.replicas import colocated, decode, prefill
+from disagg_decider.calc.replicas import colocated_best, decode, prefill
 from disagg_decider.calc.replicas.lengths import Lengths
 from disagg_decider.classes import components
 from disagg_decider.workload import Resolved
@@ -252,7 +252,7 @@ def _decode_workers(
         each = np.repeat(np.array(per_key).T, counts, axis=1)
         tp, ttft, tpot = (each[i].reshape(-1, 1, 1) for i in range(3))
         locals_ = _concat([s.locals_ for s in live], (-1,))
-        found = colocated.best_points(
+        found = colocated_best.best_points(
             engine_for(first, tp),
             locals_.map(lambda v: v[at].reshape(-1, 1, 1)),
             ttft,
