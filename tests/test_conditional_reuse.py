@@ -4,7 +4,7 @@ Each reuse is switched off in turn (the path that computes the value again, as b
 the conditional results of the examples and of a seeded batch must be equal, every float
 exactly (`ConditionalResult` equality):
 
-- the search's rows (`thresholds.SearchRows`: the parts' lengths, KV paths, prefill pools
+- the search's rows (`threshold_pools.SearchRows`: the parts' lengths, KV paths, prefill pools
   and ingress bounds) read by the settling and the pricing (`thresholds.block_rows`);
 - the decode workers' lines and grid the settling built, read by the lift
   (`conditional_rows._settled_workers`);

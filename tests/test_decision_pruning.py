@@ -4,7 +4,7 @@ Each shortcut is checked against the plain computation it replaces, bit for bit 
 approximately): the tabulated prefill rates (`calc/layouts/pool_rates.py`), the report-only p99s
 solved together (`calc/replicas/reported_ttft.py`), colocated lines left out of a search
 (`colocated_best.best_points(searched=)`), decode-worker rows no split can use
-(`thresholds._decode_workers`) and the conditional candidates settled in rounds
+(`threshold_pools.decode_workers`) and the conditional candidates settled in rounds
 (`conditional._best_of_many`). `tests/test_golden_outputs.py` checks whole verdicts.
 """
 
@@ -13,7 +13,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from disagg_decider.calc.layouts import thresholds
+from disagg_decider.calc.layouts import threshold_pools
 from disagg_decider.calc.layouts.layout_choices import engine_for, group_key
 from disagg_decider.calc.layouts.pool_rates import TABLE_SIZES, WIDE_TABLE_SIZES, PoolRates
 from disagg_decider.calc.layouts.pools import rate_where
@@ -183,7 +183,7 @@ def test_decode_workers_left_out_change_no_candidate(monkeypatch):
     resolved = _block()
     pruned = _candidates(resolved)
     everything = lambda k, s, d_tp, ys, pools: np.ones((s.n, ys.size), dtype=bool)  # noqa: E731
-    monkeypatch.setattr(thresholds, "_rows_needed", everything)
+    monkeypatch.setattr(threshold_pools, "_rows_needed", everything)
     full = _candidates(resolved)
     assert sum(map(len, full)) > 0
     assert pruned == full  # every field of every candidate, exactly

@@ -40,7 +40,6 @@ from disagg_decider.calc.layouts import budget
 from disagg_decider.calc.layouts.layout_choices import engine_for
 from disagg_decider.calc.layouts.search import pairs_allowed
 from disagg_decider.calc.layouts.thresholds import (  # noqa: F401  (split_at, thresholds: public here too)
-    MIN_SHARE,
     THRESHOLD_POINTS,
     Candidate,
     Parts,
@@ -49,7 +48,6 @@ from disagg_decider.calc.layouts.thresholds import (  # noqa: F401  (split_at, t
     candidates,
     candidates_many,
     split_at,
-    stack_rows,
     thresholds,
 )
 from disagg_decider.calc.modes import conditional_report

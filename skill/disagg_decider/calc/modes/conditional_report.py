@@ -14,12 +14,8 @@ from dataclasses import replace
 import numpy as np
 
 from disagg_decider.calc.layouts.layout_choices import engine_for
-from disagg_decider.calc.layouts.thresholds import (
-    Candidate,
-    amended,
-    block_rows,
-    stack_rows,
-)
+from disagg_decider.calc.layouts.threshold_pools import stack_rows
+from disagg_decider.calc.layouts.thresholds import Candidate, amended, block_rows
 from disagg_decider.calc.modes import overall_ttft
 from disagg_decider.calc.modes.conditional_rows import Lifted, Rows
 from disagg_decider.calc.modes.conditional_sizing import Priced

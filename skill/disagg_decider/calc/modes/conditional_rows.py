@@ -15,7 +15,8 @@ import numpy as np
 
 from disagg_decider.calc.layouts.layout_choices import engine_for
 from disagg_decider.calc.layouts.pools import ingress_rate_per_s, prefill_pool
-from disagg_decider.calc.layouts.thresholds import Candidate, amended, block_rows, stack_rows
+from disagg_decider.calc.layouts.threshold_pools import stack_rows
+from disagg_decider.calc.layouts.thresholds import Candidate, amended, block_rows
 from disagg_decider.calc.modes import overall_ttft
 from disagg_decider.calc.modes.overall_ttft import Layouts
 from disagg_decider.calc.physics.kvpath import TransferPath, transfer_path
@@ -44,7 +45,7 @@ class Rows:
     @classmethod
     def of(cls, first: Resolved, rows: list[tuple[Resolved, Candidate]]) -> Rows:
         """The candidates' rows: taken from the search's rows they were priced on where they
-        all come from one pass (`thresholds.SearchRows`), else built."""
+        all come from one pass (`threshold_pools.SearchRows`), else built."""
         column = lambda values: np.array(values, dtype=float).reshape(-1, 1)  # noqa: E731
         p_tp, d_tp = column([c.prefill_tp for _, c in rows]), column([c.decode_tp for _, c in rows])
         found = block_rows([c for _, c in rows])
