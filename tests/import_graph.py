@@ -161,6 +161,7 @@ ABOVE_CALC: tuple[tuple[str, tuple[str, ...]], ...] = (
             "plan",
             "plan_text",
             "layout_text",
+            "summary_text",
             "verdict",
             "assumptions",
             "provenance",
