@@ -28,7 +28,7 @@ for _path in (ROOT / "skill", ROOT / "benchmarks"):
 
 from conditional_vs_sim import _with_chunks, workload  # noqa: E402
 from disagg_decider.decide import decide  # noqa: E402
-from disagg_decider.sim import colocated as sim_colocated  # noqa: E402
+from disagg_decider.sim import colocated_replica as sim_replica  # noqa: E402
 from disagg_decider.sim import metrics, run  # noqa: E402
 from disagg_decider.sim.goodput import replay_at  # noqa: E402
 from disagg_decider.workload import resolve  # noqa: E402
@@ -44,17 +44,17 @@ class Log:
     @contextmanager
     def installed(self):
         """The simulator's replica logs into this while inside; restored after."""
-        cls = sim_colocated.Replica
+        cls = sim_replica.Replica
         plan, cut, arrive = cls.plan, cls._cut, cls.arrive
         log = self
 
         def logged_plan(replica, now):
             plan(replica, now)
             kind = replica.kind
-            if kind == sim_colocated.IDLE:
+            if kind == sim_replica.IDLE:
                 return
-            tokens = replica.tokens if kind == sim_colocated.CHUNK else 0
-            if kind == sim_colocated.SINGLE:
+            tokens = replica.tokens if kind == sim_replica.CHUNK else 0
+            if kind == sim_replica.SINGLE:
                 tokens = sum(take for _, take in replica.pieces)
             log.runs.append([replica.index, now, replica.k, replica.first, replica.slope, tokens])
 

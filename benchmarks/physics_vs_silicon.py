@@ -124,7 +124,7 @@ def layouts(moe: bool) -> list[tuple[int, int, int]]:
 
 
 def our_engine(model, gpu, dtype: str, layout, steps, eff: Efficiency | None = None) -> Engine:
-    """The calculator's engine for a layout, as `calc/layouts/search.engine_for` builds it."""
+    """The calculator's engine for a layout, as `layout_choices.engine_for` builds it."""
     tp, dp, ep = layout
     kv = "fp8" if dtype in ("fp8", "fp4") else "bf16"
     return Engine(

@@ -6,7 +6,7 @@ Run from the repository root (or give another checkout's root, to compare two ve
 
 `decide_calls.py` counts a whole decision; this splits out the regions of issue 27's search
 work, inclusively (every call made while the function is on the stack, nested calls of the
-same function counted once): `search.search`, `colocated.best_points` (from the search and
+same function counted once): `search.search`, `colocated_best.best_points` (from the search and
 from the conditional layout's callers), `colocated.evaluate`, `compare._crossovers`, and the
 whole `_analyze_block` for scale; and their union (search, best_points, _crossovers), each
 call counted once. Counts come from `sys.setprofile` (Python and C calls, as
@@ -23,14 +23,18 @@ from pathlib import Path
 REGIONS = (
     ("compare.py", "_analyze_block"),
     ("search.py", "search"),
-    ("colocated.py", "best_points"),
+    ("colocated_best.py", "best_points"),
     ("colocated.py", "evaluate"),
     ("compare.py", "_crossovers"),
 )
 
 
 # The search's region of issue 27: a call counts once if any of these is on the stack.
-UNION = (("search.py", "search"), ("colocated.py", "best_points"), ("compare.py", "_crossovers"))
+UNION = (
+    ("search.py", "search"),
+    ("colocated_best.py", "best_points"),
+    ("compare.py", "_crossovers"),
+)
 
 
 def region_calls(fn: Callable[[], object]) -> tuple[Counter, Counter]:

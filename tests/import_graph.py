@@ -145,7 +145,7 @@ def cycles(g: Mapping[str, Iterable[str]]) -> list[list[str]]:
 BELOW_CALC: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("files", ("errors", "dtypes", "userfiles", "yamlio", "shipped_data", "gcpause", "progress")),
     ("catalog", ("catalog",)),
-    ("workload", ("workload", "workload_sections", "classes", "calibrate.file")),
+    ("workload", ("workload", "workload_sections", "workload_fields", "classes", "calibrate.file")),
 )
 ABOVE_CALC: tuple[tuple[str, tuple[str, ...]], ...] = (
     (
@@ -161,6 +161,7 @@ ABOVE_CALC: tuple[tuple[str, tuple[str, ...]], ...] = (
             "plan",
             "plan_text",
             "layout_text",
+            "summary_text",
             "verdict",
             "assumptions",
             "provenance",

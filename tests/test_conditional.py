@@ -16,7 +16,7 @@ import random
 import pytest
 from pydantic import ValidationError
 
-from disagg_decider.calc.modes import conditional
+from disagg_decider.calc.modes import conditional, conditional_choice
 from disagg_decider.classes import Component, components, partial_moments
 from disagg_decider.decide import decide
 from disagg_decider.workload import Workload, resolve
@@ -65,11 +65,11 @@ def test_the_verdict_explains_crossover_and_threshold_in_one_sentence(bimodal_ve
 
 def test_choose_takes_the_largest_threshold_within_one_percent():
     options = [(0.0, 10.0), (500.0, 12.0), (2000.0, 11.95), (8000.0, 11.0), (None, 9.0)]
-    assert options[conditional.choose(options)][0] == 2000.0
+    assert options[conditional_choice.choose(options)][0] == 2000.0
     # No prefill pool counts as the largest threshold of all.
-    assert conditional.choose([(0.0, 10.0), (500.0, 10.0), (None, 9.95)]) == 2
+    assert conditional_choice.choose([(0.0, 10.0), (500.0, 10.0), (None, 9.95)]) == 2
     # Always-disaggregated when nothing else comes within 1%.
-    assert conditional.choose([(0.0, 10.0), (500.0, 9.8), (None, 5.0)]) == 0
+    assert conditional_choice.choose([(0.0, 10.0), (500.0, 9.8), (None, 5.0)]) == 0
 
 
 def test_partial_moments_match_sampling():

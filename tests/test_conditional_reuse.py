@@ -4,7 +4,7 @@ Each reuse is switched off in turn (the path that computes the value again, as b
 the conditional results of the examples and of a seeded batch must be equal, every float
 exactly (`ConditionalResult` equality):
 
-- the search's rows (`thresholds.SearchRows`: the parts' lengths, KV paths, prefill pools
+- the search's rows (`threshold_pools.SearchRows`: the parts' lengths, KV paths, prefill pools
   and ingress bounds) read by the settling and the pricing (`thresholds.block_rows`);
 - the decode workers' lines and grid the settling built, read by the lift
   (`conditional_rows._settled_workers`);
@@ -27,7 +27,8 @@ import pytest
 
 from disagg_decider.calc import compare
 from disagg_decider.calc.layouts import split_grid
-from disagg_decider.calc.layouts.search import engine_for, pairs_allowed
+from disagg_decider.calc.layouts.layout_choices import engine_for
+from disagg_decider.calc.layouts.search import pairs_allowed
 from disagg_decider.calc.modes import conditional, conditional_rows, conditional_sizing
 from disagg_decider.workload import load_workload, resolve
 from tests.conftest import EXAMPLES, ROOT
@@ -92,7 +93,7 @@ def test_a_workload_decided_alone_gets_what_it_gets_in_the_batch(resolved, reuse
 def test_tp_pairs_rule_and_memory_asked_at_once_equal_asking_one_by_one(resolved):
     """`tp_pairs` asks `pairs_allowed` for every (prefill, decode) degree at once and the
     engine's KV room for every degree at once: the same answers as one at a time."""
-    from disagg_decider.calc.layouts.search import TP_CANDIDATES
+    from disagg_decider.calc.layouts.layout_choices import TP_CANDIDATES
 
     degrees = [int(t) for t in TP_CANDIDATES]
     for r in resolved:

@@ -18,7 +18,7 @@ from hypothesis import strategies as st
 
 from disagg_decider.calc import compare
 from disagg_decider.calc.queues.batch_edge import bisect_edge, boundary_index, interp_rows, value_at
-from disagg_decider.calc.replicas import colocated
+from disagg_decider.calc.replicas import colocated_best
 from disagg_decider.decide import decide, decide_file, decide_many
 from disagg_decider.workload import load_workload, load_workload_text
 from tests.conftest import EXAMPLES, RAG_EXAMPLE, edited_example, run_cli, traffic_workload
@@ -151,9 +151,9 @@ def test_batch_command_refuses_an_empty_folder_and_an_existing_out(tmp_path):
 
 def test_bisection_finds_what_the_whole_grid_finds(alone, monkeypatch):
     """Small sets of colocated lines (a workload's decode workers) are evaluated at every
-    batch, larger ones bisected (`colocated.WHOLE_GRID_POINTS`); forcing bisection on all of
+    batch, larger ones bisected (`colocated_best.WHOLE_GRID_POINTS`); forcing bisection on all of
     them changes nothing."""
-    monkeypatch.setattr(colocated, "WHOLE_GRID_POINTS", 0)
+    monkeypatch.setattr(colocated_best, "WHOLE_GRID_POINTS", 0)
     for one, many in zip(alone, decide_many(VARIANTS), strict=True):
         assert many.model_dump(mode="json") == one, one["workload"]
 
@@ -182,7 +182,7 @@ def test_any_batch_equals_its_workloads_one_by_one(changes):
     workloads = [load_workload_text(yaml.safe_dump(edited_example(**c))) for c in changes]
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr(compare, "BLOCK_WORKLOADS", 5)
-        patch.setattr(colocated, "WHOLE_GRID_POINTS", 0)
+        patch.setattr(colocated_best, "WHOLE_GRID_POINTS", 0)
         batch = decide_many(workloads)
     for w, verdict in zip(workloads, batch, strict=True):
         assert verdict.model_dump(mode="json") == decide(w).model_dump(mode="json")

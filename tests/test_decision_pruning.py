@@ -3,8 +3,8 @@
 Each shortcut is checked against the plain computation it replaces, bit for bit (never
 approximately): the tabulated prefill rates (`calc/layouts/pool_rates.py`), the report-only p99s
 solved together (`calc/replicas/reported_ttft.py`), colocated lines left out of a search
-(`colocated.best_points(searched=)`), decode-worker rows no split can use
-(`thresholds._decode_workers`) and the conditional candidates settled in rounds
+(`colocated_best.best_points(searched=)`), decode-worker rows no split can use
+(`threshold_pools.decode_workers`) and the conditional candidates settled in rounds
 (`conditional._best_of_many`). `tests/test_golden_outputs.py` checks whole verdicts.
 """
 
@@ -13,13 +13,13 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from disagg_decider.calc.layouts import thresholds
+from disagg_decider.calc.layouts import threshold_pools
+from disagg_decider.calc.layouts.layout_choices import engine_for, group_key
 from disagg_decider.calc.layouts.pool_rates import TABLE_SIZES, WIDE_TABLE_SIZES, PoolRates
 from disagg_decider.calc.layouts.pools import rate_where
-from disagg_decider.calc.layouts.search import engine_for, group_key
-from disagg_decider.calc.modes import conditional
+from disagg_decider.calc.modes import conditional, conditional_report
 from disagg_decider.calc.queues import queueing
-from disagg_decider.calc.replicas import colocated
+from disagg_decider.calc.replicas import colocated_best
 from disagg_decider.calc.replicas.lengths import Lengths
 from disagg_decider.calc.replicas.prefill import Pool
 from disagg_decider.calc.replicas.reported_ttft import DeferredP99
@@ -125,17 +125,17 @@ def _first_example() -> tuple:
     return r, lengths, engine_for(r, tp)
 
 
-@pytest.mark.parametrize("whole_grid_points", [colocated.WHOLE_GRID_POINTS, 0])
+@pytest.mark.parametrize("whole_grid_points", [colocated_best.WHOLE_GRID_POINTS, 0])
 def test_best_points_leaves_lines_out_with_the_same_answers(monkeypatch, whole_grid_points):
-    monkeypatch.setattr(colocated, "WHOLE_GRID_POINTS", whole_grid_points)  # both searches
+    monkeypatch.setattr(colocated_best, "WHOLE_GRID_POINTS", whole_grid_points)  # both searches
     r, lengths, engine = _first_example()
     w = r.workload
     ttft, tpot = np.full((4, 1, 1, 1), float(w.slo.ttft_ms)), np.full((4, 1, 1, 1), 60.0)
     servers = np.full((4, 4, 1, 1), 2.0)
     chunks = w.efficiency.chunk_tokens
-    every = colocated.best_points(engine, lengths, ttft, tpot, chunks, servers)
+    every = colocated_best.best_points(engine, lengths, ttft, tpot, chunks, servers)
     searched = np.random.default_rng(2).random((4, 4)) < 0.6
-    some = colocated.best_points(engine, lengths, ttft, tpot, chunks, servers, searched)
+    some = colocated_best.best_points(engine, lengths, ttft, tpot, chunks, servers, searched)
     assert (every.rate_per_s[searched] > 0).any()
     for name in ("rate_per_s", "batch", "chunk_index"):
         got, full = getattr(some, name), getattr(every, name)
@@ -144,7 +144,7 @@ def test_best_points_leaves_lines_out_with_the_same_answers(monkeypatch, whole_g
 
 
 def _block(seed: int = 29, index: int = 0) -> list:
-    """Workloads of a seeded mix that share one engine (`search.group_key`), as a block does:
+    """Workloads of a seeded mix that share one engine (`group_key`), as a block does:
     the mix's `index`-th group (in this one a walk goes two candidates deep, and a later
     candidate beats a group's first)."""
     import sys
@@ -183,7 +183,7 @@ def test_decode_workers_left_out_change_no_candidate(monkeypatch):
     resolved = _block()
     pruned = _candidates(resolved)
     everything = lambda k, s, d_tp, ys, pools: np.ones((s.n, ys.size), dtype=bool)  # noqa: E731
-    monkeypatch.setattr(thresholds, "_rows_needed", everything)
+    monkeypatch.setattr(threshold_pools, "_rows_needed", everything)
     full = _candidates(resolved)
     assert sum(map(len, full)) > 0
     assert pruned == full  # every field of every candidate, exactly
@@ -198,7 +198,7 @@ def test_settling_in_rounds_walks_each_group_as_one_at_a_time():
     searched = []
     for r, found in zip(resolved, _candidates(resolved), strict=True):
         groups = {t: g[::-1] for t, g in conditional._by_threshold(found).items()}
-        firsts = [conditional.settle(r, g[0]) for g in groups.values()]
+        firsts = [conditional_report.settle(r, g[0]) for g in groups.values()]
         searched.append((r, groups, firsts))
 
     walked = []
@@ -210,7 +210,7 @@ def test_settling_in_rounds_walks_each_group_as_one_at_a_time():
                 if best.goodput_rate_per_s >= c.goodput_rate_per_s:
                     break
                 walked.append(k)
-                settled = conditional.settle(r, c)
+                settled = conditional_report.settle(r, c)
                 if settled.goodput_rate_per_s > best.goodput_rate_per_s:
                     best = settled
             if best.goodput_rate_per_s > 0:

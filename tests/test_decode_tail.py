@@ -13,7 +13,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from disagg_decider.calc.layouts.search import engine_for, members_of
+from disagg_decider.calc.layouts.layout_choices import engine_for
+from disagg_decider.calc.layouts.search import members_of
 from disagg_decider.calc.queues import queueing
 from disagg_decider.calc.replicas import decode
 from disagg_decider.decide import decide, decide_many

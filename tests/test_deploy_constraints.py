@@ -11,7 +11,8 @@ import pytest
 import yaml
 
 from disagg_decider.deploy.bundle import build
-from disagg_decider.deploy.plan import Pool, check, make_plan
+from disagg_decider.deploy.plan import Pool, make_plan
+from disagg_decider.deploy.plan_checks import check
 from disagg_decider.errors import UserError
 from disagg_decider.workload import load_workload
 from tests.deploy_helpers import ROOT, example, pinned, run_cli

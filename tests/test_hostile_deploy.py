@@ -269,7 +269,8 @@ def test_decide_out_file_named_like_markup_is_printed_not_parsed(tmp_path):
 
 
 def test_sweep_markdown_escapes_the_workload_name():
-    from disagg_decider.sim.sweep import SweepResult, markdown
+    from disagg_decider.sim.sweep import SweepResult
+    from disagg_decider.sim.sweep_render import markdown
 
     res = SweepResult(
         workload='w <script>x</script> [a](javascript:y) ") title "z',

@@ -16,7 +16,8 @@ import math
 import numpy as np
 import pytest
 
-from disagg_decider.calc.layouts.search import engine_for, members_of
+from disagg_decider.calc.layouts.layout_choices import engine_for
+from disagg_decider.calc.layouts.search import members_of
 from disagg_decider.calc.queues import queueing
 from disagg_decider.calc.replicas import decode, prefill
 from disagg_decider.classes import (

@@ -13,7 +13,7 @@ import json
 import pytest
 
 from disagg_decider import catalog, dtypes
-from disagg_decider.calc.layouts.search import engine_for
+from disagg_decider.calc.layouts.layout_choices import engine_for
 from disagg_decider.calc.physics import model_costs
 from disagg_decider.calc.replicas.decode import decode_step_ms
 from disagg_decider.catalog.hf_config import model_from_hf_config

@@ -16,10 +16,10 @@ from dataclasses import replace
 import numpy as np
 import pytest
 
-from disagg_decider.calc.layouts.search import engine_for
-from disagg_decider.calc.modes import conditional, overall_ttft
+from disagg_decider.calc.layouts.layout_choices import engine_for
+from disagg_decider.calc.modes import conditional, conditional_report, overall_ttft
 from disagg_decider.calc.modes.conditional_rows import Rows
-from disagg_decider.calc.replicas import colocated
+from disagg_decider.calc.replicas import colocated_best
 from disagg_decider.calc.replicas.lengths import Lengths
 from disagg_decider.calc.replicas.reported_ttft import DeferredP99
 from disagg_decider.decide import decide
@@ -110,7 +110,7 @@ def test_worker_capacity_in_one_search_equals_one_search_per_chunk(priced):
     # What it did before: every row at each distinct chunk, each row keeping its own.
     expected = np.zeros(chunk.size)
     for value in sorted(set(chunk.tolist())):
-        found = colocated.best_points(
+        found = colocated_best.best_points(
             engine,
             lengths,
             np.full((chunk.size, 1, 1), overall_ttft.NO_TTFT_MS),
@@ -129,7 +129,7 @@ def test_report_from_the_lifts_rows_equals_report_built_afresh(priced):
     out = []
     for source in (lifted, None):
         p99s = DeferredP99()
-        reported = conditional._report_rows(first, chosen, p99s, source)
+        reported = conditional_report.report_rows(first, chosen, p99s, source)
         p99s.solve()
         out.append(reported())
     shared, fresh = out

@@ -1,6 +1,6 @@
 """Issue 27: the colocated search skips work it can bound, and answers as if it had done it.
 
-- `colocated._below_batch_one` evaluates the low-load line (a p99 TTFT bisection) only on
+- `colocated_best._below_batch_one` evaluates the low-load line (a p99 TTFT bisection) only on
   failing lines whose bound (their rate at B = 1, their idle TPOT, whether a sequence fits)
   lets them carry the workload's rate: on every call a decision makes, on the examples and
   on a seeded batch, the pruned answer must equal the exhaustive one (`one=None`) bit for bit,
@@ -23,7 +23,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from disagg_decider.calc.queues.batch_edge import bisect_edge, levels_for, subtree_mids
-from disagg_decider.calc.replicas import colocated
+from disagg_decider.calc.replicas import colocated_best
 from disagg_decider.decide import decide_many
 from disagg_decider.workload import load_workload
 from tests.conftest import EXAMPLES, ROOT
@@ -41,7 +41,7 @@ def workloads() -> list:
 
 
 def test_low_load_bound_gives_the_exhaustive_answer(workloads, monkeypatch) -> None:
-    exhaustive = colocated._below_batch_one
+    exhaustive = colocated_best._below_batch_one
     seen = {"calls": 0, "failing": 0, "rescued": 0}
 
     def both(at, rate, batch, wanted, one):
@@ -55,7 +55,7 @@ def test_low_load_bound_gives_the_exhaustive_answer(workloads, monkeypatch) -> N
         seen["rescued"] += int(np.count_nonzero(failing & (np.ravel(full[0]) > 0.0)))
         return pruned
 
-    monkeypatch.setattr(colocated, "_below_batch_one", both)
+    monkeypatch.setattr(colocated_best, "_below_batch_one", both)
     decide_many(workloads)
     assert seen["calls"] >= len(EXAMPLES)
     # Many lines fail on the grid, and the batch rescues some below B = 1: the bound is
@@ -109,19 +109,19 @@ def test_levels_for_trades_calls_against_points():
 
 def test_the_search_with_several_steps_decides_as_one_step_at_a_time(workloads, monkeypatch):
     used = []
-    levels = colocated._bisection_levels
+    levels = colocated_best._bisection_levels
 
     def counted(*args):
         used.append(levels(*args))
         return used[-1]
 
-    monkeypatch.setattr(colocated, "_bisection_levels", counted)
+    monkeypatch.setattr(colocated_best, "_bisection_levels", counted)
     # Where an evaluation's fixed cost is worth many points, every bisected search takes
     # several steps at once (the default takes them where the CPU time says so).
-    monkeypatch.setattr(colocated, "EVALUATION_POINTS", 5_000)
+    monkeypatch.setattr(colocated_best, "EVALUATION_POINTS", 5_000)
     stepped = [v.model_dump(mode="json") for v in decide_many(workloads)]
     assert max(used) > 1
-    monkeypatch.setattr(colocated, "_bisection_levels", lambda *args: 1)
+    monkeypatch.setattr(colocated_best, "_bisection_levels", lambda *args: 1)
     single = [v.model_dump(mode="json") for v in decide_many(workloads)]
     assert stepped == single
 

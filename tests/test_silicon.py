@@ -16,7 +16,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from disagg_decider.calc.layouts.search import engine_for
+from disagg_decider.calc.layouts.layout_choices import engine_for
 from disagg_decider.calc.physics import silicon, silicon_steps
 from disagg_decider.calc.physics.step import iteration_ms
 from disagg_decider.calc.replicas.decode import decode_step_ms

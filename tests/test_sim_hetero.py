@@ -15,7 +15,7 @@ from functools import cache
 import numpy as np
 import pytest
 
-from disagg_decider.calc.modes import hetero as calc_hetero
+from disagg_decider.calc.modes import hetero_cross
 from disagg_decider.calc.physics import kv, transfer
 from disagg_decider.calc.physics.kvpath import transfer_path
 from disagg_decider.decide import decide
@@ -62,7 +62,7 @@ def test_heterogeneous_pools_run_on_their_own_gpus_over_the_network_path() -> No
     r, v = _hetero()
     s = run.setup(r, v)
     assert s.prefill_engine.gpu.id == "b200" and s.decode_engine.gpu.id == "h200"
-    assert s.disaggregated.path == calc_hetero.network_path(r)
+    assert s.disaggregated.path == hetero_cross.network_path(r)
     assert "TP1 on b200" in s.disaggregated.layout() and "TP8 on h200" in s.disaggregated.layout()
     # Colocated: each pool's own colocated layout on all of its GPUs.
     assert [p.gpu for p in s.colocated_pools] == ["b200", "h200"]
@@ -83,8 +83,8 @@ def test_heterogeneous_simulation_matches_the_calculators_cross_split() -> None:
     requests = run.synthetic_requests(r, 1200, seed=3)
     sim = disaggregated._Sim(s.prefill_engine, s.decode_engine, requests, s.disaggregated)
     size = kv.kv_bytes(r.model, r.workload.kv_dtype, requests.uncached.astype(float))
-    bw = calc_hetero.network_path(r).gb_per_s(v.sizing.prefill_tp, v.sizing.decode_tp)
-    expect = transfer.transfer_ms(size, bw, calc_hetero.network_path(r).latency_ms)
+    bw = hetero_cross.network_path(r).gb_per_s(v.sizing.prefill_tp, v.sizing.decode_tp)
+    expect = transfer.transfer_ms(size, bw, hetero_cross.network_path(r).latency_ms)
     assert np.allclose(sim.transfer_alone_ms, expect)
     scored = run.simulate_both(s, requests)
     d = scored["disaggregated"]

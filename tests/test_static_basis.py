@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from disagg_decider.calc.layouts.search import engine_for
+from disagg_decider.calc.layouts.layout_choices import engine_for
 from disagg_decider.calc.replicas import benchmark, decode, prefill
 from disagg_decider.calc.replicas.lengths import Lengths
 from disagg_decider.decide import decide

@@ -167,7 +167,7 @@ def test_the_default_install_prices_without_aiconfigurator():
         "            raise ImportError('blocked')\n"
         "sys.meta_path.insert(0, Block())\n"
         "from disagg_decider.workload import parse_workload, resolve\n"
-        "from disagg_decider.calc.layouts.search import engine_for\n"
+        "from disagg_decider.calc.layouts.layout_choices import engine_for\n"
         "from disagg_decider.calc.physics.step import iteration_ms\n"
         f"r = resolve(parse_workload({MINIMAL_WORKLOAD!r}, 'w'))\n"
         "assert r.efficiency_from, r\n"

@@ -14,7 +14,7 @@ import json
 
 import pytest
 
-from disagg_decider.calc.layouts.search import engine_for
+from disagg_decider.calc.layouts.layout_choices import engine_for
 from disagg_decider.calc.physics.step import iteration_ms
 from disagg_decider.catalog import step_fit
 from disagg_decider.workload import load_workload_text, resolve

@@ -17,7 +17,8 @@ import yaml
 from disagg_decider.decide import decide
 from disagg_decider.deploy.bundle import build
 from disagg_decider.errors import UserError
-from disagg_decider.sim.sweep import markdown, run_sweep, text
+from disagg_decider.sim.sweep import run_sweep
+from disagg_decider.sim.sweep_render import markdown, text
 from disagg_decider.workload import Workload
 from tests.conftest import RAG_EXAMPLE, edited_example, run_cli
 
@@ -238,7 +239,7 @@ def test_the_plot_marks_the_one_mode_regions(tmp_path: Path) -> None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    from disagg_decider.sim import sweep
+    from disagg_decider.sim import sweep_render
 
     res = run_sweep(rag(), None, 256, 131072, 10)
     captured = {}
@@ -250,7 +251,7 @@ def test_the_plot_marks_the_one_mode_regions(tmp_path: Path) -> None:
 
     plt.close = keep
     try:
-        sweep.write_plot(res, tmp_path / "gain.png")
+        sweep_render.write_plot(res, tmp_path / "gain.png")
     finally:
         plt.close = original
     labels = captured["fig"].axes[0].get_legend_handles_labels()[1]

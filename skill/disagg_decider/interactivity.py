@@ -254,7 +254,8 @@ def band_curves(
 def _served_per_gpu(variants: Sequence[Resolved]) -> list[tuple[float, float]]:
     """(colocated, always-disaggregated) goodput per GPU of each workload; 0 where it misses."""
     from disagg_decider.calc.compare import BLOCK_WORKLOADS, analyze_many
-    from disagg_decider.calc.layouts.search import group_key, members_of, search
+    from disagg_decider.calc.layouts.layout_choices import group_key
+    from disagg_decider.calc.layouts.search import members_of, search
 
     out: list[tuple[float, float] | None] = [None] * len(variants)
     slow = [

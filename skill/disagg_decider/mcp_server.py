@@ -1,10 +1,11 @@
 """The MCP server: the verdict, the calculator and the rulebook as tools a coding agent calls.
 
-Built on the official `mcp` SDK (`MCPServer`). The tools live in `mcp_tools` as plain typed
-functions; this module registers them (read-only, with their output schemas advertised), adds
-the resources (rendered skill, rulebook, catalogs) and the workload-collecting prompt, turns
-bad input into tool errors an agent can act on, and runs a transport. `decide mcp` is the
-entry point; importing this module is what pulls in the SDK, so the CLI does it lazily.
+Built on the official `mcp` SDK (`MCPServer`). The tools live in `mcp_tools`, `mcp_lookups`
+and `mcp_kv_transfer` as plain typed functions; this module registers them (read-only, with
+their output schemas advertised), adds the resources (rendered skill, rulebook, catalogs) and
+the workload-collecting prompt, turns bad input into tool errors an agent can act on, and runs
+a transport. `decide mcp` is the entry point; importing this module is what pulls in the SDK,
+so the CLI does it lazily.
 """
 
 from __future__ import annotations
@@ -25,7 +26,7 @@ from mcp.server.mcpserver.exceptions import ResourceNotFoundError, ToolError, Un
 from mcp.types import INVALID_PARAMS, CallToolResult, TextContent, ToolAnnotations
 from pydantic import ValidationError
 
-from disagg_decider import __version__, catalog, mcp_kv_transfer, mcp_tools
+from disagg_decider import __version__, catalog, mcp_kv_transfer, mcp_lookups, mcp_tools
 from disagg_decider.errors import UserError, clip
 from disagg_decider.mcp_guards import (
     argument_bounds_problem,
@@ -79,8 +80,8 @@ TOOLS: tuple[tuple[Callable[..., Any], str], ...] = (
     (mcp_kv_transfer.estimate_kv_transfer, "Estimate KV-cache transfer bytes and time"),
     (mcp_tools.find_crossover, "Find the prompt length where disaggregation starts to win"),
     (mcp_tools.frontier, "Throughput per GPU against tokens/s per user, per layout"),
-    (mcp_tools.list_catalog, "List known GPUs, models and network links"),
-    (mcp_tools.explain_rule, "Explain one rule of the rulebook"),
+    (mcp_lookups.list_catalog, "List known GPUs, models and network links"),
+    (mcp_lookups.explain_rule, "Explain one rule of the rulebook"),
 )
 
 
@@ -278,8 +279,8 @@ def output_dirs() -> list[Path]:
     return list(dict.fromkeys(dirs))
 
 
-def catalog_json(kind: mcp_tools.CatalogKind) -> str:
-    listing = mcp_tools.list_catalog(kind)
+def catalog_json(kind: mcp_lookups.CatalogKind) -> str:
+    listing = mcp_lookups.list_catalog(kind)
     return json.dumps(listing.model_dump(mode="json", exclude_none=True), indent=2)
 
 
@@ -324,7 +325,7 @@ def _file_reader(path: Path) -> Callable[[], str]:
     return read
 
 
-def _catalog_reader(kind: mcp_tools.CatalogKind) -> Callable[[], str]:
+def _catalog_reader(kind: mcp_lookups.CatalogKind) -> Callable[[], str]:
     def read() -> str:
         return catalog_json(kind)
 

@@ -2,8 +2,8 @@
 
 Validated with `extra="forbid"` so a typo is an error with the nearest valid key, never a silent
 default. `load_workload` is the only entry point that reads a file; `resolve` turns catalog ids
-into the typed records the calculator needs. The sections the file is made of, and the ranges
-every field is held to, are `workload_sections.py`.
+into the typed records the calculator needs. The sections the file is made of are
+`workload_sections.py`; the ranges every field is held to, `workload_fields.py`.
 """
 
 from __future__ import annotations
@@ -22,11 +22,26 @@ from pydantic import (
 from disagg_decider import catalog, dtypes
 from disagg_decider.dtypes import Dtype
 from disagg_decider.errors import UserError, excerpt, nearest
-from disagg_decider.workload_sections import (
+from disagg_decider.workload_fields import (
     MAX_DESCRIPTION_CHARS,
     MAX_ID_CHARS,
     MAX_NAME_CHARS,
     MAX_OVERRIDES,
+    StrictModel,
+    file_path,
+    plain_string,
+)
+
+# Re-exported: the names the rest of the package (and its users) have always read from here.
+from disagg_decider.workload_fields import MAX_GBPS as MAX_GBPS
+from disagg_decider.workload_fields import MAX_GPUS as MAX_GPUS
+from disagg_decider.workload_fields import MAX_LATENCY_US as MAX_LATENCY_US
+from disagg_decider.workload_fields import MAX_RATE_PER_S as MAX_RATE_PER_S
+from disagg_decider.workload_fields import MAX_TOKENS as MAX_TOKENS
+from disagg_decider.workload_fields import MAX_TP as MAX_TP
+from disagg_decider.workload_fields import MIN_RATE_PER_S as MIN_RATE_PER_S
+from disagg_decider.workload_fields import unsafe_char as unsafe_char
+from disagg_decider.workload_sections import (
     Cluster,
     Cost,
     CustomNetwork,
@@ -35,22 +50,9 @@ from disagg_decider.workload_sections import (
     Ops,
     Parallelism,
     Slo,
-    StrictModel,
     Traffic,
-    file_path,
-    plain_string,
 )
-
-# Re-exported: the names the rest of the package (and its users) have always read from here.
-from disagg_decider.workload_sections import MAX_GBPS as MAX_GBPS
-from disagg_decider.workload_sections import MAX_GPUS as MAX_GPUS
-from disagg_decider.workload_sections import MAX_LATENCY_US as MAX_LATENCY_US
-from disagg_decider.workload_sections import MAX_RATE_PER_S as MAX_RATE_PER_S
-from disagg_decider.workload_sections import MAX_TOKENS as MAX_TOKENS
-from disagg_decider.workload_sections import MAX_TP as MAX_TP
-from disagg_decider.workload_sections import MIN_RATE_PER_S as MIN_RATE_PER_S
 from disagg_decider.workload_sections import lognormal_sigma as lognormal_sigma
-from disagg_decider.workload_sections import unsafe_char as unsafe_char
 from disagg_decider.yamlio import load_yaml_file, load_yaml_text
 
 

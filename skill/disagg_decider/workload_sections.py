@@ -1,5 +1,5 @@
 """The sections of a workload file (traffic, SLOs, cluster, ops, cost, parallelism,
-efficiency) and the physical ranges every field is held to.
+efficiency), on the ranges and the strict model of `workload_fields.py`.
 
 Each section is a strict pydantic model (`extra="forbid"`: a typo is an error naming the nearest
 valid key); `workload.Workload` puts them together and is the file's one entry point. Kept apart
@@ -10,97 +10,28 @@ read on one screen, and so the sections import nothing but the catalogs' formats
 from __future__ import annotations
 
 import math
-import re
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
-from pydantic import (
-    BaseModel,
-    ConfigDict,
-    Field,
-    ValidationInfo,
-    field_validator,
-    model_validator,
+from pydantic import Field, field_validator, model_validator
+
+from disagg_decider.workload_fields import (
+    MAX_CHUNKS,
+    MAX_CLASSES,
+    MAX_GBPS,
+    MAX_GPUS,
+    MAX_GPUS_PER_NODE,
+    MAX_ID_CHARS,
+    MAX_LATENCY_US,
+    MAX_RATE_PER_S,
+    MAX_SLO_MS,
+    MAX_TOKENS,
+    MAX_TP,
+    MAX_USD_PER_GPU_HOUR,
+    MIN_RATE_PER_S,
+    StrictModel,
+    file_path,
 )
-
-# Physical ranges, declared once: every bound below is far outside any real deployment and far
-# inside what the arithmetic handles (no overflow to inf, no JSON-incompatible floats).
-MAX_TOKENS = 10_000_000  # prompt or output length; the longest contexts today are ~10M
-MIN_RATE_PER_S = 1e-6  # one request in ~12 days
-MAX_RATE_PER_S = 1e6
-MAX_SLO_MS = 86_400_000.0  # a day
-MAX_GPUS = 1_000_000
-MAX_GPUS_PER_NODE = 1024
-MAX_TP = 1024
-MAX_GBPS = 1e6
-MAX_LATENCY_US = 1e7  # 10 s
-MAX_USD_PER_GPU_HOUR = 10_000.0
-MAX_CHUNKS = 64
-MAX_NAME_CHARS = 200
-MAX_ID_CHARS = 100
-MAX_DESCRIPTION_CHARS = 4000
-MAX_PATH_CHARS = 4096
-MAX_OVERRIDES = 100
-MAX_CLASSES = 16  # request classes of mixed traffic
-
-# Characters that rewrite a terminal or reorder text: C0/C1 controls (tab and newline allowed
-# only where noted), bidi embeddings/overrides/isolates/marks, line and paragraph separators.
-_BIDI_AND_SEPARATORS = "\x7f-\x9f\u200e\u200f\u202a-\u202e\u2066-\u2069\u2028\u2029\ufeff"
-_UNSAFE = {
-    "": re.compile(f"[\x00-\x1f{_BIDI_AND_SEPARATORS}]"),
-    "\t\n": re.compile(f"[\x00-\x08\x0b-\x1f{_BIDI_AND_SEPARATORS}]"),
-}
-
-
-def unsafe_char(text: str, allow: str = "") -> str | None:
-    """The first control or bidi character in `text` (other than tab and newline when
-    `allow` is "\\t\\n"), or None."""
-    found = _UNSAFE[allow].search(text)
-    return found.group() if found else None
-
-
-class StrictModel(BaseModel):
-    """Unknown keys are errors, numbers are finite, and a boolean is never read as a number."""
-
-    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
-
-    @field_validator("*", mode="before")
-    @classmethod
-    def _no_bool_numbers(cls, value: Any, info: ValidationInfo) -> Any:
-        if info.field_name is None:
-            return value
-        ann = cls.model_fields[info.field_name].annotation
-        if not _accepts(ann, (int, float)):
-            return value
-        if isinstance(value, bool) and not _accepts(ann, (bool,)):
-            raise ValueError("expected a number, got a boolean (true/false)")
-        # A number is written as one: "8", 0x10, 1_000 or 1:30:00 arrive as strings (yamlio
-        # reads YAML 1.2 numbers only), and pydantic would otherwise convert some of them.
-        items = value if isinstance(value, list) else [value]
-        if not _accepts(ann, (str,)) and any(isinstance(v, str) for v in items):
-            kind = (
-                "a number (e.g. 8, 0.5 or 1e8)"
-                if _accepts(ann, (float,))
-                else "an integer (e.g. 8)"
-            )
-            raise ValueError(
-                f"expected {kind} written as one, not text: no quotes, and no 0x, 1_000 or "
-                "1:30:00 forms"
-            )
-        return value
-
-
-def _accepts(ann: Any, kinds: tuple[type, ...]) -> bool:
-    """Whether the annotation (through unions, Annotated, lists) takes one of these types."""
-    if ann in kinds:
-        return True
-    return any(_accepts(a, kinds) for a in getattr(ann, "__args__", ()) or ())
-
-
-def plain_string(value: Any, allow: str = "") -> Any:
-    if isinstance(value, str) and (ch := unsafe_char(value, allow)) is not None:
-        raise ValueError(f"contains the control or bidi character U+{ord(ch):04X}; use plain text")
-    return value
 
 
 class Percentiles(StrictModel):
@@ -430,15 +361,6 @@ class HfConfigRef(StrictModel):
     @classmethod
     def _short_path(cls, value: Any) -> Any:
         return file_path(value)
-
-
-def file_path(value: Any) -> Any:
-    """A path a workload names: short, one line, no NUL (it is echoed in messages)."""
-    if isinstance(value, str):
-        if not value or len(value) > MAX_PATH_CHARS or "\0" in value:
-            raise ValueError(f"expected a file path of 1 to {MAX_PATH_CHARS} characters")
-        plain_string(value)
-    return value
 
 
 def lognormal_sigma(p: Percentiles) -> float:

@@ -20,15 +20,9 @@ import numpy as np
 
 from disagg_decider.calc.crossover import crossover_grid, crossover_with_own, split_wins
 from disagg_decider.calc.layouts import pins, rate_layout
+from disagg_decider.calc.layouts.layout_choices import group_key, pinned_tps
 from disagg_decider.calc.layouts.limits import limits_for_block
-from disagg_decider.calc.layouts.search import (
-    Found,
-    Members,
-    group_key,
-    members_of,
-    pinned_tps,
-    search,
-)
+from disagg_decider.calc.layouts.search import Found, Members, members_of, search
 from disagg_decider.calc.mode_records import (
     Own,
     colocated_results,

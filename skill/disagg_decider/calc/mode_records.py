@@ -13,12 +13,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from disagg_decider.calc.layouts.layout_choices import engine_for
 from disagg_decider.calc.layouts.pools import transfer_nodes_ms
-from disagg_decider.calc.layouts.search import (
-    Found,
-    Members,
-    engine_for,
-)
+from disagg_decider.calc.layouts.search import Found, Members
 from disagg_decider.calc.physics import kv, parallel
 from disagg_decider.calc.physics.kvpath import transfer_times
 from disagg_decider.calc.replicas import colocated_load, decode, ingress_queue, prefill

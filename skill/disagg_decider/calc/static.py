@@ -25,13 +25,9 @@ import math
 
 import numpy as np
 
+from disagg_decider.calc.layouts.layout_choices import TP_CANDIDATES, engine_for, pinned_layouts
 from disagg_decider.calc.layouts.pins import cuts_fp8_blocks
-from disagg_decider.calc.layouts.search import (
-    TP_CANDIDATES,
-    engine_for,
-    pairs_allowed,
-    pinned_layouts,
-)
+from disagg_decider.calc.layouts.search import pairs_allowed
 from disagg_decider.calc.mode_records import HOURS_PER_YEAR
 from disagg_decider.calc.physics.kvpath import transfer_path, transfer_times
 from disagg_decider.calc.physics.parallel import Layout

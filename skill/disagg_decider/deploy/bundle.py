@@ -12,7 +12,8 @@ from pathlib import Path
 from disagg_decider.deploy import TARGETS, dynamo, llmd, plain
 from disagg_decider.deploy.fields import check_deploy_text
 from disagg_decider.deploy.placement import GPU_PRODUCT_LABEL
-from disagg_decider.deploy.plan import LAYOUTS, DeployPlan, Layout, check, make_plan
+from disagg_decider.deploy.plan import LAYOUTS, DeployPlan, Layout, make_plan
+from disagg_decider.deploy.plan_checks import check
 from disagg_decider.deploy.readme import readme
 from disagg_decider.errors import UserError
 from disagg_decider.verdict import Verdict

@@ -340,7 +340,7 @@ def sweep(
     Example: decide sweep --workload examples/rag-8k-h200-rdma-dynamo.yaml
     --prompt-tokens 256:32768 --simulate --plot gain.png
     """
-    from disagg_decider.sim import limits
+    from disagg_decider.sim import limits, sweep_render
     from disagg_decider.sim import sweep as sweeps
     from disagg_decider.sim.parallel import default_jobs
 
@@ -352,7 +352,7 @@ def sweep(
         if plot.suffix.lower() != ".png":  # matplotlib would quietly write plot + ".png"
             raise UserError(f"--plot {plot}: expected a .png file name, e.g. --plot gain.png")
         _refuse_overwrite(plot, force, "--plot")
-        sweeps.require_matplotlib()
+        sweep_render.require_matplotlib()
     from disagg_decider.workload import load_workload
 
     w = load_workload(workload)
@@ -379,14 +379,14 @@ def sweep(
     if plot is not None:
         from disagg_decider.outfiles import write_with
 
-        write_with(plot, lambda tmp: sweeps.write_plot(result, tmp), force, "--plot")
+        write_with(plot, lambda tmp: sweep_render.write_plot(result, tmp), force, "--plot")
         print(f"wrote {plot}", file=sys.stderr)
     if fmt is ReportFormat.json:
         _dump(result.as_dict())
     elif fmt is ReportFormat.markdown:
-        sys.stdout.write(sweeps.markdown(result))
+        sys.stdout.write(sweep_render.markdown(result))
     else:
-        sys.stdout.write(sweeps.text(result))
+        sys.stdout.write(sweep_render.text(result))
 
 
 # --- decide trace summarize ---------------------------------------------------------------------

@@ -1,6 +1,6 @@
 """Conditional disaggregation: a router threshold sends long prompts to a prefill pool.
 
-The decode workers are colocated replicas (`sim.colocated.Replica`: chunked prefill into the
+The decode workers are colocated replicas (`sim.colocated_replica.Replica`: chunked prefill into the
 decode batch) that also take requests prefilled elsewhere. The router decides per arrival
 whether to "bypass" the prefill pool (prefill locally, on the decode worker with the least
 prompt work queued, as the colocated simulator routes) with one of Dynamo's policies
@@ -47,7 +47,8 @@ from disagg_decider.calc.physics import kv, transfer
 from disagg_decider.calc.physics.kvpath import TransferPath
 from disagg_decider.calc.physics.step import Engine
 from disagg_decider.calc.replicas.prefill import prefill_ms
-from disagg_decider.sim.colocated import IDLE, ColocatedConfig, Replica, _Shared
+from disagg_decider.sim.colocated import ColocatedConfig
+from disagg_decider.sim.colocated_replica import IDLE, Replica, Shared
 from disagg_decider.sim.events import run_events
 from disagg_decider.sim.outcome import Outcome
 from disagg_decider.sim.requests import Requests
@@ -85,7 +86,7 @@ class ConditionalConfig:
 class _Worker(Replica):
     """A decode worker: a colocated replica that also seats requests prefilled elsewhere."""
 
-    def __init__(self, index: int, shared: _Shared, heap: list, on_free) -> None:
+    def __init__(self, index: int, shared: Shared, heap: list, on_free) -> None:
         super().__init__(index, shared, heap)
         self.pending: list[int] = []  # transferred, joining at the next iteration boundary
         self.on_free = on_free  # a seat was freed: remote requests waiting may take it
@@ -133,7 +134,7 @@ def simulate(
         chunk_tokens=cfg.chunk_tokens,
         max_batch=min(cfg.max_batch, cfg.chunk_tokens - 1),
     )
-    shared = _Shared(d_engine, requests, colo)
+    shared = Shared(d_engine, requests, colo)
     heap: list = []
     waiting: deque[int] = deque()  # prefilled, no decode worker has a seat for its KV yet
 

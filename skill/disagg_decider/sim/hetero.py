@@ -2,7 +2,7 @@
 
 The layouts come from the verdict and the pricing from the calculator (calc/modes/hetero.py):
 disaggregated is the cross split, prefill engines on the prefill pool's GPU, decode engines on
-the decode pool's, each request's KV over the cluster network (`hetero.network_path`);
+the decode pool's, each request's KV over the cluster network (`hetero_cross.network_path`);
 colocated is both pools serving colocated replicas side by side, each pool's layout the
 calculator's for that pool alone, the traffic split in proportion to what each pool carries
 within the targets (the calculator adds the two rates).

@@ -52,7 +52,7 @@ class Setup:
 
 def engine(r: Resolved, tp: int, dp: int = 1, ep: int = 1) -> Engine:
     """The calculator's engine for a layout (attention TP, DP ranks, EP size)."""
-    from disagg_decider.calc.layouts.search import engine_for
+    from disagg_decider.calc.layouts.layout_choices import engine_for
 
     return engine_for(r, tp, dp, ep)
 
@@ -123,6 +123,7 @@ def setup(
     p_r, d_r, path = r, r, transfer_path(r)
     if hetero:
         from disagg_decider.calc.modes import hetero as calc_hetero
+        from disagg_decider.calc.modes import hetero_cross
 
         pools = het.colocated_pools(
             r,
@@ -130,7 +131,7 @@ def setup(
             engine,
         )
         p_r, d_r = calc_hetero.pool_resolved(r, "prefill"), calc_hetero.pool_resolved(r, "decode")
-        path = calc_hetero.network_path(r)
+        path = hetero_cross.network_path(r)
     dis = DisaggregatedConfig(
         prefill_replicas=p_replicas,
         prefill_tp=p_gpus,

@@ -14,13 +14,8 @@ from __future__ import annotations
 import numpy as np
 
 from disagg_decider import catalog
-from disagg_decider.calc.layouts.search import (
-    TP_CANDIDATES,
-    Members,
-    engine_for,
-    free_layouts,
-    pairs_allowed,
-)
+from disagg_decider.calc.layouts.layout_choices import TP_CANDIDATES, engine_for, free_layouts
+from disagg_decider.calc.layouts.search import Members, pairs_allowed
 from disagg_decider.calc.physics import model_costs, parallel
 from disagg_decider.calc.physics.kvpath import transfer_times
 from disagg_decider.calc.physics.step import Engine

@@ -17,7 +17,7 @@ anything is priced:
 - DP/EP layouts: EP needs a MoE model and at most its expert count; a replica wider than a
   scale-up domain fills whole domains over an RDMA network (as the search allows);
 - block-scaled FP8 experts sharded by TP keep whole 128 x 128 scale blocks per rank (the
-  search's rule too, `search.split_fp8_blocks`).
+  search's rule too, `layout_choices.split_fp8_blocks`).
 """
 
 from __future__ import annotations

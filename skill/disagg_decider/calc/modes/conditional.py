@@ -31,17 +31,15 @@ the modes already sized, so the layout's goodput is never below either. Among th
 from __future__ import annotations
 
 import itertools
-import math
 import operator
 from collections.abc import Callable
-from dataclasses import replace
 
 import numpy as np
 
 from disagg_decider.calc.layouts import budget
-from disagg_decider.calc.layouts.search import engine_for, pairs_allowed
+from disagg_decider.calc.layouts.layout_choices import engine_for
+from disagg_decider.calc.layouts.search import pairs_allowed
 from disagg_decider.calc.layouts.thresholds import (  # noqa: F401  (split_at, thresholds: public here too)
-    MIN_SHARE,
     THRESHOLD_POINTS,
     Candidate,
     Parts,
@@ -50,161 +48,23 @@ from disagg_decider.calc.layouts.thresholds import (  # noqa: F401  (split_at, t
     candidates,
     candidates_many,
     split_at,
-    stack_rows,
     thresholds,
 )
-from disagg_decider.calc.modes import overall_ttft
-from disagg_decider.calc.modes.conditional_rows import Lifted, Rows, priced_rows
-from disagg_decider.calc.modes.conditional_sizing import Priced, sized_for_rate, sized_rows
-from disagg_decider.calc.replicas import colocated_load
+from disagg_decider.calc.modes import conditional_report
+from disagg_decider.calc.modes.conditional_choice import chosen_layout, chosen_threshold
+from disagg_decider.calc.modes.conditional_report import settle, settle_many, settle_rows
+from disagg_decider.calc.modes.conditional_rows import Lifted, priced_rows
+from disagg_decider.calc.modes.conditional_sizing import sized_rows
 from disagg_decider.calc.replicas.reported_ttft import DeferredP99
 from disagg_decider.calc.result import (
     ColocatedResult,
     ConditionalResult,
     DisaggregatedResult,
-    ThresholdPoint,
 )
 from disagg_decider.workload import Resolved
 
-_NOT_SEARCHED = "heterogeneous pools: routing thresholds are not searched (one GPU type per role); "
-NEAR_BEST = 0.99  # thresholds within 1% of the best goodput count as equally good
 _GOODPUT = operator.attrgetter("goodput_rate_per_s")
 _THRESHOLD = operator.attrgetter("threshold_tokens")
-
-
-def settle(r: Resolved, c: Candidate) -> Candidate:
-    """The candidate with its goodput checked against each part's own reported p99s (the
-    walk's measure; `conditional_rows.priced_rows` prices the chosen ones on all requests).
-
-    The colocated search reads capacity off a grid; the decode workers' load is bisected down
-    where the reported p99 would overshoot, so a layout that says it meets the SLO does.
-    """
-    return _settle_rows(r, [(r, c)])[0]
-
-
-def settle_many(r: Resolved, cands: list[Candidate]) -> list[Candidate]:
-    """`settle` for many candidates in one vectorised bisection (one row each)."""
-    return _settle_rows(r, [(r, c) for c in cands]) if cands else []
-
-
-def _settle_rows(first: Resolved, rows: list[tuple[Resolved, Candidate]]) -> list[Candidate]:
-    """`settle_many`'s bisection on candidates of workloads sharing `first`'s engine."""
-    found = block_rows([c for _, c in rows])
-    if found is None:
-        local = stack_rows([c.split(r).local for r, c in rows], (-1, 1))
-    else:  # the rows the search priced them on
-        local = found[0].local_at(found[1])
-    column = lambda values: np.array(values, dtype=float).reshape(-1, 1)  # noqa: E731
-    ys = np.array([float(c.decode_replicas) for _, c in rows])
-    # The decode workers' lines and batch grid: kept with the candidates, for their pricing
-    # (`conditional_rows.priced_rows` asks the same rows' workers at other rates).
-    columns = (
-        engine_for(first, column([c.decode_tp for _, c in rows])),
-        local,
-        column([r.workload.slo.ttft_ms for r, _ in rows]),
-        column([r.workload.slo.tpot_ms for r, _ in rows]),
-        column([c.chunk_tokens for _, c in rows]),
-        ys.reshape(-1, 1),
-    )
-    on = colocated_load.lines_and_grid(*columns)
-    rate = np.array([c.per_replica_rate_per_s for _, c in rows])
-    within = colocated_load.rate_within_targets(*columns, rate, on=on)
-    pool = np.array([c.pool_rate_per_s for _, c in rows])
-    goodput = np.maximum(np.minimum(pool, ys * np.ravel(within)), 0.0)
-    return [
-        amended(c, goodput_rate_per_s=g, settled=True, workers=(on, i))
-        for i, ((_, c), g) in enumerate(zip(rows, goodput.tolist(), strict=True))
-    ]
-
-
-def report(r: Resolved, c: Candidate) -> Candidate:
-    """The chosen candidate with its p99 TTFT over all requests (`overall_ttft`) and its TPOT
-    at the workload's rate, capped at its goodput: `_report_rows` on one row."""
-    p99s = DeferredP99()
-    reported = _report_rows(r, [(r, c)], p99s)
-    p99s.solve()
-    return reported()[0]
-
-
-def _report_rows(
-    first: Resolved,
-    rows: list[tuple[Resolved, Candidate]],
-    p99s: DeferredP99,
-    lifted: Lifted | None = None,
-    at: np.ndarray | None = None,
-    priced: Priced | None = None,
-) -> Callable[[], list[Candidate]]:
-    """`report` for chosen candidates of workloads sharing `first`'s engine, one row each:
-    one prefill-pool time bisection and one decode-worker evaluation for all of them, both
-    added to `p99s`; the returned function gives the candidates once `p99s` is solved.
-    `lifted`, where the candidates come from it, gives their rows (the prefill pools, the
-    decode workers' lines and batch grid) as priced there: the same bits, not built again.
-    `at`, the rows of `lifted` the candidates were priced at before they were sized for the
-    rate (`conditional_sizing`, which changes their replica counts only): the pools and the
-    layouts' fields are taken from there, the decode workers' lines and grid (which depend
-    on the replicas) built anew, or their terms at the rate taken from `priced`, the sizing's
-    evaluation of every split it tried at the workload's rate, where each candidate took one
-    of those splits."""
-    taken = None if lifted is None else lifted.at([c for _, c in rows])
-    if taken is not None:
-        pool, layouts = taken
-    elif lifted is not None and at is not None:
-        pool = lifted.pool_at(at)
-        layouts = replace(
-            lifted.layouts.fields_at(at),
-            prefill_servers=np.array([float(c.prefill_replicas) for _, c in rows]),
-            decode_servers=np.array([float(c.decode_replicas) for _, c in rows]),
-        )
-    else:
-        parts = Rows.of(first, rows)
-        pool, layouts = parts.pool, parts.layouts(rows)
-    shares = layouts.long_share
-    rate = np.array(
-        [min(float(r.workload.traffic.requests_per_second), c.goodput_rate_per_s) for r, c in rows]
-    )
-    servers = np.array([float(c.prefill_replicas) for _, c in rows])
-    long_p99 = p99s.add_pool(pool, servers, rate * shares)
-    # The decode workers at the rate, once for their own p99s and the overall one.
-    sized = None if priced is None else priced.at_picked()
-    rps = np.array([float(r.workload.traffic.requests_per_second) for r, _ in rows])
-    if sized is not None and np.array_equal(rate, rps):  # the rate the sizing priced
-        terms, local = sized
-    else:
-        terms = layouts.worker_terms(rate)
-        local = layouts.local_of(rate, terms)
-    short_terms, short_ttft_of, tpot99 = terms
-    short_p99 = p99s.add(*short_terms)
-
-    def reported() -> list[Candidate]:
-        long_ttft, short_ttft = np.ravel(long_p99.value), short_ttft_of(short_p99.value)
-        ttft = overall_ttft.overall_p99_ms(layouts, rate, long_ttft, short_ttft, local)
-        return [
-            amended(
-                c,
-                ttft_p99_ms=float(t),
-                pooled_ttft_p99_ms=float(lt),
-                local_ttft_p99_ms=float(st),
-                tpot_p99_ms=float(tp),
-            )
-            for (_, c), t, lt, st, tp in zip(rows, ttft, long_ttft, short_ttft, tpot99, strict=True)
-        ]
-
-    return reported
-
-
-def choose(
-    options: list[tuple[float | None, float]],
-) -> int:
-    """Index of the chosen (threshold, goodput): the largest threshold within 1% of the best.
-
-    A threshold of None is "no prefill pool" (colocated), larger than any number; 0 is
-    always-disaggregated. Fewer KV transfers for the same goodput is the better layout.
-    """
-    best = max([g for _, g in options])
-    near = [i for i, (_, g) in enumerate(options) if g >= NEAR_BEST * best and g > 0]
-    if not near:
-        return 0
-    return max(near, key=lambda i: math.inf if options[i][0] is None else options[i][0])
 
 
 def tp_pairs(
@@ -214,7 +74,7 @@ def tp_pairs(
     with the decode workers at the colocated or the decode pool's degree. A prefill pool for a
     share of the requests may want a smaller degree than one for all of them. Plain TP only:
     DP-attention/EP layouts of MoE models are not combined with local prefill here."""
-    from disagg_decider.calc.layouts.search import TP_CANDIDATES, pinned_layouts
+    from disagg_decider.calc.layouts.layout_choices import TP_CANDIDATES, pinned_layouts
 
     w = r.workload
     limit = min(w.cluster.gpus, w.cluster.gpus_per_node)
@@ -286,7 +146,7 @@ def _best_of_many(
     Each threshold's group is walked in order of grid goodput (an upper bound on the settled
     one): the next candidate is settled while its bound beats the best settled so far. Groups
     are independent, so each round settles the next candidate of every group still walking
-    in one bisection (`_settle_rows`), rather than one at a time; each group still takes the
+    in one bisection (`settle_rows`), rather than one at a time; each group still takes the
     same candidates in the same order, so the same best.
     """
     best = [dict(zip(groups, firsts, strict=True)) for _, groups, firsts in searched]
@@ -298,7 +158,7 @@ def _best_of_many(
             if k < len(group) and best[w][t].goodput_rate_per_s < group[k].goodput_rate_per_s:
                 rows.append((r, group[k]))
                 keys.append((w, t, k))
-        settled = _settle_rows(first, rows) if len(rows) > 1 else [settle(*row) for row in rows]
+        settled = settle_rows(first, rows) if len(rows) > 1 else [settle(*row) for row in rows]
         for (w, t, _), c in zip(keys, settled, strict=True):
             if c.goodput_rate_per_s > best[w][t].goodput_rate_per_s:
                 best[w][t] = c
@@ -344,7 +204,7 @@ def evaluate(
     if search and (colo.feasible or disagg.feasible):
         pairs = tp_pairs(r, colo, disagg)
         found = candidates(r, pairs)
-    return _layout(r, colo, disagg, best_per_threshold(r, found), search)
+    return chosen_layout(r, colo, disagg, best_per_threshold(r, found), search)
 
 
 def evaluate_many_later(
@@ -353,7 +213,7 @@ def evaluate_many_later(
     disaggs: list[DisaggregatedResult],
     p99s: DeferredP99,
 ) -> Callable[[list[ColocatedResult], list[DisaggregatedResult]], list[ConditionalResult]]:
-    """`evaluate` with its search for workloads sharing an engine (`search.group_key`), in
+    """`evaluate` with its search for workloads sharing an engine (`layout_choices.group_key`), in
     order (the thresholds and TP pairs of all of them searched together), the chosen layouts'
     report-only p99 bisections added to `p99s`.
 
@@ -372,7 +232,7 @@ def evaluate_many_later(
         if len(gs) > 1
         for g in gs.values()
     ]
-    settled = iter(_settle_rows(resolved[0], pooled) if pooled else [])
+    settled = iter(settle_rows(resolved[0], pooled) if pooled else [])
     searched = []
     for r, gs in zip(resolved, groups, strict=True):
         tops = [g[0] for g in gs.values()]
@@ -381,142 +241,25 @@ def evaluate_many_later(
     best, lifted = _lifted_rows(resolved, _best_of_many(resolved[0], searched))
     out = [(r, c, d, by_t) for (r, c, d), by_t in zip(modes, best, strict=True)]
     # The chosen conditional layouts' p99s at each workload's rate, all in one pass.
-    picks = [_chosen(c, d, by_t) for _, c, d, by_t in out]
+    picks = [chosen_threshold(c, d, by_t) for _, c, d, by_t in out]
     chosen = [(r, by_t[t]) for (r, _, _, by_t), t in zip(out, picks, strict=True) if t is not None]
     # Each sized for its workload's rate (`conditional_sizing`), as the modes are.
     at = None if lifted is None or not chosen else lifted.index([c for _, c in chosen])
     sized, priced = sized_rows(resolved[0], chosen, lifted)
     chosen = list(zip([r for r, _ in chosen], sized, strict=True))
-    reports = _report_rows(resolved[0], chosen, p99s, lifted, at, priced) if chosen else list
+    reports = (
+        conditional_report.report_rows(resolved[0], chosen, p99s, lifted, at, priced)
+        if chosen
+        else list
+    )
 
     def layouts(
         colos: list[ColocatedResult], disaggs: list[DisaggregatedResult]
     ) -> list[ConditionalResult]:
         reported = iter(reports())
         return [
-            _layout(r, c, d, by_t, True, None if t is None else next(reported))
+            chosen_layout(r, c, d, by_t, True, None if t is None else next(reported))
             for (r, _, _, by_t), c, d, t in zip(out, colos, disaggs, picks, strict=True)
         ]
 
     return layouts
-
-
-def _options(
-    colo: ColocatedResult, disagg: DisaggregatedResult, by_t: dict[float, Candidate]
-) -> list[tuple[float | None, float]]:
-    """(threshold, goodput) of always-disaggregated, every threshold and no prefill pool."""
-    return [
-        (0.0, disagg.max_rate_per_s if disagg.feasible else 0.0),
-        *[(t, c.goodput_rate_per_s) for t, c in sorted(by_t.items())],
-        (None, colo.max_rate_per_s if colo.feasible else 0.0),
-    ]
-
-
-def _chosen(
-    colo: ColocatedResult, disagg: DisaggregatedResult, by_t: dict[float, Candidate]
-) -> float | None:
-    """The chosen threshold when it is a conditional layout (neither 0 nor no pool), else None."""
-    options = _options(colo, disagg, by_t)
-    t = options[choose(options)][0]
-    return t if t is not None and t != 0.0 else None
-
-
-def _layout(
-    r: Resolved,
-    colo: ColocatedResult,
-    disagg: DisaggregatedResult,
-    by_t: dict[float, Candidate],
-    search: bool,
-    reported: Candidate | None = None,
-) -> ConditionalResult:
-    """The chosen layout among the settled best candidate per threshold and the two modes.
-
-    `reported`, the chosen conditional candidate with its p99s (`report`), may be passed in by
-    a caller that priced it already.
-    """
-    budget = float(r.workload.cluster.gpus)
-    options = _options(colo, disagg, by_t)
-    curve = [
-        ThresholdPoint(
-            threshold_tokens=None if t is None else int(t),
-            goodput_per_gpu=g / budget,
-            share_to_prefill=(1.0 if t == 0.0 else 0.0 if t is None else by_t[t].long_share),
-        )
-        for t, g in options
-    ]
-    k = choose(options)
-    t, best = options[k]
-    common = {
-        "curve": curve,
-        "gain_over_colocated": _ratio(best, colo.max_rate_per_s if colo.feasible else 0.0),
-        "gain_over_disaggregated": _ratio(best, disagg.max_rate_per_s if disagg.feasible else 0.0),
-        "max_rate_per_s": best,
-        "goodput_per_gpu": best / budget,
-    }
-    if t is None:
-        return ConditionalResult(
-            layout="colocated",
-            feasible=colo.feasible,
-            threshold_tokens=None,
-            threshold_reason=(
-                "no layout meets the p99 targets"
-                if not colo.feasible
-                else "no prefill pool: colocated replicas serve within 1% of the best goodput any "
-                "threshold gives, with no KV transfers"
-                if search
-                else _NOT_SEARCHED + "colocated serves within 1% of always-disaggregated"
-            ),
-            share_to_prefill=0.0,
-            prefill_tp=None,
-            decode_tp=colo.tp,
-            prefill_replicas=0,
-            decode_replicas=colo.replicas,
-            chunk_tokens=colo.chunk_tokens,
-            ttft_p99_ms=colo.ttft_p99_ms,
-            tpot_p99_ms=colo.tpot_p99_ms,
-            **common,
-        )
-    if t == 0.0:
-        return ConditionalResult(
-            layout="disaggregated",
-            feasible=disagg.feasible,
-            threshold_tokens=0,
-            threshold_reason=(
-                "every request goes to the prefill pool: no threshold above 0 comes within 1% "
-                "of always-disaggregated goodput"
-                if search
-                else _NOT_SEARCHED + "always-disaggregated serves more"
-            ),
-            share_to_prefill=1.0,
-            chunk_tokens=None,
-            **_pools_of(disagg),
-            **common,
-        )
-    c = report(r, sized_for_rate(r, [(r, by_t[t])])[0]) if reported is None else reported
-    return ConditionalResult(
-        layout="conditional",
-        feasible=True,
-        threshold_tokens=int(t),
-        threshold_reason=(
-            f"the largest threshold within 1% of the best goodput per GPU: prompts above {int(t)} "
-            f"uncached tokens ({c.long_share:.0%} of requests) go to the prefill pool, the rest "
-            "prefill on the decode workers"
-        ),
-        share_to_prefill=c.long_share,
-        chunk_tokens=c.chunk_tokens,
-        **_pools_of(c),
-        pooled_ttft_p99_ms=c.pooled_ttft_p99_ms,
-        local_ttft_p99_ms=c.local_ttft_p99_ms,
-        **common,
-    )
-
-
-def _pools_of(split) -> dict:
-    """The two pools and their p99s, as a split's sizing reports them (the always-split mode's
-    result or the conditional layout's report)."""
-    names = ("prefill_tp", "decode_tp", "prefill_replicas", "decode_replicas")
-    return {n: getattr(split, n) for n in (*names, "ttft_p99_ms", "tpot_p99_ms")}
-
-
-def _ratio(a: float, b: float) -> float | None:
-    return a / b if a > 0 and b > 0 else None

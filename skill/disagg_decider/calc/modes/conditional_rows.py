@@ -4,7 +4,7 @@ Candidates (a threshold, a TP pair, a split of the cluster, a chunk) of workload
 engine, laid out one per row for `overall_ttft`: each one's parts at its threshold
 (`thresholds.split_at`), its prefill pool for the long part and its decode workers' columns.
 `priced_rows` prices their goodput on 99% of all requests within the TTFT target; the report
-(`conditional._report_rows`) reads the overall p99 off the same rows.
+(`conditional_report.report_rows`) reads the overall p99 off the same rows.
 """
 
 from __future__ import annotations
@@ -13,9 +13,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from disagg_decider.calc.layouts.layout_choices import engine_for
 from disagg_decider.calc.layouts.pools import ingress_rate_per_s, prefill_pool
-from disagg_decider.calc.layouts.search import engine_for
-from disagg_decider.calc.layouts.thresholds import Candidate, amended, block_rows, stack_rows
+from disagg_decider.calc.layouts.threshold_pools import stack_rows
+from disagg_decider.calc.layouts.thresholds import Candidate, amended, block_rows
 from disagg_decider.calc.modes import overall_ttft
 from disagg_decider.calc.modes.overall_ttft import Layouts
 from disagg_decider.calc.physics.kvpath import TransferPath, transfer_path
@@ -44,7 +45,7 @@ class Rows:
     @classmethod
     def of(cls, first: Resolved, rows: list[tuple[Resolved, Candidate]]) -> Rows:
         """The candidates' rows: taken from the search's rows they were priced on where they
-        all come from one pass (`thresholds.SearchRows`), else built."""
+        all come from one pass (`threshold_pools.SearchRows`), else built."""
         column = lambda values: np.array(values, dtype=float).reshape(-1, 1)  # noqa: E731
         p_tp, d_tp = column([c.prefill_tp for _, c in rows]), column([c.decode_tp for _, c in rows])
         found = block_rows([c for _, c in rows])
@@ -101,7 +102,7 @@ class Rows:
 
 def _settled_workers(cands: list[Candidate]) -> list:
     """[the settling's decode-worker lines and grid] where it built them on exactly these
-    candidates' rows in order (`conditional._settle_rows`), else [] (built when asked)."""
+    candidates' rows in order (`conditional_report.settle_rows`), else [] (built when asked)."""
     first = cands[0].workers if cands else None
     if first is None:
         return []
@@ -137,7 +138,7 @@ class Lifted:
     """Candidates priced by `priced_rows`, with the rows they were priced on: the prefill pools
     as `Rows.of` builds them, the layouts (with the decode workers' lines and batch grid,
     where the lift built them) and each row's KV ingress bound on a decode worker, for the
-    sizing (`conditional_sizing`) and the report (`conditional._report_rows`) of the chosen
+    sizing (`conditional_sizing`) and the report (`conditional_report.report_rows`) of the chosen
     ones to take rather than build again."""
 
     candidates: list[Candidate]

@@ -51,7 +51,7 @@ class Priced:
     """The decode workers of the splits `sized_rows` priced, at the workload's rate: their
     `Layouts.worker_terms` and `Layouts.local_of`, (M,) rows, and the row each sized
     candidate took (-1 where it kept its split). The report of the sized candidates at that
-    rate (`conditional._report_rows`) takes their rows rather than evaluate them again:
+    rate (`conditional_report.report_rows`) takes their rows rather than evaluate them again:
     every value is the row's own (element-wise), so taken rows give the same bits."""
 
     terms: tuple

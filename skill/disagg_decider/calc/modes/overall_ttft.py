@@ -36,7 +36,7 @@ import numpy as np
 from disagg_decider.calc.physics.step import Engine
 from disagg_decider.calc.queues import queueing
 from disagg_decider.calc.queues.array_helpers import broadcast, map_fields
-from disagg_decider.calc.replicas import colocated, colocated_load
+from disagg_decider.calc.replicas import colocated_best, colocated_load
 from disagg_decider.calc.replicas.colocated import ColocatedGrid
 from disagg_decider.calc.replicas.colocated_load import _lines_at_rows, _row_subset
 from disagg_decider.calc.replicas.lengths import Lengths
@@ -272,7 +272,7 @@ def _stacked_miss(stacked: Part, t_ms: np.ndarray) -> tuple[np.ndarray, np.ndarr
 
 def worker_capacity_per_s(engine, lengths, tpot_ms, chunk, servers) -> np.ndarray:
     """A decode worker's capacity (N,) on every limit but TTFT (its TPOT, memory and chunk
-    limits, `colocated.best_points` with the TTFT target out of reach) at each row's chunk.
+    limits, `colocated_best.best_points` with the TTFT target out of reach) at each row's chunk.
 
     Inputs on the search's axes (N, 1, 1); `chunk` (N,). Each row's own chunk is its one
     chunk (the chunk list given as a column (N, 1), so `best_points` lays out one line per
@@ -281,7 +281,7 @@ def worker_capacity_per_s(engine, lengths, tpot_ms, chunk, servers) -> np.ndarra
     chunk for every row gives (what this did before, once per distinct chunk).
     """
     chunk = np.ravel(chunk)
-    found = colocated.best_points(
+    found = colocated_best.best_points(
         engine,
         lengths,
         np.full((chunk.size, 1, 1), NO_TTFT_MS),

@@ -1,6 +1,6 @@
 """A colocated replica below one decode sequence in flight: the low-load end of its load curve.
 
-The colocated search (`colocated.best_points`) looks for the largest decode batch B that meets
+The colocated search (`colocated_best.best_points`) looks for the largest decode batch B that meets
 both p99 targets on the batch grid, which starts at B = 1. At B = 1 a replica already runs at
 the rate Little's law gives for one sequence always decoding (B / (OSL t)): for short outputs
 that is several requests per second, with prefill chunks riding along in a large share of
