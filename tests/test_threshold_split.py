@@ -1,7 +1,7 @@
 """Issue 27: the mix split at all of a workload's thresholds at once (`threshold_split.split_table`)
 gives each threshold the parts the split at that threshold alone gives, which the reference
-below computes as the calculator did before, one float at a time (`classes.partial_moments`,
-`classes.fit_moments`, `Lengths.build` on scalars)."""
+below computes as the calculator did before, one float at a time (the partial moments' formula
+on floats, `classes.fit_moments`, `Lengths.build` on scalars)."""
 
 import math
 from dataclasses import replace
@@ -11,7 +11,20 @@ import numpy as np
 from disagg_decider.calc.layouts import threshold_split
 from disagg_decider.calc.layouts.threshold_split import split_at, split_table, thresholds
 from disagg_decider.calc.replicas.lengths import Lengths
-from disagg_decider.classes import Component, fit_moments, partial_moments
+from disagg_decider.classes import Component, fit_moments
+
+
+def _partial_moments(p50: float, sigma: float, threshold: float) -> tuple[float, float, float]:
+    """P(X <= T), E[X 1{X <= T}], E[X^2 1{X <= T}] for X log-normal, on floats:
+    exp(k mu + k^2 s^2 / 2) Phi((ln T - mu - k s^2) / s)."""
+    if threshold <= 0:
+        return 0.0, 0.0, 0.0
+    if sigma <= 1e-12:
+        below = 1.0 if p50 <= threshold else 0.0
+        return below, below * p50, below * p50 * p50
+    mu, lt = math.log(p50), math.log(threshold)
+    phi = [0.5 * math.erfc(-((lt - mu - k * sigma**2) / sigma) / math.sqrt(2.0)) for k in (0, 1, 2)]
+    return tuple(math.exp(k * mu + k * k * sigma * sigma / 2) * phi[k] for k in (0, 1, 2))
 
 
 def _reference(comps: tuple[Component, ...], threshold: float):
@@ -21,7 +34,7 @@ def _reference(comps: tuple[Component, ...], threshold: float):
     for c in comps:
         share = 1.0 - c.hit_rate
         u_p50 = c.prompt_p50 * share
-        below0, below1, below2 = partial_moments(u_p50, c.prompt_sigma, threshold)
+        below0, below1, below2 = _partial_moments(u_p50, c.prompt_sigma, threshold)
         total1 = u_p50 * math.exp(c.prompt_sigma**2 / 2)
         total2 = u_p50**2 * math.exp(2 * c.prompt_sigma**2)
         long_w += c.weight * (1.0 - below0)

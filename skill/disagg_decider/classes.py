@@ -160,26 +160,6 @@ def _phi(z: float) -> float:
     return 0.5 * math.erfc(-z / math.sqrt(2.0))
 
 
-def partial_moments(p50: float, sigma: float, threshold: float) -> tuple[float, float, float]:
-    """P(X <= T), E[X 1{X <= T}], E[X^2 1{X <= T}] for X log-normal (median p50, shape sigma).
-
-    E[X^k 1{X <= T}] = exp(k mu + k^2 s^2 / 2) Phi((ln T - mu - k s^2) / s).
-    """
-    mu = math.log(p50)
-    if threshold <= 0:
-        return 0.0, 0.0, 0.0
-    if sigma <= 1e-12:
-        below = 1.0 if p50 <= threshold else 0.0
-        return below, below * p50, below * p50 * p50
-    lt = math.log(threshold)
-    out = []
-    for k in (0, 1, 2):
-        out.append(
-            math.exp(k * mu + k * k * sigma * sigma / 2) * _phi((lt - mu - k * sigma**2) / sigma)
-        )
-    return out[0], out[1], out[2]
-
-
 def mixture_percentiles(
     comps: list[Component],
 ) -> tuple[tuple[float, float], tuple[float, float], float]:

@@ -2,7 +2,7 @@
 
 A request goes to the prefill pool when its uncached prompt exceeds T (`calc/modes/conditional.py`
 says why). Every class of the mix is log-normal, so the part of it below or above T has
-closed-form partial moments (`classes.partial_moments`); each part is carried as the log-normal
+closed-form partial moments (`partial_moments`); each part is carried as the log-normal
 with its mean and second moment, the calculator's one length shape.
 
 A workload's search splits it at all its candidate thresholds at once (`split_table`): every
@@ -92,15 +92,23 @@ def _split_at(comps: tuple[Component, ...], threshold: float) -> Parts:
     return Parts(row.long_share, row.long.map(as_0d), row.local.map(as_0d))
 
 
-def _below(c: Component, t: np.ndarray, lt: np.ndarray, positive: np.ndarray) -> tuple:
-    """`classes.partial_moments` of class c's uncached prompt at every threshold t (log t
-    `lt`), as arrays: P(u <= T), E[u 1{u <= T}], E[u^2 1{u <= T}]; 0 where T <= 0."""
-    u_p50 = c.prompt_p50 * (1.0 - c.hit_rate)
-    sigma = c.prompt_sigma
+def partial_moments(p50: float, sigma: float, thresholds: np.ndarray) -> tuple:
+    """P(X <= T), E[X 1{X <= T}], E[X^2 1{X <= T}] at every threshold T (0 where T <= 0), for X
+    log-normal with median p50 and shape sigma:
+
+        E[X^k 1{X <= T}] = exp(k mu + k^2 s^2 / 2) Phi((ln T - mu - k s^2) / s).
+
+    Element by element through `math`'s own log and erfc, so a threshold's values are the
+    formula's bits on floats whether it is asked alone (`local_prefill_share`) or with a
+    workload's whole grid of thresholds (`split_table`).
+    """
+    t = np.asarray(thresholds, dtype=float)
+    positive = t > 0
     if sigma <= 1e-12:
-        below = np.where(positive & (u_p50 <= t), 1.0, 0.0)
-        return below, below * u_p50, below * u_p50 * u_p50
-    mu = math.log(u_p50)
+        below = np.where(positive & (p50 <= t), 1.0, 0.0)
+        return below, below * p50, below * p50 * p50
+    mu = math.log(p50)
+    lt = _log(np.where(positive, t, 1.0)).astype(float)
     out = []
     for k in (0, 1, 2):
         scale = math.exp(k * mu + k * k * sigma * sigma / 2)
@@ -121,15 +129,13 @@ def _fit(mean: np.ndarray, second: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 def split_table(comps: tuple[Component, ...], thresholds: np.ndarray) -> SplitTable:
     """The mix split at every threshold (n,), as `split_at` splits it at one."""
     t = np.asarray(thresholds, dtype=float)
-    positive = t > 0
-    lt = _log(np.where(positive, t, 1.0)).astype(float)
     zero = np.zeros(t.shape)
     long_w, long_m1, long_m2, long_c1 = zero, zero, zero, zero
     out_long1 = out_long2 = short_w = short_m1 = short_m2 = short_biased = zero
     for c in comps:
         share = 1.0 - c.hit_rate
         u_p50 = c.prompt_p50 * share
-        below0, below1, below2 = _below(c, t, lt, positive)
+        below0, below1, below2 = partial_moments(u_p50, c.prompt_sigma, t)
         total1 = u_p50 * math.exp(c.prompt_sigma**2 / 2)
         total2 = u_p50**2 * math.exp(2 * c.prompt_sigma**2)
         frac_long = 1.0 - below0

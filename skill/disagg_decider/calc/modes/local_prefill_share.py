@@ -18,8 +18,11 @@ from __future__ import annotations
 
 from typing import Any
 
+import numpy as np
+
+from disagg_decider.calc.layouts.threshold_split import partial_moments
 from disagg_decider.calc.result import ConditionalResult
-from disagg_decider.classes import components, partial_moments
+from disagg_decider.classes import components
 
 DYNAMO_MAX_RATIO = 1.0  # eff_isl_ratio_threshold must lie in [0, 1]
 
@@ -30,16 +33,16 @@ def cold_local_share(workload: Any, cond: ConditionalResult | None) -> float | N
 
     None unless the layout is conditional. Per class: its share times the probability that its
     uncached prompt is within the threshold, the same log-normal split the layout was priced on
-    (`calc/modes/conditional.split_at`), for classes with prefix-cache hit rate 0.
+    (`threshold_split.split_at`), for classes with prefix-cache hit rate 0.
     """
     if cond is None or cond.layout != "conditional" or not cond.threshold_tokens:
         return None
-    share = 0.0
+    threshold, share = float(cond.threshold_tokens), 0.0
     for c in components(workload):
         if 1.0 - c.hit_rate < DYNAMO_MAX_RATIO:
             continue  # part of every prompt is cached: the ratio check passes at 1.0
-        below, _, _ = partial_moments(c.prompt_p50, c.prompt_sigma, float(cond.threshold_tokens))
-        share += c.weight * below
+        below, _, _ = partial_moments(c.prompt_p50, c.prompt_sigma, np.array([threshold]))
+        share += c.weight * float(below[0])
     return share
 
 
