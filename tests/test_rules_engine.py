@@ -183,9 +183,9 @@ def test_a_colocate_veto_beats_a_disaggregate_veto_whatever_their_order():
 
 
 def test_a_compiled_leaf_compares_as_compare_does():
-    """The compiled leaf compares plain numbers inline; over every operator, values of every
-    kind a metric or parameter can hold (missing, None, bool, str, int, float, nan, lists)
-    it must hold exactly where `engine.compare` does, from a value or a parameter."""
+    """The compiled leaf (a closure over the metric and its value or parameter): over every
+    operator, values of every kind a metric or parameter can hold (missing, None, bool, str,
+    int, float, nan, lists) it must hold exactly where `engine.compare` does."""
     from disagg_decider.rules.schema import Leaf
 
     values = [None, True, False, "dynamo", 0, 3, -2, 2.5, 3.0, float("nan"), float("inf")]

@@ -58,7 +58,12 @@ def predicate(node) -> Predicate:
     records what it compared, for the rules that fire.
     """
     if isinstance(node, Leaf):
-        return _leaf(node)
+        check, metric = _COMPARERS[node.op], node.metric
+        if node.param is not None:
+            param = node.param
+            return lambda m, p: check(m.get(metric), p[param])
+        value = node.value
+        return lambda m, p: check(m.get(metric), value)
     if isinstance(node, All):
         parts = [predicate(n) for n in node.all]
 
@@ -84,53 +89,6 @@ def predicate(node) -> Predicate:
         inner = predicate(node.not_)
         return lambda m, p: not inner(m, p)
     raise TypeError(f"unknown condition node {type(node).__name__}")
-
-
-_ORDER_CODES = {">": 0, ">=": 1, "<": 2, "<=": 3}
-_MEMBER_CODES = {"==": 0, "!=": 1, "in": 2, "not_in": 3}
-
-
-def _leaf(node: Leaf) -> Predicate:
-    """One comparison as a closure. An ordering between plain numbers (nearly every leaf of
-    every rule, in every decision) is compared inline: one call per leaf instead of four (the
-    closure, the metric's lookup, the comparer and its operator); anything else goes to
-    `_COMPARERS`, as `compare` does."""
-    check, metric, param, value = _COMPARERS[node.op], node.metric, node.param, node.value
-    code = _ORDER_CODES.get(node.op)
-    if code is None:
-        return _equality_leaf(metric, _MEMBER_CODES[node.op], param, value)
-    plain = _PLAIN_NUMBERS
-
-    def holds(m: Mapping[str, Any], p: Mapping[str, Any]) -> bool:
-        a = m[metric] if metric in m else None  # noqa: SIM401 (no call: a lookup)
-        t = value if param is None else p[param]
-        if type(a) in plain and type(t) in plain:
-            if code == 0:
-                return a > t
-            if code == 1:
-                return a >= t
-            return a < t if code == 2 else a <= t
-        return check(a, t)
-
-    return holds
-
-
-def _equality_leaf(metric: str, code: int, param: str | None, value: Any) -> Predicate:
-    """`_leaf` for ==, !=, in and not_in (`code` 0-3): a missing or null metric never holds,
-    as in `_COMPARERS`; the comparison inline."""
-
-    def holds(m: Mapping[str, Any], p: Mapping[str, Any]) -> bool:
-        a = m[metric] if metric in m else None  # noqa: SIM401 (no call: a lookup)
-        if a is None:
-            return False
-        t = value if param is None else p[param]
-        if code == 0:
-            return a == t
-        if code == 1:
-            return a != t
-        return a in t if code == 2 else a not in t
-
-    return holds
 
 
 def evaluate(node, metrics: Mapping[str, Any], params: Mapping[str, Any], trail: list) -> bool:
