@@ -158,15 +158,6 @@ def _param_source(inputs: Inputs, param: str | None) -> str:
     return "override" if param in inputs.overridden else "rulebook"
 
 
-def label_of(path: str, inputs: Inputs, fixed: dict[str, str]) -> str | None:
-    """The source of the numeric leaf at `path` (generalised), or None where the table has none;
-    `fixed` is `_fixed`'s table for this verdict."""
-    if path in fixed:
-        return fixed[path]
-    source = _table_label(path)
-    return _param_source(inputs, path[_THRESHOLDS_AT:]) if source is _PARAM else source
-
-
 _PARAM = "param"  # a rule parameter's label: the rulebook's, or an override's (per verdict)
 _THRESHOLDS_AT = len("thresholds.")
 
@@ -232,7 +223,9 @@ def _is_number(node: Any) -> bool:
 
 
 def field_labels(doc: dict[str, Any], inputs: Inputs) -> dict[str, str]:
-    """Every numeric leaf of the verdict's JSON that the table knows, with its source."""
+    """Every numeric leaf of the verdict's JSON that the table knows, with its source: this
+    verdict's fixed labels (`_fixed`) first, then the table's per path (`_table_label`, kept
+    in `_TABLE_LABELS`), a rule parameter's resolved against the verdict's overrides."""
     fixed = _fixed(inputs, doc)
     found: dict[str, None] = {}
     _numeric_into(doc, "", found)
