@@ -39,7 +39,7 @@ from disagg_decider.decide import decide  # noqa: E402
 from disagg_decider.errors import UserError  # noqa: E402
 from disagg_decider.sim import metrics, run  # noqa: E402
 from disagg_decider.sim.goodput import max_rate, replay_at  # noqa: E402
-from disagg_decider.workload import Workload, resolve  # noqa: E402
+from disagg_decider.workload import Workload, resolve, with_rate  # noqa: E402
 
 ATTAINMENT = 0.99
 SEED = 2026
@@ -132,12 +132,6 @@ class Row:
     seconds: float
 
 
-def at_rate(w: Workload, rate: float) -> Workload:
-    data = w.model_dump(mode="json", exclude_none=True)
-    data["traffic"]["requests_per_second"] = rate
-    return Workload.model_validate(data)
-
-
 def request_count(w: Workload, rate: float, seats: int = 0, lo: int = 2000, hi: int = 12000) -> int:
     """Enough requests that the steady window spans many request lifetimes at this rate, and
     passes through each of the pools' `seats` (decode sequences they hold at once) many times.
@@ -181,7 +175,7 @@ def compare_one(w: Workload) -> Row:
             sim[mode], ttft[mode], tpot[mode] = 0.0, math.nan, math.nan
             continue
         # Size the pools for (just under) the calculator's max rate: its layout on the cluster.
-        w_top = at_rate(w, top * 0.999)
+        w_top = with_rate(w, top * 0.999)
         v = decide(w_top)
         s = run.setup(resolve(w_top), v)
         # p99 latencies near a pool's saturation need long runs (waits correlate over many

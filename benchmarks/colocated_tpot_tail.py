@@ -31,7 +31,7 @@ from disagg_decider.decide import decide  # noqa: E402
 from disagg_decider.sim import colocated_replica as sim_replica  # noqa: E402
 from disagg_decider.sim import metrics, run  # noqa: E402
 from disagg_decider.sim.goodput import replay_at  # noqa: E402
-from disagg_decider.workload import resolve  # noqa: E402
+from disagg_decider.workload import resolve, with_rate  # noqa: E402
 
 
 class Log:
@@ -96,9 +96,7 @@ def profile(seed: int, chunks: list[int] | None, requests: int) -> str:
         w = _with_chunks(w, chunks)
     r, v = resolve(w), decide(w)
     rate = v.colocated.max_rate_per_s
-    at_rate = w.model_copy(deep=True)
-    at_rate.traffic.requests_per_second = rate * 0.999
-    priced = decide(at_rate).colocated.tpot_p99_ms
+    priced = decide(with_rate(w, rate * 0.999)).colocated.tpot_p99_ms
     reqs = replay_at(run.synthetic_requests(r, requests, seed=1), rate)
     with Log().installed() as log:
         out = run.simulate_mode(run.setup(r, v), "colocated", reqs)

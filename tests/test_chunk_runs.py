@@ -20,7 +20,7 @@ from disagg_decider.calc.replicas.lengths import Lengths
 from disagg_decider.decide import decide
 from disagg_decider.sim import metrics, run
 from disagg_decider.sim.goodput import replay_at
-from disagg_decider.workload import Workload, resolve
+from disagg_decider.workload import Workload, resolve, with_rate
 
 CHAT = {
     "prompt_tokens": {"p50": 500, "p99": 1500},
@@ -59,9 +59,7 @@ def _at_priced_rate(w: Workload) -> tuple[float, list[tuple[float, float, float]
     of its colocated pools at that rate."""
     r, v = resolve(w), decide(w)
     rate = v.colocated.max_rate_per_s
-    at_rate = w.model_copy(deep=True)
-    at_rate.traffic.requests_per_second = rate * 0.999
-    priced = decide(at_rate).colocated.tpot_p99_ms
+    priced = decide(with_rate(w, rate * 0.999)).colocated.tpot_p99_ms
     setup = run.setup(r, v)
     measured = []
     for seed in (1, 2):

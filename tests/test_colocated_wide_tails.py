@@ -24,7 +24,7 @@ from disagg_decider.calc.queues import queueing
 from disagg_decider.calc.replicas import chunk_runs
 from disagg_decider.decide import decide
 from disagg_decider.sim import metrics, run
-from disagg_decider.workload import Workload, resolve
+from disagg_decider.workload import Workload, resolve, with_rate
 from tests.conftest import traffic_workload
 
 REQUESTS = 3000
@@ -49,11 +49,6 @@ def _workload(model: str, gpu: str, gpus: int, prompt, output, rate, slo, cached
     return Workload.model_validate(data)
 
 
-def _at_rate(w: Workload, rate: float) -> Workload:
-    traffic = w.traffic.model_copy(update={"requests_per_second": rate})
-    return w.model_copy(update={"traffic": traffic})
-
-
 def _colocated_share(w: Workload, seed: int = 1) -> float:
     """Steady-state share of requests within both targets on the verdict's colocated pools."""
     r, v = resolve(w), decide(w)
@@ -74,7 +69,7 @@ def test_deepseek_v3_with_a_7x_prompt_tail_keeps_its_plan_within_targets(seed):
     assert v.decision in ("colocate", "dynamo", "llm-d")
     assert not v.colocated.fits_cluster or _colocated_share(w, seed) >= 0.99
     # At 95% of what colocation says it carries, its plan keeps 99% within both targets.
-    at = _at_rate(w, round(0.95 * v.colocated.max_rate_per_s, 4))
+    at = with_rate(w, round(0.95 * v.colocated.max_rate_per_s, 4))
     assert decide(at).colocated.fits_cluster
     assert _colocated_share(at, seed) >= 0.99
 
@@ -90,7 +85,7 @@ def test_a_moe_model_on_pcie_gpus_at_light_load_is_not_sized_past_what_it_carrie
     if v.colocated.max_rate_per_s <= 0:
         return  # colocation claims no rate at all on these GPUs: nothing it sizes can miss
     # At 95% of what it now says the cluster carries, the simulator agrees.
-    at = _at_rate(w, round(0.95 * v.colocated.max_rate_per_s, 4))
+    at = with_rate(w, round(0.95 * v.colocated.max_rate_per_s, 4))
     assert decide(at).colocated.fits_cluster
     assert _colocated_share(at) >= 0.97
 

@@ -6,7 +6,7 @@ import pytest
 
 from disagg_decider.calc.compare import analyze
 from disagg_decider.errors import UserError
-from disagg_decider.workload import Workload, load_workload, load_workload_text, resolve
+from disagg_decider.workload import Workload, load_workload, load_workload_text, resolve, with_rate
 from tests.conftest import ROOT
 
 EXAMPLE = ROOT / "examples" / "b200-prefill-h200-decode-dynamo.yaml"
@@ -114,9 +114,7 @@ def test_cross_split_reports_latencies_within_targets_and_what_the_rate_needs(ra
     at the sized load the reported p99s stay within the targets, and a rate beyond the
     inventory is a rate limit with the GPUs it needs (issue 11's fields)."""
     w = load_workload(EXAMPLE)
-    data = w.model_dump(mode="json", exclude_none=True)
-    data["traffic"]["requests_per_second"] = rate
-    w = Workload.model_validate(data)
+    w = with_rate(w, rate)
     a = analyze(resolve(w))
     for mode in (a.colocated, a.disaggregated):
         assert mode.feasible

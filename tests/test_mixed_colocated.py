@@ -18,7 +18,7 @@ from disagg_decider.classes import Component, class_size_biased
 from disagg_decider.decide import decide
 from disagg_decider.sim import metrics, run
 from disagg_decider.sim.goodput import replay_at
-from disagg_decider.workload import resolve
+from disagg_decider.workload import resolve, with_rate
 from tests.test_conditional import bimodal
 
 
@@ -28,9 +28,7 @@ def colocated_at_capacity():
     w = bimodal()
     r, v = resolve(w), decide(w)
     rate = v.colocated.max_rate_per_s
-    at_rate = w.model_copy(deep=True)
-    at_rate.traffic.requests_per_second = rate * 0.999
-    priced = decide(at_rate).colocated
+    priced = decide(with_rate(w, rate * 0.999)).colocated
     setup = run.setup(r, v)
     tpot, attained = [], []
     for seed in (1, 2, 3):

@@ -21,7 +21,7 @@ from disagg_decider.calc.physics.kvpath import transfer_path
 from disagg_decider.decide import decide
 from disagg_decider.errors import UserError
 from disagg_decider.sim import disaggregated, run
-from disagg_decider.workload import load_workload, load_workload_text, resolve
+from disagg_decider.workload import load_workload, load_workload_text, resolve, with_rate
 from tests.conftest import ROOT
 
 HETERO = ROOT / "examples" / "b200-prefill-h200-decode-dynamo.yaml"
@@ -31,8 +31,7 @@ HETERO = ROOT / "examples" / "b200-prefill-h200-decode-dynamo.yaml"
 def _hetero(rate_per_s: float | None = None):
     w = load_workload(HETERO)
     if rate_per_s is not None:
-        traffic = w.traffic.model_copy(update={"requests_per_second": rate_per_s})
-        w = w.model_copy(update={"traffic": traffic})
+        w = with_rate(w, rate_per_s)
     r = resolve(w, HETERO.parent)
     return r, decide(w, base_dir=HETERO.parent)
 

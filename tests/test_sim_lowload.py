@@ -25,7 +25,7 @@ from disagg_decider.calc.physics.step import iteration_ms
 from disagg_decider.calc.replicas.decode import decode_step_ms
 from disagg_decider.decide import decide
 from disagg_decider.sim import metrics, run
-from disagg_decider.workload import load_workload, resolve
+from disagg_decider.workload import load_workload, resolve, with_rate
 
 ROOT = Path(__file__).resolve().parents[1]
 # Heterogeneous examples have their own check (tests/test_sim_hetero.py); mixed traffic has no
@@ -52,7 +52,7 @@ def _low_load(path: Path):
     prefill_s = v.metrics.prefill_ms / 1e3
     decode_s = t.output_tokens.p50 * v.metrics.decode_step_ms / 1e3
     rate = min(0.003 / prefill_s, 0.02 / decode_s)
-    w = w.model_copy(update={"traffic": fixed.model_copy(update={"requests_per_second": rate})})
+    w = with_rate(w, rate)
     return w, resolve(w), decide(w)
 
 

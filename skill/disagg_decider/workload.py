@@ -188,6 +188,13 @@ def resolve(workload: Workload, base_dir: Path | None = None) -> Resolved:
     )
 
 
+def with_rate(workload: Workload, requests_per_second: float) -> Workload:
+    """The workload at another request rate, everything else kept: a sweep's points, and a
+    simulation at a mode's max rate (`sim.run.at_max_rate`)."""
+    traffic = workload.traffic.model_copy(update={"requests_per_second": requests_per_second})
+    return workload.model_copy(update={"traffic": traffic})
+
+
 def with_native_dtypes(workload: Workload, model: catalog.ModelSpec) -> Workload:
     """The workload with the model's published formats where it omits the weights' format.
 

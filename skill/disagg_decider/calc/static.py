@@ -351,12 +351,6 @@ def _ratio(x: float, y: float) -> float | None:
     return x / y if y > 0 else None
 
 
-def output_tokens_per_s_per_gpu(a: Analysis, r: Resolved) -> tuple[float, float]:
-    """Both modes' goodput as output tokens per second per GPU (AIConfigurator's unit)."""
-    out = float(np.ravel(Lengths.of(r.workload).output_mean)[0])
-    return a.colocated.goodput_per_gpu * out, a.disaggregated.goodput_per_gpu * out
-
-
 def best_split(budget, p_tp, d_tp, p_rate, d_rate):
     """Whole prefill (x) and decode (y) replicas in the budget maximising min(x P, y D).
 

@@ -32,7 +32,7 @@ from disagg_decider.sim.goodput import max_rate, replay_at
 from disagg_decider.sim.limits import MAX_REPLICAS
 from disagg_decider.sim.outcome import Outcome
 from disagg_decider.verdict import Verdict
-from disagg_decider.workload import Resolved, Workload
+from disagg_decider.workload import Resolved, Workload, with_rate
 
 
 @dataclass(frozen=True)
@@ -203,8 +203,7 @@ def at_max_rate(
     top = getattr(verdict, mode).max_rate_per_s or 0.0
     if top <= 0:
         return w, verdict
-    traffic = w.traffic.model_copy(update={"requests_per_second": top * 0.999})
-    at = w.model_copy(update={"traffic": traffic})
+    at = with_rate(w, top * 0.999)
     return at, decide(at, base_dir=base_dir)
 
 
