@@ -14,7 +14,6 @@ call once. This module turns each workload's rows into the verdict's numbers at 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import replace
 
 import numpy as np
 
@@ -28,7 +27,7 @@ from disagg_decider.calc.mode_records import (
     colocated_results,
     disaggregated_results,
     per_request,
-    with_ttft,
+    presented_records,
 )
 from disagg_decider.calc.modes import conditional, hetero
 from disagg_decider.calc.replicas.reported_ttft import DeferredP99
@@ -139,29 +138,32 @@ def _analyze_block(
     # The modes' and the conditional layout's report-only p99 TTFTs, solved in one bisection
     # once every choice is made (`reported_ttft`).
     p99s = DeferredP99()
-    colo, colo_ttft = colocated_results(own, found, p99s)
-    # The colocated pools to deploy: the fewest GPUs that carry the rate (`rate_layout`).
-    fewest_t = rate_layout.fewest_gpus_layout(found, own.row, own.rate)
-    fewest = (
-        None
-        if fewest_t is None
-        else colocated_results(own, replace(found, colo_best_t=fewest_t), p99s)
+    n = len(resolved)
+    # Each mode's best layouts, and in the same call the pools to deploy where another layout
+    # carries the rate on fewer GPUs (`rate_layout`): only those members are priced again.
+    best_t = found.colo_best_t[own.row]
+    fewest = rate_layout.fewest_gpus_layout(found, own.row, own.rate)
+    moved_t, proposed_t = rate_layout.alternatives(best_t, fewest, own.row)
+    colo_priced = colocated_results(
+        own.again(moved_t), found, p99s, np.concatenate([best_t, proposed_t])
     )
-    disagg, disagg_columns, disagg_ttft = disaggregated_results(own, found)
+    best_pair = found.best_pair[own.row]
+    fewest = rate_layout.fewest_gpus_pair(found, own.row, own.rate)
+    moved_pair, proposed_pair = rate_layout.alternatives(best_pair, fewest, own.row)
+    disagg_priced = disaggregated_results(
+        own.again(moved_pair), found, np.concatenate([best_pair, proposed_pair])
+    )
+    everyone = range(n)
+    colo, disagg = colo_priced.records(everyone), disagg_priced.records(everyone)
     # The conditional search reads the best layouts (their goodput and TPs), as the gain does.
     layouts = None if modes_only else conditional.evaluate_many_later(resolved, colo, disagg, p99s)
-    # The split's pools to deploy: the fewest GPUs that carry the rate (`rate_layout`).
-    fewest_pair = rate_layout.fewest_gpus_pair(found, own.row, own.rate)
-    if fewest_pair is not None:
-        proposed = disaggregated_results(own, replace(found, best_pair=fewest_pair))
-        disagg, disagg_columns, disagg_ttft = rate_layout.presented_split(
-            (disagg, disagg_columns, disagg_ttft), proposed
-        )
-    request = per_request(own, disagg_columns)
+    colo_pick = rate_layout.presented(colo_priced.columns, moved_t)
+    split_pick = rate_layout.presented(disagg_priced.columns, moved_pair)
+    columns = {k: v[split_pick] for k, v in disagg_priced.columns.items()}
+    request = per_request(own, columns, disagg_priced.step_ms[split_pick])
     p99s.solve()
-    colo, disagg = with_ttft(colo, colo_ttft()), with_ttft(disagg, disagg_ttft())
-    if fewest is not None:
-        colo = rate_layout.presented(colo, with_ttft(fewest[0], fewest[1]()))
+    colo = presented_records(colo_priced, colo, colo_pick, rate_layout.CLUSTER_FIELDS)
+    disagg = presented_records(disagg_priced, disagg, split_pick)
     limits = limits_for_block(members, colo, disagg)
     conds = [None] * len(resolved) if layouts is None else layouts(colo, disagg)
     out = []

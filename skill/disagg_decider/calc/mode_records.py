@@ -8,8 +8,9 @@ per-request figures and the costs.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from functools import cached_property
 
 import numpy as np
 
@@ -34,29 +35,36 @@ SIZING_REPLICAS = 64  # prefill pools are sized up to this many replicas beyond 
 
 @dataclass(frozen=True)
 class Own:
-    """Each workload's own row of a search, with its own rate and cost."""
+    """Entries priced at their workload's own rate: each is a row of the search (`row`) and
+    the member it belongs to (`who`). `of` gives one entry per member, in order; `again` adds
+    entries for some members (another of their layouts, priced in the same call: every
+    operation below is element by element, so an entry gets the bits it gets alone)."""
 
     members: Members
-    row: np.ndarray  # (W,) index of each workload's own-prompt row
+    row: np.ndarray  # (N,) each entry's row of the search
+    who: np.ndarray  # (N,) each entry's member
     rate: np.ndarray  # requests per second
     usd_per_gpu_hour: np.ndarray
-    lengths: Lengths  # fields (W, 1)
+    lengths: Lengths  # fields (N, 1)
+    # Entries priced only to be presented where they fit the cluster (`rate_layout`): short
+    # of GPUs, such an entry is never read, so its short-split load is not priced.
+    alternative: np.ndarray  # (N,) bool
 
     @property
     def first(self) -> Resolved:
         return self.members.first
 
-    @property
+    @cached_property
     def budget(self) -> np.ndarray:
-        return self.members.budget
+        return self.members.budget[self.who]
 
-    @property
+    @cached_property
     def ttft_slo_ms(self) -> np.ndarray:
-        return self.members.ttft_ms
+        return self.members.ttft_ms[self.who]
 
-    @property
+    @cached_property
     def tpot_slo_ms(self) -> np.ndarray:
-        return self.members.tpot_ms
+        return self.members.tpot_ms[self.who]
 
     @classmethod
     def of(cls, members: Members, rows: np.ndarray) -> Own:
@@ -65,10 +73,57 @@ class Own:
         return cls(
             members=members,
             row=rows,
+            who=everyone,
             rate=np.array([w.traffic.requests_per_second for w in workloads]),
             usd_per_gpu_hour=np.array([w.cost.usd_per_gpu_hour for w in workloads]),
             lengths=members.lengths(members.prompt_p50, everyone, (-1, 1)),
+            alternative=np.zeros(len(everyone), dtype=bool),
         )
+
+    def again(self, entries: np.ndarray) -> Own:
+        """These entries followed by `entries` of them again, marked `alternative`."""
+        if not len(entries):
+            return self
+        index = np.concatenate([np.arange(len(self.row)), entries])
+        return Own(
+            members=self.members,
+            row=self.row[index],
+            who=self.who[index],
+            rate=self.rate[index],
+            usd_per_gpu_hour=self.usd_per_gpu_hour[index],
+            lengths=self.lengths.map(lambda a: np.take(a, index, axis=0)),
+            alternative=np.concatenate([self.alternative, np.ones(len(entries), dtype=bool)]),
+        )
+
+
+@dataclass(frozen=True)
+class Priced:
+    """A mode priced at each entry of an `Own`: its records' columns (NaN stands for None;
+    the p99 TTFT left out), their costs, and the p99 TTFT column, a function read once the
+    block's `DeferredP99` is solved. `records` builds the records of some entries only."""
+
+    model: type
+    columns: dict[str, np.ndarray]
+    costs: list[dict]
+    ttft: Callable[[], np.ndarray]
+    step_ms: np.ndarray | None = None  # the split's decode step (the per-request figures)
+
+    @cached_property
+    def _listed(self) -> dict[str, list]:
+        return {
+            n: c.tolist() if type(c) is np.ndarray else np.asarray(c).tolist()
+            for n, c in self.columns.items()
+        }
+
+    def records(self, entries: Sequence[int], **fields) -> list:
+        """The records of `entries`; `fields` (name -> one value per entry) replace columns."""
+        listed = {**self._listed, **fields}
+        out = []
+        for i, e in enumerate(entries):
+            values = {n: (v[i] if n in fields else v[e]) for n, v in listed.items()}
+            values = {n: None if v != v else v for n, v in values.items()}
+            out.append(self.model(**values, **self.costs[e]))
+        return out
 
 
 def _replicas_needed(rate, per_replica):
@@ -78,12 +133,9 @@ def _replicas_needed(rate, per_replica):
     return np.where(per_replica > 0, np.maximum(need, 1.0), 1.0)
 
 
-def colocated_results(
-    o: Own, f: Found, p99s: DeferredP99
-) -> tuple[list[ColocatedResult], Callable[[], np.ndarray]]:
-    """The records without their p99 TTFT, and the function that gives that column once
-    `p99s` (where its bisection was added) is solved."""
-    t = f.colo_best_t[o.row]
+def colocated_results(o: Own, f: Found, p99s: DeferredP99, t: np.ndarray) -> Priced:
+    """Each entry's replicas of layout `t` (indices into `f.layouts`) at its rate, its p99
+    TTFT's bisection added to `p99s`."""
     tp = f.layouts["gpus"][t].astype(float)  # GPUs per replica
     chunk_i = f.colo_chunk_index[o.row, t]
     chunks = o.first.workload.efficiency.chunk_tokens
@@ -136,37 +188,34 @@ def colocated_results(
         "gpus_needed_for_rate": np.where(feasible, need * tp, np.nan),
         "max_rate_per_s": within,
         "goodput_per_gpu": within / o.budget,
-        "ttft_p99_ms": np.full(len(o.row), np.nan),  # filled in once solved (`with_ttft`)
+        "ttft_p99_ms": np.full(len(o.row), np.nan),  # filled in once solved (`presented_records`)
         "tpot_p99_ms": np.where(feasible, tpot, np.nan),
         **_layout_columns("", f.layouts, t),
         "replicas": replicas.astype(int),
         "chunk_tokens": np.asarray(chunks)[chunk_i],
         "max_batch": _whole(f.colo_batch[o.row, t]),
     }
-    records = _records(ColocatedResult, columns, _costs(o, replicas * tp, served))
-    return records, lambda: np.where(feasible, ttft_of(ttft_p99.value), np.nan)
+    costs = _costs(o, replicas * tp, served)
+    ttft = lambda: np.where(feasible, ttft_of(ttft_p99.value), np.nan)  # noqa: E731
+    return Priced(ColocatedResult, columns, costs, ttft)
 
 
-def disaggregated_results(
-    o: Own, f: Found
-) -> tuple[list[DisaggregatedResult], dict[str, np.ndarray], Callable[[], np.ndarray]]:
-    """The records without their p99 TTFT, the columns they were built from (the per-request
-    figures use them), and the function that gives the p99 TTFT column. That column is priced
-    here (the prefill pool's wait and the KV link's, `ingress_queue`), not in `DeferredP99`'s
-    batch; a function all the same, read as the colocated column is."""
-    i, j = f.best_pair[o.row, 0], f.best_pair[o.row, 1]
+def disaggregated_results(o: Own, f: Found, pair: np.ndarray) -> Priced:
+    """Each entry's split of the (prefill, decode) layouts `pair` (N, 2) at its rate. The p99
+    TTFT column is priced here (the prefill pool's wait and the KV link's, `ingress_queue`),
+    not in `DeferredP99`'s batch; a function all the same, read as the colocated column is."""
+    i, j = pair[:, 0], pair[:, 1]
     p_tp, d_tp = f.layouts["gpus"][i].astype(float), f.layouts["gpus"][j].astype(float)
     p_atp, d_atp = f.layouts["tp"][i].astype(float), f.layouts["tp"][j].astype(float)
     d_rate = f.decode_rate[o.row, i, j]
     feasible = f.pair_served[o.row, i, j] > 0
     p_engine = _engine_at(o.first, f.layouts, i)
     d_engine = _engine_at(o.first, f.layouts, j)
-    everyone = np.arange(len(o.row))
+    everyone = o.who
     path = o.members.path.take(everyone, (-1, 1))
-    mix = (
-        o.members.mix
-    )  # mixed traffic: each mixed member's own row (`calc/replicas/mixed_members.py`)
-    own = None if mix is None else mix.own(o.members.prompt_p50, everyone)
+    # Mixed traffic: each mixed member's own row (`calc/replicas/mixed_members.py`).
+    mix = o.members.mix
+    own = None if mix is None else mix.own(o.members.prompt_p50[everyone], everyone)
     most = np.maximum(np.floor((o.budget - d_tp) / p_tp), 1.0)
     # The search priced this pair's prefill pool at the workload's own prompt (`prefill_pool`,
     # element by element: the bits it would get built again here), and some of its rates.
@@ -207,7 +256,7 @@ def disaggregated_results(
     transfer_p99 = np.ravel(transfer_p99)
     receivers = np.maximum(y, 1.0) * d_dp
     # Short of GPUs, the cluster's split carries what fits the target with both waits.
-    short = feasible & ~fits
+    short = feasible & ~fits & ~o.alternative
     short_load, short_ttft = ingress_queue.short_split_load(
         pool, x, receivers, t_nodes, np.minimum(o.rate, p_rate), short
     )
@@ -229,7 +278,7 @@ def disaggregated_results(
         "gpus_needed_for_rate": needed,
         "max_rate_per_s": within,
         "goodput_per_gpu": within / o.budget,
-        "ttft_p99_ms": np.full(len(o.row), np.nan),  # filled in once solved (`with_ttft`)
+        "ttft_p99_ms": np.full(len(o.row), np.nan),  # filled in once solved (`presented_records`)
         "tpot_p99_ms": np.where(
             feasible,
             decode.tpot_p99_at_rate_ms(
@@ -249,9 +298,27 @@ def disaggregated_results(
         "max_batch": _whole(f.decode_batch[o.row, j]),
         "transfer_ms_p99": transfer_p99,
     }
-    records = _records(DisaggregatedResult, columns, _costs(o, gpus, served))
-    columns = {**columns, "decode_step_ms": np.where(feasible, step, np.nan)}
-    return records, columns, lambda: np.where(feasible, ttft_p99, np.nan)
+    step_ms = np.where(feasible, step, np.nan)
+    ttft = lambda: np.where(feasible, ttft_p99, np.nan)  # noqa: E731
+    return Priced(DisaggregatedResult, columns, _costs(o, gpus, served), ttft, step_ms)
+
+
+def presented_records(
+    priced: Priced, best: list, pick: np.ndarray, keep: Sequence[str] = ()
+) -> list:
+    """Each member's record as the verdict presents it, its p99 TTFT filled in (`priced.ttft`,
+    read once solved): its best layout's (`best`, entries 0..W-1, built before) or, where
+    `pick` names another entry (`rate_layout.presented`), that one's with the best one's
+    `keep` fields."""
+    ttft = [None if v != v else v for v in np.ravel(priced.ttft()).tolist()]
+    out = []
+    for k, (b, e) in enumerate(zip(best, pick.tolist(), strict=True)):
+        if e == k:
+            out.append(b.model_copy(update={"ttft_p99_ms": ttft[k]}))
+        else:
+            kept = {name: [getattr(b, name)] for name in keep}
+            out.extend(priced.records([e], ttft_p99_ms=[ttft[e]], **kept))
+    return out
 
 
 def _transfer_nodes_ms(o: Own, p_engine, path, p_atp, d_atp) -> np.ndarray:
@@ -263,14 +330,6 @@ def _transfer_nodes_ms(o: Own, p_engine, path, p_atp, d_atp) -> np.ndarray:
         ),
         dtype=float,
     )
-
-
-def with_ttft(records: list, ttft_p99_ms: np.ndarray) -> list:
-    """The records with their p99 TTFT (NaN stands for None, as in `_records`)."""
-    return [
-        r.model_copy(update={"ttft_p99_ms": None if v != v else v})
-        for r, v in zip(records, np.ravel(ttft_p99_ms).tolist(), strict=True)
-    ]
 
 
 def _engine_at(first: Resolved, layouts: dict[str, np.ndarray], index: np.ndarray):
@@ -296,23 +355,11 @@ def _whole(batch: np.ndarray) -> np.ndarray:
     return np.floor(batch + 1e-6).astype(int)
 
 
-def _records(model, columns: dict[str, np.ndarray], extra: list[dict]) -> list:
-    """One record per workload from columns of equal length; NaN stands for None."""
-    names = list(columns)
-    listed = [
-        c.tolist() if type(c) is np.ndarray else np.asarray(c).tolist() for c in columns.values()
-    ]
-    rows = zip(*listed, strict=True)
-    return [
-        model(**{n: None if v != v else v for n, v in zip(names, row, strict=True)}, **more)
-        for row, more in zip(rows, extra, strict=True)
-    ]
-
-
-def per_request(o: Own, disagg: dict[str, np.ndarray]) -> dict[str, list]:
+def per_request(o: Own, disagg: dict[str, np.ndarray], step_ms: np.ndarray) -> dict[str, list]:
     """The per-request figures at the p50 prompt after prefix-cache hits, per workload.
 
-    `disagg` holds the disaggregated columns: the sized TP degrees and operating point.
+    `disagg` holds the disaggregated columns (the sized TP degrees), `step_ms` the decode step
+    at the sized operating point.
     """
     first = o.first
     model, kv_dtype = first.model, first.workload.kv_dtype
@@ -333,7 +380,7 @@ def per_request(o: Own, disagg: dict[str, np.ndarray]) -> dict[str, list]:
     gb_per_s = path.gb_per_s(p_tp, d_tp)
     ctx = o.lengths.decode_context_mean
     # The step at the sized operating point, or at batch 1 where no size meets the SLO.
-    tpot = disagg["decode_step_ms"].reshape(-1, 1)
+    tpot = step_ms.reshape(-1, 1)
     step = np.where(np.isnan(tpot), decode.decode_step_ms(d_engine, 1.0, ctx), tpot)
     size = kv.kv_bytes(model, kv_dtype, u50)
     per_token = kv.kv_bytes_per_token(model, kv_dtype, np.maximum(u50, 1.0))

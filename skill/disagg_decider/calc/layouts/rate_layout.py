@@ -22,10 +22,10 @@ from __future__ import annotations
 import numpy as np
 
 from disagg_decider.calc.layouts.search import Found
-from disagg_decider.calc.result import ColocatedResult
 
-# The whole-cluster figures a presented layout keeps from the best one.
-_CLUSTER_FIELDS = ("max_rate_per_s", "goodput_per_gpu")
+# The whole-cluster figures a presented colocated layout keeps from the best one (a split's
+# are the cluster's best already: `mode_records.disaggregated_results` reads them per row).
+CLUSTER_FIELDS = ("max_rate_per_s", "goodput_per_gpu")
 
 
 def fewest_gpus_layout(found: Found, rows: np.ndarray, rate_per_s: np.ndarray) -> np.ndarray | None:
@@ -49,20 +49,6 @@ def fewest_gpus_layout(found: Found, rows: np.ndarray, rate_per_s: np.ndarray) -
         return None
     out = found.colo_best_t.copy()
     out[rows] = proposal
-    return out
-
-
-def presented(
-    best: list[ColocatedResult], proposed: list[ColocatedResult]
-) -> list[ColocatedResult]:
-    """Per workload, the proposed layout where it carries the rate on fewer GPUs than the best
-    one, with the best one's whole-cluster goodput; else the best one."""
-    out = []
-    for b, p in zip(best, proposed, strict=True):
-        if p.fits_cluster and b.fits_cluster and p.gpus < b.gpus:
-            out.append(p.model_copy(update={k: getattr(b, k) for k in _CLUSTER_FIELDS}))
-        else:
-            out.append(b)
     return out
 
 
@@ -96,21 +82,30 @@ def fewest_gpus_pair(found: Found, rows: np.ndarray, rate_per_s: np.ndarray) -> 
     return out
 
 
-def presented_split(best: tuple, proposed: tuple) -> tuple:
-    """(records, columns, p99 TTFT function) of the split per workload: the proposed pools
-    where they carry the rate on fewer GPUs than the best pair's (their goodput is the
-    cluster's best already: `mode_records.disaggregated_results` reads it per workload), else the
-    best pair's; the columns (which the per-request figures read) and TTFTs row by row alike."""
-    records, columns, ttft = best
-    p_records, p_columns, p_ttft = proposed
-    use = np.array(
-        [
-            p.fits_cluster and b.fits_cluster and p.gpus < b.gpus
-            for b, p in zip(records, p_records, strict=True)
-        ]
-    )
-    if not use.any():
-        return best
-    merged = [p if u else b for b, p, u in zip(records, p_records, use, strict=True)]
-    merged_columns = {k: np.where(use, p_columns[k], v) for k, v in columns.items()}
-    return merged, merged_columns, lambda: np.where(use, p_ttft(), ttft())
+def alternatives(
+    best: np.ndarray, fewest: np.ndarray | None, rows: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
+    """(the members whose proposal differs from their best layout, those proposals): `best`
+    per member ((W,) layouts or (W, 2) pairs), `fewest` what `fewest_gpus_layout` or
+    `fewest_gpus_pair` gave (None, or every row's). Only these are priced a second time."""
+    if fewest is None:
+        return np.zeros(0, dtype=int), best[:0]
+    proposal = fewest[rows]
+    differ = proposal != best
+    members = np.flatnonzero(differ.any(axis=1) if differ.ndim > 1 else differ)
+    return members, proposal[members]
+
+
+def presented(columns: dict[str, np.ndarray], members: np.ndarray) -> np.ndarray:
+    """Which entry each member presents: its best layout's (entry k) or, where it carries the
+    rate on fewer GPUs, its proposal's (entry W + m for `members[m]`, as `alternatives`
+    orders them); `columns` are the entries' records' fields (fits_cluster, gpus)."""
+    n = len(columns["gpus"]) - len(members)
+    pick = np.arange(n)
+    if not len(members):
+        return pick
+    fits, gpus = columns["fits_cluster"], columns["gpus"]
+    proposed = n + np.arange(len(members))
+    use = fits[proposed] & fits[members] & (gpus[proposed] < gpus[members])
+    pick[members[use]] = proposed[use]
+    return pick
