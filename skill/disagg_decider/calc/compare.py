@@ -159,8 +159,7 @@ def _analyze_block(
     layouts = None if modes_only else conditional.evaluate_many_later(resolved, colo, disagg, p99s)
     colo_pick = rate_layout.presented(colo_priced.columns, moved_t)
     split_pick = rate_layout.presented(disagg_priced.columns, moved_pair)
-    columns = {k: v[split_pick] for k, v in disagg_priced.columns.items()}
-    request = per_request(own, columns, disagg_priced.step_ms[split_pick])
+    request = per_request(own, {k: v[split_pick] for k, v in disagg_priced.figures.items()})
     p99s.solve()
     colo = presented_records(colo_priced, colo, colo_pick, rate_layout.CLUSTER_FIELDS)
     disagg = presented_records(disagg_priced, disagg, split_pick)

@@ -106,7 +106,8 @@ class Priced:
     columns: dict[str, np.ndarray]
     costs: list[dict]
     ttft: Callable[[], np.ndarray]
-    step_ms: np.ndarray | None = None  # the split's decode step (the per-request figures)
+    # The split's per-request figures (`per_request`), one entry per `Own` entry.
+    figures: dict[str, np.ndarray] | None = None
 
     @cached_property
     def _listed(self) -> dict[str, list]:
@@ -244,16 +245,14 @@ def disaggregated_results(o: Own, f: Found, pair: np.ndarray) -> Priced:
     y = np.where(fits, y, np.where(feasible, f.best_y[o.row, i, j], 1.0))
     # The chosen size's rate: read off the search's table or the sizing, bisected elsewhere.
     p_rate = rates(x, all_rows)
-    if mix is None:
-        u99 = o.lengths.prompt_p99 * o.lengths.uncached_share
-        p99_compute = prefill.p99_prefill_ms(p_engine, o.lengths)
-    else:  # a mixed member's own row: its mix's p99 uncached prompt, with its cached prefix
-        u99, cached99 = mix.p99_at(o.lengths, own, everyone)
-        p99_compute = prefill.prefill_ms(p_engine, u99, cached99)
-    _, _, transfer_p99 = transfer_times(
-        o.first, path, u99, p99_compute, p_atp.reshape(-1, 1), d_atp.reshape(-1, 1)
+    # The p99 prompt's KV transfer (the record's) and the p50 one's (the per-request figures)
+    # in one call: columns (p50, p99) of each entry.
+    request = _Prompts.of(o, own)
+    prefill_at = prefill.prefill_ms(p_engine, request.uncached, request.cached)
+    transfers = transfer_times(
+        o.first, path, request.uncached, prefill_at, p_atp.reshape(-1, 1), d_atp.reshape(-1, 1)
     )
-    transfer_p99 = np.ravel(transfer_p99)
+    transfer_p99 = transfers[2][:, 1]
     receivers = np.maximum(y, 1.0) * d_dp
     # Short of GPUs, the cluster's split carries what fits the target with both waits.
     short = feasible & ~fits & ~o.alternative
@@ -286,6 +285,7 @@ def disaggregated_results(o: Own, f: Found, pair: np.ndarray) -> Priced:
                 o.lengths,
                 d_load,
                 None if mix is None else mix.batch_at(own, everyone, (-1, 1)),
+                step,
             ),
             np.nan,
         ),
@@ -298,9 +298,20 @@ def disaggregated_results(o: Own, f: Found, pair: np.ndarray) -> Priced:
         "max_batch": _whole(f.decode_batch[o.row, j]),
         "transfer_ms_p99": transfer_p99,
     }
-    step_ms = np.where(feasible, step, np.nan)
     ttft = lambda: np.where(feasible, ttft_p99, np.nan)  # noqa: E731
-    return Priced(DisaggregatedResult, columns, _costs(o, gpus, served), ttft, step_ms)
+    # The per-request figures: the step at the sized operating point, or at batch 1 where no
+    # size meets the SLO.
+    ctx = o.lengths.decode_context_mean
+    idle = np.ravel(decode.decode_step_ms(d_engine, 1.0, ctx))
+    figures = {
+        "kv_transfer_ms": transfers[2][:, 0],
+        "kv_transfer_serialized_ms": transfers[0][:, 0],
+        "kv_transfer_layerwise_ms": transfers[1][:, 0],
+        "kv_transfer_gb_per_s": np.ravel(path.gb_per_s(p_atp[:, None], d_atp[:, None])),
+        "prefill_ms": prefill_at[:, 0],
+        "decode_step_ms": np.where(feasible, step, idle),
+    }
+    return Priced(DisaggregatedResult, columns, _costs(o, gpus, served), ttft, figures)
 
 
 def presented_records(
@@ -355,47 +366,53 @@ def _whole(batch: np.ndarray) -> np.ndarray:
     return np.floor(batch + 1e-6).astype(int)
 
 
-def per_request(o: Own, disagg: dict[str, np.ndarray], step_ms: np.ndarray) -> dict[str, list]:
-    """The per-request figures at the p50 prompt after prefix-cache hits, per workload.
+@dataclass(frozen=True)
+class _Prompts:
+    """Each entry's p50 and p99 prompt, uncached and cached tokens as columns (N, 2): the
+    per-request figures' and the split's p99 transfer's (a mixed member's own row takes its
+    mix's p99 prompt, `mixed_members`)."""
 
-    `disagg` holds the disaggregated columns (the sized TP degrees), `step_ms` the decode step
-    at the sized operating point.
-    """
+    uncached: np.ndarray
+    cached: np.ndarray
+
+    @classmethod
+    def of(cls, o: Own, own: np.ndarray | None) -> _Prompts:
+        lengths = o.lengths
+        p50, p99 = lengths.prompt_p50, lengths.prompt_p99
+        u50 = p50 * lengths.uncached_share
+        if own is None:  # as `prefill.p99_prefill_ms`
+            u99, cached99 = p99 * lengths.uncached_share, p99 * lengths.hit_rate
+        else:
+            u99, cached99 = o.members.mix.p99_at(lengths, own, o.who)
+        column = (-1, 1)
+        return cls(
+            uncached=np.hstack([u50, np.reshape(u99, column)]),
+            cached=np.hstack([p50 - u50, np.reshape(cached99, column)]),
+        )
+
+
+def per_request(o: Own, figures: dict[str, np.ndarray]) -> dict[str, list]:
+    """The per-request figures at the p50 prompt after prefix-cache hits, per member: the
+    presented split's (`figures`, one entry per member, as `disaggregated_results` prices
+    them) and the KV sizes, which no layout changes."""
     first = o.first
     model, kv_dtype = first.model, first.workload.kv_dtype
-    p_tp = disagg["prefill_tp"].astype(float).reshape(-1, 1)  # attention TP: KV senders
-    d_tp = disagg["decode_tp"].astype(float).reshape(-1, 1)
-
-    def engine(role: str):
-        dp, ep = (disagg[f"{role}_{k}"].astype(float).reshape(-1, 1) for k in ("dp", "ep"))
-        tp = disagg[f"{role}_tp"].astype(float).reshape(-1, 1)
-        return engine_for(first, tp, dp, ep)
-
-    p_engine, d_engine = engine("prefill"), engine("decode")
-    p50 = o.lengths.prompt_p50
-    u50 = p50 * o.lengths.uncached_share
-    prefill50 = prefill.prefill_ms(p_engine, u50, p50 - u50)
-    path = o.members.path.take(np.arange(len(o.row)), (-1, 1))
-    serial, layered, exposed = transfer_times(first, path, u50, prefill50, p_tp, d_tp)
-    gb_per_s = path.gb_per_s(p_tp, d_tp)
-    ctx = o.lengths.decode_context_mean
-    # The step at the sized operating point, or at batch 1 where no size meets the SLO.
-    tpot = step_ms.reshape(-1, 1)
-    step = np.where(np.isnan(tpot), decode.decode_step_ms(d_engine, 1.0, ctx), tpot)
+    u50 = o.lengths.prompt_p50 * o.lengths.uncached_share
     size = kv.kv_bytes(model, kv_dtype, u50)
     per_token = kv.kv_bytes_per_token(model, kv_dtype, np.maximum(u50, 1.0))
     flat = lambda a: np.ravel(a).tolist()  # noqa: E731
+    listed = {name: flat(values) for name, values in figures.items()}
     return {
         "kv_bytes_per_token": flat(per_token),
         "kv_bytes_per_request": flat(size),
-        "kv_transfer_ms": flat(exposed),
-        "kv_transfer_serialized_ms": flat(serial),
-        "kv_transfer_layerwise_ms": flat(layered),
+        "kv_transfer_ms": listed["kv_transfer_ms"],
+        "kv_transfer_serialized_ms": listed["kv_transfer_serialized_ms"],
+        "kv_transfer_layerwise_ms": listed["kv_transfer_layerwise_ms"],
         "kv_transfer_path": [p.kind for p in o.members.paths],
-        "kv_transfer_gb_per_s": flat(gb_per_s),
+        "kv_transfer_gb_per_s": listed["kv_transfer_gb_per_s"],
         "kv_transfer_rdma": [p.rdma for p in o.members.paths],
-        "prefill_ms": flat(prefill50),
-        "decode_step_ms": flat(step),
+        "prefill_ms": listed["prefill_ms"],
+        "decode_step_ms": listed["decode_step_ms"],
         "effective_prompt_tokens": flat(u50),
     }
 
