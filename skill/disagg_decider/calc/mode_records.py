@@ -141,24 +141,48 @@ def colocated_results(o: Own, f: Found, p99s: DeferredP99, t: np.ndarray) -> Pri
     chunk_i = f.colo_chunk_index[o.row, t]
     chunks = o.first.workload.efficiency.chunk_tokens
     cap = np.maximum(o.budget // tp, 1.0)
-    at = (
-        _engine_at(o.first, f.layouts, t),
-        o.lengths,
-        o.ttft_slo_ms.reshape(-1, 1),
-        o.tpot_slo_ms.reshape(-1, 1),
-        np.asarray(chunks, dtype=float)[chunk_i].reshape(-1, 1),
-    )
+    chunk = np.asarray(chunks, dtype=float)[chunk_i]
+
+    def columns_at(rows: np.ndarray) -> tuple:
+        """The entries' (engine, lengths, targets, chunk) at `rows`, as columns."""
+        return (
+            _engine_at(o.first, f.layouts, t[rows]),
+            o.lengths if len(rows) == len(t) else o.lengths.map(lambda a: np.take(a, rows, 0)),
+            o.ttft_slo_ms[rows].reshape(-1, 1),
+            o.tpot_slo_ms[rows].reshape(-1, 1),
+            chunk[rows].reshape(-1, 1),
+        )
 
     # What one replica carries within the targets with the whole cluster behind the router,
     # then with the replicas the rate needs (fewer replicas pool less and queue more).
     # Each pool size's lines and batch grid are built once: the loads within the targets and
     # the reported latencies are read off the same rows (`servers` is the size `on` holds).
-    def within_at(servers: np.ndarray, rate_hi: np.ndarray):
+    def within_at(at: tuple, servers: np.ndarray, rate_hi: np.ndarray):
         on = colocated_load.lines_and_grid(*at, servers.reshape(-1, 1))
         rate = colocated_load.rate_within_targets(*at, servers.reshape(-1, 1), rate_hi, on=on)
         return rate, on
 
-    per_replica, on = within_at(cap, f.colo_rate[o.row, t])
+    rate_hi = f.colo_rate[o.row, t]
+    first = _FirstRound.of(o.rate, o.budget, tp, cap, rate_hi)
+    everyone = np.arange(len(t))
+    rows = np.concatenate([everyone, first.extra])
+    at = columns_at(everyone)
+    answers, on_all = within_at(
+        columns_at(rows) if len(first.extra) else at, first.servers, first.rate_hi
+    )
+    per_replica = answers[: len(t)]
+    # The lines and grid the latencies are read off: (rows, each entry's row, each row's
+    # entry); the reported latencies are priced on every row and each entry's read back.
+    on = (on_all, everyone, rows)
+
+    def within_at_replicas(servers: np.ndarray, rate_hi: np.ndarray):
+        """`within_at(at, servers, rate_hi)`, read off the first round where it asked it."""
+        source = first.source(servers, rate_hi)
+        if source is None:
+            rate, fresh = within_at(at, servers, rate_hi)
+            return rate, (fresh, everyone, everyone)
+        return answers[source], (on_all, source, rows)
+
     feasible = (per_replica > 0) & (o.budget // tp >= 1)
     within = np.where(feasible, cap * per_replica, 0.0)
     need = _replicas_needed(o.rate, per_replica)
@@ -166,7 +190,7 @@ def colocated_results(o: Own, f: Found, p99s: DeferredP99, t: np.ndarray) -> Pri
     for _ in range(4):  # more replicas carry more each; a few rounds settle the count
         replicas = np.where(feasible, np.minimum(need, cap), cap)
         if not np.array_equal(replicas, servers):
-            carried, on = within_at(replicas, per_replica)
+            carried, on = within_at_replicas(replicas, per_replica)
             servers = replicas
         more = np.where(carried > 0, np.maximum(need, _replicas_needed(o.rate, carried)), need)
         if np.array_equal(more, need):
@@ -174,12 +198,14 @@ def colocated_results(o: Own, f: Found, p99s: DeferredP99, t: np.ndarray) -> Pri
         need = more
     replicas = np.where(feasible, np.minimum(need, cap), cap)
     if not np.array_equal(replicas, servers):
-        carried, on = within_at(replicas, per_replica)
+        carried, on = within_at_replicas(replicas, per_replica)
     fits = feasible & (need <= cap)
     load = np.minimum(o.rate / replicas, carried)
+    on_rows, source, entry = on
     ttft_terms, ttft_of, tpot = colocated_load.latency_terms(
-        *at, load, replicas.reshape(-1, 1), on=on
+        *at, load[entry], replicas.reshape(-1, 1), on=on_rows
     )
+    tpot = tpot[source]
     ttft_p99 = p99s.add(*ttft_terms)
     served = np.minimum(o.rate, replicas * carried)
     columns = {
@@ -197,8 +223,43 @@ def colocated_results(o: Own, f: Found, p99s: DeferredP99, t: np.ndarray) -> Pri
         "max_batch": _whole(f.colo_batch[o.row, t]),
     }
     costs = _costs(o, replicas * tp, served)
-    ttft = lambda: np.where(feasible, ttft_of(ttft_p99.value), np.nan)  # noqa: E731
+    ttft = lambda: np.where(feasible, ttft_of(ttft_p99.value)[source], np.nan)  # noqa: E731
     return Priced(ColocatedResult, columns, costs, ttft)
+
+
+@dataclass(frozen=True)
+class _FirstRound:
+    """`colocated_results`' first question, what one replica carries with the whole cluster
+    behind the router (rows 0..N-1: `cap` replicas, at most the search's `rate_hi`), asked
+    with its likely second: the same with the replicas the rate needs by `rate_hi` (rows N..,
+    the entries `extra` where that is fewer). Where the first answer is `rate_hi` itself
+    (the search's rate meets the reported targets), the second is asked exactly as the sizing
+    loop asks it, so one call answers both; rows are priced on their own and share the
+    entries' layouts (so the batch grid), and an answer read back has the bits it gets alone.
+    """
+
+    extra: np.ndarray  # (E,) entries asked twice
+    servers: np.ndarray  # (N + E,) replicas behind the router, per row
+    rate_hi: np.ndarray  # (N + E,)
+    cap: np.ndarray  # (N,)
+
+    @classmethod
+    def of(cls, rate, budget, tp, cap, rate_hi) -> _FirstRound:
+        likely = np.where((rate_hi > 0) & (budget // tp >= 1), _replicas_needed(rate, rate_hi), cap)
+        likely = np.minimum(likely, cap)
+        extra = np.flatnonzero(likely != cap)
+        servers = np.concatenate([cap, likely[extra]])
+        return cls(extra, servers, np.concatenate([rate_hi, rate_hi[extra]]), cap)
+
+    def source(self, servers: np.ndarray, rate_hi: np.ndarray) -> np.ndarray | None:
+        """The row that asked each entry's (servers, rate_hi), or None where one was not."""
+        n = len(self.cap)
+        same = rate_hi == self.rate_hi[:n]
+        source = np.where(same & (servers == self.cap), np.arange(n), -1)
+        later = n + np.arange(len(self.extra))
+        asked = same[self.extra] & (servers[self.extra] == self.servers[later])
+        source[self.extra[asked]] = later[asked]
+        return None if (source < 0).any() else source
 
 
 def disaggregated_results(o: Own, f: Found, pair: np.ndarray) -> Priced:

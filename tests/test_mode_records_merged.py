@@ -1,0 +1,137 @@
+"""The modes' records at each workload's rate are priced in merged calls
+(`calc/mode_records.py`, `calc/compare.py`), and give what separate calls give.
+
+Each mode's best layouts and the pools to deploy at the rate (`calc/layouts/rate_layout.py`)
+are priced in one call over stacked entries (`Own.again`), only the members whose proposal
+differs priced a second time; a colocated replica's two first questions (the whole cluster
+behind the router, then the replicas the rate needs) are asked in one call (`_FirstRound`).
+The references below undo each merge: every layout set priced in a call of its own, every
+question asked when the sizing loop asks it, as before the merges.
+"""
+
+from __future__ import annotations
+
+import sys
+
+import numpy as np
+import pytest
+
+from disagg_decider.calc import compare, mode_records
+from disagg_decider.calc.mode_records import Own, Priced
+from disagg_decider.decide import decide, decide_many
+from disagg_decider.workload import load_workload
+from tests.conftest import EXAMPLES, ROOT
+
+
+def _mix(n: int, seed: int) -> list:
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    from workload_mix import workload_mix
+
+    return workload_mix(n, seed=seed)
+
+
+def _dumps(verdicts) -> list[dict]:
+    return [v.model_dump(mode="json") for v in verdicts]
+
+
+def _entries(o: Own, index: np.ndarray, alternative: bool) -> Own:
+    """`o`'s entries at `index`, as an `Own` of their own."""
+    return Own(
+        members=o.members,
+        row=o.row[index],
+        who=o.who[index],
+        rate=o.rate[index],
+        usd_per_gpu_hour=o.usd_per_gpu_hour[index],
+        lengths=o.lengths.map(lambda a: np.take(a, index, axis=0)),
+        alternative=np.full(len(index), alternative),
+    )
+
+
+def _joined(first: Priced, second: Priced) -> Priced:
+    """Two calls' records as one call's: entries of `first`, then `second`'s."""
+    figures = None
+    if first.figures is not None:
+        figures = {k: np.concatenate([v, second.figures[k]]) for k, v in first.figures.items()}
+    return Priced(
+        first.model,
+        {k: np.concatenate([v, second.columns[k]]) for k, v in first.columns.items()},
+        [*first.costs, *second.costs],
+        lambda: np.concatenate([np.ravel(first.ttft()), np.ravel(second.ttft())]),
+        figures,
+    )
+
+
+def _separately(price):
+    """`price` (`colocated_results` / `disaggregated_results`) with the members' own
+    entries and the proposals priced in calls of their own."""
+
+    def priced(o: Own, f, *rest):
+        *head, layouts = rest
+        n = len(o.members.resolved)
+        if len(o.row) == n:
+            return price(o, f, *head, layouts)
+        own, more = np.arange(n), np.arange(n, len(o.row))
+        first = price(_entries(o, own, False), f, *head, layouts[own])
+        return _joined(first, price(_entries(o, more, True), f, *head, layouts[more]))
+
+    return priced
+
+
+class _AskedAlone(mode_records._FirstRound):
+    """The sizing loop's questions asked when it asks them: nothing asked ahead."""
+
+    @classmethod
+    def of(cls, rate, budget, tp, cap, rate_hi):
+        return cls(np.zeros(0, dtype=int), cap, rate_hi, cap)
+
+    def source(self, servers, rate_hi):
+        return None
+
+
+@pytest.fixture
+def separate_calls(monkeypatch):
+    def undo() -> None:
+        monkeypatch.setattr(compare, "colocated_results", _separately(compare.colocated_results))
+        monkeypatch.setattr(
+            compare, "disaggregated_results", _separately(compare.disaggregated_results)
+        )
+        monkeypatch.setattr(mode_records, "_FirstRound", _AskedAlone)
+
+    return undo
+
+
+def test_merged_calls_give_the_separate_calls_verdicts_on_the_examples(separate_calls):
+    workloads = [load_workload(p) for p in EXAMPLES]
+    merged = _dumps(decide(w) for w in workloads)
+    separate_calls()
+    assert merged == _dumps(decide(w) for w in workloads)
+
+
+@pytest.mark.parametrize("seed", [7, 11])
+def test_merged_calls_give_the_separate_calls_verdicts_on_a_seeded_batch(separate_calls, seed):
+    mix = _mix(96, seed)
+    merged = _dumps(decide_many(mix))
+    separate_calls()
+    assert merged == _dumps(decide_many(mix))
+
+
+def test_the_merges_are_used(monkeypatch):
+    """The batch has members whose proposal differs, and colocated replicas whose second
+    question was asked ahead and read back (else the tests above compare nothing)."""
+    stacked, read_back = [], []
+    price = compare.colocated_results
+    source = mode_records._FirstRound.source
+
+    def counted(o, *rest):
+        stacked.append(len(o.row) - len(o.members.resolved))
+        return price(o, *rest)
+
+    def counted_source(self, servers, rate_hi):
+        found = source(self, servers, rate_hi)
+        read_back.append(found is not None and bool((found >= len(self.cap)).any()))
+        return found
+
+    monkeypatch.setattr(compare, "colocated_results", counted)
+    monkeypatch.setattr(mode_records._FirstRound, "source", counted_source)
+    decide_many(_mix(96, 7))
+    assert sum(stacked) > 0 and any(read_back)
