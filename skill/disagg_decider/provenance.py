@@ -110,8 +110,10 @@ class Inputs:
 def labelled(
     v: Verdict, given: Workload, *, calibrated: bool, overrides: Mapping[str, Any]
 ) -> Verdict:
-    """The verdict with `provenance`. `given` is the workload before a calibration file was
-    applied (`calibrated`: one matched), `overrides` the `--set` (or MCP) parameter values."""
+    """The verdict with `provenance`, set on `v` itself (the pipeline's own verdict, fresh:
+    a copy of a whole verdict costs more than its labels). `given` is the workload before a
+    calibration file was applied (`calibrated`: one matched), `overrides` the `--set` (or
+    MCP) parameter values."""
     inputs = Inputs(
         workload=given,
         calibrated=_calibrated_fields(given) if calibrated else frozenset(),
@@ -119,8 +121,8 @@ def labelled(
         silicon=v.step_source == "silicon",
     )
     doc = v.model_dump(mode="json", exclude={"provenance"})
-    labels = Provenance(fields=field_labels(doc, inputs), inputs=input_labels(inputs))
-    return v.model_copy(update={"provenance": labels})
+    v.provenance = Provenance(fields=field_labels(doc, inputs), inputs=input_labels(inputs))
+    return v
 
 
 def _calibrated_fields(given: Workload) -> frozenset[str]:

@@ -381,12 +381,14 @@ def presented_records(
     """Each member's record as the verdict presents it, its p99 TTFT filled in (`priced.ttft`,
     read once solved): its best layout's (`best`, entries 0..W-1, built before) or, where
     `pick` names another entry (`rate_layout.presented`), that one's with the best one's
-    `keep` fields."""
+    `keep` fields. A best record is filled in where it stands: the block built it, and the
+    conditional search that read it before never reads p99s."""
     ttft = [None if v != v else v for v in np.ravel(priced.ttft()).tolist()]
     out = []
     for k, (b, e) in enumerate(zip(best, pick.tolist(), strict=True)):
         if e == k:
-            out.append(b.model_copy(update={"ttft_p99_ms": ttft[k]}))
+            b.ttft_p99_ms = ttft[k]
+            out.append(b)
         else:
             kept = {name: [getattr(b, name)] for name in keep}
             out.extend(priced.records([e], ttft_p99_ms=[ttft[e]], **kept))
