@@ -21,7 +21,7 @@ from disagg_decider.calc.crossover import crossover_grid, crossover_with_own, sp
 from disagg_decider.calc.layouts import pins, rate_layout
 from disagg_decider.calc.layouts.layout_choices import group_key, pinned_tps
 from disagg_decider.calc.layouts.limits import limits_for_block
-from disagg_decider.calc.layouts.search import Found, Members, members_of, search
+from disagg_decider.calc.layouts.search import Found, Members, members_of, search, within_context
 from disagg_decider.calc.mode_records import (
     Own,
     colocated_results,
@@ -215,14 +215,26 @@ def _crossovers(
     `crossover_from_curve` reads below the workload's own prompt when disaggregation wins
     there (where does the winning stretch start?) and above it when it does not (where would
     it start winning?), so the other side is never searched. Rows are independent, so this
-    gives what the whole grid gives, for about half the work.
+    gives what the whole grid gives, for about half the work. Nor are the rows whose p99
+    request outruns the model's context (the longer prompts of a long-context workload): the
+    search serves nothing there in either mode (gain nan), and so do these rows unsearched.
     """
     sides = []
     for own, gain in zip(own_prompts, own_gain.tolist(), strict=True):
         sides.append(grid[grid < own[0]] if split_wins(gain) else grid[grid >= own[0]])
-    gains = np.empty(0)
-    if any(len(side) for side in sides):
-        gains = search(members.first, members.rows(sides), members.layouts).gain
+    gains = np.full(sum(map(len, sides)), np.nan)
+    if len(gains):
+        rows = members.rows(sides)
+        limit = members.first.model.max_context_tokens
+        served = within_context(limit, rows.lengths, rows.class_context)
+        if served.all():
+            gains = search(members.first, rows, members.layouts).gain
+        elif served.any():
+            start = np.cumsum([0, *map(len, sides)])
+            kept = [
+                side[served[a:b]] for side, a, b in zip(sides, start[:-1], start[1:], strict=True)
+            ]
+            gains[served] = search(members.first, members.rows(kept), members.layouts).gain
     out, start = [], 0
     for own, gain, side in zip(own_prompts, own_gain, sides, strict=True):
         curve = np.concatenate([[gain], gains[start : start + len(side)]])
