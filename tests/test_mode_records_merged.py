@@ -17,7 +17,7 @@ import numpy as np
 import pytest
 
 from disagg_decider.calc import compare, mode_records
-from disagg_decider.calc.mode_records import Own, Priced
+from disagg_decider.calc.mode_entries import Own, Priced
 from disagg_decider.decide import decide, decide_many
 from disagg_decider.workload import load_workload
 from tests.conftest import EXAMPLES, ROOT

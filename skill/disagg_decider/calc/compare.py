@@ -22,13 +22,8 @@ from disagg_decider.calc.layouts import pins, rate_layout
 from disagg_decider.calc.layouts.layout_choices import group_key, pinned_tps
 from disagg_decider.calc.layouts.limits import limits_for_block
 from disagg_decider.calc.layouts.search import Found, Members, members_of, search, within_context
-from disagg_decider.calc.mode_records import (
-    Own,
-    colocated_results,
-    disaggregated_results,
-    per_request,
-    presented_records,
-)
+from disagg_decider.calc.mode_entries import Own, presented_records
+from disagg_decider.calc.mode_records import colocated_results, disaggregated_results, per_request
 from disagg_decider.calc.modes import conditional, hetero
 from disagg_decider.calc.replicas.reported_ttft import DeferredP99
 from disagg_decider.calc.result import Analysis
@@ -138,27 +133,11 @@ def _analyze_block(
     # The modes' and the conditional layout's report-only p99 TTFTs, solved in one bisection
     # once every choice is made (`reported_ttft`).
     p99s = DeferredP99()
-    n = len(resolved)
-    # Each mode's best layouts, and in the same call the pools to deploy where another layout
-    # carries the rate on fewer GPUs (`rate_layout`): only those members are priced again.
-    best_t = found.colo_best_t[own.row]
-    fewest = rate_layout.fewest_gpus_layout(found, own.row, own.rate)
-    moved_t, proposed_t = rate_layout.alternatives(best_t, fewest, own.row)
-    colo_priced = colocated_results(
-        own.again(moved_t), found, p99s, np.concatenate([best_t, proposed_t])
-    )
-    best_pair = found.best_pair[own.row]
-    fewest = rate_layout.fewest_gpus_pair(found, own.row, own.rate)
-    moved_pair, proposed_pair = rate_layout.alternatives(best_pair, fewest, own.row)
-    disagg_priced = disaggregated_results(
-        own.again(moved_pair), found, np.concatenate([best_pair, proposed_pair])
-    )
-    everyone = range(n)
+    (colo_priced, colo_pick), (disagg_priced, split_pick) = _modes_at_rate(own, found, p99s)
+    everyone = range(len(resolved))
     colo, disagg = colo_priced.records(everyone), disagg_priced.records(everyone)
     # The conditional search reads the best layouts (their goodput and TPs), as the gain does.
     layouts = None if modes_only else conditional.evaluate_many_later(resolved, colo, disagg, p99s)
-    colo_pick = rate_layout.presented(colo_priced.columns, moved_t)
-    split_pick = rate_layout.presented(disagg_priced.columns, moved_pair)
     request = per_request(own, {k: v[split_pick] for k, v in disagg_priced.figures.items()})
     p99s.solve()
     colo = presented_records(colo_priced, colo, colo_pick, rate_layout.CLUSTER_FIELDS)
@@ -182,6 +161,26 @@ def _analyze_block(
             )
         )
     return out, band
+
+
+def _modes_at_rate(own: Own, found: Found, p99s: DeferredP99) -> tuple:
+    """Each mode priced at every member's rate: ((colocated `Priced`, the entry each member
+    presents), (the split's, likewise)). Its best layouts are entries 0..W-1 and, in the same
+    call, the pools to deploy where another layout carries the rate on fewer GPUs
+    (`rate_layout`) follow them: only the members whose proposal differs are priced again."""
+    best_t = found.colo_best_t[own.row]
+    fewest = rate_layout.fewest_gpus_layout(found, own.row, own.rate)
+    moved_t, proposed_t = rate_layout.alternatives(best_t, fewest, own.row)
+    colo = colocated_results(own.again(moved_t), found, p99s, np.concatenate([best_t, proposed_t]))
+    best_pair = found.best_pair[own.row]
+    fewest = rate_layout.fewest_gpus_pair(found, own.row, own.rate)
+    moved_pair, proposed_pair = rate_layout.alternatives(best_pair, fewest, own.row)
+    pairs = np.concatenate([best_pair, proposed_pair])
+    split = disaggregated_results(own.again(moved_pair), found, pairs)
+    return (
+        (colo, rate_layout.presented(colo.columns, moved_t)),
+        (split, rate_layout.presented(split.columns, moved_pair)),
+    )
 
 
 def _band_rows(resolved: list[Resolved], band_tpot_ms: Sequence[float]) -> tuple | None:

@@ -10,7 +10,9 @@ load-match mode picks the minimum GPUs that meet the SLA at a given request rate
 `fewest_gpus_layout` proposes, per workload, the colocated layout whose replicas for the rate,
 read off the search's per-replica rates, take the fewest GPUs (`fewest_gpus_pair` the prefill
 and decode layouts of a split, from the rates of each pair's pools on the cluster);
-`presented` keeps a proposal only where, sized and priced as the best layout is
+`alternatives` names the members whose proposal differs from their best layout (only those are
+priced again, in the same call as the best layouts: `compare._modes_at_rate`); `presented`
+keeps a proposal only where, sized and priced as the best layout is
 (`mode_records.colocated_results`, `disaggregated_results`), it carries the rate on fewer GPUs
 than the best one does, and then with the best one's goodput (the whole cluster's, what the
 modes are compared on). So the presented pools never take more GPUs than before, and always
