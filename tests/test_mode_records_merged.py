@@ -4,9 +4,10 @@
 Each mode's best layouts and the pools to deploy at the rate (`calc/layouts/rate_layout.py`)
 are priced in one call over stacked entries (`Own.again`), only the members whose proposal
 differs priced a second time; a colocated replica's two first questions (the whole cluster
-behind the router, then the replicas the rate needs) are asked in one call (`_FirstRound`).
-The references below undo each merge: every layout set priced in a call of its own, every
-question asked when the sizing loop asks it, as before the merges.
+behind the router, then the replicas the rate needs) are asked in one call, and a later
+round asks only what was not asked (`mode_entries.FirstRound`, `Asked`). The references
+below undo each merge: every layout set priced in a call of its own, every question asked
+of every entry when the sizing loop asks it, as before the merges.
 """
 
 from __future__ import annotations
@@ -77,15 +78,16 @@ def _separately(price):
     return priced
 
 
-class _AskedAlone(mode_records._FirstRound):
-    """The sizing loop's questions asked when it asks them: nothing asked ahead."""
+class _AskedAlone(mode_records.FirstRound):
+    """The sizing loop's questions asked when it asks them, of every entry: nothing asked
+    ahead, nothing read back."""
 
     @classmethod
     def of(cls, rate, budget, tp, cap, rate_hi):
         return cls(np.zeros(0, dtype=int), cap, rate_hi, cap)
 
     def source(self, servers, rate_hi):
-        return None
+        return np.full(len(self.cap), -1)
 
 
 @pytest.fixture
@@ -95,7 +97,7 @@ def separate_calls(monkeypatch):
         monkeypatch.setattr(
             compare, "disaggregated_results", _separately(compare.disaggregated_results)
         )
-        monkeypatch.setattr(mode_records, "_FirstRound", _AskedAlone)
+        monkeypatch.setattr(mode_records, "FirstRound", _AskedAlone)
 
     return undo
 
@@ -116,11 +118,12 @@ def test_merged_calls_give_the_separate_calls_verdicts_on_a_seeded_batch(separat
 
 
 def test_the_merges_are_used(monkeypatch):
-    """The batch has members whose proposal differs, and colocated replicas whose second
-    question was asked ahead and read back (else the tests above compare nothing)."""
-    stacked, read_back = [], []
+    """The batch has members whose proposal differs, colocated replicas whose second
+    question was asked ahead and read back, and sizing rounds where some entries' questions
+    were read back and the others asked (else the tests above compare nothing)."""
+    stacked, read_back, partly = [], [], []
     price = compare.colocated_results
-    source = mode_records._FirstRound.source
+    source = mode_records.FirstRound.source
 
     def counted(o, *rest):
         stacked.append(len(o.row) - len(o.members.resolved))
@@ -128,10 +131,11 @@ def test_the_merges_are_used(monkeypatch):
 
     def counted_source(self, servers, rate_hi):
         found = source(self, servers, rate_hi)
-        read_back.append(found is not None and bool((found >= len(self.cap)).any()))
+        read_back.append(bool((found >= len(self.cap)).any()))
+        partly.append(bool((found >= 0).any() and (found < 0).any()))
         return found
 
     monkeypatch.setattr(compare, "colocated_results", counted)
-    monkeypatch.setattr(mode_records._FirstRound, "source", counted_source)
+    monkeypatch.setattr(mode_records.FirstRound, "source", counted_source)
     decide_many(_mix(96, 7))
-    assert sum(stacked) > 0 and any(read_back)
+    assert sum(stacked) > 0 and any(read_back) and any(partly)

@@ -15,7 +15,14 @@ import numpy as np
 from disagg_decider.calc.layouts.layout_choices import engine_for
 from disagg_decider.calc.layouts.pools import transfer_nodes_ms
 from disagg_decider.calc.layouts.search import Found
-from disagg_decider.calc.mode_entries import Own, Priced
+from disagg_decider.calc.mode_entries import (
+    Asked,
+    FirstRound,
+    Own,
+    Priced,
+    anchors,
+    replicas_needed,
+)
 from disagg_decider.calc.physics import kv, parallel
 from disagg_decider.calc.physics.kvpath import transfer_times
 from disagg_decider.calc.replicas import colocated_load, decode, ingress_queue, prefill
@@ -30,13 +37,6 @@ SIZING_REPLICAS = 64  # prefill pools are sized up to this many replicas beyond 
 # Vectorised over a block's entries (`mode_entries.Own`: each member's best layouts, then the
 # proposals priced with them): arrays below have one value per entry (N,), and the lengths and
 # engines they use are columns (N, 1) so they broadcast against batch grids.
-
-
-def _replicas_needed(rate, per_replica):
-    """Whole replicas that carry `rate`; 1 when a replica carries nothing (no size fits)."""
-    with np.errstate(divide="ignore", invalid="ignore"):
-        need = np.ceil(rate / per_replica - 1e-9)
-    return np.where(per_replica > 0, np.maximum(need, 1.0), 1.0)
 
 
 def colocated_results(o: Own, f: Found, p99s: DeferredP99, t: np.ndarray) -> Priced:
@@ -68,50 +68,32 @@ def colocated_results(o: Own, f: Found, p99s: DeferredP99, t: np.ndarray) -> Pri
         return rate, on
 
     rate_hi = f.colo_rate[o.row, t]
-    first = _FirstRound.of(o.rate, o.budget, tp, cap, rate_hi)
+    first = FirstRound.of(o.rate, o.budget, tp, cap, rate_hi)
     everyone = np.arange(len(t))
-    rows = np.concatenate([everyone, first.extra])
     at = columns_at(everyone)
-    answers, on_all = within_at(
-        columns_at(rows) if len(first.extra) else at, first.servers, first.rate_hi
+    asked = Asked(
+        lambda rows, *q: within_at(columns_at(rows), *q), first, lambda: anchors(f.layouts, t)
     )
-    per_replica = answers[: len(t)]
-    # The lines and grid the latencies are read off: (rows, each entry's row, each row's
-    # entry); the reported latencies are priced on every row and each entry's read back.
-    on = (on_all, everyone, rows)
-
-    def within_at_replicas(servers: np.ndarray, rate_hi: np.ndarray):
-        """`within_at(at, servers, rate_hi)`, read off the first round where it asked it."""
-        source = first.source(servers, rate_hi)
-        if source is None:
-            rate, fresh = within_at(at, servers, rate_hi)
-            return rate, (fresh, everyone, everyone)
-        return answers[source], (on_all, source, rows)
-
+    per_replica = asked.first_round()
     feasible = (per_replica > 0) & (o.budget // tp >= 1)
     within = np.where(feasible, cap * per_replica, 0.0)
-    need = _replicas_needed(o.rate, per_replica)
+    need = replicas_needed(o.rate, per_replica)
     servers, carried = cap, per_replica
     for _ in range(4):  # more replicas carry more each; a few rounds settle the count
         replicas = np.where(feasible, np.minimum(need, cap), cap)
         if not np.array_equal(replicas, servers):
-            carried, on = within_at_replicas(replicas, per_replica)
+            carried = asked(replicas, per_replica)
             servers = replicas
-        more = np.where(carried > 0, np.maximum(need, _replicas_needed(o.rate, carried)), need)
+        more = np.where(carried > 0, np.maximum(need, replicas_needed(o.rate, carried)), need)
         if np.array_equal(more, need):
             break
         need = more
     replicas = np.where(feasible, np.minimum(need, cap), cap)
     if not np.array_equal(replicas, servers):
-        carried, on = within_at_replicas(replicas, per_replica)
+        carried = asked(replicas, per_replica)
     fits = feasible & (need <= cap)
     load = np.minimum(o.rate / replicas, carried)
-    on_rows, source, entry = on
-    ttft_terms, ttft_of, tpot = colocated_load.latency_terms(
-        *at, load[entry], replicas.reshape(-1, 1), on=on_rows
-    )
-    tpot = tpot[source]
-    ttft_p99 = p99s.add(*ttft_terms)
+    tpot, ttft_of = asked.latencies(at, load, p99s)
     served = np.minimum(o.rate, replicas * carried)
     columns = {
         "feasible": feasible,
@@ -128,43 +110,8 @@ def colocated_results(o: Own, f: Found, p99s: DeferredP99, t: np.ndarray) -> Pri
         "max_batch": _whole(f.colo_batch[o.row, t]),
     }
     costs = _costs(o, replicas * tp, served)
-    ttft = lambda: np.where(feasible, ttft_of(ttft_p99.value)[source], np.nan)  # noqa: E731
+    ttft = lambda: np.where(feasible, ttft_of(), np.nan)  # noqa: E731
     return Priced(ColocatedResult, columns, costs, ttft)
-
-
-@dataclass(frozen=True)
-class _FirstRound:
-    """`colocated_results`' first question, what one replica carries with the whole cluster
-    behind the router (rows 0..N-1: `cap` replicas, at most the search's `rate_hi`), asked
-    with its likely second: the same with the replicas the rate needs by `rate_hi` (rows N..,
-    the entries `extra` where that is fewer). Where the first answer is `rate_hi` itself
-    (the search's rate meets the reported targets), the second is asked exactly as the sizing
-    loop asks it, so one call answers both; rows are priced on their own and share the
-    entries' layouts (so the batch grid), and an answer read back has the bits it gets alone.
-    """
-
-    extra: np.ndarray  # (E,) entries asked twice
-    servers: np.ndarray  # (N + E,) replicas behind the router, per row
-    rate_hi: np.ndarray  # (N + E,)
-    cap: np.ndarray  # (N,)
-
-    @classmethod
-    def of(cls, rate, budget, tp, cap, rate_hi) -> _FirstRound:
-        likely = np.where((rate_hi > 0) & (budget // tp >= 1), _replicas_needed(rate, rate_hi), cap)
-        likely = np.minimum(likely, cap)
-        extra = np.flatnonzero(likely != cap)
-        servers = np.concatenate([cap, likely[extra]])
-        return cls(extra, servers, np.concatenate([rate_hi, rate_hi[extra]]), cap)
-
-    def source(self, servers: np.ndarray, rate_hi: np.ndarray) -> np.ndarray | None:
-        """The row that asked each entry's (servers, rate_hi), or None where one was not."""
-        n = len(self.cap)
-        same = rate_hi == self.rate_hi[:n]
-        source = np.where(same & (servers == self.cap), np.arange(n), -1)
-        later = n + np.arange(len(self.extra))
-        asked = same[self.extra] & (servers[self.extra] == self.servers[later])
-        source[self.extra[asked]] = later[asked]
-        return None if (source < 0).any() else source
 
 
 def disaggregated_results(o: Own, f: Found, pair: np.ndarray) -> Priced:
@@ -194,7 +141,7 @@ def disaggregated_results(o: Own, f: Found, pair: np.ndarray) -> Priced:
     one = rates(np.ones(len(o.row)), all_rows)
     needed, rates = rates.sizing(o.rate, np.maximum(most, SIZING_REPLICAS), one)
     x = np.where(one > 0, needed, 1.0)
-    y = _replicas_needed(o.rate, d_rate)
+    y = replicas_needed(o.rate, d_rate)
     # Transfers into one decode receiver queue for its NICs: the pools grow where that wait
     # pushes the p99 TTFT past the target (`ingress_queue`).
     d_dp = f.layouts["dp"][j].astype(float)
