@@ -89,14 +89,15 @@ class PoolRates:
         return out
 
     def _read(self, servers: np.ndarray, hit: np.ndarray) -> np.ndarray:
-        """The tabulated rates at `servers` where `hit` (flat, in `hit`'s order)."""
-        entries = self.sizes.ndim
-        lead = servers.ndim - entries  # 0, or 1 for a leading axis of sizes per entry
-        index = np.where(hit, servers, 1.0).astype(np.int64) - 1
-        shaped = index if lead else index[None]
-        table = np.broadcast_to(self.rates, (self.rates.shape[0], *shaped.shape[1:]))
-        got = np.take_along_axis(table, shaped, axis=0)
-        return (got if lead else got[0])[hit]
+        """The tabulated rates at `servers` where `hit` (flat, in `hit`'s order): each hit's
+        size and entry picked out of the table directly (`np.take_along_axis` over every
+        entry builds its index arrays in a dozen Python-level steps)."""
+        lead = servers.ndim - self.sizes.ndim  # 0, or 1 for a leading axis of sizes per entry
+        at = hit.nonzero()
+        table, entries = self.rates, hit.shape[lead:]
+        if table.shape[1:] != entries:
+            table = np.broadcast_to(table, (table.shape[0], *entries))
+        return table[(servers[at].astype(np.int64) - 1, *at[lead:])]
 
     def sizing(self, rate_per_s, most: np.ndarray, one: np.ndarray) -> tuple[np.ndarray, PoolRates]:
         """`pool.sizing(rate_per_s, most, one).servers`, bisecting only the sizes it must; and
