@@ -144,10 +144,11 @@ def presented_records(
 
 
 def replicas_needed(rate, per_replica):
-    """Whole replicas that carry `rate`; 1 when a replica carries nothing (no size fits)."""
-    with np.errstate(divide="ignore", invalid="ignore"):
-        need = np.ceil(rate / per_replica - 1e-9)
-    return np.where(per_replica > 0, np.maximum(need, 1.0), 1.0)
+    """Whole replicas that carry `rate`; 1 when a replica carries nothing (no size fits).
+    Divided only where a replica carries something (a `np.errstate` costs more than this)."""
+    carries = per_replica > 0
+    need = np.ceil(rate / np.where(carries, per_replica, 1.0) - 1e-9)
+    return np.where(carries, np.maximum(need, 1.0), 1.0)
 
 
 @dataclass(frozen=True)

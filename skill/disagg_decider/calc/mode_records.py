@@ -172,9 +172,8 @@ def disaggregated_results(o: Own, f: Found, pair: np.ndarray) -> Priced:
     short_load, short_ttft = ingress_queue.short_split_load(
         pool, x, receivers, t_nodes, np.minimum(o.rate, p_rate), short
     )
-    with np.errstate(divide="ignore", invalid="ignore"):
-        p_load = np.where(short, short_load, np.minimum(o.rate, p_rate))
-        d_load = np.minimum(o.rate / np.maximum(y, 1.0), d_rate)
+    p_load = np.where(short, short_load, np.minimum(o.rate, p_rate))
+    d_load = np.minimum(o.rate / np.maximum(y, 1.0), d_rate)
     step = decode.step_at_rate_ms(d_engine, o.lengths, d_load)
     # The join is priced at batch 1, as the pool's TTFT budget prices it, so a split loaded to
     # its prefill capacity reports the TTFT it was sized for; its transfers wait for the
@@ -319,8 +318,11 @@ def _costs(o: Own, gpus: np.ndarray, served_rate: np.ndarray) -> list[dict]:
     usd_per_hour = gpus * o.usd_per_gpu_hour
     mean_tokens = np.ravel(o.lengths.prompt_mean + o.lengths.output_mean)
     tokens_per_hour = served_rate * mean_tokens * 3600.0
-    with np.errstate(divide="ignore", invalid="ignore"):
-        per_million = np.where(tokens_per_hour > 0, usd_per_hour / tokens_per_hour * 1e6, np.nan)
+    # Divided only where tokens are served (no np.errstate: a context costs more than this).
+    served = tokens_per_hour > 0
+    per_million = np.where(
+        served, usd_per_hour / np.where(served, tokens_per_hour, 1.0) * 1e6, np.nan
+    )
     return [
         {
             "cost_per_million_tokens_usd": None if math.isnan(m) else m,

@@ -110,8 +110,8 @@ class PoolRates:
         same one.
         """
         rate = np.asarray(rate_per_s, dtype=float)
-        with np.errstate(divide="ignore", invalid="ignore"):
-            bound = np.where(one > 0, np.ceil(rate / one - 1e-9), most)
+        carries = one > 0  # divided only there (no np.errstate: it costs more than this)
+        bound = np.where(carries, np.ceil(rate / np.where(carries, one, 1.0) - 1e-9), most)
         top = int(max(np.max(np.minimum(bound, most)), 1))
         if top > BISECT_ABOVE:
             most_ = np.asarray(most, dtype=float)

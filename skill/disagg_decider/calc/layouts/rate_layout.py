@@ -37,8 +37,8 @@ def fewest_gpus_layout(found: Found, rows: np.ndarray, rate_per_s: np.ndarray) -
     per_replica = found.colo_rate[rows]  # (W, T) one replica with the cluster behind it
     gpus = found.layouts["gpus"].astype(float)  # (T,) GPUs per replica
     allowed = found.rows.allowed["colocated"][rows] & (per_replica > 0)
-    with np.errstate(divide="ignore", invalid="ignore"):
-        replicas = np.ceil(rate_per_s[:, None] / per_replica - 1e-9)
+    # Divided where allowed only, as read (no np.errstate: a context costs more than this).
+    replicas = np.ceil(rate_per_s[:, None] / np.where(allowed, per_replica, 1.0) - 1e-9)
     need = np.where(allowed, np.maximum(replicas, 1.0) * gpus, np.inf)
     best = found.colo_best_t[rows]
     everyone = np.arange(len(rows))
@@ -64,10 +64,11 @@ def fewest_gpus_pair(found: Found, rows: np.ndarray, rate_per_s: np.ndarray) -> 
     allowed = found.rows.allowed["prefill"][rows][:, :, None]
     allowed = allowed & found.rows.allowed["decode"][rows][:, None, :] & (served > 0)
     rate = rate_per_s[:, None, None]
-    with np.errstate(divide="ignore", invalid="ignore"):
-        per_prefill = found.prefill_rate[rows] / found.best_x[rows]
-        x = np.maximum(np.ceil(rate / per_prefill - 1e-9), 1.0)
-        y = np.maximum(np.ceil(rate / found.decode_rate[rows] - 1e-9), 1.0)
+    # Divided where allowed only, as read: a pair that serves has a prefill pool and decode
+    # replicas that carry something, on one prefill replica at least (no np.errstate).
+    per_prefill = found.prefill_rate[rows] / np.where(allowed, found.best_x[rows], 1.0)
+    x = np.maximum(np.ceil(rate / np.where(allowed, per_prefill, 1.0) - 1e-9), 1.0)
+    y = np.maximum(np.ceil(rate / np.where(allowed, found.decode_rate[rows], 1.0) - 1e-9), 1.0)
     need = np.where(allowed, x * gpus[None, :, None] + y * gpus[None, None, :], np.inf)
     flat_need = need.reshape(len(rows), -1)
     fewest = flat_need.min(axis=1)
