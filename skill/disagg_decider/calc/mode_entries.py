@@ -84,7 +84,7 @@ class Own:
             who=self.who[index],
             rate=self.rate[index],
             usd_per_gpu_hour=self.usd_per_gpu_hour[index],
-            lengths=self.lengths.map(lambda a: np.take(a, index, axis=0)),
+            lengths=self.lengths.map(lambda a: a[index]),  # rows (N, 1) of each field
             alternative=np.concatenate([self.alternative, np.ones(len(entries), dtype=bool)]),
         )
 
@@ -111,11 +111,11 @@ class Priced:
 
     def records(self, entries: Sequence[int], **fields) -> list:
         """The records of `entries`; `fields` (name -> one value per entry) replace columns."""
-        listed = {**self._listed, **fields}
-        out = []
+        listed, out = self._listed, []
         for i, e in enumerate(entries):
-            values = {n: (v[i] if n in fields else v[e]) for n, v in listed.items()}
-            values = {n: None if v != v else v for n, v in values.items()}
+            values = {n: None if (x := v[e]) != x else x for n, v in listed.items()}
+            for n, v in fields.items():
+                values[n] = None if (x := v[i]) != x else x
             out.append(self.model(**values, **self.costs[e]))
         return out
 

@@ -52,7 +52,7 @@ def colocated_results(o: Own, f: Found, p99s: DeferredP99, t: np.ndarray) -> Pri
         """The entries' (engine, lengths, targets, chunk) at `rows`, as columns."""
         return (
             _engine_at(o.first, f.layouts, t[rows]),
-            o.lengths if len(rows) == len(t) else o.lengths.map(lambda a: np.take(a, rows, 0)),
+            o.lengths if len(rows) == len(t) else o.lengths.map(lambda a: a[rows]),
             o.ttft_slo_ms[rows].reshape(-1, 1),
             o.tpot_slo_ms[rows].reshape(-1, 1),
             chunk[rows].reshape(-1, 1),
