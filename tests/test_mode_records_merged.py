@@ -37,15 +37,7 @@ def _dumps(verdicts) -> list[dict]:
 
 def _entries(o: Own, index: np.ndarray, alternative: bool) -> Own:
     """`o`'s entries at `index`, as an `Own` of their own."""
-    return Own(
-        members=o.members,
-        row=o.row[index],
-        who=o.who[index],
-        rate=o.rate[index],
-        usd_per_gpu_hour=o.usd_per_gpu_hour[index],
-        lengths=o.lengths.map(lambda a: np.take(a, index, axis=0)),
-        alternative=np.full(len(index), alternative),
-    )
+    return o.take(index, np.full(len(index), alternative))
 
 
 def _joined(first: Priced, second: Priced) -> Priced:

@@ -78,6 +78,10 @@ class Own:
         if not len(entries):
             return self
         index = np.concatenate([np.arange(len(self.row)), entries])
+        return self.take(index, np.concatenate([self.alternative, np.ones(len(entries), bool)]))
+
+    def take(self, index: np.ndarray, alternative: np.ndarray) -> Own:
+        """The entries at `index`, marked `alternative` as given (one flag per entry)."""
         return Own(
             members=self.members,
             row=self.row[index],
@@ -85,7 +89,7 @@ class Own:
             rate=self.rate[index],
             usd_per_gpu_hour=self.usd_per_gpu_hour[index],
             lengths=self.lengths.map(lambda a: a[index]),  # rows (N, 1) of each field
-            alternative=np.concatenate([self.alternative, np.ones(len(entries), dtype=bool)]),
+            alternative=alternative,
         )
 
 
