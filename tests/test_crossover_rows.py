@@ -5,6 +5,8 @@ A block of more than `ONE_PASS_WORKLOADS` searches each member's own prompt firs
 the side of the crossover grid its crossover is read from, and of that side only the rows
 whose p99 request fits the model's context (the search serves nothing beyond it). A workload
 decided alone searches its own prompt and the whole grid in one pass: the reference here.
+The tests lower `ONE_PASS_WORKLOADS` to 1, so every block of the seeded mixes takes the
+two-search path.
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ def _mix(n: int, seed: int) -> list:
 
 
 def test_batched_crossovers_equal_the_whole_grid_of_each_workload_alone(monkeypatch):
+    monkeypatch.setattr(compare, "ONE_PASS_WORKLOADS", 1)
     resolved = [resolve(w) for w in _mix(64, seed=5)]
     skipped = []
     fits = compare.within_context
@@ -47,6 +50,7 @@ def test_each_side_row_the_batch_reads_is_what_a_search_of_it_alone_gives(monkey
     """Row by row: the curve each member's crossover is read from (its own prompt, then its
     side of the grid) holds, at every side row, the gain a search of that row alone gives;
     nan where the row was left out, so left out only where nothing is served."""
+    monkeypatch.setattr(compare, "ONE_PASS_WORKLOADS", 1)
     resolved = [resolve(w) for w in _mix(48, seed=9)]
     curves = []  # (workload, prompts, gains) in each block's member order
     crossovers, read = compare._crossovers, compare.crossover_with_own

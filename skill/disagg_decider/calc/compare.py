@@ -30,7 +30,10 @@ from disagg_decider.calc.result import Analysis
 from disagg_decider.workload import Resolved
 
 BLOCK_WORKLOADS = 256  # workloads per search: big enough to spread numpy's per-call cost
-ONE_PASS_WORKLOADS = 4  # up to this many, own prompts and crossover grid share one search
+# Up to this many, own prompts and the whole crossover grid share one search: a second search
+# costs ~3,000-4,500 Python-level calls, more than the grid's other side on blocks this small
+# (measured on the mix's chat blocks: one pass 1-8% less CPU at 5-8 members, 3% more at 12).
+ONE_PASS_WORKLOADS = 8
 
 
 def analyze(r: Resolved) -> Analysis:
