@@ -17,7 +17,6 @@ every version since issue 27, so two checkouts compare.
 
 from __future__ import annotations
 
-import statistics
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -55,19 +54,11 @@ def records_calls(fn: Callable[[], object]) -> int:
 
 
 def main() -> None:
-    from decide_calls import warmed
+    from decide_calls import show, warmed
 
     root, decide, decide_many, mix, examples = warmed(__doc__.splitlines()[0])
-    batched = records_calls(lambda: decide_many(mix)) / len(mix)
-    one = {name: records_calls(lambda w=w: decide(w)) for name, w in examples.items()}
-    print(f"{root}")
-    print(f"batched: {batched:,.0f} calls per decision outside the search and conditional")
-    for name, n in one.items():
-        print(f"  {name:<44} {n:>9,}")
-    print(
-        f"one by one: median over the {len(one)} examples {statistics.median(one.values()):,.0f}"
-        f" (min {min(one.values()):,}, max {max(one.values()):,})"
-    )
+    what = "calls per decision outside the search and conditional"
+    show(root, records_calls, decide, decide_many, mix, examples, what)
 
 
 if __name__ == "__main__":
