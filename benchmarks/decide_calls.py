@@ -63,10 +63,15 @@ def warmed(description: str) -> tuple:
 
 def main() -> None:
     root, decide, decide_many, mix, examples = warmed(__doc__.splitlines()[0])
-    batched = calls(lambda: decide_many(mix)) / len(mix)
-    one = {name: calls(lambda w=w: decide(w)) for name, w in examples.items()}
+    show(root, calls, decide, decide_many, mix, examples, "Python-level calls per decision")
+
+
+def show(root, count, decide, decide_many, mix, examples, what: str) -> None:
+    """`count` (a function's calls while it runs) batched per decision and per example."""
+    batched = count(lambda: decide_many(mix)) / len(mix)
+    one = {name: count(lambda w=w: decide(w)) for name, w in examples.items()}
     print(f"{root}")
-    print(f"batched: {batched:,.0f} Python-level calls per decision ({len(mix)} workloads)")
+    print(f"batched: {batched:,.0f} {what} ({len(mix)} workloads)")
     for name, n in one.items():
         print(f"  {name:<44} {n:>9,}")
     print(

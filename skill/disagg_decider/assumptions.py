@@ -43,6 +43,9 @@ DEFAULTS = (
 )
 
 
+# Each default's path as field names, split once (every verdict checks every default).
+_PARTS = {d.path: tuple(d.path.split(".")) for d in DEFAULTS}
+
 # The efficiency defaults a resolved workload takes from the fitted step physics.
 FITTED_STEP = ("efficiency.prefill_mfu", "efficiency.decode_mbu")
 
@@ -57,7 +60,7 @@ def assumed(workload: Workload, efficiency_from: str = "") -> list[Assumption]:
     for d in DEFAULTS:
         if d.path == "traffic.prefix_cache_hit_rate" and workload.traffic.classes:
             continue  # derived from the classes, each of which has its own
-        given, value = _given(workload, d.path.split("."))
+        given, value = _given(workload, _PARTS[d.path])
         if d.path == "kv_cache_dtype":
             value = workload.kv_dtype
         elif d.path == "weights_dtype":
@@ -70,12 +73,14 @@ def assumed(workload: Workload, efficiency_from: str = "") -> list[Assumption]:
     return out
 
 
-def _given(model: BaseModel, parts: list[str]) -> tuple[bool, Any]:
-    """Whether the workload file set this field (and every block on its path), and its value."""
+def _given(model: BaseModel, parts: tuple[str, ...]) -> tuple[bool, Any]:
+    """Whether the workload file set this field (and every block on its path), and its value.
+    (`__pydantic_fields_set__` is what the `model_fields_set` property returns, read without
+    a call.)"""
     node: Any = model
     given = True
     for part in parts:
-        given = given and part in node.model_fields_set
+        given = given and part in node.__pydantic_fields_set__
         node = getattr(node, part)
     return given, node
 

@@ -101,18 +101,13 @@ def decide_many(
             _verdict(loaded, r, a, overrides or {}, overrides_source, curve)
             for r, a, curve in zip(resolved, analyses, curves, strict=True)
         ]
-        verdicts = [
-            v.model_copy(
-                update={
-                    "calibration": c.notes,
-                    "warnings": [*v.warnings, *c.warnings],
-                    "slo_basis": r.workload.slo.basis,
-                }
-            )
-            if c.notes or c.warnings or r.workload.slo.basis != "p99-under-load"
-            else v
-            for v, c, r in zip(verdicts, calibrated, resolved, strict=True)
-        ]
+        # Each verdict is this call's own, fresh from `_verdict`: filled in where it stands
+        # (a copy per field set costs more than the verdict's rules).
+        for v, c, r in zip(verdicts, calibrated, resolved, strict=True):
+            if c.notes or c.warnings or r.workload.slo.basis != "p99-under-load":
+                v.calibration = c.notes
+                v.warnings = [*v.warnings, *c.warnings]
+                v.slo_basis = r.workload.slo.basis
         return [
             labelled(v, w, calibrated=bool(c.notes), overrides=overrides or {})
             for v, w, c in zip(verdicts, workloads, calibrated, strict=True)
@@ -139,9 +134,8 @@ def _verdict(
 ) -> Verdict:
     workload = resolved.workload
     params, notes = effective_parameters(loaded, workload, overrides, overrides_source)
-    if curve is not None:
-        band = curve.band(float(params.get("min_gain", DEFAULT_MARGIN)))
-        analysis = analysis.model_copy(update={"interactivity_band": band})
+    if curve is not None:  # the analysis is this decision's own (`decide_many`)
+        analysis.interactivity_band = curve.band(float(params.get("min_gain", DEFAULT_MARGIN)))
     metrics = metric_values(resolved, analysis, engine.metrics_read(loaded.book))
     outcome = engine.decide(loaded.book, metrics, params)
     chosen = analysis.colocated if outcome.decision == "colocate" else analysis.disaggregated
@@ -191,7 +185,8 @@ def _verdict(
         **{"warnings": analysis.warnings, **step_source},
     )
     plan, alternatives = plans(verdict, price_inputs(resolved))
-    verdict = verdict.model_copy(update={"plan": plan, "alternatives": alternatives})
+    # The verdict is built here: its plan, summary and steps are filled in where it stands.
+    verdict.plan, verdict.alternatives = plan, alternatives
     summary = summarize(
         resolved,
         analysis,
@@ -202,8 +197,9 @@ def _verdict(
         alternatives=alternatives,
         close_call=close_call_sentence(verdict),
     )
-    steps = next_steps(verdict, step_inputs(resolved))
-    return verdict.model_copy(update={"summary": summary, "next_steps": steps})
+    verdict.next_steps = next_steps(verdict, step_inputs(resolved))
+    verdict.summary = summary
+    return verdict
 
 
 def _step_source(resolved: Resolved, warnings: list[str]) -> dict[str, Any]:

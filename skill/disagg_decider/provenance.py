@@ -110,8 +110,10 @@ class Inputs:
 def labelled(
     v: Verdict, given: Workload, *, calibrated: bool, overrides: Mapping[str, Any]
 ) -> Verdict:
-    """The verdict with `provenance`. `given` is the workload before a calibration file was
-    applied (`calibrated`: one matched), `overrides` the `--set` (or MCP) parameter values."""
+    """The verdict with `provenance`, set on `v` itself (the pipeline's own verdict, fresh:
+    a copy of a whole verdict costs more than its labels). `given` is the workload before a
+    calibration file was applied (`calibrated`: one matched), `overrides` the `--set` (or
+    MCP) parameter values."""
     inputs = Inputs(
         workload=given,
         calibrated=_calibrated_fields(given) if calibrated else frozenset(),
@@ -119,8 +121,8 @@ def labelled(
         silicon=v.step_source == "silicon",
     )
     doc = v.model_dump(mode="json", exclude={"provenance"})
-    labels = Provenance(fields=field_labels(doc, inputs), inputs=input_labels(inputs))
-    return v.model_copy(update={"provenance": labels})
+    v.provenance = Provenance(fields=field_labels(doc, inputs), inputs=input_labels(inputs))
+    return v
 
 
 def _calibrated_fields(given: Workload) -> frozenset[str]:
@@ -196,26 +198,31 @@ def _numeric_into(node: Any, path: str, out: dict[str, None]) -> None:
     """`numeric_paths` into `out`'s keys. A batch labels every verdict, so the walk tests a
     leaf's exact type (JSON from `model_dump(mode="json")` has only plain types; anything else
     falls back to `isinstance`) and recurses only into containers: a few hundred leaves cost
-    no call each."""
+    no call each. A dict's entries and a list's items are walked in loops of their own (one
+    list entry's path serves all its items), with no list of (path, value) pairs built."""
     kind = type(node)
     if kind is dict:
         prefix = f"{path}." if path else ""
-        items = [(f"{prefix}{key}", value) for key, value in node.items()]
+        for key, value in node.items():
+            leaf = type(value)
+            if leaf is float or leaf is int:
+                out[prefix + key] = None
+            elif leaf is dict or leaf is list:
+                _numeric_into(value, prefix + key, out)
+            elif leaf is not str and leaf is not bool and value is not None and _is_number(value):
+                out[prefix + key] = None
     elif kind is list:
-        inner = f"{path}[]"
-        items = [(inner, value) for value in node]
-    else:
-        if _is_number(node):
-            out[path] = None
-        return
-    for at, value in items:
-        leaf = type(value)
-        if leaf is float or leaf is int:
-            out[at] = None
-        elif leaf is dict or leaf is list:
-            _numeric_into(value, at, out)
-        elif leaf is not str and leaf is not bool and value is not None and _is_number(value):
-            out[at] = None
+        at = f"{path}[]"
+        for value in node:
+            leaf = type(value)
+            if leaf is float or leaf is int:
+                out[at] = None
+            elif leaf is dict or leaf is list:
+                _numeric_into(value, at, out)
+            elif leaf is not str and leaf is not bool and value is not None and _is_number(value):
+                out[at] = None
+    elif _is_number(node):
+        out[path] = None
 
 
 def _is_number(node: Any) -> bool:

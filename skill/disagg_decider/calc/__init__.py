@@ -19,7 +19,8 @@ from the data the calculator is given (`workload`, `catalog`, `dtypes`, `errors`
   local-prefill share;
 - `compare.py`, `static.py` (top): the comparison that produces the verdict's numbers, on
   p99 under load or, for `slo.basis: static`, as static-batch planners size; beside them
-  `mode_records.py` (each mode's record at the workload's own rate) and `crossover.py` (the
+  `mode_records.py` (each mode's record at the workload's own rate, priced over the entries
+  of `mode_entries.py`) and `crossover.py` (the
   prompt length where the split starts to win, read off the gain curve).
 """
 
@@ -31,5 +32,5 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("replicas", ("replicas",)),
     ("layouts", ("layouts",)),
     ("modes", ("modes",)),
-    ("comparison", ("compare", "crossover", "mode_records", "static")),
+    ("comparison", ("compare", "crossover", "mode_entries", "mode_records", "static")),
 )

@@ -14,7 +14,6 @@ call once. This module turns each workload's rows into the verdict's numbers at 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import replace
 
 import numpy as np
 
@@ -22,21 +21,19 @@ from disagg_decider.calc.crossover import crossover_grid, crossover_with_own, sp
 from disagg_decider.calc.layouts import pins, rate_layout
 from disagg_decider.calc.layouts.layout_choices import group_key, pinned_tps
 from disagg_decider.calc.layouts.limits import limits_for_block
-from disagg_decider.calc.layouts.search import Found, Members, members_of, search
-from disagg_decider.calc.mode_records import (
-    Own,
-    colocated_results,
-    disaggregated_results,
-    per_request,
-    with_ttft,
-)
+from disagg_decider.calc.layouts.search import Found, Members, members_of, search, within_context
+from disagg_decider.calc.mode_entries import Own, presented_records
+from disagg_decider.calc.mode_records import colocated_results, disaggregated_results, per_request
 from disagg_decider.calc.modes import conditional, hetero
 from disagg_decider.calc.replicas.reported_ttft import DeferredP99
 from disagg_decider.calc.result import Analysis
 from disagg_decider.workload import Resolved
 
 BLOCK_WORKLOADS = 256  # workloads per search: big enough to spread numpy's per-call cost
-ONE_PASS_WORKLOADS = 4  # up to this many, own prompts and crossover grid share one search
+# Up to this many, own prompts and the whole crossover grid share one search: a second search
+# costs ~3,000-4,500 Python-level calls, more than the grid's other side on blocks this small
+# (measured on the mix's chat blocks: one pass 1-8% less CPU at 5-8 members, 3% more at 12).
+ONE_PASS_WORKLOADS = 8
 
 
 def analyze(r: Resolved) -> Analysis:
@@ -139,29 +136,15 @@ def _analyze_block(
     # The modes' and the conditional layout's report-only p99 TTFTs, solved in one bisection
     # once every choice is made (`reported_ttft`).
     p99s = DeferredP99()
-    colo, colo_ttft = colocated_results(own, found, p99s)
-    # The colocated pools to deploy: the fewest GPUs that carry the rate (`rate_layout`).
-    fewest_t = rate_layout.fewest_gpus_layout(found, own.row, own.rate)
-    fewest = (
-        None
-        if fewest_t is None
-        else colocated_results(own, replace(found, colo_best_t=fewest_t), p99s)
-    )
-    disagg, disagg_columns, disagg_ttft = disaggregated_results(own, found)
+    (colo_priced, colo_pick), (disagg_priced, split_pick) = _modes_at_rate(own, found, p99s)
+    everyone = range(len(resolved))
+    colo, disagg = colo_priced.records(everyone), disagg_priced.records(everyone)
     # The conditional search reads the best layouts (their goodput and TPs), as the gain does.
     layouts = None if modes_only else conditional.evaluate_many_later(resolved, colo, disagg, p99s)
-    # The split's pools to deploy: the fewest GPUs that carry the rate (`rate_layout`).
-    fewest_pair = rate_layout.fewest_gpus_pair(found, own.row, own.rate)
-    if fewest_pair is not None:
-        proposed = disaggregated_results(own, replace(found, best_pair=fewest_pair))
-        disagg, disagg_columns, disagg_ttft = rate_layout.presented_split(
-            (disagg, disagg_columns, disagg_ttft), proposed
-        )
-    request = per_request(own, disagg_columns)
+    request = per_request(own, {k: v[split_pick] for k, v in disagg_priced.figures.items()})
     p99s.solve()
-    colo, disagg = with_ttft(colo, colo_ttft()), with_ttft(disagg, disagg_ttft())
-    if fewest is not None:
-        colo = rate_layout.presented(colo, with_ttft(fewest[0], fewest[1]()))
+    colo = presented_records(colo_priced, colo, colo_pick, rate_layout.CLUSTER_FIELDS)
+    disagg = presented_records(disagg_priced, disagg, split_pick)
     limits = limits_for_block(members, colo, disagg)
     conds = [None] * len(resolved) if layouts is None else layouts(colo, disagg)
     out = []
@@ -181,6 +164,26 @@ def _analyze_block(
             )
         )
     return out, band
+
+
+def _modes_at_rate(own: Own, found: Found, p99s: DeferredP99) -> tuple:
+    """Each mode priced at every member's rate: ((colocated `Priced`, the entry each member
+    presents), (the split's, likewise)). Its best layouts are entries 0..W-1 and, in the same
+    call, the pools to deploy where another layout carries the rate on fewer GPUs
+    (`rate_layout`) follow them: only the members whose proposal differs are priced again."""
+    best_t = found.colo_best_t[own.row]
+    fewest = rate_layout.fewest_gpus_layout(found, own.row, own.rate)
+    moved_t, proposed_t = rate_layout.alternatives(best_t, fewest, own.row)
+    colo = colocated_results(own.again(moved_t), found, p99s, np.concatenate([best_t, proposed_t]))
+    best_pair = found.best_pair[own.row]
+    fewest = rate_layout.fewest_gpus_pair(found, own.row, own.rate)
+    moved_pair, proposed_pair = rate_layout.alternatives(best_pair, fewest, own.row)
+    pairs = np.concatenate([best_pair, proposed_pair])
+    split = disaggregated_results(own.again(moved_pair), found, pairs)
+    return (
+        (colo, rate_layout.presented(colo.columns, moved_t)),
+        (split, rate_layout.presented(split.columns, moved_pair)),
+    )
 
 
 def _band_rows(resolved: list[Resolved], band_tpot_ms: Sequence[float]) -> tuple | None:
@@ -214,14 +217,26 @@ def _crossovers(
     `crossover_from_curve` reads below the workload's own prompt when disaggregation wins
     there (where does the winning stretch start?) and above it when it does not (where would
     it start winning?), so the other side is never searched. Rows are independent, so this
-    gives what the whole grid gives, for about half the work.
+    gives what the whole grid gives, for about half the work. Nor are the rows whose p99
+    request outruns the model's context (the longer prompts of a long-context workload): the
+    search serves nothing there in either mode (gain nan), and so do these rows unsearched.
     """
     sides = []
     for own, gain in zip(own_prompts, own_gain.tolist(), strict=True):
         sides.append(grid[grid < own[0]] if split_wins(gain) else grid[grid >= own[0]])
-    gains = np.empty(0)
-    if any(len(side) for side in sides):
-        gains = search(members.first, members.rows(sides), members.layouts).gain
+    gains = np.full(sum(map(len, sides)), np.nan)
+    if len(gains):
+        rows = members.rows(sides)
+        limit = members.first.model.max_context_tokens
+        served = within_context(limit, rows.lengths, rows.class_context)
+        if served.all():
+            gains = search(members.first, rows, members.layouts).gain
+        elif served.any():
+            start = np.cumsum([0, *map(len, sides)])
+            kept = [
+                side[served[a:b]] for side, a, b in zip(sides, start[:-1], start[1:], strict=True)
+            ]
+            gains[served] = search(members.first, members.rows(kept), members.layouts).gain
     out, start = [], 0
     for own, gain, side in zip(own_prompts, own_gain, sides, strict=True):
         curve = np.concatenate([[gain], gains[start : start + len(side)]])

@@ -111,21 +111,18 @@ def _context_limit(r: Resolved) -> Limit | None:
     )
 
 
-def _replica_bytes(r: Resolved, weights_dtype: str, gpu: catalog.Gpu, tp: int) -> tuple:
-    """(needed, available) bytes of a TP replica: weights, activations and one sequence's KV."""
+def _replica_bytes(
+    r: Resolved, weights_dtype: str, gpu: catalog.Gpu, tp: int, context_tokens
+) -> tuple:
+    """(needed, available) bytes of a TP replica: weights, activations and one sequence's KV
+    (`context_tokens`, the workload's mean decode context)."""
     w = r.workload
     engine = Engine(r.model, gpu, weights_dtype, w.kv_dtype, tp, w.efficiency)
-    lengths = Lengths.of(w)
-    one_sequence = float(np.ravel(engine.kv_bytes_held(lengths.decode_context_mean))[0])
+    one_sequence = float(np.ravel(engine.kv_bytes_held(context_tokens))[0])
     weights = model_costs.weight_bytes(r.model, weights_dtype)
     reserve = w.efficiency.activation_reserve_gb * GB * tp
     available = gpu.hbm_gb * GB * w.efficiency.hbm_utilization * tp
     return weights + reserve + one_sequence, available
-
-
-def _fits(r: Resolved, weights_dtype: str, gpu: catalog.Gpu, tp: int) -> bool:
-    needed, available = _replica_bytes(r, weights_dtype, gpu, tp)
-    return needed <= available
 
 
 def _memory_bound(members: Members, idx: np.ndarray) -> np.ndarray:
@@ -151,24 +148,31 @@ def _memory_limit(r: Resolved) -> Limit | None:
     w = r.workload
     tps = replica_tps(r)
     top = tps[-1]
-    if any(_fits(r, w.weights_dtype, r.gpu, tp) for tp in tps):
+    # One sequence's context: the workload's, whichever replica is tried (two dozen of them).
+    context = Lengths.of(w).decode_context_mean
+
+    def fits(weights_dtype: str, gpu: catalog.Gpu, tp: int) -> bool:
+        needed, available = _replica_bytes(r, weights_dtype, gpu, tp, context)
+        return needed <= available
+
+    if any(fits(w.weights_dtype, r.gpu, tp) for tp in tps):
         return None
-    needed, available = _replica_bytes(r, w.weights_dtype, r.gpu, top)
+    needed, available = _replica_bytes(r, w.weights_dtype, r.gpu, top, context)
     weights = model_costs.weight_bytes(r.model, w.weights_dtype)
     options = []
     for dtype in ("fp8", "fp4"):
         smaller = model_costs.weight_bytes(r.model, dtype) < weights
-        if smaller and _fits(r, dtype, r.gpu, top):
+        if smaller and fits(dtype, r.gpu, top):
             options.append(
                 f"{dtype} weights ({model_costs.weight_bytes(r.model, dtype) / GB:,.0f} GB)"
             )
-    wider = [tp for tp in TP_CANDIDATES if tp > top and _fits(r, w.weights_dtype, r.gpu, tp)]
+    wider = [tp for tp in TP_CANDIDATES if tp > top and fits(w.weights_dtype, r.gpu, tp)]
     if wider:
         options.append(f"TP{wider[0]} replicas (nodes and a cluster of {wider[0]} x {r.gpu.id})")
     bigger = sorted(
         g.id
         for g in {g.id: g for g in catalog.gpus().values()}.values()
-        if g.id != r.gpu.id and _fits(r, w.weights_dtype, g, top)
+        if g.id != r.gpu.id and fits(w.weights_dtype, g, top)
     )
     if bigger:
         options.append(f"a GPU with more memory ({', '.join(bigger)} at TP{top})")

@@ -89,14 +89,15 @@ class PoolRates:
         return out
 
     def _read(self, servers: np.ndarray, hit: np.ndarray) -> np.ndarray:
-        """The tabulated rates at `servers` where `hit` (flat, in `hit`'s order)."""
-        entries = self.sizes.ndim
-        lead = servers.ndim - entries  # 0, or 1 for a leading axis of sizes per entry
-        index = np.where(hit, servers, 1.0).astype(np.int64) - 1
-        shaped = index if lead else index[None]
-        table = np.broadcast_to(self.rates, (self.rates.shape[0], *shaped.shape[1:]))
-        got = np.take_along_axis(table, shaped, axis=0)
-        return (got if lead else got[0])[hit]
+        """The tabulated rates at `servers` where `hit` (flat, in `hit`'s order): each hit's
+        size and entry picked out of the table directly (`np.take_along_axis` over every
+        entry builds its index arrays in a dozen Python-level steps)."""
+        lead = servers.ndim - self.sizes.ndim  # 0, or 1 for a leading axis of sizes per entry
+        at = hit.nonzero()
+        table, entries = self.rates, hit.shape[lead:]
+        if table.shape[1:] != entries:
+            table = np.broadcast_to(table, (table.shape[0], *entries))
+        return table[(servers[at].astype(np.int64) - 1, *at[lead:])]
 
     def sizing(self, rate_per_s, most: np.ndarray, one: np.ndarray) -> tuple[np.ndarray, PoolRates]:
         """`pool.sizing(rate_per_s, most, one).servers`, bisecting only the sizes it must; and
@@ -109,8 +110,8 @@ class PoolRates:
         same one.
         """
         rate = np.asarray(rate_per_s, dtype=float)
-        with np.errstate(divide="ignore", invalid="ignore"):
-            bound = np.where(one > 0, np.ceil(rate / one - 1e-9), most)
+        carries = one > 0  # divided only there (no np.errstate: it costs more than this)
+        bound = np.where(carries, np.ceil(rate / np.where(carries, one, 1.0) - 1e-9), most)
         top = int(max(np.max(np.minimum(bound, most)), 1))
         if top > BISECT_ABOVE:
             most_ = np.asarray(most, dtype=float)

@@ -10,7 +10,9 @@ load-match mode picks the minimum GPUs that meet the SLA at a given request rate
 `fewest_gpus_layout` proposes, per workload, the colocated layout whose replicas for the rate,
 read off the search's per-replica rates, take the fewest GPUs (`fewest_gpus_pair` the prefill
 and decode layouts of a split, from the rates of each pair's pools on the cluster);
-`presented` keeps a proposal only where, sized and priced as the best layout is
+`alternatives` names the members whose proposal differs from their best layout (only those are
+priced again, in the same call as the best layouts: `compare._modes_at_rate`); `presented`
+keeps a proposal only where, sized and priced as the best layout is
 (`mode_records.colocated_results`, `disaggregated_results`), it carries the rate on fewer GPUs
 than the best one does, and then with the best one's goodput (the whole cluster's, what the
 modes are compared on). So the presented pools never take more GPUs than before, and always
@@ -22,10 +24,10 @@ from __future__ import annotations
 import numpy as np
 
 from disagg_decider.calc.layouts.search import Found
-from disagg_decider.calc.result import ColocatedResult
 
-# The whole-cluster figures a presented layout keeps from the best one.
-_CLUSTER_FIELDS = ("max_rate_per_s", "goodput_per_gpu")
+# The whole-cluster figures a presented colocated layout keeps from the best one (a split's
+# are the cluster's best already: `mode_records.disaggregated_results` reads them per row).
+CLUSTER_FIELDS = ("max_rate_per_s", "goodput_per_gpu")
 
 
 def fewest_gpus_layout(found: Found, rows: np.ndarray, rate_per_s: np.ndarray) -> np.ndarray | None:
@@ -35,8 +37,8 @@ def fewest_gpus_layout(found: Found, rows: np.ndarray, rate_per_s: np.ndarray) -
     per_replica = found.colo_rate[rows]  # (W, T) one replica with the cluster behind it
     gpus = found.layouts["gpus"].astype(float)  # (T,) GPUs per replica
     allowed = found.rows.allowed["colocated"][rows] & (per_replica > 0)
-    with np.errstate(divide="ignore", invalid="ignore"):
-        replicas = np.ceil(rate_per_s[:, None] / per_replica - 1e-9)
+    # Divided where allowed only, as read (no np.errstate: a context costs more than this).
+    replicas = np.ceil(rate_per_s[:, None] / np.where(allowed, per_replica, 1.0) - 1e-9)
     need = np.where(allowed, np.maximum(replicas, 1.0) * gpus, np.inf)
     best = found.colo_best_t[rows]
     everyone = np.arange(len(rows))
@@ -52,20 +54,6 @@ def fewest_gpus_layout(found: Found, rows: np.ndarray, rate_per_s: np.ndarray) -
     return out
 
 
-def presented(
-    best: list[ColocatedResult], proposed: list[ColocatedResult]
-) -> list[ColocatedResult]:
-    """Per workload, the proposed layout where it carries the rate on fewer GPUs than the best
-    one, with the best one's whole-cluster goodput; else the best one."""
-    out = []
-    for b, p in zip(best, proposed, strict=True):
-        if p.fits_cluster and b.fits_cluster and p.gpus < b.gpus:
-            out.append(p.model_copy(update={k: getattr(b, k) for k in _CLUSTER_FIELDS}))
-        else:
-            out.append(b)
-    return out
-
-
 def fewest_gpus_pair(found: Found, rows: np.ndarray, rate_per_s: np.ndarray) -> np.ndarray | None:
     """`found.best_pair` with each workload's own row set to the (prefill, decode) layouts whose
     pools for the rate take the fewest GPUs, estimated from each pair's cluster split (its
@@ -76,10 +64,11 @@ def fewest_gpus_pair(found: Found, rows: np.ndarray, rate_per_s: np.ndarray) -> 
     allowed = found.rows.allowed["prefill"][rows][:, :, None]
     allowed = allowed & found.rows.allowed["decode"][rows][:, None, :] & (served > 0)
     rate = rate_per_s[:, None, None]
-    with np.errstate(divide="ignore", invalid="ignore"):
-        per_prefill = found.prefill_rate[rows] / found.best_x[rows]
-        x = np.maximum(np.ceil(rate / per_prefill - 1e-9), 1.0)
-        y = np.maximum(np.ceil(rate / found.decode_rate[rows] - 1e-9), 1.0)
+    # Divided where allowed only, as read: a pair that serves has a prefill pool and decode
+    # replicas that carry something, on one prefill replica at least (no np.errstate).
+    per_prefill = found.prefill_rate[rows] / np.where(allowed, found.best_x[rows], 1.0)
+    x = np.maximum(np.ceil(rate / np.where(allowed, per_prefill, 1.0) - 1e-9), 1.0)
+    y = np.maximum(np.ceil(rate / np.where(allowed, found.decode_rate[rows], 1.0) - 1e-9), 1.0)
     need = np.where(allowed, x * gpus[None, :, None] + y * gpus[None, None, :], np.inf)
     flat_need = need.reshape(len(rows), -1)
     fewest = flat_need.min(axis=1)
@@ -96,21 +85,30 @@ def fewest_gpus_pair(found: Found, rows: np.ndarray, rate_per_s: np.ndarray) -> 
     return out
 
 
-def presented_split(best: tuple, proposed: tuple) -> tuple:
-    """(records, columns, p99 TTFT function) of the split per workload: the proposed pools
-    where they carry the rate on fewer GPUs than the best pair's (their goodput is the
-    cluster's best already: `mode_records.disaggregated_results` reads it per workload), else the
-    best pair's; the columns (which the per-request figures read) and TTFTs row by row alike."""
-    records, columns, ttft = best
-    p_records, p_columns, p_ttft = proposed
-    use = np.array(
-        [
-            p.fits_cluster and b.fits_cluster and p.gpus < b.gpus
-            for b, p in zip(records, p_records, strict=True)
-        ]
-    )
-    if not use.any():
-        return best
-    merged = [p if u else b for b, p, u in zip(records, p_records, use, strict=True)]
-    merged_columns = {k: np.where(use, p_columns[k], v) for k, v in columns.items()}
-    return merged, merged_columns, lambda: np.where(use, p_ttft(), ttft())
+def alternatives(
+    best: np.ndarray, fewest: np.ndarray | None, rows: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
+    """(the members whose proposal differs from their best layout, those proposals): `best`
+    per member ((W,) layouts or (W, 2) pairs), `fewest` what `fewest_gpus_layout` or
+    `fewest_gpus_pair` gave (None, or every row's). Only these are priced a second time."""
+    if fewest is None:
+        return np.zeros(0, dtype=int), best[:0]
+    proposal = fewest[rows]
+    differ = proposal != best
+    members = np.flatnonzero(differ.any(axis=1) if differ.ndim > 1 else differ)
+    return members, proposal[members]
+
+
+def presented(columns: dict[str, np.ndarray], members: np.ndarray) -> np.ndarray:
+    """Which entry each member presents: its best layout's (entry k) or, where it carries the
+    rate on fewer GPUs, its proposal's (entry W + m for `members[m]`, as `alternatives`
+    orders them); `columns` are the entries' records' fields (fits_cluster, gpus)."""
+    n = len(columns["gpus"]) - len(members)
+    pick = np.arange(n)
+    if not len(members):
+        return pick
+    fits, gpus = columns["fits_cluster"], columns["gpus"]
+    proposed = n + np.arange(len(members))
+    use = fits[proposed] & fits[members] & (gpus[proposed] < gpus[members])
+    pick[members[use]] = proposed[use]
+    return pick

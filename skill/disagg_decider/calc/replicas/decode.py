@@ -159,15 +159,20 @@ def replica_capacity(
 
 
 def tpot_p99_at_rate_ms(
-    engine: Engine, lengths: Lengths, rate_per_s: np.ndarray, mix: BatchMix | None = None
+    engine: Engine,
+    lengths: Lengths,
+    rate_per_s: np.ndarray,
+    mix: BatchMix | None = None,
+    step_ms: np.ndarray | None = None,
 ) -> np.ndarray:
     """p99 TPOT at each load (N,): the step at the p99 batch around the mean one (`step_p99_ms`).
 
     From batch 1 up it is read off the batch grid the capacity was found on (linear between
     points, as `replica_capacity` interpolates), so a replica loaded to its capacity reports the
     TPOT it was sized for, never a little more; below the grid it is evaluated exactly.
+    `step_ms`, `step_at_rate_ms` at these loads, may be passed in by a caller that has it.
     """
-    batch = np.asarray(batch_at_rate(engine, lengths, rate_per_s), dtype=float)
+    batch = np.asarray(batch_at_rate(engine, lengths, rate_per_s, step_ms), dtype=float)
     grid = engine_batch_grid(engine)
     limit = seat_limit(engine, lengths, mix)
     ctx = lengths.decode_context_mean
@@ -287,9 +292,12 @@ def step_at_rate_ms(engine: Engine, lengths: Lengths, rate_per_s: np.ndarray) ->
     return littles_law_rows(np.asarray(rate_per_s, dtype=float), grid, step, per_step)
 
 
-def batch_at_rate(engine: Engine, lengths: Lengths, rate_per_s: np.ndarray) -> np.ndarray:
-    """Sequences in flight at each load (Little's law on the step time it settles at)."""
-    step = step_at_rate_ms(engine, lengths, rate_per_s)
+def batch_at_rate(
+    engine: Engine, lengths: Lengths, rate_per_s: np.ndarray, step_ms: np.ndarray | None = None
+) -> np.ndarray:
+    """Sequences in flight at each load (Little's law on the step time it settles at,
+    `step_at_rate_ms`, or `step_ms` where the caller has it)."""
+    step = step_at_rate_ms(engine, lengths, rate_per_s) if step_ms is None else step_ms
     return rate_per_s * np.ravel(lengths.output_mean) * step / 1e3
 
 
