@@ -185,12 +185,12 @@ def sum_exceed_where(c_wait, theta, nodes_ms, target_ms, over_ms, where) -> np.n
     if at.size == 0:
         return out
 
-    def take(a) -> np.ndarray:
-        return broadcast_flat(a, shape).take(at)
-
     k = np.shape(nodes_ms)[-1]
     nodes = broadcast(nodes_ms, (*shape, k)).reshape(-1, k).take(at, axis=0)
-    miss = sum_exceed_probability(take(c_wait), take(theta), nodes, take(target_ms), take(over_ms))
+    c_wait, theta = broadcast_flat(c_wait, shape).take(at), broadcast_flat(theta, shape).take(at)
+    target_ms = broadcast_flat(target_ms, shape).take(at)
+    over_ms = broadcast_flat(over_ms, shape).take(at)
+    miss = sum_exceed_probability(c_wait, theta, nodes, target_ms, over_ms)
     out.reshape(-1)[at] = miss
     return out
 

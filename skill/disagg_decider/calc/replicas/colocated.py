@@ -23,7 +23,7 @@ from functools import cached_property
 
 import numpy as np
 
-from disagg_decider.calc.physics.step import Engine, PassTerms, pass_terms
+from disagg_decider.calc.physics.step import Engine, PassTerms, pass_terms, stacked_ms
 from disagg_decider.calc.queues import queueing
 from disagg_decider.calc.queues.array_helpers import broadcast, broadcast_shape
 from disagg_decider.calc.replicas import chunk_runs
@@ -154,9 +154,20 @@ def evaluate(at: Lines, batch, t_empty=None, with_ttft=False, with_headroom=True
     the same either way.
     """
     b, c, lengths = batch, at.chunk, at.lengths
+    # The batch a request decodes with is not the mean batch: over its lifetime the sequences
+    # around it (B on average, Little's law) fluctuate, and with them how many prompts arrive to
+    # be chunked alongside. Its p99 prices the batch at `queueing.batch_p99`.
+    # The others' p99 over its lifetime, and the request itself.
+    b99 = np.minimum(queueing.batch_p99(b) + 1.0, c - 1.0)
+    b99 = np.maximum(np.minimum(b99, 1.0 / at.inverse_memory_limit), b)
+    room, room99 = np.maximum(c - b, 1.0), np.maximum(c - b99, 1.0)
+    # The steps at the batch, at B + 1 (`prompt_queue`) and at the p99 batch: each pass's
+    # three in one call.
+    empty = stacked_ms(at.empty_pass, (b, b + 1.0, b99), 0.0)
+    full = stacked_ms(at.full_pass, (b, b + 1.0, b99), (room, room, room99))
     if t_empty is None:
-        t_empty = at.empty_pass.ms(b, 0.0)
-    q = prompt_queue(at, b)
+        t_empty = empty[0]
+    q = prompt_queue(at, b, (room, full[0], empty[1], full[1]))
     per_room, rate_per_ms = q.per_room, q.rate_per_ms
     # Share of iterations that carry a chunk: lam u t / room with lam = B / (OSL t).
     carrying = b * per_room / lengths.output_mean
@@ -177,19 +188,11 @@ def evaluate(at: Lines, batch, t_empty=None, with_ttft=False, with_headroom=True
     tail = queueing.wait_tail(q.pool_rate, at.servers, q.mean_s, q.scv)
     behind = chunk_runs.backlog_share(q, at.servers, window, at.class_spread, tail)
     spread = chunk_runs.share_spread_p99(np.minimum(carrying + behind, 1.0), draws, at.class_spread)
-    # The batch a request decodes with is not the mean batch: over its lifetime the sequences
-    # around it (B on average, Little's law) fluctuate, and with them how many prompts arrive to
-    # be chunked alongside. Its p99 prices the batch at `queueing.batch_p99`.
-    # The others' p99 over its lifetime, and the request itself.
-    b99 = np.minimum(queueing.batch_p99(b) + 1.0, c - 1.0)
-    b99 = np.maximum(np.minimum(b99, 1.0 / at.inverse_memory_limit), b)
-    t_empty99, t_full99 = _steps_at_p99(at, b, b99, np.maximum(c - b99, 1.0))
+    t_empty99, t_full99 = _steps_at_p99(at, b, b99, room99, (empty[2], full[2]))
     slow99 = t_full99 - t_empty99
     carrying99 = (
         # prompts arrive with the others (the p99 batch less the request itself)
-        carrying
-        * (np.maximum(b99 - 1.0, b) / np.maximum(b, 1e-9))
-        * (np.maximum(c - b, 1.0) / np.maximum(c - b99, 1.0))
+        carrying * (np.maximum(b99 - 1.0, b) / np.maximum(b, 1e-9)) * (room / room99)
     )
     tpot_p99 = t_empty99 + np.minimum(1.0, carrying99 + behind + spread) * slow99
 
@@ -205,16 +208,16 @@ def evaluate(at: Lines, batch, t_empty=None, with_ttft=False, with_headroom=True
     )
 
 
-def _steps_at_p99(at: Lines, b, b99, room99) -> tuple[np.ndarray, np.ndarray]:
+def _steps_at_p99(at: Lines, b, b99, room99, own) -> tuple[np.ndarray, np.ndarray]:
     """The pure decode and the chunk-carrying iteration at the p99 batch (ms).
 
     On mixed lines the batch's KV read varies with which classes hold the seats as well as
     with how many there are: it is read at the p99 of the batch's total context
     (`decode.read_context`, the decode pools' formula) over the M/G/inf seat spread. Other
-    lines keep their own passes, bit for bit.
+    lines keep their own passes (`own`: the pure decode and the chunk-carrying pass at the p99
+    batch), bit for bit.
     """
-    empty = at.empty_pass.ms(b99, 0.0)
-    full = at.full_pass.ms(b99, room99)
+    empty, full = own
     if at.context_scv is None:
         return empty, full
     cap = np.maximum(np.minimum(at.chunk - 1.0, 1.0 / at.inverse_memory_limit), b)
