@@ -110,7 +110,19 @@ def chunk_cached_tokens(lengths: Lengths, chunk_prompt) -> np.ndarray:
     return per_uncached * chunk_prompt
 
 
-def lines(engine: Engine, lengths: Lengths, ttft_ms, tpot_ms, chunk, servers=1.0) -> Lines:
+def uncached_nodes(lengths: Lengths) -> np.ndarray:
+    """Uncached prompt tokens at `queueing.Z_NODES`, on a new last axis (`Lines`)."""
+    return np.asarray(lengths.prompt_p50 * lengths.uncached_share)[..., None] * np.exp(
+        np.asarray(lengths.prompt_sigma)[..., None] * queueing.Z_NODES
+    )
+
+
+def lines(
+    engine: Engine, lengths: Lengths, ttft_ms, tpot_ms, chunk, servers=1.0, nodes=None
+) -> Lines:
+    """The lines' fixed parts. `nodes`, `uncached_nodes(lengths)`, may be passed in by a caller
+    that has them: a search lays its lines out from rows (one per prompt, many layouts and
+    chunk sizes each), and their exponentials are the rows' (`colocated_best.best_points`)."""
     ctx = lengths.decode_context_mean
     scv = np.asarray(lengths.context_scv, dtype=float)
     mixed = bool(np.any(scv > 0.0))
@@ -132,8 +144,7 @@ def lines(engine: Engine, lengths: Lengths, ttft_ms, tpot_ms, chunk, servers=1.0
         full_pass=pass_terms(engine, ctx, cached + chunk_prompt / 2.0),
         empty_pass=pass_terms(engine, ctx, 0.0),
         inverse_memory_limit=inverse_limit,
-        uncached_nodes=np.asarray(lengths.prompt_p50 * lengths.uncached_share)[..., None]
-        * np.exp(np.asarray(lengths.prompt_sigma)[..., None] * queueing.Z_NODES),
+        uncached_nodes=uncached_nodes(lengths) if nodes is None else nodes,
         servers=np.asarray(servers, dtype=float),
         context_scv=scv if mixed else None,
         class_spread=np.where(scv > 0.0, chunk_runs.class_spread_weight(lengths), 0.0)
