@@ -179,13 +179,12 @@ def sum_exceed_where(c_wait, theta, nodes_ms, target_ms, over_ms, where) -> np.n
     worked out by the same operations on its own values (the tail sum reduces one row of
     nodes at a time), so it has the same bits, without the nodes' exponentials where a caller
     has no use for them (`colocated._headroom`)."""
-    shape = np.shape(where)
+    shape = where.shape
     out = np.zeros(shape)
-    at = np.flatnonzero(where)
+    at = where.reshape(-1).nonzero()[0]
     if at.size == 0:
         return out
-
-    k = np.shape(nodes_ms)[-1]
+    k = nodes_ms.shape[-1]
     nodes = broadcast(nodes_ms, (*shape, k)).reshape(-1, k).take(at, axis=0)
     c_wait, theta = broadcast_flat(c_wait, shape).take(at), broadcast_flat(theta, shape).take(at)
     target_ms = broadcast_flat(target_ms, shape).take(at)

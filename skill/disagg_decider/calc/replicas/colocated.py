@@ -25,7 +25,6 @@ import numpy as np
 
 from disagg_decider.calc.physics.step import Engine, PassTerms, pass_terms, stacked_ms
 from disagg_decider.calc.queues import queueing
-from disagg_decider.calc.queues.array_helpers import broadcast, broadcast_shape
 from disagg_decider.calc.replicas import chunk_runs
 from disagg_decider.calc.replicas.colocated_prompts import PromptQueue, prompt_queue, ttft_p99_of
 from disagg_decider.calc.replicas.decode import (
@@ -274,17 +273,21 @@ def _ttft_ratio(at: Lines, q: PromptQueue, tail, others: np.ndarray) -> np.ndarr
     bounded without the nodes' exponentials. A `BOUND_MIN_POINTS` above every evaluation sums
     it everywhere (the tests' reference)."""
     c_wait, theta = tail
+    with np.errstate(divide="ignore"):  # a miss of 0 reads -inf
+        if others.size < BOUND_MIN_POINTS:
+            return _ratio(queueing.sum_exceed_probability(c_wait, theta, q.nodes, at.ttft_ms))
+        over = queueing.exceed_probability(q.nodes, at.ttft_ms)
+        bound = _ratio((1.0 - c_wait) * over + c_wait * queueing.TAIL_WAIT_MAX)
+        # Of the shape every ratio broadcasts to (`others`, `over` and the wait's).
+        may_bind = np.logical_not(others > bound + RATIO_MARGIN)
+        if may_bind.all():
+            miss = queueing.sum_exceed_probability(c_wait, theta, q.nodes, at.ttft_ms, over)
+        else:
+            miss = queueing.sum_exceed_where(c_wait, theta, q.nodes, at.ttft_ms, over, may_bind)
+        return _ratio(miss)
 
-    def ratio(miss):
-        with np.errstate(divide="ignore"):
-            return 1.0 + np.log(miss / queueing.P99_TAIL) / np.log(1.0 / queueing.P99_TAIL)
 
-    if np.size(others) < BOUND_MIN_POINTS:
-        return ratio(queueing.sum_exceed_probability(c_wait, theta, q.nodes, at.ttft_ms))
-    over = queueing.exceed_probability(q.nodes, at.ttft_ms)
-    bound = ratio((1.0 - c_wait) * over + c_wait * queueing.TAIL_WAIT_MAX)
-    shape = broadcast_shape(np.shape(over), np.shape(c_wait), np.shape(others))
-    may_bind = broadcast(np.logical_not(others > bound + RATIO_MARGIN), shape)
-    if may_bind.all():
-        return ratio(queueing.sum_exceed_probability(c_wait, theta, q.nodes, at.ttft_ms, over))
-    return ratio(queueing.sum_exceed_where(c_wait, theta, q.nodes, at.ttft_ms, over, may_bind))
+def _ratio(miss):
+    """The TTFT's ratio to its target as its miss probability reads it (under the caller's
+    `np.errstate`)."""
+    return 1.0 + np.log(miss / queueing.P99_TAIL) / np.log(1.0 / queueing.P99_TAIL)

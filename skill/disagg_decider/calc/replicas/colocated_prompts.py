@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, NamedTuple
 
 import numpy as np
 
+from disagg_decider.calc.physics.step import stacked_ms
 from disagg_decider.calc.queues import queueing
 
 if TYPE_CHECKING:
@@ -40,17 +41,16 @@ def prompt_queue(at: Lines, b, steps=None) -> PromptQueue:
     (`colocated.evaluate` takes its passes in one call each)."""
     c, lengths = at.chunk, at.lengths
     u_mean = lengths.uncached_mean
-    if steps is None:
+    if steps is None:  # the chunk-carrying pass at B and B + 1 in one call
         room = np.maximum(c - b, 1.0)
-        steps = (room, at.full_pass.ms(b, room), at.empty_pass.ms(b + 1.0, 0.0), None)
+        full = stacked_ms(at.full_pass, (b, b + 1.0), (room, room))
+        steps = (room, full[0], at.empty_pass.ms(b + 1.0, 0.0), full[1])
     room, t_full, seen_empty, seen_full = steps
     per_room = u_mean / room
     # A decoding request is in the batch it decodes with: itself and the others, B + 1 on
     # average (M/G/inf: Poisson(B) others), so Little's law reads the steps at B + 1. Where
     # the batch is a handful this is most of the step's growth: a MoE step on 8 L40S runs
     # 7.7 ms at batch 1 and 13.3 at 3, each sequence waking other experts (issue 24).
-    if seen_full is None:
-        seen_full = at.full_pass.ms(b + 1.0, room)
     seen_slow = seen_full - seen_empty
     rate_per_ms = b / (lengths.output_mean * seen_empty + (b * per_room) * seen_slow)
     # Prefill as a server working through prompt tokens at `room` tokens per t_full: a prompt

@@ -108,11 +108,7 @@ def p99_with_transfer_wait_ms(c1, theta1, c2, theta2, nodes_ms):
     Arrays (W,) with nodes (W, K).
     """
     b = _Bisection(c1, theta1, c2, theta2, nodes_ms)
-    lo, hi = b.lo, b.hi
-    with np.errstate(divide="ignore", invalid="ignore"):
-        for _ in range(queueing.BISECTIONS):  # as `queueing.p99_of_sum_ms`
-            lo, hi = b.step(lo, hi)
-    return np.where(b.saturated, np.inf, hi)
+    return np.where(b.saturated, np.inf, b.run())
 
 
 def p99_with_transfer_wait_within(c1, theta1, c2, theta2, nodes_ms, limit_ms) -> np.ndarray:
@@ -123,19 +119,12 @@ def p99_with_transfer_wait_within(c1, theta1, c2, theta2, nodes_ms, limit_ms) ->
     steps the rows need (`short_split_load` asks at 14 loads, most of them far from the
     target at first)."""
     b = _Bisection(c1, theta1, c2, theta2, nodes_ms)
-    lo, hi = b.lo, b.hi
     limit = np.asarray(limit_ms, dtype=float)
-    with np.errstate(divide="ignore", invalid="ignore"):
-        for _ in range(queueing.BISECTIONS):
-            if ((hi <= limit) | (lo > limit) | b.saturated).all():
-                break
-            lo, hi = b.step(lo, hi)
-    return ~b.saturated & (hi <= limit)
+    return ~b.saturated & (b.run(limit) <= limit)
 
 
 class _Bisection:
-    """The p99 bisection on the time of `p99_with_transfer_wait_ms`: its bracket and one step
-    (to run under `np.errstate(divide="ignore", invalid="ignore")`)."""
+    """The p99 bisection on the time of `p99_with_transfer_wait_ms`: its bracket and steps."""
 
     def __init__(self, c1, theta1, c2, theta2, nodes_ms) -> None:
         s = np.asarray(nodes_ms, dtype=float)
@@ -156,13 +145,21 @@ class _Bisection:
         self.grid = NodeGrid(s, shape)
         self.s, self.shape = s, shape
 
-    def step(self, lo: np.ndarray, hi: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        mid = (lo + hi) / 2.0
-        gap = np.maximum(mid[..., None] - self.s, 0.0)
-        waits = (self.two_waits.exceed_quiet(gap) * Z_WEIGHTS).sum(axis=-1)
-        over_ms = self.grid.exceed(mid.reshape(-1)).reshape(self.shape)
-        over = self.no_wait * over_ms + waits > P99_TAIL
-        return np.where(over, mid, lo), np.where(over, hi, mid)
+    def run(self, limit=None) -> np.ndarray:
+        """The bracket's upper end after `queueing.BISECTIONS` steps (`p99_of_sum_ms`'s); with a
+        `limit`, stopped once every row's end is known to fall within it or past it."""
+        lo, hi, s, two_waits, grid = self.lo, self.hi, self.s, self.two_waits, self.grid
+        with np.errstate(divide="ignore", invalid="ignore"):
+            for _ in range(queueing.BISECTIONS):
+                if limit is not None and ((hi <= limit) | (lo > limit) | self.saturated).all():
+                    break
+                mid = (lo + hi) / 2.0
+                gap = np.maximum(mid[..., None] - s, 0.0)
+                waits = (two_waits.exceed_quiet(gap) * Z_WEIGHTS).sum(axis=-1)
+                over_ms = grid.exceed(mid.reshape(-1)).reshape(self.shape)
+                over = self.no_wait * over_ms + waits > P99_TAIL
+                lo, hi = np.where(over, mid, lo), np.where(over, hi, mid)
+        return hi
 
 
 def split_ttft_p99_ms(pool, prefill_replicas, rate_per_s, receivers, transfer_nodes_ms):
