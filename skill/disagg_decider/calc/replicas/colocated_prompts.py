@@ -14,6 +14,7 @@ import numpy as np
 
 from disagg_decider.calc.physics.step import stacked_ms
 from disagg_decider.calc.queues import queueing
+from disagg_decider.calc.queues.array_helpers import broadcast_shape
 
 if TYPE_CHECKING:
     from disagg_decider.calc.replicas.colocated import Lines
@@ -61,7 +62,7 @@ def prompt_queue(at: Lines, b, steps=None) -> PromptQueue:
     # full * (1 + u / room) at every node, in place on the one fresh array where its shape
     # holds the product's (the same operations; addition commutes exactly).
     nodes = at.uncached_nodes / np.asarray(room)[..., None]
-    if np.broadcast_shapes(full.shape, nodes.shape) == nodes.shape:
+    if broadcast_shape(full.shape, nodes.shape) == nodes.shape:
         np.add(nodes, 1.0, out=nodes)
         np.multiply(full, nodes, out=nodes)
     else:
