@@ -71,6 +71,9 @@ class Rows:
     # A mixed member's own rows: its longest class's p99 request (tokens); nan elsewhere.
     class_context: np.ndarray | None = None
     rate_per_s: np.ndarray | None = None  # (S, 1, 1, 1) the workload's own rate
+    # (S,) rows at their member's own prompt (its verdict reads their layouts, chunk and
+    # batch); None where not known (every row is then priced as one).
+    own: np.ndarray | None = None
 
 
 @dataclass(frozen=True)
@@ -144,6 +147,7 @@ class Members:
             mixed["class_context"] = np.where(own, self.class_context[index], np.nan)
         if self.rate_per_s is not None:
             mixed["rate_per_s"] = self.rate_per_s[index].reshape(shape)
+        mixed["own"] = p50 == self.prompt_p50[index]
         return Rows(
             lengths=lengths,
             ttft_ms=self.ttft_ms[index].reshape(shape),
@@ -265,7 +269,12 @@ def search(r: Resolved, rows: Rows, layouts: dict[str, np.ndarray]) -> Found:
     # pooled queue.
     chunks = w.efficiency.chunk_tokens
     servers = np.maximum(budget[:, None] // tps, 1.0).reshape(n_rows, -1, 1, 1)
-    # Layouts a row may not use are never chosen (masked below) nor read: not searched.
+    # Layouts a row may not use are never chosen (masked below) nor read: not searched; nor
+    # are the rows that serve nothing (their rate reads 0 below) but a member's own, whose
+    # chunk and batch its verdict reports.
+    searched = rows.allowed["colocated"]
+    if rows.own is not None and not served_rows.all():
+        searched = searched & (served_rows | rows.own)[:, None]
     best = colocated_best.best_points(
         engine,
         lengths,
@@ -273,7 +282,7 @@ def search(r: Resolved, rows: Rows, layouts: dict[str, np.ndarray]) -> Found:
         rows.tpot_ms,
         chunks,
         servers,
-        rows.allowed["colocated"],
+        searched,
         rows.rate_per_s,
     )
     colo_rate = np.where(served_rows[:, None], best.rate_per_s, 0.0)

@@ -348,6 +348,45 @@ class PassTerms:
         return context.ndim == 0 and bool(context == 0.0)
 
 
+def stacked_ms(terms: PassTerms, batches, prompt_tokens) -> np.ndarray:
+    """`terms.ms(batches[i], prompt_tokens[i])` for every i, in one call: stacked on a new
+    first axis (`prompt_tokens` one float for all, or one per batch). Every operation of a
+    pass is element by element, so each slice has the bits its own call gives; a search
+    reads a colocated line's steps at three batches (its mean, B + 1 and p99), in one call
+    instead of three.
+
+    The stacked values take the pass's other operands' dimensions (leading ones added where
+    those have more), so they broadcast against them as each batch alone does."""
+    e = terms.engine
+    operands = (
+        e.tp,
+        e.dp,
+        e.ep,
+        terms.kv_read_ms_per_sequence,
+        terms.decode_flops_per_sequence,
+        terms.prefill_context,
+        terms.fixed_ms,
+        terms.decode_context,
+    )
+    scalar_c = isinstance(prompt_tokens, (float, int))
+    values = batches if scalar_c else (*batches, *prompt_tokens)
+    shape = np.broadcast(*values).shape
+    ndim = 0  # the operands' most dimensions (floats have none)
+    for x in operands:
+        if type(x) is np.ndarray and x.ndim > ndim:
+            ndim = x.ndim
+    shape = (*(1,) * max(ndim - len(shape), 0), *shape)
+    b = np.empty((len(batches), *shape))
+    for i, part in enumerate(batches):
+        b[i] = part
+    if scalar_c:
+        return terms.ms(b, prompt_tokens)
+    c = np.empty((len(prompt_tokens), *shape))
+    for i, part in enumerate(prompt_tokens):
+        c[i] = part
+    return terms.ms(b, c)
+
+
 def pass_terms(engine: Engine, decode_context, prefill_context) -> PassTerms:
     m = engine.model
     linear = engine.linear_flops_per_token

@@ -30,7 +30,12 @@ from functools import cache
 
 import numpy as np
 
-from disagg_decider.calc.queues.array_helpers import broadcast, broadcast_shape, clip
+from disagg_decider.calc.queues.array_helpers import (
+    broadcast,
+    broadcast_flat,
+    broadcast_shape,
+    clip,
+)
 
 # Erlang C, the load bisection and the z grid live in their own modules; their public names
 # stay importable from here.
@@ -160,6 +165,33 @@ def sum_exceed_probability(c_wait, theta, nodes_ms, target_ms, over_ms=None):
     else:
         tail_wait = weighted_exp_sum(-th * gap)
     return (1.0 - c_wait) * over_ms + c_wait * tail_wait
+
+
+# P(W + S' > T) is at most (1 - C) P(S' > T) + C times this: the tail's weighted sum of
+# exponentials of non-positive numbers, at most the weights' sum (1 up to rounding), with room
+# for the rounding of 25 products and sums.
+TAIL_WAIT_MAX = 1.0 + 1e-6
+
+
+def sum_exceed_where(c_wait, theta, nodes_ms, target_ms, over_ms, where) -> np.ndarray:
+    """`sum_exceed_probability(c_wait, theta, nodes_ms, target_ms, over_ms)` at the entries
+    `where` holds (a boolean array of the broadcast shape), 0 at the others: each entry is
+    worked out by the same operations on its own values (the tail sum reduces one row of
+    nodes at a time), so it has the same bits, without the nodes' exponentials where a caller
+    has no use for them (`colocated._headroom`)."""
+    shape = where.shape
+    out = np.zeros(shape)
+    at = where.reshape(-1).nonzero()[0]
+    if at.size == 0:
+        return out
+    k = nodes_ms.shape[-1]
+    nodes = broadcast(nodes_ms, (*shape, k)).reshape(-1, k).take(at, axis=0)
+    c_wait, theta = broadcast_flat(c_wait, shape).take(at), broadcast_flat(theta, shape).take(at)
+    target_ms = broadcast_flat(target_ms, shape).take(at)
+    over_ms = broadcast_flat(over_ms, shape).take(at)
+    miss = sum_exceed_probability(c_wait, theta, nodes, target_ms, over_ms)
+    out.reshape(-1)[at] = miss
+    return out
 
 
 def p99_of_sum_ms(rate_per_ms, servers, mean_service_ms, scv, nodes_ms):

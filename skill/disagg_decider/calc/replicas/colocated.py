@@ -23,7 +23,7 @@ from functools import cached_property
 
 import numpy as np
 
-from disagg_decider.calc.physics.step import Engine, PassTerms, pass_terms
+from disagg_decider.calc.physics.step import Engine, PassTerms, pass_terms, stacked_ms
 from disagg_decider.calc.queues import queueing
 from disagg_decider.calc.replicas import chunk_runs
 from disagg_decider.calc.replicas.colocated_prompts import PromptQueue, prompt_queue, ttft_p99_of
@@ -109,7 +109,19 @@ def chunk_cached_tokens(lengths: Lengths, chunk_prompt) -> np.ndarray:
     return per_uncached * chunk_prompt
 
 
-def lines(engine: Engine, lengths: Lengths, ttft_ms, tpot_ms, chunk, servers=1.0) -> Lines:
+def uncached_nodes(lengths: Lengths) -> np.ndarray:
+    """Uncached prompt tokens at `queueing.Z_NODES`, on a new last axis (`Lines`)."""
+    return np.asarray(lengths.prompt_p50 * lengths.uncached_share)[..., None] * np.exp(
+        np.asarray(lengths.prompt_sigma)[..., None] * queueing.Z_NODES
+    )
+
+
+def lines(
+    engine: Engine, lengths: Lengths, ttft_ms, tpot_ms, chunk, servers=1.0, nodes=None
+) -> Lines:
+    """The lines' fixed parts. `nodes`, `uncached_nodes(lengths)`, may be passed in by a caller
+    that has them: a search lays its lines out from rows (one per prompt, many layouts and
+    chunk sizes each), and their exponentials are the rows' (`colocated_best.best_points`)."""
     ctx = lengths.decode_context_mean
     scv = np.asarray(lengths.context_scv, dtype=float)
     mixed = bool(np.any(scv > 0.0))
@@ -131,8 +143,7 @@ def lines(engine: Engine, lengths: Lengths, ttft_ms, tpot_ms, chunk, servers=1.0
         full_pass=pass_terms(engine, ctx, cached + chunk_prompt / 2.0),
         empty_pass=pass_terms(engine, ctx, 0.0),
         inverse_memory_limit=inverse_limit,
-        uncached_nodes=np.asarray(lengths.prompt_p50 * lengths.uncached_share)[..., None]
-        * np.exp(np.asarray(lengths.prompt_sigma)[..., None] * queueing.Z_NODES),
+        uncached_nodes=uncached_nodes(lengths) if nodes is None else nodes,
         servers=np.asarray(servers, dtype=float),
         context_scv=scv if mixed else None,
         class_spread=np.where(scv > 0.0, chunk_runs.class_spread_weight(lengths), 0.0)
@@ -153,9 +164,20 @@ def evaluate(at: Lines, batch, t_empty=None, with_ttft=False, with_headroom=True
     the same either way.
     """
     b, c, lengths = batch, at.chunk, at.lengths
+    # The batch a request decodes with is not the mean batch: over its lifetime the sequences
+    # around it (B on average, Little's law) fluctuate, and with them how many prompts arrive to
+    # be chunked alongside. Its p99 prices the batch at `queueing.batch_p99`.
+    # The others' p99 over its lifetime, and the request itself.
+    b99 = np.minimum(queueing.batch_p99(b) + 1.0, c - 1.0)
+    b99 = np.maximum(np.minimum(b99, 1.0 / at.inverse_memory_limit), b)
+    room, room99 = np.maximum(c - b, 1.0), np.maximum(c - b99, 1.0)
+    # The steps at the batch, at B + 1 (`prompt_queue`) and at the p99 batch: each pass's
+    # three in one call.
+    empty = stacked_ms(at.empty_pass, (b, b + 1.0, b99), 0.0)
+    full = stacked_ms(at.full_pass, (b, b + 1.0, b99), (room, room, room99))
     if t_empty is None:
-        t_empty = at.empty_pass.ms(b, 0.0)
-    q = prompt_queue(at, b)
+        t_empty = empty[0]
+    q = prompt_queue(at, b, (room, full[0], empty[1], full[1]))
     per_room, rate_per_ms = q.per_room, q.rate_per_ms
     # Share of iterations that carry a chunk: lam u t / room with lam = B / (OSL t).
     carrying = b * per_room / lengths.output_mean
@@ -176,19 +198,11 @@ def evaluate(at: Lines, batch, t_empty=None, with_ttft=False, with_headroom=True
     tail = queueing.wait_tail(q.pool_rate, at.servers, q.mean_s, q.scv)
     behind = chunk_runs.backlog_share(q, at.servers, window, at.class_spread, tail)
     spread = chunk_runs.share_spread_p99(np.minimum(carrying + behind, 1.0), draws, at.class_spread)
-    # The batch a request decodes with is not the mean batch: over its lifetime the sequences
-    # around it (B on average, Little's law) fluctuate, and with them how many prompts arrive to
-    # be chunked alongside. Its p99 prices the batch at `queueing.batch_p99`.
-    # The others' p99 over its lifetime, and the request itself.
-    b99 = np.minimum(queueing.batch_p99(b) + 1.0, c - 1.0)
-    b99 = np.maximum(np.minimum(b99, 1.0 / at.inverse_memory_limit), b)
-    t_empty99, t_full99 = _steps_at_p99(at, b, b99, np.maximum(c - b99, 1.0))
+    t_empty99, t_full99 = _steps_at_p99(at, b, b99, room99, (empty[2], full[2]))
     slow99 = t_full99 - t_empty99
     carrying99 = (
         # prompts arrive with the others (the p99 batch less the request itself)
-        carrying
-        * (np.maximum(b99 - 1.0, b) / np.maximum(b, 1e-9))
-        * (np.maximum(c - b, 1.0) / np.maximum(c - b99, 1.0))
+        carrying * (np.maximum(b99 - 1.0, b) / np.maximum(b, 1e-9)) * (room / room99)
     )
     tpot_p99 = t_empty99 + np.minimum(1.0, carrying99 + behind + spread) * slow99
 
@@ -204,16 +218,16 @@ def evaluate(at: Lines, batch, t_empty=None, with_ttft=False, with_headroom=True
     )
 
 
-def _steps_at_p99(at: Lines, b, b99, room99) -> tuple[np.ndarray, np.ndarray]:
+def _steps_at_p99(at: Lines, b, b99, room99, own) -> tuple[np.ndarray, np.ndarray]:
     """The pure decode and the chunk-carrying iteration at the p99 batch (ms).
 
     On mixed lines the batch's KV read varies with which classes hold the seats as well as
     with how many there are: it is read at the p99 of the batch's total context
     (`decode.read_context`, the decode pools' formula) over the M/G/inf seat spread. Other
-    lines keep their own passes, bit for bit.
+    lines keep their own passes (`own`: the pure decode and the chunk-carrying pass at the p99
+    batch), bit for bit.
     """
-    empty = at.empty_pass.ms(b99, 0.0)
-    full = at.full_pass.ms(b99, room99)
+    empty, full = own
     if at.context_scv is None:
         return empty, full
     cap = np.maximum(np.minimum(at.chunk - 1.0, 1.0 / at.inverse_memory_limit), b)
@@ -228,19 +242,52 @@ def _steps_at_p99(at: Lines, b, b99, room99) -> tuple[np.ndarray, np.ndarray]:
 def _headroom(at: Lines, q: PromptQueue, tail, b, t_empty, carrying, tpot_p99) -> np.ndarray:
     """The smallest normalised slack, 1 - value / limit, over every limit: one minus the
     largest ratio. Chunk sizes and targets are positive (validated)."""
-    # Prompts queue as one M/G/c pool (`prompt_queue`, its wait `tail`); the search needs only
-    # the miss probability at the target, a report the p99 itself.
-    c_wait, theta = tail
-    miss = queueing.sum_exceed_probability(c_wait, theta, q.nodes, at.ttft_ms)
-    with np.errstate(divide="ignore"):
-        ttft_ratio = 1.0 + np.log(miss / queueing.P99_TAIL) / np.log(1.0 / queueing.P99_TAIL)
-    worst = np.array(ttft_ratio, dtype=float)  # the one ratio whose value spans every axis
-    np.maximum(worst, b / at.chunk, out=worst)
-    np.maximum(worst, carrying, out=worst)
+    others = np.maximum(b / at.chunk, carrying)
     # The KV seats hold the p99 of the sequences in flight (`decode.seats_in_use_p99`).
     in_use = seats_in_use_p99(b, t_empty, q.seen_empty, at.seat_scv)
-    np.maximum(worst, in_use * at.inverse_memory_limit, out=worst)
-    np.maximum(worst, tpot_p99 / at.tpot_ms, out=worst)
+    others = np.maximum(others, in_use * at.inverse_memory_limit)
+    others = np.maximum(others, tpot_p99 / at.tpot_ms)
     if np.max(b) > at.engine.eff.max_decode_batch:  # the engine's cap per DP rank
-        np.maximum(worst, b / np.asarray(at.engine.max_decode_batch, dtype=float), out=worst)
-    return 1.0 - worst
+        others = np.maximum(others, b / np.asarray(at.engine.max_decode_batch, dtype=float))
+    return 1.0 - np.maximum(_ttft_ratio(at, q, tail, others), others)
+
+
+# From this many (line, batch) points an evaluation bounds the TTFT ratio before summing the
+# wait's tail over the quantile nodes (`_ttft_ratio`); below, the few numpy calls the bound
+# takes cost more than the nodes it saves.
+BOUND_MIN_POINTS = 256
+# Absolute margin on a ratio's bound (ratios are of order 1; the bound holds up to rounding).
+RATIO_MARGIN = 1e-9
+
+
+def _ttft_ratio(at: Lines, q: PromptQueue, tail, others: np.ndarray) -> np.ndarray:
+    """The p99 TTFT's ratio to its target, as a miss probability: 1 + log(miss / 1%) /
+    log(100), with the miss at the target over the prompts' pooled wait `tail` (`queueing`);
+    the search needs only whether it holds, which the miss answers without solving for the
+    p99 (a report does). The headroom reads only the largest ratio, so the miss is summed
+    over the quantile nodes only where it may reach `others` (the largest of the other
+    ratios): the rest read -inf, and the headroom the same bits. Where the others already
+    fail, or pass with room, that is most points of a batch's bisection (~2/3 of its nodes'
+    exponentials on the seeded 256-workload mix). The miss is at most (1 - C) P(S' > T) + C
+    (the tail's sum of exponentials of non-positive numbers is at most 1), so its ratio is
+    bounded without the nodes' exponentials. A `BOUND_MIN_POINTS` above every evaluation sums
+    it everywhere (the tests' reference)."""
+    c_wait, theta = tail
+    with np.errstate(divide="ignore"):  # a miss of 0 reads -inf
+        if others.size < BOUND_MIN_POINTS:
+            return _ratio(queueing.sum_exceed_probability(c_wait, theta, q.nodes, at.ttft_ms))
+        over = queueing.exceed_probability(q.nodes, at.ttft_ms)
+        bound = _ratio((1.0 - c_wait) * over + c_wait * queueing.TAIL_WAIT_MAX)
+        # Of the shape every ratio broadcasts to (`others`, `over` and the wait's).
+        may_bind = np.logical_not(others > bound + RATIO_MARGIN)
+        if may_bind.all():
+            miss = queueing.sum_exceed_probability(c_wait, theta, q.nodes, at.ttft_ms, over)
+        else:
+            miss = queueing.sum_exceed_where(c_wait, theta, q.nodes, at.ttft_ms, over, may_bind)
+        return _ratio(miss)
+
+
+def _ratio(miss):
+    """The TTFT's ratio to its target as its miss probability reads it (under the caller's
+    `np.errstate`)."""
+    return 1.0 + np.log(miss / queueing.P99_TAIL) / np.log(1.0 / queueing.P99_TAIL)

@@ -14,7 +14,7 @@ from typing import NamedTuple
 import numpy as np
 
 from disagg_decider.calc.physics.step import Engine
-from disagg_decider.calc.queues.array_helpers import broadcast, first_best
+from disagg_decider.calc.queues.array_helpers import broadcast, broadcast_shape, first_best
 from disagg_decider.calc.queues.batch_edge import (
     bisect_edge,
     boundary_index,
@@ -22,7 +22,7 @@ from disagg_decider.calc.queues.batch_edge import (
     pick,
     value_at,
 )
-from disagg_decider.calc.replicas.colocated import Lines, evaluate, lines
+from disagg_decider.calc.replicas.colocated import Lines, evaluate, lines, uncached_nodes
 from disagg_decider.calc.replicas.decode import engine_batch_grid
 from disagg_decider.calc.replicas.lengths import Lengths
 from disagg_decider.calc.replicas.low_load import rate_below_batch_one
@@ -75,8 +75,8 @@ def best_points(
     c = np.asarray(chunks, dtype=float)[:, None]
     # The engine's layouts' shape, from its fields (not `engine.gpus`: the lines run on an
     # engine of their own, so the caller's constants would be worked out for nothing).
-    layouts = np.broadcast_shapes(np.shape(engine.tp), np.shape(engine.dp), np.shape(engine.ep))
-    shape = np.broadcast_shapes(np.shape(lengths.prompt_p50), layouts, c.shape)
+    layouts = broadcast_shape(np.shape(engine.tp), np.shape(engine.dp), np.shape(engine.ep))
+    shape = broadcast_shape(np.shape(lengths.prompt_p50), layouts, c.shape)
     keep = (
         None if searched is None else np.broadcast_to(np.asarray(searched)[..., None, None], shape)
     )
@@ -91,6 +91,13 @@ def best_points(
             return broadcast(a, shape).reshape(-1)[keep].reshape(line_shape)
         return broadcast(a, shape).reshape(line_shape)
 
+    # The uncached prompt at the quantile nodes is a row's (a prompt's): its exponentials are
+    # taken on the rows, then laid out on the lines (the same values).
+    nodes = uncached_nodes(lengths)
+    k, rows = nodes.shape[-1], nodes.shape[:-1]
+    nodes = nodes.reshape(*(1,) * (len(shape) - len(rows)), *rows, k)
+    nodes = broadcast(nodes, (*shape, k)).reshape(-1, k)
+    nodes = (nodes if keep is None else nodes[keep]).reshape(*line_shape, k)
     at_lines = lines(
         replace(engine, tp=per_line(engine.tp), dp=per_line(engine.dp), ep=per_line(engine.ep)),
         _lengths_on_lines(lengths, shape, keep, line_shape) or lengths.map(per_line),
@@ -98,6 +105,7 @@ def best_points(
         per_line(tpot_ms),
         per_line(c),
         per_line(servers),
+        nodes,
     )
     # The pure decode step comes from the lines' own decode pass (`evaluate`), on the engine
     # the lines already hold: another engine's constants would be worked out again.

@@ -176,25 +176,24 @@ def rate_within_targets(
     # wider than a subset of TP-only rows would be on its own).
     batches = engine_batch_grid(at.engine)
 
-    def meets(rows: np.ndarray, rate: np.ndarray) -> np.ndarray:
-        take = functools.partial(_row_subset, rows=rows, n=n)
-        grid_rows = ColocatedGrid(**{k: take(v) for k, v in vars(on_grid).items()})
-        return _meet_targets(_lines_at_rows(at, take), rate, grid_rows, batches)
-
     # Every row at once: the lines and grid themselves (taking all rows in order would copy
     # the same values).
     good = _meet_targets(at, rate_hi, on_grid) | (rate_hi <= 0)
     if good.all():
         return rate_hi
     # The rows that overshoot: the largest of `points` candidate loads that meets the targets,
-    # then the same again inside the step above it; every call evaluates all candidates at once.
+    # then the same again inside the step above it; every call evaluates all candidates at once,
+    # each round on the same rows (`points` per row that overshoots), taken once.
     bad = np.flatnonzero(~good)
+    take = functools.partial(_row_subset, rows=np.repeat(bad, points), n=n)
+    grid_rows = ColocatedGrid(**{k: take(v) for k, v in vars(on_grid).items()})
+    at_rows = _lines_at_rows(at, take)
     lo, hi = np.zeros(len(bad)), rate_hi[bad]
     step = np.arange(1, points + 1) / points
     each = np.arange(len(bad))
     for _ in range(rounds):
         grid = lo[:, None] + (hi - lo)[:, None] * step  # (B, points), ascending
-        ok = meets(np.repeat(bad, points), grid.ravel()).reshape(len(bad), points)
+        ok = _meet_targets(at_rows, grid.ravel(), grid_rows, batches).reshape(len(bad), points)
         last = points - 1 - np.argmax(ok[:, ::-1], axis=1)  # largest candidate that meets
         found = ok.any(axis=1)
         # Next round: between the largest candidate that meets and the one above it (or the

@@ -12,7 +12,9 @@ from typing import TYPE_CHECKING, NamedTuple
 
 import numpy as np
 
+from disagg_decider.calc.physics.step import stacked_ms
 from disagg_decider.calc.queues import queueing
+from disagg_decider.calc.queues.array_helpers import broadcast_shape
 
 if TYPE_CHECKING:
     from disagg_decider.calc.replicas.colocated import Lines
@@ -33,20 +35,24 @@ class PromptQueue(NamedTuple):
     nodes: np.ndarray  # S' at `queueing.Z_NODES`, a new last axis
 
 
-def prompt_queue(at: Lines, b) -> PromptQueue:
+def prompt_queue(at: Lines, b, steps=None) -> PromptQueue:
     """What `evaluate` and `ttft_terms` share, computed by one function so both see the same
-    bits."""
+    bits. `steps`, (room, the chunk-carrying pass at the batch, the pure decode and the
+    chunk-carrying pass at B + 1), may be passed in by a caller that has them
+    (`colocated.evaluate` takes its passes in one call each)."""
     c, lengths = at.chunk, at.lengths
     u_mean = lengths.uncached_mean
-    room = np.maximum(c - b, 1.0)
+    if steps is None:  # the chunk-carrying pass at B and B + 1 in one call
+        room = np.maximum(c - b, 1.0)
+        full = stacked_ms(at.full_pass, (b, b + 1.0), (room, room))
+        steps = (room, full[0], at.empty_pass.ms(b + 1.0, 0.0), full[1])
+    room, t_full, seen_empty, seen_full = steps
     per_room = u_mean / room
-    t_full = at.full_pass.ms(b, room)
     # A decoding request is in the batch it decodes with: itself and the others, B + 1 on
     # average (M/G/inf: Poisson(B) others), so Little's law reads the steps at B + 1. Where
     # the batch is a handful this is most of the step's growth: a MoE step on 8 L40S runs
     # 7.7 ms at batch 1 and 13.3 at 3, each sequence waking other experts (issue 24).
-    seen_empty = at.empty_pass.ms(b + 1.0, 0.0)
-    seen_slow = at.full_pass.ms(b + 1.0, room) - seen_empty
+    seen_slow = seen_full - seen_empty
     rate_per_ms = b / (lengths.output_mean * seen_empty + (b * per_room) * seen_slow)
     # Prefill as a server working through prompt tokens at `room` tokens per t_full: a prompt
     # of u tokens occupies it u / room iterations (chunks pack several short prompts), and its
@@ -56,7 +62,7 @@ def prompt_queue(at: Lines, b) -> PromptQueue:
     # full * (1 + u / room) at every node, in place on the one fresh array where its shape
     # holds the product's (the same operations; addition commutes exactly).
     nodes = at.uncached_nodes / np.asarray(room)[..., None]
-    if np.broadcast_shapes(full.shape, nodes.shape) == nodes.shape:
+    if broadcast_shape(full.shape, nodes.shape) == nodes.shape:
         np.add(nodes, 1.0, out=nodes)
         np.multiply(full, nodes, out=nodes)
     else:

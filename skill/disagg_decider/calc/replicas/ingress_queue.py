@@ -107,31 +107,59 @@ def p99_with_transfer_wait_ms(c1, theta1, c2, theta2, nodes_ms):
     read on the quantile nodes as `queueing.sum_exceed_probability` reads one wait's tail.
     Arrays (W,) with nodes (W, K).
     """
-    s = np.asarray(nodes_ms, dtype=float)
-    shape = s.shape[:-1]
-    c1, t1, c2 = (np.broadcast_to(np.asarray(a, dtype=float), shape) for a in (c1, theta1, c2))
-    t2 = np.broadcast_to(np.asarray(theta2, dtype=float), s.shape)
-    saturated = ~((t1 > 0) & (t2 > 0).all(axis=-1))
-    safe1 = np.where(saturated, 1.0, t1)
-    safe2 = np.where(saturated[..., None] | ~(t2 > 0), 1.0, t2)
-    no_wait = (1.0 - c1) * (1.0 - c2)
-    lo = queueing.node_quantile(s, P99_TAIL)
-    # Each term's 0.33% quantile bounds the sum's 1% quantile from above.
-    w1 = np.log(np.maximum(c1 / 0.0033, 1.0)) / safe1
-    w2 = np.log(np.maximum(c2 / 0.0033, 1.0)) / safe2.min(axis=-1)
-    hi = queueing.node_quantile(s, 0.0033) + w1 + w2
-    c1e, t1e, c2e = (a[..., None] for a in (c1, safe1, c2))
-    two_waits = TwoWaits(c1e, t1e, c2e, safe2)
-    grid = NodeGrid(s, shape)
-    with np.errstate(divide="ignore", invalid="ignore"):
-        for _ in range(queueing.BISECTIONS):  # as `queueing.p99_of_sum_ms`
-            mid = (lo + hi) / 2.0
-            gap = np.maximum(mid[..., None] - s, 0.0)
-            waits = (two_waits.exceed_quiet(gap) * Z_WEIGHTS).sum(axis=-1)
-            over_ms = grid.exceed(mid.reshape(-1)).reshape(shape)
-            over = no_wait * over_ms + waits > P99_TAIL
-            lo, hi = np.where(over, mid, lo), np.where(over, hi, mid)
-    return np.where(saturated, np.inf, hi)
+    b = _Bisection(c1, theta1, c2, theta2, nodes_ms)
+    return np.where(b.saturated, np.inf, b.run())
+
+
+def p99_with_transfer_wait_within(c1, theta1, c2, theta2, nodes_ms, limit_ms) -> np.ndarray:
+    """Whether `p99_with_transfer_wait_ms(c1, theta1, c2, theta2, nodes_ms) <= limit_ms`, the
+    bisection stopped once every row's answer is known: its bracket only narrows (a midpoint
+    lies between its ends), so a row whose upper end is already within the limit ends
+    within it, and one whose lower end is past it ends past it. The same answer, in the
+    steps the rows need (`short_split_load` asks at 14 loads, most of them far from the
+    target at first)."""
+    b = _Bisection(c1, theta1, c2, theta2, nodes_ms)
+    limit = np.asarray(limit_ms, dtype=float)
+    return ~b.saturated & (b.run(limit) <= limit)
+
+
+class _Bisection:
+    """The p99 bisection on the time of `p99_with_transfer_wait_ms`: its bracket and steps."""
+
+    def __init__(self, c1, theta1, c2, theta2, nodes_ms) -> None:
+        s = np.asarray(nodes_ms, dtype=float)
+        shape = s.shape[:-1]
+        c1, t1, c2 = (np.broadcast_to(np.asarray(a, dtype=float), shape) for a in (c1, theta1, c2))
+        t2 = np.broadcast_to(np.asarray(theta2, dtype=float), s.shape)
+        self.saturated = ~((t1 > 0) & (t2 > 0).all(axis=-1))
+        safe1 = np.where(self.saturated, 1.0, t1)
+        safe2 = np.where(self.saturated[..., None] | ~(t2 > 0), 1.0, t2)
+        self.no_wait = (1.0 - c1) * (1.0 - c2)
+        self.lo = queueing.node_quantile(s, P99_TAIL)
+        # Each term's 0.33% quantile bounds the sum's 1% quantile from above.
+        w1 = np.log(np.maximum(c1 / 0.0033, 1.0)) / safe1
+        w2 = np.log(np.maximum(c2 / 0.0033, 1.0)) / safe2.min(axis=-1)
+        self.hi = queueing.node_quantile(s, 0.0033) + w1 + w2
+        c1e, t1e, c2e = (a[..., None] for a in (c1, safe1, c2))
+        self.two_waits = TwoWaits(c1e, t1e, c2e, safe2)
+        self.grid = NodeGrid(s, shape)
+        self.s, self.shape = s, shape
+
+    def run(self, limit=None) -> np.ndarray:
+        """The bracket's upper end after `queueing.BISECTIONS` steps (`p99_of_sum_ms`'s); with a
+        `limit`, stopped once every row's end is known to fall within it or past it."""
+        lo, hi, s, two_waits, grid = self.lo, self.hi, self.s, self.two_waits, self.grid
+        with np.errstate(divide="ignore", invalid="ignore"):
+            for _ in range(queueing.BISECTIONS):
+                if limit is not None and ((hi <= limit) | (lo > limit) | self.saturated).all():
+                    break
+                mid = (lo + hi) / 2.0
+                gap = np.maximum(mid[..., None] - s, 0.0)
+                waits = (two_waits.exceed_quiet(gap) * Z_WEIGHTS).sum(axis=-1)
+                over_ms = grid.exceed(mid.reshape(-1)).reshape(self.shape)
+                over = self.no_wait * over_ms + waits > P99_TAIL
+                lo, hi = np.where(over, mid, lo), np.where(over, hi, mid)
+        return hi
 
 
 def split_ttft_p99_ms(pool, prefill_replicas, rate_per_s, receivers, transfer_nodes_ms):
@@ -142,6 +170,14 @@ def split_ttft_p99_ms(pool, prefill_replicas, rate_per_s, receivers, transfer_no
     c1, theta1 = queueing.wait_tail(rate_per_ms, prefill_replicas, pool.mean_ms, pool.scv)
     c2, theta2 = transfer_wait_tail(rate_per_ms / receivers, transfer_nodes_ms)
     return p99_with_transfer_wait_ms(c1, theta1, c2, theta2, pool.nodes_ms)
+
+
+def split_ttft_within(pool, prefill_replicas, rate_per_s, receivers, transfer_nodes_ms, limit_ms):
+    """Whether `split_ttft_p99_ms(...) <= limit_ms` (`p99_with_transfer_wait_within`)."""
+    rate_per_ms = np.asarray(rate_per_s, dtype=float) / 1e3
+    c1, theta1 = queueing.wait_tail(rate_per_ms, prefill_replicas, pool.mean_ms, pool.scv)
+    c2, theta2 = transfer_wait_tail(rate_per_ms / receivers, transfer_nodes_ms)
+    return p99_with_transfer_wait_within(c1, theta1, c2, theta2, pool.nodes_ms, limit_ms)
 
 
 ROUNDS = 32  # replicas added, one per round, where the wait still misses the target
@@ -246,7 +282,7 @@ def short_split_load(pool, prefill_replicas, receivers, transfer_nodes_ms, most_
             np.broadcast_to(getattr(pool, f), shape + np.shape(getattr(pool, f))[len(shape) :])[
                 index
             ]
-            for f in ("mean_ms", "scv", "nodes_ms", "target_ms")
+            for f in _POOL_FIELDS
         )
     )
     x, n, most = (
@@ -255,12 +291,20 @@ def short_split_load(pool, prefill_replicas, receivers, transfer_nodes_ms, most_
     t_nodes = np.asarray(transfer_nodes_ms)[index]
     at_most = split_ttft_p99_ms(some, x, most, n, t_nodes)
     short = ~(at_most <= some.target_ms * (1.0 + 1e-9)) & (most > 0)
-    lo, hi = np.where(short, 0.0, most), most.copy()
-    for _ in range(RATE_BISECTIONS if short.any() else 0):
-        mid = np.where(short, (lo + hi) / 2.0, most)
-        ok = split_ttft_p99_ms(some, x, mid, n, t_nodes) <= some.target_ms
-        lo = np.where(short & ok, mid, lo)
-        hi = np.where(short & ~ok, mid, hi)
-    rate[index] = lo
-    ttft[index] = np.where(short, split_ttft_p99_ms(some, x, lo, n, t_nodes), at_most)
+    rate[index], ttft[index] = most, at_most
+    if short.any():
+        # Only the short splits are bisected (each row's on its own values: the same bits as
+        # among the others), each load's test stopped once decided.
+        index, keep = index[short], np.flatnonzero(short)
+        some = prefill.Pool(*(getattr(some, f)[keep] for f in _POOL_FIELDS))
+        x, n, most, t_nodes = x[keep], n[keep], most[keep], t_nodes[keep]
+        lo, hi = np.zeros(len(keep)), most.copy()
+        for _ in range(RATE_BISECTIONS):
+            mid = (lo + hi) / 2.0
+            ok = split_ttft_within(some, x, mid, n, t_nodes, some.target_ms)
+            lo, hi = np.where(ok, mid, lo), np.where(ok, hi, mid)
+        rate[index], ttft[index] = lo, split_ttft_p99_ms(some, x, lo, n, t_nodes)
     return rate, ttft
+
+
+_POOL_FIELDS = ("mean_ms", "scv", "nodes_ms", "target_ms")
