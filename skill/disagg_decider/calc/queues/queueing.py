@@ -54,23 +54,6 @@ from disagg_decider.calc.queues.normal_quantiles import normal_sf as normal_sf
 
 Z99 = 2.3263478740408408
 
-# Gauss-Hermite (probabilists') nodes and weights for E[f(Z)], Z ~ N(0, 1): the values
-# `np.polynomial.hermite_e.hermegauss(7)` returns, written out (exact float64 reprs;
-# tests/test_queueing.py compares them) so that a verdict does not import numpy.polynomial (~4 ms).
-_GH_NODES = np.array([-3.7504397177257425, -2.366759410734541, -1.1544053947399682, 0.0])
-_GH_NODES = np.concatenate([_GH_NODES, -_GH_NODES[2::-1]])
-_GH_WEIGHTS = np.array([0.0013743062164795505, 0.07709667658348317, 0.6018995488855944])
-_GH_WEIGHTS = np.concatenate([_GH_WEIGHTS, [1.145887211259886], _GH_WEIGHTS[::-1]])
-_GH_WEIGHTS = _GH_WEIGHTS / _GH_WEIGHTS.sum()
-
-
-def lognormal_nodes(p50, sigma) -> tuple[np.ndarray, np.ndarray]:
-    """Quadrature points and weights of a log-normal length distribution.
-
-    The nodes broadcast along the last axis, which must be of size one in `p50` and `sigma`.
-    """
-    return np.asarray(p50, dtype=float) * np.exp(np.multiply(sigma, _GH_NODES)), _GH_WEIGHTS
-
 
 def lognormal_quantile_nodes(p50, sigma) -> np.ndarray:
     """The log-normal at `Z_NODES` (last axis, of size one in the inputs)."""
