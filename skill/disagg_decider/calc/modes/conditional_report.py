@@ -58,7 +58,7 @@ def settle_rows(first: Resolved, rows: list[tuple[Resolved, Candidate]]) -> list
         column([c.chunk_tokens for _, c in rows]),
         ys.reshape(-1, 1),
     )
-    on = colocated_load.lines_and_grid(*columns)
+    on = overall_ttft.workers_on(*columns)
     rate = np.array([c.per_replica_rate_per_s for _, c in rows])
     within = colocated_load.rate_within_targets(*columns, rate, on=on)
     pool = np.array([c.pool_rate_per_s for _, c in rows])

@@ -36,9 +36,11 @@ import numpy as np
 from disagg_decider.calc.physics.step import Engine
 from disagg_decider.calc.queues import queueing
 from disagg_decider.calc.queues.array_helpers import broadcast, map_fields
-from disagg_decider.calc.replicas import colocated_best, colocated_load
-from disagg_decider.calc.replicas.colocated import ColocatedGrid
+from disagg_decider.calc.queues.batch_edge import boundary_index, value_at
+from disagg_decider.calc.replicas import colocated, colocated_best, colocated_load
+from disagg_decider.calc.replicas.colocated import ColocatedGrid, Lines
 from disagg_decider.calc.replicas.colocated_load import _lines_at_rows, _row_subset
+from disagg_decider.calc.replicas.decode import engine_batch_grid
 from disagg_decider.calc.replicas.lengths import Lengths
 from disagg_decider.calc.replicas.prefill import Pool
 
@@ -70,10 +72,10 @@ class Layouts:
 
     @property
     def workers(self):
-        """The decode workers' lines and batch grid (`colocated_load.lines_and_grid`)."""
+        """The decode workers' lines and batch grid (`workers_on`)."""
         if not self._workers:
             self._workers.append(
-                colocated_load.lines_and_grid(
+                workers_on(
                     self.engine,
                     self.lengths,
                     self.ttft_ms[:, None],
@@ -97,9 +99,8 @@ class Layouts:
         out = self.fields_at(rows)
         at, grid = self.workers
         pick = functools.partial(_row_subset, rows=rows, n=len(self.long_share))
-        out._workers.append(
-            (_lines_at_rows(at, pick), ColocatedGrid(**{k: pick(v) for k, v in vars(grid).items()}))
-        )
+        taken = {k: pick(v) for k, v in vars(grid).items() if k != "headroom"}
+        out._workers.append((_lines_at_rows(at, pick), ColocatedGrid(**taken, headroom=None)))
         return out
 
     def fields_at(self, rows: np.ndarray) -> Layouts:
@@ -118,7 +119,13 @@ class Layouts:
 
     def worker_capacity_per_s(self) -> np.ndarray:
         """Each row's decode worker capacity on every limit but TTFT (N,), at its own chunk
-        and number of workers (`worker_capacity_per_s`, on the search's axes)."""
+        and number of workers (`worker_capacity_per_s`, on the search's axes); read off the
+        workers' grid where it holds that headroom (`workers_on`), the search's own crossing
+        and interpolation on the same evaluation (one line per row, its own chunk)."""
+        _, grid = self.workers
+        if grid.headroom is not None:
+            edge = boundary_index(grid.headroom)
+            return np.where(edge >= 0, value_at(grid.rate_per_s, np.maximum(edge, 0.0)), 0.0)
         lines = lambda a: np.asarray(a, dtype=float).reshape(-1, 1, 1)  # noqa: E731
         return worker_capacity_per_s(
             replace(self.engine, tp=lines(self.engine.tp)),
@@ -268,6 +275,30 @@ def _stacked_miss(stacked: Part, t_ms: np.ndarray) -> tuple[np.ndarray, np.ndarr
     n = len(stacked.c_wait) // 2
     both = stacked.miss(np.concatenate((t, t)))
     return both[:n], both[n:]
+
+
+def workers_on(
+    engine: Engine, lengths: Lengths, ttft_ms, tpot_ms, chunk, servers
+) -> tuple[Lines, ColocatedGrid]:
+    """Decode workers' lines and batch grid (`colocated_load.lines_and_grid`, rows (N, 1)),
+    the grid holding the headroom with the TTFT target out of reach where the rows are few
+    enough that `colocated_best.best_points` would evaluate every batch at once: the
+    capacity on every limit but TTFT is then read off it (`Layouts.worker_capacity_per_s`)
+    instead of searched again on lines built again.
+
+    The grid's other fields are the same with the headroom as without (`colocated.evaluate`),
+    and the TTFT target enters only the headroom's TTFT ratio; the lines are element-wise in
+    the same inputs as `best_points` lays out for one chunk per row. So the capacity is the
+    search's bits. Many rows (a batch) keep the grid without headroom, and the capacity its
+    bisection (`worker_capacity_per_s`): every batch of every row would cost more there.
+    """
+    at = colocated.lines(engine, lengths, ttft_ms, tpot_ms, chunk, servers)
+    batches = engine_batch_grid(engine)
+    rows = int(np.size(at.chunk))
+    if rows * batches.size > colocated_best.WHOLE_GRID_POINTS:
+        return at, colocated.evaluate(at, batches, with_headroom=False)
+    out_of_reach = np.full(np.shape(at.chunk), NO_TTFT_MS)
+    return at, colocated.evaluate(replace(at, ttft_ms=out_of_reach), batches)
 
 
 def worker_capacity_per_s(engine, lengths, tpot_ms, chunk, servers) -> np.ndarray:
