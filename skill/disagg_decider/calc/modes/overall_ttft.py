@@ -122,10 +122,9 @@ class Layouts:
         and number of workers (`worker_capacity_per_s`, on the search's axes); read off the
         workers' grid where it holds that headroom (`workers_on`), the search's own crossing
         and interpolation on the same evaluation (one line per row, its own chunk)."""
-        _, grid = self.workers
-        if grid.headroom is not None:
-            edge = boundary_index(grid.headroom)
-            return np.where(edge >= 0, value_at(grid.rate_per_s, np.maximum(edge, 0.0)), 0.0)
+        found = _capacity_off_grid(self.workers[1])
+        if found is not None:
+            return found
         lines = lambda a: np.asarray(a, dtype=float).reshape(-1, 1, 1)  # noqa: E731
         return worker_capacity_per_s(
             replace(self.engine, tp=lines(self.engine.tp)),
@@ -299,6 +298,16 @@ def workers_on(
         return at, colocated.evaluate(at, batches, with_headroom=False)
     out_of_reach = np.full(np.shape(at.chunk), NO_TTFT_MS)
     return at, colocated.evaluate(replace(at, ttft_ms=out_of_reach), batches)
+
+
+def _capacity_off_grid(grid: ColocatedGrid) -> np.ndarray | None:
+    """The rate (N,) where a grid's headroom (`workers_on`: TTFT out of reach) crosses zero,
+    interpolated as the whole-grid search does, 0 where no batch holds; None where the grid
+    holds no headroom (the caller searches)."""
+    if grid.headroom is None:
+        return None
+    edge = boundary_index(grid.headroom)
+    return np.where(edge >= 0, value_at(grid.rate_per_s, np.maximum(edge, 0.0)), 0.0)
 
 
 def worker_capacity_per_s(engine, lengths, tpot_ms, chunk, servers) -> np.ndarray:
