@@ -379,9 +379,20 @@ def lift(layouts: Layouts, settled_per_s: np.ndarray, cap_per_s: np.ndarray) -> 
 def within(layouts: Layouts, rate_per_s: np.ndarray, local: Part | None = None) -> np.ndarray:
     """Whether at most 1% of all requests miss the TTFT target and the TPOT meets its target.
     `local`, `layouts.local(rate_per_s)`, may be passed in by a caller that has it."""
+    return within_parts(layouts, rate_per_s, local)[0]
+
+
+def within_parts(
+    layouts: Layouts, rate_per_s: np.ndarray, local: Part | None = None
+) -> tuple[np.ndarray, Part, np.ndarray]:
+    """`within`, with the pooled part at the rate and the share of all requests missing the
+    target there: what `overall_p99_ms` reads first at the same rate (the sizing's rows
+    hand them to the report, `conditional_sizing.Priced`)."""
     local = layouts.local(rate_per_s) if local is None else local
-    miss = layouts.miss(layouts.ttft_ms, layouts.pooled(rate_per_s), local)
-    return (miss <= queueing.P99_TAIL) & (local.tpot_ms <= layouts.tpot_ms * (1 + 1e-9))
+    pooled = layouts.pooled(rate_per_s)
+    miss = layouts.miss(layouts.ttft_ms, pooled, local)
+    ok = (miss <= queueing.P99_TAIL) & (local.tpot_ms <= layouts.tpot_ms * (1 + 1e-9))
+    return ok, pooled, miss
 
 
 def overall_p99_ms(
@@ -390,19 +401,25 @@ def overall_p99_ms(
     pooled_p99_ms: np.ndarray,
     local_p99_ms: np.ndarray,
     local: Part | None = None,
+    at_rate: tuple[Part, np.ndarray] | None = None,
 ) -> np.ndarray:
     """The p99 TTFT over all requests at a total rate (N,): the time whose combined miss is 1%.
 
     It lies between the two parts' own p99s (at the larger both parts miss at most 1%, at the
     smaller both at least 1%), which bracket the bisection. Where the target itself is within
     1% the bracket's top starts there, so a layout within its target reports so. `local`,
-    `layouts.local(rate_per_s)`, may be passed in by a caller that has it.
+    `layouts.local(rate_per_s)`, and `at_rate`, the pooled part and the miss at the target
+    there (`within_parts`), may be passed in by a caller that has them.
     """
-    pooled = layouts.pooled(rate_per_s)
     local = layouts.local(rate_per_s) if local is None else local
+    if at_rate is None:
+        pooled = layouts.pooled(rate_per_s)
+        target_miss = layouts.miss(layouts.ttft_ms, pooled, local)
+    else:
+        pooled, target_miss = at_rate
     lo = np.minimum(pooled_p99_ms, local_p99_ms)
     hi = np.maximum(pooled_p99_ms, local_p99_ms)
-    at_target = layouts.miss(layouts.ttft_ms, pooled, local) <= queueing.P99_TAIL
+    at_target = target_miss <= queueing.P99_TAIL
     hi = np.where(at_target & (layouts.ttft_ms < hi), np.maximum(layouts.ttft_ms, lo), hi)
     finite = np.isfinite(hi)
     lo, hi = np.where(finite, lo, 0.0), np.where(finite, hi, 0.0)
