@@ -35,7 +35,7 @@ import numpy as np
 
 from disagg_decider.calc.physics.step import Engine
 from disagg_decider.calc.queues import queueing
-from disagg_decider.calc.queues.array_helpers import broadcast, map_fields
+from disagg_decider.calc.queues.array_helpers import broadcast
 from disagg_decider.calc.queues.batch_edge import boundary_index, value_at
 from disagg_decider.calc.replicas import colocated, colocated_best, colocated_load
 from disagg_decider.calc.replicas.colocated import ColocatedGrid, Lines
@@ -108,13 +108,19 @@ class Layouts:
         that changes the replica counts they depend on."""
         n = len(self.long_share)
         take = functools.partial(take_rows, n=n, rows=rows)
-        return map_fields(
-            self,
-            take,
-            skip=("_workers",),
+        # Every field named (a field added later without a default fails here, loudly): a
+        # few calls fewer than `map_fields`' walk over the dataclass's fields, on a path
+        # the lift, the sizing and the report each take.
+        return Layouts(
             pool=pool_at_rows(self.pool, n, rows),
-            engine=replace(self.engine, tp=take(np.asarray(self.engine.tp))),
+            engine=replace(self.engine, tp=take(self.engine.tp)),
             lengths=self.lengths.map(take),
+            chunk=take(self.chunk),
+            prefill_servers=take(self.prefill_servers),
+            decode_servers=take(self.decode_servers),
+            long_share=take(self.long_share),
+            ttft_ms=take(self.ttft_ms),
+            tpot_ms=take(self.tpot_ms),
         )
 
     def worker_capacity_per_s(self) -> np.ndarray:
@@ -195,7 +201,8 @@ class Layouts:
 
 def take_rows(a, n: int, rows: np.ndarray):
     """A row field (leading axis n, or 1 for all rows; a scalar for all) at `rows`."""
-    a = np.asarray(a)
+    if type(a) is not np.ndarray:  # (`np.asarray` on an array returns it: one call saved)
+        a = np.asarray(a)
     if not a.ndim:
         return a
     if a.shape[0] == n:  # the rows are the field's own: no broadcast to build
