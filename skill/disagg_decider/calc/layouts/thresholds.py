@@ -172,25 +172,24 @@ def _best_splits(
         per_replica[at].tolist(),
         strict=True,
     )
-    out = []
-    for t, (threshold, share, goodput, x, y, chunk, pool_rate, replica_rate) in enumerate(columns):
-        if goodput <= 0:
-            continue
-        out.append(
-            Candidate(
-                threshold_tokens=threshold,
-                long_share=share,
-                goodput_rate_per_s=goodput,
-                prefill_tp=pair[0],
-                decode_tp=pair[1],
-                prefill_replicas=x,
-                decode_replicas=y,
-                chunk_tokens=chunk,
-                ttft_p99_ms=None,
-                tpot_p99_ms=None,
-                pool_rate_per_s=pool_rate,
-                per_replica_rate_per_s=replica_rate,
-                row=(pools.block, pools.start + t),
-            )
+    return [
+        Candidate(
+            threshold_tokens=threshold,
+            long_share=share,
+            goodput_rate_per_s=goodput,
+            prefill_tp=pair[0],
+            decode_tp=pair[1],
+            prefill_replicas=x,
+            decode_replicas=y,
+            chunk_tokens=chunk,
+            ttft_p99_ms=None,
+            tpot_p99_ms=None,
+            pool_rate_per_s=pool_rate,
+            per_replica_rate_per_s=replica_rate,
+            row=(pools.block, pools.start + t),
         )
-    return out
+        for t, (threshold, share, goodput, x, y, chunk, pool_rate, replica_rate) in enumerate(
+            columns
+        )
+        if not goodput <= 0  # (a NaN kept, as before)
+    ]
