@@ -135,9 +135,13 @@ def block_rows(cands: Sequence[Candidate]) -> tuple[SearchRows, np.ndarray] | No
     """The one block of search rows all `cands` were found on and their rows in it, or None
     where one has none or they come from several (then the caller builds them)."""
     rows = [c.row for c in cands]
-    if not rows or None in rows or len({id(block) for block, _ in rows}) > 1:
+    if not rows or None in rows:
         return None
-    return rows[0][0], np.array([i for _, i in rows], dtype=np.int64)
+    block = rows[0][0]
+    for other, _ in rows:
+        if other is not block:
+            return None
+    return block, np.array([i for _, i in rows], dtype=np.int64)
 
 
 def _totals(pools: ThresholdPools, workers: Workers) -> tuple:
