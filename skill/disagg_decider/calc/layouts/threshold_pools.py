@@ -69,7 +69,8 @@ class ThresholdSearch:
         keep = (table.long_share >= MIN_SHARE) & (table.long_share <= 1.0 - MIN_SHARE)
         if not keep.any():
             return None
-        table = table.rows(keep)
+        if not keep.all():  # (all kept: the table as it is, the same values uncopied)
+            table = table.rows(keep)
         return cls(r, table, list(pairs), transfer_path(r), len(table.thresholds))
 
     @property
