@@ -208,14 +208,20 @@ class SearchRows:
     ingress_per_s: np.ndarray  # (R,) all requests a decode worker's NICs admit
 
     def local_at(self, rows: np.ndarray) -> Lengths:
-        return self.local.map(lambda v: v[rows])
+        return _lengths_at(self.local, rows)
 
     def long_at(self, rows: np.ndarray) -> Lengths:
-        return self.long.map(lambda v: v[rows])
+        return _lengths_at(self.long, rows)
 
     def pool_at(self, rows: np.ndarray) -> prefill.Pool:
         p = self.pool
         return prefill.Pool(p.mean_ms[rows], p.scv[rows], p.nodes_ms[rows], p.target_ms[rows])
+
+
+def _lengths_at(lengths: Lengths, rows: np.ndarray) -> Lengths:
+    """`lengths.map(lambda v: v[rows])` (every field an array of the block's rows), each
+    field indexed in place rather than through a function call apiece."""
+    return Lengths(**{k: v[rows] for k, v in vars(lengths).items()})
 
 
 @dataclass(frozen=True)

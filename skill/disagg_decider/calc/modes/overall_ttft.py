@@ -114,7 +114,7 @@ class Layouts:
         return Layouts(
             pool=pool_at_rows(self.pool, n, rows),
             engine=replace(self.engine, tp=take(self.engine.tp)),
-            lengths=self.lengths.map(take),
+            lengths=_lengths_at_rows(self.lengths, n, rows),
             chunk=take(self.chunk),
             prefill_servers=take(self.prefill_servers),
             decode_servers=take(self.decode_servers),
@@ -209,6 +209,19 @@ def take_rows(a, n: int, rows: np.ndarray):
     if a.shape[0] == n:  # the rows are the field's own: no broadcast to build
         return a[rows]
     return np.broadcast_to(a, (n, *a.shape[1:]))[rows]
+
+
+def _lengths_at_rows(lengths: Lengths, n: int, rows: np.ndarray) -> Lengths:
+    """`lengths.map` of `take_rows`, a field with the rows' own leading axis indexed in place
+    (what `take_rows` does with it) rather than through a call apiece."""
+    return Lengths(
+        **{
+            k: v[rows]
+            if type(v) is np.ndarray and v.ndim and v.shape[0] == n
+            else take_rows(v, n, rows)
+            for k, v in vars(lengths).items()
+        }
+    )
 
 
 def pool_at_rows(pool: Pool, n: int, rows: np.ndarray) -> Pool:
