@@ -43,7 +43,10 @@ def stack_rows(many: list[Lengths], shape) -> Lengths:
 
 
 def concat_rows(many: list[Lengths], shape) -> Lengths:
-    """Lengths of several row blocks, one after the other, reshaped."""
+    """Lengths of several row blocks, one after the other, reshaped (one block: its own
+    fields reshaped, the same values uncopied)."""
+    if len(many) == 1:
+        return Lengths(**{k: v.reshape(shape) for k, v in vars(many[0]).items()})
     return Lengths(
         **{k: np.concatenate([getattr(x, k) for x in many]).reshape(shape) for k in vars(many[0])}
     )
@@ -154,7 +157,7 @@ def decode_workers(
         locals_ = concat_rows([s.locals_ for s in live], (-1,))
         found = colocated_best.best_points(
             engine_for(first, tp),
-            locals_.map(lambda v: v[at].reshape(-1, 1, 1)),
+            Lengths(**{k: v[at].reshape(-1, 1, 1) for k, v in vars(locals_).items()}),
             ttft,
             tpot,
             np.asarray(w.efficiency.chunk_tokens, dtype=float),
