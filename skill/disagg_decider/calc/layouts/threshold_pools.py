@@ -47,8 +47,9 @@ def concat_rows(many: list[Lengths], shape) -> Lengths:
     fields reshaped, the same values uncopied)."""
     if len(many) == 1:
         return Lengths(**{k: v.reshape(shape) for k, v in vars(many[0]).items()})
+    fields = [vars(x) for x in many]  # each block's fields read by name, not by getattr
     return Lengths(
-        **{k: np.concatenate([getattr(x, k) for x in many]).reshape(shape) for k in vars(many[0])}
+        **{k: np.concatenate([f[k] for f in fields]).reshape(shape) for k in vars(many[0])}
     )
 
 
