@@ -29,7 +29,12 @@ from disagg_decider.calc import compare
 from disagg_decider.calc.layouts import split_grid
 from disagg_decider.calc.layouts.layout_choices import engine_for
 from disagg_decider.calc.layouts.search import pairs_allowed
-from disagg_decider.calc.modes import conditional, conditional_rows, conditional_sizing
+from disagg_decider.calc.modes import (
+    conditional,
+    conditional_rows,
+    conditional_sizing,
+    overall_ttft,
+)
 from disagg_decider.workload import load_workload, resolve
 from tests.conftest import EXAMPLES, ROOT
 
@@ -42,6 +47,7 @@ REUSES = {
     "lifted rows": [(conditional_rows.Lifted, "index")],
     "sized terms": [(conditional_sizing.Priced, "at_picked")],
     "whole first grid": [(split_grid, "prices_every_size")],
+    "workers' capacity off their grid": [(overall_ttft, "_capacity_off_grid")],
 }
 NONE = {  # what each returns when its reuse is off
     "block_rows": lambda cands: None,
@@ -49,6 +55,7 @@ NONE = {  # what each returns when its reuse is off
     "index": lambda self, chosen: None,
     "at_picked": lambda self: None,
     "prices_every_size": lambda budget, p_tp, d_tp: False,
+    "_capacity_off_grid": lambda grid: None,
 }
 
 

@@ -19,7 +19,8 @@ import pytest
 from disagg_decider.calc.layouts.layout_choices import engine_for
 from disagg_decider.calc.modes import conditional, conditional_report, overall_ttft
 from disagg_decider.calc.modes.conditional_rows import Rows
-from disagg_decider.calc.replicas import colocated_best
+from disagg_decider.calc.replicas import colocated, colocated_best
+from disagg_decider.calc.replicas.decode import engine_batch_grid
 from disagg_decider.calc.replicas.lengths import Lengths
 from disagg_decider.calc.replicas.reported_ttft import DeferredP99
 from disagg_decider.decide import decide
@@ -135,3 +136,28 @@ def test_report_from_the_lifts_rows_equals_report_built_afresh(priced):
     shared, fresh = out
     assert shared == fresh
     assert all(c.ttft_p99_ms is not None and c.ttft_p99_ms > 0 for c in shared)
+
+
+def test_worker_capacity_read_off_the_workers_grid_equals_the_search(priced):
+    """`Layouts.worker_capacity_per_s` reads the capacity off the workers' grid evaluated with
+    the TTFT target out of reach (`workers_on`): the search's bits (`best_points`)."""
+    first, rows, _ = priced
+    layouts = Rows.of(first, rows).layouts(rows)
+    _, grid = layouts.workers
+    assert grid.headroom is not None  # a decision's few rows: the grid holds the headroom
+    got = layouts.worker_capacity_per_s()
+    shape3 = lambda a: np.asarray(a, dtype=float).reshape(-1, 1, 1)  # noqa: E731
+    searched = overall_ttft.worker_capacity_per_s(
+        replace(layouts.engine, tp=shape3(layouts.engine.tp)),
+        layouts.lengths.map(shape3),
+        shape3(layouts.tpot_ms),
+        layouts.chunk.reshape(-1),
+        shape3(layouts.decode_servers),
+    )
+    assert _same(got, searched)
+    assert (searched > 0).any()
+    # The grid's other fields are those of the grid without the headroom.
+    at, _ = layouts.workers
+    plain = colocated.evaluate(at, engine_batch_grid(at.engine), with_headroom=False)
+    for name in ("rate_per_s", "tpot_p99_ms", "idle_ttft_ms", "idle_tpot_ms"):
+        assert _same(getattr(grid, name), getattr(plain, name)), name

@@ -43,9 +43,13 @@ def stack_rows(many: list[Lengths], shape) -> Lengths:
 
 
 def concat_rows(many: list[Lengths], shape) -> Lengths:
-    """Lengths of several row blocks, one after the other, reshaped."""
+    """Lengths of several row blocks, one after the other, reshaped (one block: its own
+    fields reshaped, the same values uncopied)."""
+    if len(many) == 1:
+        return Lengths(**{k: v.reshape(shape) for k, v in vars(many[0]).items()})
+    fields = [vars(x) for x in many]  # each block's fields read by name, not by getattr
     return Lengths(
-        **{k: np.concatenate([getattr(x, k) for x in many]).reshape(shape) for k in vars(many[0])}
+        **{k: np.concatenate([f[k] for f in fields]).reshape(shape) for k in vars(many[0])}
     )
 
 
@@ -69,7 +73,8 @@ class ThresholdSearch:
         keep = (table.long_share >= MIN_SHARE) & (table.long_share <= 1.0 - MIN_SHARE)
         if not keep.any():
             return None
-        table = table.rows(keep)
+        if not keep.all():  # (all kept: the table as it is, the same values uncopied)
+            table = table.rows(keep)
         return cls(r, table, list(pairs), transfer_path(r), len(table.thresholds))
 
     @property
@@ -153,7 +158,7 @@ def decode_workers(
         locals_ = concat_rows([s.locals_ for s in live], (-1,))
         found = colocated_best.best_points(
             engine_for(first, tp),
-            locals_.map(lambda v: v[at].reshape(-1, 1, 1)),
+            Lengths(**{k: v[at].reshape(-1, 1, 1) for k, v in vars(locals_).items()}),
             ttft,
             tpot,
             np.asarray(w.efficiency.chunk_tokens, dtype=float),
@@ -207,14 +212,20 @@ class SearchRows:
     ingress_per_s: np.ndarray  # (R,) all requests a decode worker's NICs admit
 
     def local_at(self, rows: np.ndarray) -> Lengths:
-        return self.local.map(lambda v: v[rows])
+        return _lengths_at(self.local, rows)
 
     def long_at(self, rows: np.ndarray) -> Lengths:
-        return self.long.map(lambda v: v[rows])
+        return _lengths_at(self.long, rows)
 
     def pool_at(self, rows: np.ndarray) -> prefill.Pool:
         p = self.pool
         return prefill.Pool(p.mean_ms[rows], p.scv[rows], p.nodes_ms[rows], p.target_ms[rows])
+
+
+def _lengths_at(lengths: Lengths, rows: np.ndarray) -> Lengths:
+    """`lengths.map(lambda v: v[rows])` (every field an array of the block's rows), each
+    field indexed in place rather than through a function call apiece."""
+    return Lengths(**{k: v[rows] for k, v in vars(lengths).items()})
 
 
 @dataclass(frozen=True)

@@ -135,9 +135,13 @@ def block_rows(cands: Sequence[Candidate]) -> tuple[SearchRows, np.ndarray] | No
     """The one block of search rows all `cands` were found on and their rows in it, or None
     where one has none or they come from several (then the caller builds them)."""
     rows = [c.row for c in cands]
-    if not rows or None in rows or len({id(block) for block, _ in rows}) > 1:
+    if not rows or None in rows:
         return None
-    return rows[0][0], np.array([i for _, i in rows], dtype=np.int64)
+    block = rows[0][0]
+    for other, _ in rows:
+        if other is not block:
+            return None
+    return block, np.array([i for _, i in rows], dtype=np.int64)
 
 
 def _totals(pools: ThresholdPools, workers: Workers) -> tuple:
@@ -172,25 +176,24 @@ def _best_splits(
         per_replica[at].tolist(),
         strict=True,
     )
-    out = []
-    for t, (threshold, share, goodput, x, y, chunk, pool_rate, replica_rate) in enumerate(columns):
-        if goodput <= 0:
-            continue
-        out.append(
-            Candidate(
-                threshold_tokens=threshold,
-                long_share=share,
-                goodput_rate_per_s=goodput,
-                prefill_tp=pair[0],
-                decode_tp=pair[1],
-                prefill_replicas=x,
-                decode_replicas=y,
-                chunk_tokens=chunk,
-                ttft_p99_ms=None,
-                tpot_p99_ms=None,
-                pool_rate_per_s=pool_rate,
-                per_replica_rate_per_s=replica_rate,
-                row=(pools.block, pools.start + t),
-            )
+    return [
+        Candidate(
+            threshold_tokens=threshold,
+            long_share=share,
+            goodput_rate_per_s=goodput,
+            prefill_tp=pair[0],
+            decode_tp=pair[1],
+            prefill_replicas=x,
+            decode_replicas=y,
+            chunk_tokens=chunk,
+            ttft_p99_ms=None,
+            tpot_p99_ms=None,
+            pool_rate_per_s=pool_rate,
+            per_replica_rate_per_s=replica_rate,
+            row=(pools.block, pools.start + t),
         )
-    return out
+        for t, (threshold, share, goodput, x, y, chunk, pool_rate, replica_rate) in enumerate(
+            columns
+        )
+        if not goodput <= 0  # (a NaN kept, as before)
+    ]

@@ -58,7 +58,7 @@ def settle_rows(first: Resolved, rows: list[tuple[Resolved, Candidate]]) -> list
         column([c.chunk_tokens for _, c in rows]),
         ys.reshape(-1, 1),
     )
-    on = colocated_load.lines_and_grid(*columns)
+    on = overall_ttft.workers_on(*columns)
     rate = np.array([c.per_replica_rate_per_s for _, c in rows])
     within = colocated_load.rate_within_targets(*columns, rate, on=on)
     pool = np.array([c.pool_rate_per_s for _, c in rows])
@@ -119,8 +119,9 @@ def report_rows(
     # The decode workers at the rate, once for their own p99s and the overall one.
     sized = None if priced is None else priced.at_picked()
     rps = np.array([float(r.workload.traffic.requests_per_second) for r, _ in rows])
+    at_rate = None
     if sized is not None and np.array_equal(rate, rps):  # the rate the sizing priced
-        terms, local = sized
+        terms, local, at_rate = sized
     else:
         terms = layouts.worker_terms(rate)
         local = layouts.local_of(rate, terms)
@@ -129,7 +130,7 @@ def report_rows(
 
     def reported() -> list[Candidate]:
         long_ttft, short_ttft = np.ravel(long_p99.value), short_ttft_of(short_p99.value)
-        ttft = overall_ttft.overall_p99_ms(layouts, rate, long_ttft, short_ttft, local)
+        ttft = overall_ttft.overall_p99_ms(layouts, rate, long_ttft, short_ttft, local, at_rate)
         return [
             amended(
                 c,

@@ -9,7 +9,7 @@ engine, laid out one per row for `overall_ttft`: each one's parts at its thresho
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -145,11 +145,16 @@ class Lifted:
     pool: Pool
     layouts: Layouts
     ingress_per_s: np.ndarray  # (N,) all requests a decode worker's NICs admit
+    # Each candidate's row by identity, built when first asked (the sizing, the report and
+    # the choice each ask).
+    _row_of: dict = field(default_factory=dict, compare=False, repr=False)
 
     def index(self, chosen: list[Candidate]) -> np.ndarray | None:
         """The rows of `chosen` (these very candidates), or None where one of them was not
         priced here."""
-        index = {id(c): i for i, c in enumerate(self.candidates)}
+        index = self._row_of
+        if not index:
+            index.update({id(c): i for i, c in enumerate(self.candidates)})
         found = [index.get(id(c)) for c in chosen]
         return None if None in found else np.array(found, dtype=np.int64)
 

@@ -57,10 +57,12 @@ class Priced:
     terms: tuple
     local: overall_ttft.Part
     picked: np.ndarray  # (N,) into the M rows
+    pooled: overall_ttft.Part  # the prefill pools at the rate
+    miss: np.ndarray  # (M,) the share of all requests beyond the TTFT target at the rate
 
-    def at_picked(self) -> tuple[tuple, overall_ttft.Part] | None:
-        """(worker terms, local part) at each candidate's sized split, or None where one
-        kept its split (it was not priced here)."""
+    def at_picked(self) -> tuple | None:
+        """(worker terms, local part, (pooled part, miss at the target)) at each candidate's
+        sized split, or None where one kept its split (it was not priced here)."""
         if (self.picked < 0).any():
             return None
         rows = self.picked
@@ -73,9 +75,10 @@ class Priced:
             return np.asarray(reported(full))[rows]
 
         taken = (tuple(map(take, terms)), reported_at, take(tpot))
-        return taken, overall_ttft.Part(
-            *(None if v is None else take(v) for v in vars(self.local).values())
+        part = lambda p: overall_ttft.Part(  # noqa: E731
+            *(None if v is None else take(v) for v in vars(p).values())
         )
+        return taken, part(self.local), (part(self.pooled), take(self.miss))
 
 
 def sized_rows(
@@ -104,7 +107,7 @@ def sized_rows(
     if not xs.size:
         return [c for _, c in rows], None
     layouts = _with_servers(shape, owner, xs, ys)
-    carries, terms, local = _carries(first, ingress, layouts, owner, rates[owner])
+    carries, terms, local, at_rate = _carries(first, ingress, layouts, owner, rates[owner])
     out, picked = [], np.full(len(rows), -1)
     for i, (_, c) in enumerate(rows):
         mine = np.flatnonzero((owner == i) & carries)
@@ -115,7 +118,7 @@ def sized_rows(
         best = mine[np.lexsort((xs[mine], gpus))[0]]
         picked[i] = best
         out.append(amended(c, prefill_replicas=int(xs[best]), decode_replicas=int(ys[best])))
-    return out, Priced(terms, local, picked)
+    return out, Priced(terms, local, picked, *at_rate)
 
 
 FULL_GRID = 4096  # splits up to this many (X x Y) are all priced; beyond, bounded first
@@ -194,11 +197,12 @@ def _carries(
     layouts: Layouts,
     owner: np.ndarray,
     rate_per_s: np.ndarray,
-) -> tuple[np.ndarray, tuple, overall_ttft.Part]:
+) -> tuple[np.ndarray, tuple, overall_ttft.Part, tuple]:
     """Whether each row's split carries the rate: `overall_ttft.within` and, as `lift` bounds
     a layout, the prefill pool's and the decode workers' capacity on their other limits
     (`ingress_per_s`: each candidate's KV ingress bound on a decode worker); with the decode
-    workers' terms and local part at the rate it read (`Priced`)."""
+    workers' terms and local part, the pooled part and the miss at the target, at the rate
+    it read (`Priced`)."""
     with np.errstate(divide="ignore", invalid="ignore"):
         pool_cap = (
             queueing.RHO_MAX
@@ -212,4 +216,5 @@ def _carries(
     room = (rate_per_s <= pool_cap) & (rate_per_s <= worker_cap)
     terms = layouts.worker_terms(rate_per_s)
     local = layouts.local_of(rate_per_s, terms)
-    return room & overall_ttft.within(layouts, rate_per_s, local), terms, local
+    ok, pooled, miss = overall_ttft.within_parts(layouts, rate_per_s, local)
+    return room & ok, terms, local, (pooled, miss)

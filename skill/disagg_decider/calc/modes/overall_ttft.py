@@ -35,10 +35,12 @@ import numpy as np
 
 from disagg_decider.calc.physics.step import Engine
 from disagg_decider.calc.queues import queueing
-from disagg_decider.calc.queues.array_helpers import broadcast, map_fields
-from disagg_decider.calc.replicas import colocated_best, colocated_load
-from disagg_decider.calc.replicas.colocated import ColocatedGrid
+from disagg_decider.calc.queues.array_helpers import broadcast
+from disagg_decider.calc.queues.batch_edge import boundary_index, value_at
+from disagg_decider.calc.replicas import colocated, colocated_best, colocated_load
+from disagg_decider.calc.replicas.colocated import ColocatedGrid, Lines
 from disagg_decider.calc.replicas.colocated_load import _lines_at_rows, _row_subset
+from disagg_decider.calc.replicas.decode import engine_batch_grid
 from disagg_decider.calc.replicas.lengths import Lengths
 from disagg_decider.calc.replicas.prefill import Pool
 
@@ -70,10 +72,10 @@ class Layouts:
 
     @property
     def workers(self):
-        """The decode workers' lines and batch grid (`colocated_load.lines_and_grid`)."""
+        """The decode workers' lines and batch grid (`workers_on`)."""
         if not self._workers:
             self._workers.append(
-                colocated_load.lines_and_grid(
+                workers_on(
                     self.engine,
                     self.lengths,
                     self.ttft_ms[:, None],
@@ -97,9 +99,8 @@ class Layouts:
         out = self.fields_at(rows)
         at, grid = self.workers
         pick = functools.partial(_row_subset, rows=rows, n=len(self.long_share))
-        out._workers.append(
-            (_lines_at_rows(at, pick), ColocatedGrid(**{k: pick(v) for k, v in vars(grid).items()}))
-        )
+        taken = {k: pick(v) for k, v in vars(grid).items() if k != "headroom"}
+        out._workers.append((_lines_at_rows(at, pick), ColocatedGrid(**taken, headroom=None)))
         return out
 
     def fields_at(self, rows: np.ndarray) -> Layouts:
@@ -107,18 +108,29 @@ class Layouts:
         that changes the replica counts they depend on."""
         n = len(self.long_share)
         take = functools.partial(take_rows, n=n, rows=rows)
-        return map_fields(
-            self,
-            take,
-            skip=("_workers",),
+        # Every field named (a field added later without a default fails here, loudly): a
+        # few calls fewer than `map_fields`' walk over the dataclass's fields, on a path
+        # the lift, the sizing and the report each take.
+        return Layouts(
             pool=pool_at_rows(self.pool, n, rows),
-            engine=replace(self.engine, tp=take(np.asarray(self.engine.tp))),
-            lengths=self.lengths.map(take),
+            engine=replace(self.engine, tp=take(self.engine.tp)),
+            lengths=_lengths_at_rows(self.lengths, n, rows),
+            chunk=take(self.chunk),
+            prefill_servers=take(self.prefill_servers),
+            decode_servers=take(self.decode_servers),
+            long_share=take(self.long_share),
+            ttft_ms=take(self.ttft_ms),
+            tpot_ms=take(self.tpot_ms),
         )
 
     def worker_capacity_per_s(self) -> np.ndarray:
         """Each row's decode worker capacity on every limit but TTFT (N,), at its own chunk
-        and number of workers (`worker_capacity_per_s`, on the search's axes)."""
+        and number of workers (`worker_capacity_per_s`, on the search's axes); read off the
+        workers' grid where it holds that headroom (`workers_on`), the search's own crossing
+        and interpolation on the same evaluation (one line per row, its own chunk)."""
+        found = _capacity_off_grid(self.workers[1])
+        if found is not None:
+            return found
         lines = lambda a: np.asarray(a, dtype=float).reshape(-1, 1, 1)  # noqa: E731
         return worker_capacity_per_s(
             replace(self.engine, tp=lines(self.engine.tp)),
@@ -169,12 +181,13 @@ class Layouts:
         # (`colocated_load`): reported = a + b x, read off the map itself; the miss of the
         # reported time t is the queue's miss of the time that maps onto it.
         n = len(rate_per_s)
-        flat = lambda v: np.asarray(v).reshape(-1)  # noqa: E731  (`np.ravel`, one call)
-        a = flat(reported(np.zeros(n)))
-        b = flat(reported(np.ones(n))) - a
+        # (`np.ravel` each, written as asarray + reshape: one call fewer apiece)
+        a = np.asarray(reported(np.zeros(n))).reshape(-1)
+        b = np.asarray(reported(np.ones(n))).reshape(-1) - a
         nodes = np.asarray(nodes_ms, dtype=float)
         nodes = broadcast(nodes.reshape(-1, nodes.shape[-1]), (n, nodes.shape[-1]))
-        return Part(flat(c_wait), flat(theta), nodes, a, b, flat(tpot))
+        c_wait, theta = np.asarray(c_wait).reshape(-1), np.asarray(theta).reshape(-1)
+        return Part(c_wait, theta, nodes, a, b, np.asarray(tpot).reshape(-1))
 
     def miss(self, t_ms: np.ndarray, pooled: Part, local: Part) -> np.ndarray:
         """The share of all requests whose TTFT exceeds t, with both parts at one rate."""
@@ -189,12 +202,26 @@ class Layouts:
 
 def take_rows(a, n: int, rows: np.ndarray):
     """A row field (leading axis n, or 1 for all rows; a scalar for all) at `rows`."""
-    a = np.asarray(a)
+    if type(a) is not np.ndarray:  # (`np.asarray` on an array returns it: one call saved)
+        a = np.asarray(a)
     if not a.ndim:
         return a
     if a.shape[0] == n:  # the rows are the field's own: no broadcast to build
         return a[rows]
     return np.broadcast_to(a, (n, *a.shape[1:]))[rows]
+
+
+def _lengths_at_rows(lengths: Lengths, n: int, rows: np.ndarray) -> Lengths:
+    """`lengths.map` of `take_rows`, a field with the rows' own leading axis indexed in place
+    (what `take_rows` does with it) rather than through a call apiece."""
+    return Lengths(
+        **{
+            k: v[rows]
+            if type(v) is np.ndarray and v.ndim and v.shape[0] == n
+            else take_rows(v, n, rows)
+            for k, v in vars(lengths).items()
+        }
+    )
 
 
 def pool_at_rows(pool: Pool, n: int, rows: np.ndarray) -> Pool:
@@ -239,9 +266,6 @@ class Part:
         return np.where(np.isposinf(x), 0.0, tail)
 
 
-_STACKED = ("c_wait", "theta", "nodes_ms", "a", "b")
-
-
 def _both_miss(pooled: Part, local: Part, t_ms: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """(`pooled.miss(t)`, `local.miss(t)`) in one pass: the two parts' rows stacked (the
     pooled part's first) and read at once, then split.
@@ -256,9 +280,18 @@ def _both_miss(pooled: Part, local: Part, t_ms: np.ndarray) -> tuple[np.ndarray,
 
 def _stack(pooled: Part, local: Part) -> Part:
     """Both parts' rows in one part, the pooled part's first (`_both_miss`)."""
-    assert np.asarray(pooled.nodes_ms).shape == np.asarray(local.nodes_ms).shape
-    # Both parts' fields have one row per candidate (N, ...) in the same shapes.
-    return Part(*[np.concatenate((getattr(pooled, k), getattr(local, k))) for k in _STACKED], None)
+    p, q = pooled, local
+    assert p.nodes_ms.shape == q.nodes_ms.shape
+    # Both parts' fields have one row per candidate (N, ...) in the same shapes; named one by
+    # one (the TPOT is the local part's alone), not read through getattr: fewer calls a pass.
+    return Part(
+        np.concatenate((p.c_wait, q.c_wait)),
+        np.concatenate((p.theta, q.theta)),
+        np.concatenate((p.nodes_ms, q.nodes_ms)),
+        np.concatenate((p.a, q.a)),
+        np.concatenate((p.b, q.b)),
+        None,
+    )
 
 
 def _stacked_miss(stacked: Part, t_ms: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -268,6 +301,40 @@ def _stacked_miss(stacked: Part, t_ms: np.ndarray) -> tuple[np.ndarray, np.ndarr
     n = len(stacked.c_wait) // 2
     both = stacked.miss(np.concatenate((t, t)))
     return both[:n], both[n:]
+
+
+def workers_on(
+    engine: Engine, lengths: Lengths, ttft_ms, tpot_ms, chunk, servers
+) -> tuple[Lines, ColocatedGrid]:
+    """Decode workers' lines and batch grid (`colocated_load.lines_and_grid`, rows (N, 1)),
+    the grid holding the headroom with the TTFT target out of reach where the rows are few
+    enough that `colocated_best.best_points` would evaluate every batch at once: the
+    capacity on every limit but TTFT is then read off it (`Layouts.worker_capacity_per_s`)
+    instead of searched again on lines built again.
+
+    The grid's other fields are the same with the headroom as without (`colocated.evaluate`),
+    and the TTFT target enters only the headroom's TTFT ratio; the lines are element-wise in
+    the same inputs as `best_points` lays out for one chunk per row. So the capacity is the
+    search's bits. Many rows (a batch) keep the grid without headroom, and the capacity its
+    bisection (`worker_capacity_per_s`): every batch of every row would cost more there.
+    """
+    at = colocated.lines(engine, lengths, ttft_ms, tpot_ms, chunk, servers)
+    batches = engine_batch_grid(engine)
+    rows = int(np.size(at.chunk))
+    if rows * batches.size > colocated_best.WHOLE_GRID_POINTS:
+        return at, colocated.evaluate(at, batches, with_headroom=False)
+    out_of_reach = np.full(np.shape(at.chunk), NO_TTFT_MS)
+    return at, colocated.evaluate(replace(at, ttft_ms=out_of_reach), batches)
+
+
+def _capacity_off_grid(grid: ColocatedGrid) -> np.ndarray | None:
+    """The rate (N,) where a grid's headroom (`workers_on`: TTFT out of reach) crosses zero,
+    interpolated as the whole-grid search does, 0 where no batch holds; None where the grid
+    holds no headroom (the caller searches)."""
+    if grid.headroom is None:
+        return None
+    edge = boundary_index(grid.headroom)
+    return np.where(edge >= 0, value_at(grid.rate_per_s, np.maximum(edge, 0.0)), 0.0)
 
 
 def worker_capacity_per_s(engine, lengths, tpot_ms, chunk, servers) -> np.ndarray:
@@ -339,9 +406,20 @@ def lift(layouts: Layouts, settled_per_s: np.ndarray, cap_per_s: np.ndarray) -> 
 def within(layouts: Layouts, rate_per_s: np.ndarray, local: Part | None = None) -> np.ndarray:
     """Whether at most 1% of all requests miss the TTFT target and the TPOT meets its target.
     `local`, `layouts.local(rate_per_s)`, may be passed in by a caller that has it."""
+    return within_parts(layouts, rate_per_s, local)[0]
+
+
+def within_parts(
+    layouts: Layouts, rate_per_s: np.ndarray, local: Part | None = None
+) -> tuple[np.ndarray, Part, np.ndarray]:
+    """`within`, with the pooled part at the rate and the share of all requests missing the
+    target there: what `overall_p99_ms` reads first at the same rate (the sizing's rows
+    hand them to the report, `conditional_sizing.Priced`)."""
     local = layouts.local(rate_per_s) if local is None else local
-    miss = layouts.miss(layouts.ttft_ms, layouts.pooled(rate_per_s), local)
-    return (miss <= queueing.P99_TAIL) & (local.tpot_ms <= layouts.tpot_ms * (1 + 1e-9))
+    pooled = layouts.pooled(rate_per_s)
+    miss = layouts.miss(layouts.ttft_ms, pooled, local)
+    ok = (miss <= queueing.P99_TAIL) & (local.tpot_ms <= layouts.tpot_ms * (1 + 1e-9))
+    return ok, pooled, miss
 
 
 def overall_p99_ms(
@@ -350,19 +428,25 @@ def overall_p99_ms(
     pooled_p99_ms: np.ndarray,
     local_p99_ms: np.ndarray,
     local: Part | None = None,
+    at_rate: tuple[Part, np.ndarray] | None = None,
 ) -> np.ndarray:
     """The p99 TTFT over all requests at a total rate (N,): the time whose combined miss is 1%.
 
     It lies between the two parts' own p99s (at the larger both parts miss at most 1%, at the
     smaller both at least 1%), which bracket the bisection. Where the target itself is within
     1% the bracket's top starts there, so a layout within its target reports so. `local`,
-    `layouts.local(rate_per_s)`, may be passed in by a caller that has it.
+    `layouts.local(rate_per_s)`, and `at_rate`, the pooled part and the miss at the target
+    there (`within_parts`), may be passed in by a caller that has them.
     """
-    pooled = layouts.pooled(rate_per_s)
     local = layouts.local(rate_per_s) if local is None else local
+    if at_rate is None:
+        pooled = layouts.pooled(rate_per_s)
+        target_miss = layouts.miss(layouts.ttft_ms, pooled, local)
+    else:
+        pooled, target_miss = at_rate
     lo = np.minimum(pooled_p99_ms, local_p99_ms)
     hi = np.maximum(pooled_p99_ms, local_p99_ms)
-    at_target = layouts.miss(layouts.ttft_ms, pooled, local) <= queueing.P99_TAIL
+    at_target = target_miss <= queueing.P99_TAIL
     hi = np.where(at_target & (layouts.ttft_ms < hi), np.maximum(layouts.ttft_ms, lo), hi)
     finite = np.isfinite(hi)
     lo, hi = np.where(finite, lo, 0.0), np.where(finite, hi, 0.0)
