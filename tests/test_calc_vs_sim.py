@@ -14,7 +14,7 @@ import pytest
 
 from disagg_decider.decide import decide
 from disagg_decider.sim import run
-from disagg_decider.workload import Workload, resolve
+from disagg_decider.workload import Workload, resolve, with_rate
 from tests.conftest import ROOT
 
 sys.path.insert(0, str(ROOT / "benchmarks"))
@@ -66,7 +66,7 @@ def test_effect_on_verdicts_layouts_match_the_simulator() -> None:
     pinned = _effect_workload(prefill_tp=4, decode_tp=4)
     v = decide(pinned)
     calc = v.disaggregated.max_rate_per_s
-    at_top = decide(calc_vs_sim.at_rate(pinned, calc * 0.999))
+    at_top = decide(with_rate(pinned, calc * 0.999))
     s = run.setup(resolve(pinned), at_top)
     assert (s.disaggregated.prefill_replicas, s.disaggregated.decode_replicas) == (3, 1)
     base = run.synthetic_requests(resolve(pinned), 4000, calc_vs_sim.SEED, rate_per_s=1.0)
