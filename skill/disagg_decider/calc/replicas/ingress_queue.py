@@ -25,7 +25,7 @@ from __future__ import annotations
 import numpy as np
 
 from disagg_decider.calc.queues import queueing
-from disagg_decider.calc.queues.array_helpers import broadcast_shape
+from disagg_decider.calc.queues.array_helpers import broadcast, broadcast_shape
 from disagg_decider.calc.queues.normal_quantiles import (
     P99_TAIL,
     Z_WEIGHTS,
@@ -129,8 +129,8 @@ class _Bisection:
     def __init__(self, c1, theta1, c2, theta2, nodes_ms) -> None:
         s = np.asarray(nodes_ms, dtype=float)
         shape = s.shape[:-1]
-        c1, t1, c2 = (np.broadcast_to(np.asarray(a, dtype=float), shape) for a in (c1, theta1, c2))
-        t2 = np.broadcast_to(np.asarray(theta2, dtype=float), s.shape)
+        c1, t1, c2 = (broadcast(np.asarray(a, dtype=float), shape) for a in (c1, theta1, c2))
+        t2 = broadcast(np.asarray(theta2, dtype=float), s.shape)
         self.saturated = ~((t1 > 0) & (t2 > 0).all(axis=-1))
         safe1 = np.where(self.saturated, 1.0, t1)
         safe2 = np.where(self.saturated[..., None] | ~(t2 > 0), 1.0, t2)
@@ -231,8 +231,8 @@ def receiver_rate_per_s(transfer_nodes_ms, nodes_ms, target_ms, most_load=0.9):
     t_nodes = np.asarray(transfer_nodes_ms, dtype=float)
     s = np.asarray(nodes_ms, dtype=float)
     shape = broadcast_shape(t_nodes.shape, s.shape)
-    t_nodes, s = np.broadcast_to(t_nodes, shape), np.broadcast_to(s, shape)
-    target = np.broadcast_to(np.asarray(target_ms, dtype=float), shape[:-1])
+    t_nodes, s = broadcast(t_nodes, shape), broadcast(s, shape)
+    target = broadcast(np.asarray(target_ms, dtype=float), shape[:-1])
     mean_ms, scv = prefill.moments(t_nodes)
     over_alone = exceed_probability(s, target)
     # theta2 = (1 - rho) / scale at each node (`transfer_wait_tail`): the exponent of the
@@ -279,15 +279,11 @@ def short_split_load(pool, prefill_replicas, receivers, transfer_nodes_ms, most_
         return rate, ttft
     some = prefill.Pool(
         *(
-            np.broadcast_to(getattr(pool, f), shape + np.shape(getattr(pool, f))[len(shape) :])[
-                index
-            ]
+            broadcast(getattr(pool, f), shape + np.shape(getattr(pool, f))[len(shape) :])[index]
             for f in _POOL_FIELDS
         )
     )
-    x, n, most = (
-        np.broadcast_to(a, shape)[index] for a in (prefill_replicas, receivers, most_per_s)
-    )
+    x, n, most = (broadcast(a, shape)[index] for a in (prefill_replicas, receivers, most_per_s))
     t_nodes = np.asarray(transfer_nodes_ms)[index]
     at_most = split_ttft_p99_ms(some, x, most, n, t_nodes)
     short = ~(at_most <= some.target_ms * (1.0 + 1e-9)) & (most > 0)
