@@ -155,7 +155,7 @@ class _Bisection:
                     break
                 mid = (lo + hi) / 2.0
                 gap = np.maximum(mid[..., None] - s, 0.0)
-                waits = (two_waits.exceed_quiet(gap) * Z_WEIGHTS).sum(axis=-1)
+                waits = np.add.reduce(two_waits.exceed_quiet(gap) * Z_WEIGHTS, axis=-1)
                 over_ms = grid.exceed(mid.reshape(-1)).reshape(self.shape)
                 over = self.no_wait * over_ms + waits > P99_TAIL
                 lo, hi = np.where(over, mid, lo), np.where(over, hi, mid)
@@ -244,7 +244,7 @@ def receiver_rate_per_s(transfer_nodes_ms, nodes_ms, target_ms, most_load=0.9):
         ratio = np.where((scale_ms > 0) | (gap == 0), ratio, np.inf)
 
     def over(rho, r, alone):
-        tail = (np.exp(-(1.0 - rho)[..., None] * r) * Z_WEIGHTS).sum(axis=-1)
+        tail = np.add.reduce(np.exp(-(1.0 - rho)[..., None] * r) * Z_WEIGHTS, axis=-1)
         return (1.0 - rho) * alone + rho * tail > P99_TAIL
 
     served = (mean_ms > 0) & ~(over_alone > P99_TAIL)
