@@ -200,8 +200,9 @@ def test_flat_position_pick_is_fancy_indexing():
 
 
 def test_flat_position_pick_of_one_index_per_row_is_fancy_indexing():
-    """`_pick`'s path for a flat index (one per row, the callers' usual case): small unsigned
-    and int64 indices, rows read from a strided view and one row broadcast over all."""
+    """`_pick`'s path for a flat index (one per row, the callers' usual case), and `_pick_pair`'s
+    two at once: small unsigned and int64 indices, rows read from a strided view and one row
+    broadcast over all."""
     from disagg_decider.calc.queues import batch_edge
 
     rng = np.random.default_rng(9)
@@ -214,6 +215,12 @@ def test_flat_position_pick_of_one_index_per_row_is_fancy_indexing():
                 assert type(got) is type(want) and got.shape == want.shape == (n,)
                 assert got.dtype == want.dtype and _bits(got) == _bits(want)
                 assert _bits(got) == _bits(np.broadcast_to(values, (n, k))[np.arange(n), index])
+                other = rng.integers(0, k, n).astype(dtype)
+                pair = batch_edge._pick_pair(values, index, other)
+                assert [_bits(v) for v in pair] == [
+                    _bits(want),
+                    _bits(batch_edge.pick(values, other)),
+                ]
 
 
 def test_count_at_most_is_the_boolean_sum():

@@ -41,8 +41,8 @@ def value_at(values: np.ndarray, index: np.ndarray) -> np.ndarray:
     i = clip(index, 0.0, n - 1)
     lo = i.astype(int)
     hi = np.minimum(lo + 1, n - 1)
-    v_lo = _pick(values, lo)
-    return v_lo + (i - lo) * (_pick(values, hi) - v_lo)
+    v_lo, v_hi = _pick_pair(values, lo, hi)
+    return v_lo + (i - lo) * (v_hi - v_lo)
 
 
 def pick(values: np.ndarray, index: np.ndarray) -> np.ndarray:
@@ -78,6 +78,20 @@ def _pick(values: np.ndarray, index: np.ndarray) -> np.ndarray:
     return values.reshape(-1).take(np.arange(0, n * k, k) + index.reshape(-1)).reshape(shape)
 
 
+def _pick_pair(values: np.ndarray, lo: np.ndarray, hi: np.ndarray) -> tuple[np.ndarray, ...]:
+    """(`_pick(values, lo)`, `_pick(values, hi)`) for two indices of one shape: a 2-D grid's
+    rows are laid out flat and their starts found once for both (the same elements)."""
+    if type(lo) is not np.ndarray or type(hi) is not np.ndarray or lo.ndim != 1:
+        return _pick(values, lo), _pick(values, hi)
+    if values.ndim == 1:
+        return values.take(lo), values.take(hi)
+    n, k = lo.shape[0], values.shape[-1]
+    if values.shape[:-1] != lo.shape:
+        values = broadcast(values, (n, k))
+    flat, starts = values.reshape(-1), np.arange(0, n * k, k)
+    return flat.take(starts + lo), flat.take(starts + hi)
+
+
 def slack(limit, value):
     """Normalised headroom of `value` under `limit`: >= 0 when the limit holds.
 
@@ -99,7 +113,7 @@ def interp_rows(x: np.ndarray, xp: np.ndarray, fp: np.ndarray) -> np.ndarray:
     k = xp.shape[-1]
     hi = clip(count_at_most(xp, x), 1, k - 1)
     lo = hi - 1
-    x0, x1, y0, y1 = _pick(xp, lo), _pick(xp, hi), _pick(fp, lo), _pick(fp, hi)
+    (x0, x1), (y0, y1) = _pick_pair(xp, lo, hi), _pick_pair(fp, lo, hi)
     with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
         frac = clip((x - x0) / (x1 - x0), 0.0, 1.0)
         mid = y0 + frac * (y1 - y0)
