@@ -83,6 +83,7 @@ class TwoWaits:
         self.neg_t1, self.neg_t2 = -self.t1, -self.t2  # -t g parses as (-t) g
         diff = self.t2 - self.t1
         self.close = np.abs(diff) <= 1e-6 * np.maximum(self.t1, self.t2)
+        self.any_close = bool(self.close.any())  # else `exceed_quiet` reads only the quotient
         self.divisor = np.where(self.close, 1.0, diff)
         self.only_first, self.only_second = c1 * (1.0 - c2), c2 * (1.0 - c1)
         self.both_wait = c1 * c2
@@ -96,7 +97,9 @@ class TwoWaits:
         invalid ignored): `p99_with_transfer_wait_ms` reads 16 gaps inside its own."""
         t1, t2 = self.t1, self.t2
         e1, e2 = np.exp(self.neg_t1 * g), np.exp(self.neg_t2 * g)
-        both = np.where(self.close, (1.0 + t1 * g) * e1, (t2 * e1 - t1 * e2) / self.divisor)
+        both = (t2 * e1 - t1 * e2) / self.divisor
+        if self.any_close:  # where no rates agree, the selection would keep `both` whole
+            both = np.where(self.close, (1.0 + t1 * g) * e1, both)
         return self.only_first * e1 + self.only_second * e2 + self.both_wait * both
 
 
@@ -156,7 +159,8 @@ class _Bisection:
                 mid = (lo + hi) / 2.0
                 gap = np.maximum(mid[..., None] - s, 0.0)
                 waits = np.add.reduce(two_waits.exceed_quiet(gap) * Z_WEIGHTS, axis=-1)
-                over_ms = grid.exceed(mid.reshape(-1)).reshape(self.shape)
+                # `NodeGrid.exceed` takes the times flat and answers in the grid's shape.
+                over_ms = grid.exceed(mid if mid.ndim == 1 else mid.reshape(-1))
                 over = self.no_wait * over_ms + waits > P99_TAIL
                 lo, hi = np.where(over, mid, lo), np.where(over, hi, mid)
         return hi
