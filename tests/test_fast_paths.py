@@ -194,7 +194,33 @@ def test_flat_position_pick_is_fancy_indexing():
         assert type(got) is type(want) and got.shape == want.shape
         assert _bits(got) == _bits(want)
         row = rng.random(k)  # broadcast along the leading axes
-        assert _bits(batch_edge._pick(row, index)) == _bits(batch_edge.pick(row, index))
+        got, want = batch_edge._pick(row, index), batch_edge.pick(row, index)
+        assert type(got) is type(want) and got.shape == want.shape
+        assert _bits(got) == _bits(want)
+
+
+def test_flat_position_pick_of_one_index_per_row_is_fancy_indexing():
+    """`_pick`'s path for a flat index (one per row, the callers' usual case), and `_pick_pair`'s
+    two at once: small unsigned and int64 indices, rows read from a strided view and one row
+    broadcast over all."""
+    from disagg_decider.calc.queues import batch_edge
+
+    rng = np.random.default_rng(9)
+    for n, k in ((1, 1), (2, 15), (16, 15), (64, 25)):
+        wide = rng.random((n, 2 * k))
+        for values in (wide[:, :k].copy(), wide[:, ::2], rng.random((1, k)), rng.random(k)):
+            for dtype in (np.uint8, np.int64):
+                index = rng.integers(0, k, n).astype(dtype)
+                got, want = batch_edge._pick(values, index), batch_edge.pick(values, index)
+                assert type(got) is type(want) and got.shape == want.shape == (n,)
+                assert got.dtype == want.dtype and _bits(got) == _bits(want)
+                assert _bits(got) == _bits(np.broadcast_to(values, (n, k))[np.arange(n), index])
+                other = rng.integers(0, k, n).astype(dtype)
+                pair = batch_edge._pick_pair(values, index, other)
+                assert [_bits(v) for v in pair] == [
+                    _bits(want),
+                    _bits(batch_edge.pick(values, other)),
+                ]
 
 
 def test_count_at_most_is_the_boolean_sum():

@@ -107,6 +107,15 @@ def test_two_waits_read_at_many_gaps_give_the_written_out_bits() -> None:
         expected = _two_waits_written_out(c1, t1, c2, t2, gap)
         assert got.tobytes() == expected.tobytes()
         assert ingress_queue.two_waits_exceed(c1, t1, c2, t2, gap).tobytes() == got.tobytes()
+    # Rows where no rates agree: `exceed_quiet` then skips the selection, the same bits.
+    apart = ~waits.close.any(axis=-1)
+    assert waits.any_close and 0 < apart.sum() < n
+    alone = ingress_queue.TwoWaits(c1[apart], t1[apart], c2[apart], t2[apart])
+    assert not alone.any_close
+    for scale in (0.0, 1.0, 30.0, 400.0):
+        gap = np.maximum(rng.uniform(-5.0, 1.0, (int(apart.sum()), k)) * scale, 0.0)
+        expected = _two_waits_written_out(c1[apart], t1[apart], c2[apart], t2[apart], gap)
+        assert alone.exceed(gap).tobytes() == expected.tobytes()
 
 
 def test_broadcast_shape_is_numpys():

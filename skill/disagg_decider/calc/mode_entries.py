@@ -224,7 +224,7 @@ class Asked:
         found = source >= 0
         carried = self.answers[np.where(found, source, 0)]
         self.call, self.row = np.where(found, 0, self.call), np.where(found, source, self.row)
-        missing = np.flatnonzero(~found)
+        missing = (~found).reshape(-1).nonzero()[0]  # `np.flatnonzero`, fewer calls
         if len(missing):
             rows = np.union1d(missing, self.anchors())
             answers, on = self.within_at(rows, servers[rows], rate_hi[rows])
@@ -239,7 +239,7 @@ class Asked:
         `p99s` is solved: priced on the rows of each call that holds an entry's answer."""
         tpot, parts = np.empty(len(load)), []
         for k, (on, rows) in enumerate(self.calls):
-            mine = np.flatnonzero(self.call == k)
+            mine = (self.call == k).reshape(-1).nonzero()[0]
             if len(mine):
                 terms, ttft_of, tpot_rows = colocated_load.latency_terms(*at, load[rows], on=on)
                 tpot[mine] = tpot_rows[self.row[mine]]

@@ -65,10 +65,10 @@ def p99_of_sum_within(rate_per_ms, servers, mean_service_ms, scv, nodes_ms, with
 
     ok = np.zeros(lo.size, dtype=bool)
     live = theta > 0
-    dead = np.flatnonzero(~live)
+    dead = (~live).nonzero()[0]  # `np.flatnonzero` of a flat mask, without its Python calls
     if dead.size:
         ok[dead] = within(np.full(dead.size, np.inf), dead)
-    rows = np.flatnonzero(live)
+    rows = live.nonzero()[0]
     if not rows.size:
         return ok
     s_rows = broadcast(s, (*shape, k)).reshape(-1, k)[rows]

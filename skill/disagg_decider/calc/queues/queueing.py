@@ -201,7 +201,8 @@ def p99_of_sum_ms(rate_per_ms, servers, mean_service_ms, scv, nodes_ms):
         for _ in range(BISECTIONS):
             mid = (lo + hi) / 2.0
             tail_wait = weighted_exp_sum(neg_theta * np.maximum(mid[..., None] - s, 0.0))
-            over_ms = grid.exceed(mid.reshape(-1)).reshape(shape)
+            # `NodeGrid.exceed` takes the times flat and answers in the grid's shape.
+            over_ms = grid.exceed(mid if mid.ndim == 1 else mid.reshape(-1))
             over = no_wait * over_ms + c_wait * tail_wait > P99_TAIL
             lo, hi = np.where(over, mid, lo), np.where(over, hi, mid)
     return np.where(theta > 0, hi, np.inf)

@@ -25,7 +25,7 @@ from __future__ import annotations
 import numpy as np
 
 from disagg_decider.calc.queues import queueing
-from disagg_decider.calc.queues.array_helpers import broadcast_shape
+from disagg_decider.calc.queues.array_helpers import broadcast, broadcast_shape
 from disagg_decider.calc.queues.normal_quantiles import (
     P99_TAIL,
     Z_WEIGHTS,
@@ -49,10 +49,20 @@ def transfer_wait_tail(rate_per_receiver_ms, transfer_nodes_ms):
     averages to the M/G/1 mean, and on one transfer size is the M/D/1 wait. theta2 is 0
     when the link is saturated (rho >= 1).
     """
-    nodes = np.asarray(transfer_nodes_ms, dtype=float)
+    mean_ms, scale_ms = transfer_scale_ms(np.asarray(transfer_nodes_ms, dtype=float))
+    return _transfer_tail(rate_per_receiver_ms, mean_ms, scale_ms)
+
+
+def transfer_scale_ms(nodes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(E[X], the busy link's mean wait at each node times 1 - rho): `transfer_wait_tail`'s
+    terms that depend on the transfer times alone, not on the rate."""
     mean_ms, scv = prefill.moments(nodes)
+    return mean_ms, (nodes + (scv * mean_ms)[..., None]) / 2.0
+
+
+def _transfer_tail(rate_per_receiver_ms, mean_ms, scale_ms):
+    """`transfer_wait_tail` from `transfer_scale_ms`' terms."""
     rho = np.asarray(rate_per_receiver_ms, dtype=float) * mean_ms
-    scale_ms = (nodes + (scv * mean_ms)[..., None]) / 2.0
     with np.errstate(divide="ignore", invalid="ignore"):
         theta = (1.0 - rho)[..., None] / scale_ms
     theta = np.where((rho < 1.0)[..., None] & (scale_ms > 0), theta, 0.0)
@@ -83,6 +93,7 @@ class TwoWaits:
         self.neg_t1, self.neg_t2 = -self.t1, -self.t2  # -t g parses as (-t) g
         diff = self.t2 - self.t1
         self.close = np.abs(diff) <= 1e-6 * np.maximum(self.t1, self.t2)
+        self.any_close = bool(self.close.any())  # else `exceed_quiet` reads only the quotient
         self.divisor = np.where(self.close, 1.0, diff)
         self.only_first, self.only_second = c1 * (1.0 - c2), c2 * (1.0 - c1)
         self.both_wait = c1 * c2
@@ -96,7 +107,9 @@ class TwoWaits:
         invalid ignored): `p99_with_transfer_wait_ms` reads 16 gaps inside its own."""
         t1, t2 = self.t1, self.t2
         e1, e2 = np.exp(self.neg_t1 * g), np.exp(self.neg_t2 * g)
-        both = np.where(self.close, (1.0 + t1 * g) * e1, (t2 * e1 - t1 * e2) / self.divisor)
+        both = (t2 * e1 - t1 * e2) / self.divisor
+        if self.any_close:  # where no rates agree, the selection would keep `both` whole
+            both = np.where(self.close, (1.0 + t1 * g) * e1, both)
         return self.only_first * e1 + self.only_second * e2 + self.both_wait * both
 
 
@@ -107,7 +120,7 @@ def p99_with_transfer_wait_ms(c1, theta1, c2, theta2, nodes_ms):
     read on the quantile nodes as `queueing.sum_exceed_probability` reads one wait's tail.
     Arrays (W,) with nodes (W, K).
     """
-    b = _Bisection(c1, theta1, c2, theta2, nodes_ms)
+    b = _Bisection(c1, theta1, c2, theta2, ServiceNodes(nodes_ms))
     return np.where(b.saturated, np.inf, b.run())
 
 
@@ -118,31 +131,55 @@ def p99_with_transfer_wait_within(c1, theta1, c2, theta2, nodes_ms, limit_ms) ->
     within it, and one whose lower end is past it ends past it. The same answer, in the
     steps the rows need (`short_split_load` asks at 14 loads, most of them far from the
     target at first)."""
-    b = _Bisection(c1, theta1, c2, theta2, nodes_ms)
+    b = _Bisection(c1, theta1, c2, theta2, ServiceNodes(nodes_ms))
     limit = np.asarray(limit_ms, dtype=float)
     return ~b.saturated & (b.run(limit) <= limit)
+
+
+class ServiceNodes:
+    """The service-side time S' at the quantile nodes (W, K) as `_Bisection` reads it: its two
+    quantiles that start the bracket and its `NodeGrid`. None depends on the rate, so a
+    bisection on the rate (`short_split_load`) or a search over sizes
+    (`grow_for_transfer_wait`) lays them out once for all its tests (read only)."""
+
+    def __init__(self, nodes_ms) -> None:
+        s = np.asarray(nodes_ms, dtype=float)
+        self.s, self.shape = s, s.shape[:-1]
+        self.q99 = queueing.node_quantile(s, P99_TAIL)
+        self.q0033 = queueing.node_quantile(s, 0.0033)
+        self.grid = NodeGrid(s, self.shape)
+
+
+class SplitNodes:
+    """A split's service-side nodes (`ServiceNodes`) and its KV transfers' terms
+    (`transfer_scale_ms`): what `split_ttft_p99_ms` reads that does not depend on the rate or
+    the pools' sizes."""
+
+    def __init__(self, service_nodes_ms, transfer_nodes_ms) -> None:
+        self.service = ServiceNodes(service_nodes_ms)
+        t_nodes = np.asarray(transfer_nodes_ms, dtype=float)
+        self.transfer_mean_ms, self.transfer_scale_ms = transfer_scale_ms(t_nodes)
 
 
 class _Bisection:
     """The p99 bisection on the time of `p99_with_transfer_wait_ms`: its bracket and steps."""
 
-    def __init__(self, c1, theta1, c2, theta2, nodes_ms) -> None:
-        s = np.asarray(nodes_ms, dtype=float)
-        shape = s.shape[:-1]
-        c1, t1, c2 = (np.broadcast_to(np.asarray(a, dtype=float), shape) for a in (c1, theta1, c2))
-        t2 = np.broadcast_to(np.asarray(theta2, dtype=float), s.shape)
+    def __init__(self, c1, theta1, c2, theta2, nodes: ServiceNodes) -> None:
+        s, shape = nodes.s, nodes.shape
+        c1, t1, c2 = (broadcast(np.asarray(a, dtype=float), shape) for a in (c1, theta1, c2))
+        t2 = broadcast(np.asarray(theta2, dtype=float), s.shape)
         self.saturated = ~((t1 > 0) & (t2 > 0).all(axis=-1))
         safe1 = np.where(self.saturated, 1.0, t1)
         safe2 = np.where(self.saturated[..., None] | ~(t2 > 0), 1.0, t2)
         self.no_wait = (1.0 - c1) * (1.0 - c2)
-        self.lo = queueing.node_quantile(s, P99_TAIL)
+        self.lo = nodes.q99
         # Each term's 0.33% quantile bounds the sum's 1% quantile from above.
         w1 = np.log(np.maximum(c1 / 0.0033, 1.0)) / safe1
         w2 = np.log(np.maximum(c2 / 0.0033, 1.0)) / safe2.min(axis=-1)
-        self.hi = queueing.node_quantile(s, 0.0033) + w1 + w2
+        self.hi = nodes.q0033 + w1 + w2
         c1e, t1e, c2e = (a[..., None] for a in (c1, safe1, c2))
         self.two_waits = TwoWaits(c1e, t1e, c2e, safe2)
-        self.grid = NodeGrid(s, shape)
+        self.grid = nodes.grid
         self.s, self.shape = s, shape
 
     def run(self, limit=None) -> np.ndarray:
@@ -155,29 +192,42 @@ class _Bisection:
                     break
                 mid = (lo + hi) / 2.0
                 gap = np.maximum(mid[..., None] - s, 0.0)
-                waits = (two_waits.exceed_quiet(gap) * Z_WEIGHTS).sum(axis=-1)
-                over_ms = grid.exceed(mid.reshape(-1)).reshape(self.shape)
+                waits = np.add.reduce(two_waits.exceed_quiet(gap) * Z_WEIGHTS, axis=-1)
+                # `NodeGrid.exceed` takes the times flat and answers in the grid's shape.
+                over_ms = grid.exceed(mid if mid.ndim == 1 else mid.reshape(-1))
                 over = self.no_wait * over_ms + waits > P99_TAIL
                 lo, hi = np.where(over, mid, lo), np.where(over, hi, mid)
         return hi
 
 
-def split_ttft_p99_ms(pool, prefill_replicas, rate_per_s, receivers, transfer_nodes_ms):
+def split_ttft_p99_ms(pool, prefill_replicas, rate_per_s, receivers, transfer_nodes_ms, nodes=None):
     """p99 TTFT of a split carrying `rate_per_s`: the prefill pool's wait (M/G/c over
     `prefill_replicas`), the wait for a decode receiver's link (its share of the rate over
-    `receivers`, decode replicas x DP ranks) and the service-side time (`pool.nodes_ms`)."""
-    rate_per_ms = np.asarray(rate_per_s, dtype=float) / 1e3
-    c1, theta1 = queueing.wait_tail(rate_per_ms, prefill_replicas, pool.mean_ms, pool.scv)
-    c2, theta2 = transfer_wait_tail(rate_per_ms / receivers, transfer_nodes_ms)
-    return p99_with_transfer_wait_ms(c1, theta1, c2, theta2, pool.nodes_ms)
+    `receivers`, decode replicas x DP ranks) and the service-side time (`pool.nodes_ms`).
+    `nodes`: `SplitNodes(pool.nodes_ms, transfer_nodes_ms)`, where the caller has it."""
+    b = _split_bisection(pool, prefill_replicas, rate_per_s, receivers, transfer_nodes_ms, nodes)
+    return np.where(b.saturated, np.inf, b.run())
 
 
-def split_ttft_within(pool, prefill_replicas, rate_per_s, receivers, transfer_nodes_ms, limit_ms):
+def split_ttft_within(
+    pool, prefill_replicas, rate_per_s, receivers, transfer_nodes_ms, limit_ms, nodes=None
+):
     """Whether `split_ttft_p99_ms(...) <= limit_ms` (`p99_with_transfer_wait_within`)."""
+    b = _split_bisection(pool, prefill_replicas, rate_per_s, receivers, transfer_nodes_ms, nodes)
+    limit = np.asarray(limit_ms, dtype=float)
+    return ~b.saturated & (b.run(limit) <= limit)
+
+
+def _split_bisection(pool, prefill_replicas, rate_per_s, receivers, transfer_nodes_ms, nodes):
+    """`split_ttft_p99_ms`' bisection, its bracket set; the rate-free terms from `nodes`."""
+    if nodes is None:
+        nodes = SplitNodes(pool.nodes_ms, transfer_nodes_ms)
     rate_per_ms = np.asarray(rate_per_s, dtype=float) / 1e3
     c1, theta1 = queueing.wait_tail(rate_per_ms, prefill_replicas, pool.mean_ms, pool.scv)
-    c2, theta2 = transfer_wait_tail(rate_per_ms / receivers, transfer_nodes_ms)
-    return p99_with_transfer_wait_within(c1, theta1, c2, theta2, pool.nodes_ms, limit_ms)
+    c2, theta2 = _transfer_tail(
+        rate_per_ms / receivers, nodes.transfer_mean_ms, nodes.transfer_scale_ms
+    )
+    return _Bisection(c1, theta1, c2, theta2, nodes.service)
 
 
 ROUNDS = 32  # replicas added, one per round, where the wait still misses the target
@@ -195,9 +245,10 @@ def grow_for_transfer_wait(
     prefill pool fits alone can miss once its transfers wait too.
     """
     x, y = np.array(x, dtype=float), np.array(y, dtype=float)
+    nodes = SplitNodes(pool.nodes_ms, transfer_nodes_ms)
 
     def p99(xs, ys):
-        return split_ttft_p99_ms(pool, xs, rate_per_s, ys * d_dp, transfer_nodes_ms)
+        return split_ttft_p99_ms(pool, xs, rate_per_s, ys * d_dp, transfer_nodes_ms, nodes)
 
     ttft = p99(x, y)
     for _ in range(ROUNDS):
@@ -231,20 +282,19 @@ def receiver_rate_per_s(transfer_nodes_ms, nodes_ms, target_ms, most_load=0.9):
     t_nodes = np.asarray(transfer_nodes_ms, dtype=float)
     s = np.asarray(nodes_ms, dtype=float)
     shape = broadcast_shape(t_nodes.shape, s.shape)
-    t_nodes, s = np.broadcast_to(t_nodes, shape), np.broadcast_to(s, shape)
-    target = np.broadcast_to(np.asarray(target_ms, dtype=float), shape[:-1])
-    mean_ms, scv = prefill.moments(t_nodes)
+    t_nodes, s = broadcast(t_nodes, shape), broadcast(s, shape)
+    target = broadcast(np.asarray(target_ms, dtype=float), shape[:-1])
+    mean_ms, scale_ms = transfer_scale_ms(t_nodes)
     over_alone = exceed_probability(s, target)
     # theta2 = (1 - rho) / scale at each node (`transfer_wait_tail`): the exponent of the
     # wait's tail at the target's gap is -(1 - rho) gap / scale, laid out once.
-    scale_ms = (t_nodes + (scv * mean_ms)[..., None]) / 2.0
     gap = np.maximum(target[..., None] - s, 0.0)
     with np.errstate(divide="ignore", invalid="ignore"):
         ratio = np.where(gap > 0, gap / np.where(scale_ms > 0, scale_ms, 1.0), 0.0)
         ratio = np.where((scale_ms > 0) | (gap == 0), ratio, np.inf)
 
     def over(rho, r, alone):
-        tail = (np.exp(-(1.0 - rho)[..., None] * r) * Z_WEIGHTS).sum(axis=-1)
+        tail = np.add.reduce(np.exp(-(1.0 - rho)[..., None] * r) * Z_WEIGHTS, axis=-1)
         return (1.0 - rho) * alone + rho * tail > P99_TAIL
 
     served = (mean_ms > 0) & ~(over_alone > P99_TAIL)
@@ -279,15 +329,11 @@ def short_split_load(pool, prefill_replicas, receivers, transfer_nodes_ms, most_
         return rate, ttft
     some = prefill.Pool(
         *(
-            np.broadcast_to(getattr(pool, f), shape + np.shape(getattr(pool, f))[len(shape) :])[
-                index
-            ]
+            broadcast(getattr(pool, f), shape + np.shape(getattr(pool, f))[len(shape) :])[index]
             for f in _POOL_FIELDS
         )
     )
-    x, n, most = (
-        np.broadcast_to(a, shape)[index] for a in (prefill_replicas, receivers, most_per_s)
-    )
+    x, n, most = (broadcast(a, shape)[index] for a in (prefill_replicas, receivers, most_per_s))
     t_nodes = np.asarray(transfer_nodes_ms)[index]
     at_most = split_ttft_p99_ms(some, x, most, n, t_nodes)
     short = ~(at_most <= some.target_ms * (1.0 + 1e-9)) & (most > 0)
@@ -298,12 +344,13 @@ def short_split_load(pool, prefill_replicas, receivers, transfer_nodes_ms, most_
         index, keep = index[short], np.flatnonzero(short)
         some = prefill.Pool(*(getattr(some, f)[keep] for f in _POOL_FIELDS))
         x, n, most, t_nodes = x[keep], n[keep], most[keep], t_nodes[keep]
+        nodes = SplitNodes(some.nodes_ms, t_nodes)  # the same rows at every rate tried
         lo, hi = np.zeros(len(keep)), most.copy()
         for _ in range(RATE_BISECTIONS):
             mid = (lo + hi) / 2.0
-            ok = split_ttft_within(some, x, mid, n, t_nodes, some.target_ms)
+            ok = split_ttft_within(some, x, mid, n, t_nodes, some.target_ms, nodes)
             lo, hi = np.where(ok, mid, lo), np.where(ok, hi, mid)
-        rate[index], ttft[index] = lo, split_ttft_p99_ms(some, x, lo, n, t_nodes)
+        rate[index], ttft[index] = lo, split_ttft_p99_ms(some, x, lo, n, t_nodes, nodes)
     return rate, ttft
 
 

@@ -18,7 +18,7 @@ from __future__ import annotations
 import numpy as np
 
 from disagg_decider.calc.queues import queueing
-from disagg_decider.calc.queues.array_helpers import broadcast_shape
+from disagg_decider.calc.queues.array_helpers import broadcast, broadcast_flat, broadcast_shape
 from disagg_decider.calc.replicas import prefill
 
 
@@ -48,10 +48,10 @@ class DeferredP99:
         nodes = np.asarray(nodes_ms, dtype=float)
         values = [np.asarray(v, dtype=float) for v in (rate_per_ms, servers, mean_service_ms, scv)]
         shape = broadcast_shape(*(v.shape for v in values), nodes.shape[:-1])
-        flat = [np.broadcast_to(v, shape).reshape(-1) for v in values]
+        flat = [broadcast_flat(v, shape) for v in values]
         k = nodes.shape[-1]
         pending = Pending(shape)
-        self._jobs.append((pending, flat, np.broadcast_to(nodes, (*shape, k)).reshape(-1, k)))
+        self._jobs.append((pending, flat, broadcast(nodes, (*shape, k)).reshape(-1, k)))
         return pending
 
     def add_pool(self, pool: prefill.Pool, servers, rate_per_s) -> Pending:
