@@ -13,6 +13,8 @@ exactly (`ConditionalResult` equality):
   (`conditional_sizing.Priced.at_picked`);
 - a first grid that prices every split, which `split_grid.refine` would settle on at once
   (`split_grid.prices_every_size`);
+- the lift's decode-worker lines and grid taken on by the sizing, where a smaller split keeps
+  the candidate's decode workers (`conditional_sizing._with_servers`, `Layouts.has_workers`);
 - the decode workers' load curve kept with their grid (`colocated_load.load_curve`), read by
   every round of the settling's and the lift's searches on it.
 
@@ -52,6 +54,7 @@ REUSES = {
     "whole first grid": [(split_grid, "prices_every_size")],
     "workers' capacity off their grid": [(overall_ttft, "_capacity_off_grid")],
     "load curve kept with its grid": [(colocated_load, "load_curve")],
+    "sizing's workers taken from the lift": [(overall_ttft.Layouts, "has_workers")],
 }
 NONE = {  # what each returns when its reuse is off
     "block_rows": lambda cands: None,
@@ -60,6 +63,7 @@ NONE = {  # what each returns when its reuse is off
     "at_picked": lambda self: None,
     "prices_every_size": lambda budget, p_tp, d_tp: False,
     "_capacity_off_grid": lambda grid: None,
+    "has_workers": lambda self: False,
     # worked out again at every call (`colocated_load._load_curve`), nothing kept
     "load_curve": lambda grid, n, size: colocated_load._load_curve(grid, (n, size)),
 }

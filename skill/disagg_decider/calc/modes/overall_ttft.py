@@ -99,9 +99,13 @@ class Layouts:
         out = self.fields_at(rows)
         at, grid = self.workers
         pick = functools.partial(_row_subset, rows=rows, n=len(self.long_share))
-        taken = {k: pick(v) for k, v in grid_fields(grid).items() if k != "headroom"}
-        out._workers.append((_lines_at_rows(at, pick), ColocatedGrid(**taken, headroom=None)))
+        taken = {k: pick(v) for k, v in grid_fields(grid).items()}
+        out._workers.append((_lines_at_rows(at, pick), ColocatedGrid(**taken)))
         return out
+
+    def has_workers(self) -> bool:
+        """Whether the decode workers' lines and grid are built (`workers`) or taken."""
+        return bool(self._workers)
 
     def fields_at(self, rows: np.ndarray) -> Layouts:
         """`take` without the decode workers' lines and grid (built anew if read): for a caller
