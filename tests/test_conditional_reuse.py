@@ -12,7 +12,11 @@ exactly (`ConditionalResult` equality):
 - the sizing's decode-worker terms at the workload's rate, read by the report
   (`conditional_sizing.Priced.at_picked`);
 - a first grid that prices every split, which `split_grid.refine` would settle on at once
-  (`split_grid.prices_every_size`).
+  (`split_grid.prices_every_size`);
+- the lift's decode-worker lines and grid taken on by the sizing, where a smaller split keeps
+  the candidate's decode workers (`conditional_sizing._with_servers`, `Layouts.has_workers`);
+- the decode workers' load curve kept with their grid (`colocated_load.load_curve`), read by
+  every round of the settling's and the lift's searches on it.
 
 `tp_pairs` asks the engine's rule and KV room for every degree at once: the same answers as
 asking degree by degree, pair by pair. `tests/test_golden_outputs.py` checks whole verdicts.
@@ -35,6 +39,7 @@ from disagg_decider.calc.modes import (
     conditional_sizing,
     overall_ttft,
 )
+from disagg_decider.calc.replicas import colocated_load
 from disagg_decider.workload import load_workload, resolve
 from tests.conftest import EXAMPLES, ROOT
 
@@ -48,6 +53,8 @@ REUSES = {
     "sized terms": [(conditional_sizing.Priced, "at_picked")],
     "whole first grid": [(split_grid, "prices_every_size")],
     "workers' capacity off their grid": [(overall_ttft, "_capacity_off_grid")],
+    "load curve kept with its grid": [(colocated_load, "load_curve")],
+    "sizing's workers taken from the lift": [(overall_ttft.Layouts, "has_workers")],
 }
 NONE = {  # what each returns when its reuse is off
     "block_rows": lambda cands: None,
@@ -56,6 +63,9 @@ NONE = {  # what each returns when its reuse is off
     "at_picked": lambda self: None,
     "prices_every_size": lambda budget, p_tp, d_tp: False,
     "_capacity_off_grid": lambda grid: None,
+    "has_workers": lambda self: False,
+    # worked out again at every call (`colocated_load._load_curve`), nothing kept
+    "load_curve": lambda grid, n, size: colocated_load._load_curve(grid, (n, size)),
 }
 
 
@@ -112,3 +122,33 @@ def test_tp_pairs_rule_and_memory_asked_at_once_equal_asking_one_by_one(resolved
             for j, d in enumerate(degrees):
                 one = pairs_allowed(w.engine, np.array([p]), np.array([d]), w.cluster.gpus)
                 assert bool(allowed[i, j]) == bool(np.ravel(one)[0])
+
+
+def test_a_kept_load_curve_gives_every_mode_what_a_fresh_one_gives(resolved, monkeypatch):
+    """The colocated mode's load search (`rate_within_targets`) reads the kept curve too: the
+    whole analyses equal with the curve worked out again at every call."""
+    kept = compare.analyze_many(resolved[:12])
+    calls = {"n": 0}
+
+    def fresh(grid, n, size):
+        calls["n"] += 1
+        return NONE["load_curve"](grid, n, size)
+
+    monkeypatch.setattr(colocated_load, "load_curve", fresh)
+    assert compare.analyze_many(resolved[:12]) == kept
+    assert calls["n"] > 12
+
+
+def test_a_grid_built_from_another_starts_with_nothing_kept():
+    from dataclasses import replace
+
+    from disagg_decider.calc.replicas.colocated import ColocatedGrid, grid_fields
+
+    rates = np.array([[1.0, 2.0, 3.0]])
+    g = ColocatedGrid(rates, None, rates, None, rates[:, 0], rates[:, 0])
+    colocated_load.load_curve(g, 1, 3)
+    assert g._memo
+    assert not ColocatedGrid(**grid_fields(g))._memo
+    assert not replace(g, rate_per_s=rates[:, ::-1])._memo
+    with pytest.raises(TypeError):  # the memo is no field a caller may pass on
+        ColocatedGrid(**vars(g))

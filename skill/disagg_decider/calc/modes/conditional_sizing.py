@@ -99,14 +99,17 @@ def sized_rows(
     else:
         shape, ingress = lifted.layouts.fields_at(at), lifted.ingress_per_s[at]
     rates = np.array([float(r.workload.traffic.requests_per_second) for r, _ in rows])
-    bounds = _ray_bounds(first, rows, ingress, shape, rates)
+    # Where `shape`'s rows come from: the lift's layouts (with the decode workers' lines and
+    # grid) at `at`, else `shape` itself (`_with_servers` takes the workers on from there).
+    source = (shape, None) if at is None else (lifted.layouts, at)
+    bounds = _ray_bounds(first, rows, ingress, shape, rates, source)
     pairs = [_smaller_splits(r, c, bound) for (r, c), bound in zip(rows, bounds, strict=True)]
     owner = np.concatenate([np.full(len(p), i) for i, p in enumerate(pairs)])
     xs = np.concatenate([p[:, 0] for p in pairs]).astype(float)
     ys = np.concatenate([p[:, 1] for p in pairs]).astype(float)
     if not xs.size:
         return [c for _, c in rows], None
-    layouts = _with_servers(shape, owner, xs, ys)
+    layouts = _with_servers(shape, owner, xs, ys, source)
     carries, terms, local, at_rate = _carries(first, ingress, layouts, owner, rates[owner])
     out, picked = [], np.full(len(rows), -1)
     for i, (_, c) in enumerate(rows):
@@ -151,7 +154,12 @@ def _smaller_splits(r: Resolved, c: Candidate, most_gpus: float) -> np.ndarray:
 
 
 def _ray_bounds(
-    first: Resolved, rows: list, ingress: np.ndarray, shape: Layouts, rates: np.ndarray
+    first: Resolved,
+    rows: list,
+    ingress: np.ndarray,
+    shape: Layouts,
+    rates: np.ndarray,
+    source: tuple[Layouts, np.ndarray | None] | None = None,
 ) -> np.ndarray:
     """Per row, the GPUs of the smallest split along the candidate's ratio found to carry the
     rate (the whole split where none is priced or none carries): the answer has no more."""
@@ -171,7 +179,7 @@ def _ray_bounds(
         whole_x = np.array([rows[i][1].prefill_replicas for i in big], dtype=float)[:, None]
         whole_y = np.array([rows[i][1].decode_replicas for i in big], dtype=float)[:, None]
         xs, ys = np.ceil(scale * whole_x - 1e-9), np.ceil(scale * whole_y - 1e-9)
-        layouts = _with_servers(shape, owner, xs.ravel(), ys.ravel())
+        layouts = _with_servers(shape, owner, xs.ravel(), ys.ravel(), source)
         ok = _carries(first, ingress, layouts, owner, rates[owner])[0].reshape(scale.shape)
         first_ok = np.where(ok.any(axis=1), ok.argmax(axis=1), RAY_PROBES - 1)
         at = np.arange(len(big))
@@ -185,9 +193,24 @@ def _ray_bounds(
     return bounds
 
 
-def _with_servers(shape: Layouts, owner: np.ndarray, xs: np.ndarray, ys: np.ndarray) -> Layouts:
-    """The candidates' layouts at each row's owner, with the row's replica counts (the decode
-    workers' lines and grid are built anew: they depend on the number of workers)."""
+def _with_servers(
+    shape: Layouts,
+    owner: np.ndarray,
+    xs: np.ndarray,
+    ys: np.ndarray,
+    source: tuple[Layouts, np.ndarray | None] | None = None,
+) -> Layouts:
+    """The candidates' layouts at each row's owner, with the row's replica counts.
+
+    The decode workers' lines and grid depend on their number alone of the two: where every
+    row keeps its owner's (most sizings shrink the prefill pool only) and `source` (the
+    layouts `shape`'s rows were taken from, at which rows; None: `shape` itself) holds them,
+    they are taken from there in one go, the bits built anew would give (each row its own,
+    as `Layouts.take` says); else built anew when read."""
+    if source is not None and source[0].has_workers():
+        whole, at = source
+        if np.array_equal(ys, shape.decode_servers[owner]):
+            return replace(whole.take(owner if at is None else at[owner]), prefill_servers=xs)
     return replace(shape.fields_at(owner), prefill_servers=xs, decode_servers=ys)
 
 

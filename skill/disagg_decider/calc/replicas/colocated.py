@@ -18,7 +18,7 @@ best point per (row, TP) is the replica's capacity.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import cached_property
 
 import numpy as np
@@ -47,6 +47,16 @@ class ColocatedGrid:
     # feasible (None where not asked for: `evaluate(with_headroom=False)`)
     idle_ttft_ms: np.ndarray  # p99 TTFT with no queue
     idle_tpot_ms: np.ndarray  # TPOT with no prefill riding along
+    # Values worked out from these fields alone, kept for the next reader: the load curve
+    # `colocated_load` places loads on, read again at every round of a search on one grid.
+    # A grid built from another's fields (rows taken, `grid_fields`; `replace`) starts empty.
+    _memo: dict = field(default_factory=dict, init=False, compare=False, repr=False)
+
+
+def grid_fields(grid: ColocatedGrid) -> dict:
+    """The grid's fields by name, without what it keeps for its readers (`_memo`): for a
+    caller that builds another grid from them (rows taken), whose values differ."""
+    return {k: v for k, v in vars(grid).items() if k != "_memo"}
 
 
 @dataclass(frozen=True)

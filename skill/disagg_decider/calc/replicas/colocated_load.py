@@ -11,6 +11,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 from dataclasses import dataclass, replace
+from typing import NamedTuple
 
 import numpy as np
 
@@ -18,7 +19,13 @@ from disagg_decider.calc.physics.step import Engine, PassTerms
 from disagg_decider.calc.queues.array_helpers import broadcast, clip, map_fields
 from disagg_decider.calc.queues.batch_edge import interp_rows, value_at
 from disagg_decider.calc.queues.p99_check import p99_of_sum_within
-from disagg_decider.calc.replicas.colocated import ColocatedGrid, Lines, evaluate, lines
+from disagg_decider.calc.replicas.colocated import (
+    ColocatedGrid,
+    Lines,
+    evaluate,
+    grid_fields,
+    lines,
+)
 from disagg_decider.calc.replicas.colocated_prompts import prompt_queue, ttft_terms
 from disagg_decider.calc.replicas.decode import engine_batch_grid
 from disagg_decider.calc.replicas.lengths import Lengths
@@ -87,7 +94,48 @@ def _on_curve(at: Lines, rate_per_s, grid, batches=None) -> _OnCurve:
     whose DP ranks (and so grid) may be wider than these rows' own."""
     batches = engine_batch_grid(at.engine) if batches is None else batches
     g = evaluate(at, batches, with_headroom=False) if grid is None else grid
-    shape = (len(rate_per_s), batches.size)
+    c = load_curve(g, len(rate_per_s), batches.size)
+    # The grid index and the batches are one row for every load (`batch_edge` reads a 1-D row
+    # at each load's indices, the elements a broadcast would give).
+    at_index = interp_rows(rate_per_s, c.curve, np.arange(batches.size, dtype=float))
+    batch = np.maximum(value_at(batches, at_index), 1.0)
+    tpot = value_at(c.tpot, at_index)
+    first = c.first
+    with np.errstate(divide="ignore", invalid="ignore"):
+        share = clip(np.where(first > 0, rate_per_s / first, 1.0), 0.0, 1.0)
+    low = rate_per_s < first
+    idle_tpot = c.idle_tpot
+    with np.errstate(invalid="ignore"):
+        tpot = np.where(low, idle_tpot + share * (tpot - idle_tpot), tpot)
+    return _OnCurve(at=at, batch=batch, tpot=tpot, low=low, share=share, idle_ttft=c.idle_ttft)
+
+
+class LoadCurve(NamedTuple):
+    """What `_on_curve` reads off a grid whatever the loads: each row's rising run of rates
+    (inf past it), the TPOT grid, the first point's rate and the idle TTFT and TPOT."""
+
+    curve: np.ndarray  # (N, batches)
+    tpot: np.ndarray  # (N, batches)
+    first: np.ndarray  # (N,)
+    idle_ttft: np.ndarray  # (N,)
+    idle_tpot: np.ndarray  # (N,)
+
+
+def load_curve(g: ColocatedGrid, n: int, size: int) -> LoadCurve:
+    """The grid's `LoadCurve` for n loads on `size` batches: worked out once per grid and
+    kept with it (`ColocatedGrid._memo`), since the searches that place loads on one grid
+    (`rate_within_targets`' rounds, `overall_ttft.lift`'s) place new loads every round on
+    the same rows. Every value depends on the grid's fields and (n, size) alone, so a kept
+    one is the bits a fresh one would be."""
+    key = ("load_curve", n, size)
+    found = g._memo.get(key)
+    if found is None:
+        found = g._memo[key] = _load_curve(g, (n, size))
+    return found
+
+
+def _load_curve(g: ColocatedGrid, shape: tuple[int, int]) -> LoadCurve:
+    """`load_curve` worked out."""
     rates = broadcast(g.rate_per_s, shape)
     # Only the rising run of the grid is a load curve: past it (a batch as large as the chunk
     # leaves no room for prompts) the rate formula stops meaning anything, and a load must never
@@ -100,20 +148,13 @@ def _on_curve(at: Lines, rate_per_s, grid, batches=None) -> _OnCurve:
         np.greater(rates[:, 1:] - rates[:, :-1], 0, out=up[:, 1:])
         rising = np.logical_and.accumulate(up & (rates > 0), axis=1)
     curve = np.where(rising, rates, np.inf)
-    # The grid index and the batches are one row for every load (`batch_edge` reads a 1-D row
-    # at each load's indices, the elements a broadcast would give).
-    at_index = interp_rows(rate_per_s, curve, np.arange(batches.size, dtype=float))
-    batch = np.maximum(value_at(batches, at_index), 1.0)
-    tpot = value_at(broadcast(g.tpot_p99_ms, shape), at_index)
-    first = curve[:, 0]
-    with np.errstate(divide="ignore", invalid="ignore"):
-        share = clip(np.where(first > 0, rate_per_s / first, 1.0), 0.0, 1.0)
-    low = rate_per_s < first
-    idle_ttft = broadcast(g.idle_ttft_ms, shape)[:, 0]
-    idle_tpot = broadcast(g.idle_tpot_ms, shape)[:, 0]
-    with np.errstate(invalid="ignore"):
-        tpot = np.where(low, idle_tpot + share * (tpot - idle_tpot), tpot)
-    return _OnCurve(at=at, batch=batch, tpot=tpot, low=low, share=share, idle_ttft=idle_ttft)
+    return LoadCurve(
+        curve=curve,
+        tpot=broadcast(g.tpot_p99_ms, shape),
+        first=curve[:, 0],
+        idle_ttft=broadcast(g.idle_ttft_ms, shape)[:, 0],
+        idle_tpot=broadcast(g.idle_tpot_ms, shape)[:, 0],
+    )
 
 
 def _meet_targets(at: Lines, rate_per_s, grid, batches=None) -> np.ndarray:
@@ -186,7 +227,7 @@ def rate_within_targets(
     # each round on the same rows (`points` per row that overshoots), taken once.
     bad = np.flatnonzero(~good)
     take = functools.partial(_row_subset, rows=np.repeat(bad, points), n=n)
-    grid_rows = ColocatedGrid(**{k: take(v) for k, v in vars(on_grid).items()})
+    grid_rows = ColocatedGrid(**{k: take(v) for k, v in grid_fields(on_grid).items()})
     at_rows = _lines_at_rows(at, take)
     lo, hi = np.zeros(len(bad)), rate_hi[bad]
     step = np.arange(1, points + 1) / points
