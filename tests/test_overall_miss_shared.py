@@ -17,7 +17,7 @@ import numpy as np
 import pytest
 
 from disagg_decider.calc.layouts.layout_choices import engine_for
-from disagg_decider.calc.modes import conditional, conditional_report, overall_ttft
+from disagg_decider.calc.modes import conditional, conditional_report, overall_ttft, ttft_parts
 from disagg_decider.calc.modes.conditional_rows import Rows
 from disagg_decider.calc.replicas import colocated, colocated_best
 from disagg_decider.calc.replicas.decode import engine_batch_grid
@@ -85,13 +85,13 @@ def test_both_parts_read_in_one_pass_as_apart(priced):
     goodput = np.array([c.goodput_rate_per_s for _, c in rows])
     rate = goodput * 1.1
     pooled, local = layouts.pooled(rate), layouts.local(rate)
-    p, q = overall_ttft._both_miss(pooled, local, layouts.ttft_ms)
+    p, q = ttft_parts.both_miss(pooled, local, layouts.ttft_ms)
     assert _same(p, pooled.miss(layouts.ttft_ms))
     assert _same(q, local.miss(layouts.ttft_ms))
     # The overall p99's shapes: rows as columns, 16 times per row.
     times = layouts.ttft_ms[:, None] * np.linspace(0.2, 1.5, 16)
     pc, lc = pooled.columns(), local.columns()
-    p, q = overall_ttft._both_miss(pc, lc, times)
+    p, q = ttft_parts.both_miss(pc, lc, times)
     assert _same(p, pc.miss(times))
     assert _same(q, lc.miss(times))
     assert ((p > 0) & (p < 1)).any()  # some times inside the tails, not all 0 or 1

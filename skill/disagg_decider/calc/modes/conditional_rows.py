@@ -17,7 +17,7 @@ from disagg_decider.calc.layouts.layout_choices import engine_for
 from disagg_decider.calc.layouts.pools import ingress_rate_per_s, prefill_pool
 from disagg_decider.calc.layouts.threshold_pools import stack_rows
 from disagg_decider.calc.layouts.thresholds import Candidate, amended, block_rows
-from disagg_decider.calc.modes import overall_ttft
+from disagg_decider.calc.modes import overall_ttft, ttft_parts
 from disagg_decider.calc.modes.overall_ttft import Layouts
 from disagg_decider.calc.physics.kvpath import TransferPath, transfer_path
 from disagg_decider.calc.queues.array_helpers import broadcast
@@ -159,7 +159,7 @@ class Lifted:
         return None if None in found else np.array(found, dtype=np.int64)
 
     def pool_at(self, rows: np.ndarray) -> Pool:
-        return overall_ttft.pool_at_rows(self.pool, len(self.candidates), rows)
+        return ttft_parts.pool_at_rows(self.pool, len(self.candidates), rows)
 
     def at(self, chosen: list[Candidate]) -> tuple[Pool, Layouts] | None:
         """The pools and layouts of `chosen` (these very candidates), or None where one of

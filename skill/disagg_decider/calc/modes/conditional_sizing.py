@@ -31,7 +31,7 @@ from dataclasses import dataclass, replace
 import numpy as np
 
 from disagg_decider.calc.layouts.thresholds import Candidate, amended
-from disagg_decider.calc.modes import overall_ttft
+from disagg_decider.calc.modes import overall_ttft, ttft_parts
 from disagg_decider.calc.modes.conditional_rows import Lifted, Rows
 from disagg_decider.calc.modes.overall_ttft import Layouts
 from disagg_decider.calc.queues import queueing
@@ -55,9 +55,9 @@ class Priced:
     every value is the row's own (element-wise), so taken rows give the same bits."""
 
     terms: tuple
-    local: overall_ttft.Part
+    local: ttft_parts.Part
     picked: np.ndarray  # (N,) into the M rows
-    pooled: overall_ttft.Part  # the prefill pools at the rate
+    pooled: ttft_parts.Part  # the prefill pools at the rate
     miss: np.ndarray  # (M,) the share of all requests beyond the TTFT target at the rate
 
     def at_picked(self) -> tuple | None:
@@ -67,7 +67,7 @@ class Priced:
             return None
         rows = self.picked
         (terms, reported, tpot), n = self.terms, len(self.local.c_wait)
-        take = lambda a: overall_ttft.take_rows(a, n, rows)  # noqa: E731
+        take = lambda a: ttft_parts.take_rows(a, n, rows)  # noqa: E731
 
         def reported_at(p99: np.ndarray) -> np.ndarray:
             full = np.zeros(n)  # the other rows' values are never read
@@ -75,7 +75,7 @@ class Priced:
             return np.asarray(reported(full))[rows]
 
         taken = (tuple(map(take, terms)), reported_at, take(tpot))
-        part = lambda p: overall_ttft.Part(  # noqa: E731
+        part = lambda p: ttft_parts.Part(  # noqa: E731
             *(None if v is None else take(v) for v in vars(p).values())
         )
         return taken, part(self.local), (part(self.pooled), take(self.miss))
@@ -220,7 +220,7 @@ def _carries(
     layouts: Layouts,
     owner: np.ndarray,
     rate_per_s: np.ndarray,
-) -> tuple[np.ndarray, tuple, overall_ttft.Part, tuple]:
+) -> tuple[np.ndarray, tuple, ttft_parts.Part, tuple]:
     """Whether each row's split carries the rate: `overall_ttft.within` and, as `lift` bounds
     a layout, the prefill pool's and the decode workers' capacity on their other limits
     (`ingress_per_s`: each candidate's KV ingress bound on a decode worker); with the decode
