@@ -142,13 +142,13 @@ def test_a_kept_load_curve_gives_every_mode_what_a_fresh_one_gives(resolved, mon
 def test_a_grid_built_from_another_starts_with_nothing_kept():
     from dataclasses import replace
 
-    from disagg_decider.calc.replicas.colocated import ColocatedGrid, grid_fields
+    from disagg_decider.calc.replicas.colocated import ColocatedGrid, grid_rows
 
     rates = np.array([[1.0, 2.0, 3.0]])
     g = ColocatedGrid(rates, None, rates, None, rates[:, 0], rates[:, 0])
     colocated_load.load_curve(g, 1, 3)
     assert g._memo
-    assert not ColocatedGrid(**grid_fields(g))._memo
+    assert not grid_rows(g, lambda v: v)._memo
     assert not replace(g, rate_per_s=rates[:, ::-1])._memo
     with pytest.raises(TypeError):  # the memo is no field a caller may pass on
         ColocatedGrid(**vars(g))

@@ -18,7 +18,7 @@ import numpy as np
 import pytest
 
 from disagg_decider.calc import compare, mode_records
-from disagg_decider.calc.mode_entries import Own, Priced
+from disagg_decider.calc.mode_entries import Own, PricedMode
 from disagg_decider.decide import decide, decide_many
 from disagg_decider.workload import load_workload
 from tests.conftest import EXAMPLES, ROOT
@@ -40,12 +40,12 @@ def _entries(o: Own, index: np.ndarray, alternative: bool) -> Own:
     return o.take(index, np.full(len(index), alternative))
 
 
-def _joined(first: Priced, second: Priced) -> Priced:
+def _joined(first: PricedMode, second: PricedMode) -> PricedMode:
     """Two calls' records as one call's: entries of `first`, then `second`'s."""
     figures = None
     if first.figures is not None:
         figures = {k: np.concatenate([v, second.figures[k]]) for k, v in first.figures.items()}
-    return Priced(
+    return PricedMode(
         first.model,
         {k: np.concatenate([v, second.columns[k]]) for k, v in first.columns.items()},
         [*first.costs, *second.costs],

@@ -167,7 +167,7 @@ def _analyze_block(
 
 
 def _modes_at_rate(own: Own, found: Found, p99s: DeferredP99) -> tuple:
-    """Each mode priced at every member's rate: ((colocated `Priced`, the entry each member
+    """Each mode priced at every member's rate: ((colocated `PricedMode`, the entry each member
     presents), (the split's, likewise)). Its best layouts are entries 0..W-1 and, in the same
     call, the pools to deploy where another layout carries the rate on fewer GPUs
     (`rate_layout`) follow them: only the members whose proposal differs are priced again."""

@@ -4,7 +4,7 @@
 row of the search with one of its layouts. A block prices every member's best layouts and,
 in the same call, the layouts to deploy at the rate where they differ (`rate_layout`), so each
 numpy pipeline and bisection runs once for both; every operation is element by element, so
-an entry gets the bits it would get priced alone. `Priced` holds what a call gives, and
+an entry gets the bits it would get priced alone. `PricedMode` holds what a call gives, and
 builds records only for the entries a verdict presents. `FirstRound` and `Asked` do the same
 for a colocated replica's sizing questions: asked ahead where they are known, read back, and
 asked again only of the entries whose answer is not known.
@@ -88,13 +88,13 @@ class Own:
             who=self.who[index],
             rate=self.rate[index],
             usd_per_gpu_hour=self.usd_per_gpu_hour[index],
-            lengths=self.lengths.map(lambda a: a[index]),  # rows (N, 1) of each field
+            lengths=self.lengths.at(index),  # rows (N, 1) of each field
             alternative=alternative,
         )
 
 
 @dataclass(frozen=True)
-class Priced:
+class PricedMode:
     """A mode priced at each entry of an `Own`: its records' columns (NaN stands for None;
     the p99 TTFT left out), their costs, and the p99 TTFT column, a function read once the
     block's `DeferredP99` is solved. `records` builds the records of some entries only."""
@@ -125,7 +125,7 @@ class Priced:
 
 
 def presented_records(
-    priced: Priced, best: list, pick: np.ndarray, keep: Sequence[str] = ()
+    priced: PricedMode, best: list, pick: np.ndarray, keep: Sequence[str] = ()
 ) -> list:
     """Each member's record as the verdict presents it, its p99 TTFT filled in (`priced.ttft`,
     read once solved): its best layout's (`best`, entries 0..W-1, built before) or, where

@@ -19,7 +19,7 @@ from disagg_decider.calc.mode_entries import (
     Asked,
     FirstRound,
     Own,
-    Priced,
+    PricedMode,
     anchors,
     replicas_needed,
 )
@@ -39,7 +39,7 @@ SIZING_REPLICAS = 64  # prefill pools are sized up to this many replicas beyond 
 # engines they use are columns (N, 1) so they broadcast against batch grids.
 
 
-def colocated_results(o: Own, f: Found, p99s: DeferredP99, t: np.ndarray) -> Priced:
+def colocated_results(o: Own, f: Found, p99s: DeferredP99, t: np.ndarray) -> PricedMode:
     """Each entry's replicas of layout `t` (indices into `f.layouts`) at its rate, its p99
     TTFT's bisection added to `p99s`."""
     tp = f.layouts["gpus"][t].astype(float)  # GPUs per replica
@@ -52,7 +52,7 @@ def colocated_results(o: Own, f: Found, p99s: DeferredP99, t: np.ndarray) -> Pri
         """The entries' (engine, lengths, targets, chunk) at `rows`, as columns."""
         return (
             _engine_at(o.first, f.layouts, t[rows]),
-            o.lengths if len(rows) == len(t) else o.lengths.map(lambda a: a[rows]),
+            o.lengths if len(rows) == len(t) else o.lengths.at(rows),
             o.ttft_slo_ms[rows].reshape(-1, 1),
             o.tpot_slo_ms[rows].reshape(-1, 1),
             chunk[rows].reshape(-1, 1),
@@ -111,10 +111,10 @@ def colocated_results(o: Own, f: Found, p99s: DeferredP99, t: np.ndarray) -> Pri
     }
     costs = _costs(o, replicas * tp, served)
     ttft = lambda: np.where(feasible, ttft_of(), np.nan)  # noqa: E731
-    return Priced(ColocatedResult, columns, costs, ttft)
+    return PricedMode(ColocatedResult, columns, costs, ttft)
 
 
-def disaggregated_results(o: Own, f: Found, pair: np.ndarray) -> Priced:
+def disaggregated_results(o: Own, f: Found, pair: np.ndarray) -> PricedMode:
     """Each entry's split of the (prefill, decode) layouts `pair` (N, 2) at its rate. The p99
     TTFT column is priced here (the prefill pool's wait and the KV link's, `ingress_queue`),
     not in `DeferredP99`'s batch; a function all the same, read as the colocated column is."""
@@ -223,7 +223,7 @@ def disaggregated_results(o: Own, f: Found, pair: np.ndarray) -> Priced:
         "prefill_ms": prefill_at[:, 0],
         "decode_step_ms": np.where(feasible, step, idle),
     }
-    return Priced(DisaggregatedResult, columns, _costs(o, gpus, served), ttft, figures)
+    return PricedMode(DisaggregatedResult, columns, _costs(o, gpus, served), ttft, figures)
 
 
 def _transfer_nodes_ms(o: Own, p_engine, path, p_atp, d_atp) -> np.ndarray:
@@ -295,18 +295,12 @@ def per_request(o: Own, figures: dict[str, np.ndarray]) -> dict[str, list]:
     size = kv.kv_bytes(model, kv_dtype, u50)
     per_token = kv.kv_bytes_per_token(model, kv_dtype, np.maximum(u50, 1.0))
     flat = lambda a: np.ravel(a).tolist()  # noqa: E731
-    listed = {name: flat(values) for name, values in figures.items()}
     return {
+        **{name: flat(values) for name, values in figures.items()},
         "kv_bytes_per_token": flat(per_token),
         "kv_bytes_per_request": flat(size),
-        "kv_transfer_ms": listed["kv_transfer_ms"],
-        "kv_transfer_serialized_ms": listed["kv_transfer_serialized_ms"],
-        "kv_transfer_layerwise_ms": listed["kv_transfer_layerwise_ms"],
         "kv_transfer_path": [p.kind for p in o.members.paths],
-        "kv_transfer_gb_per_s": listed["kv_transfer_gb_per_s"],
         "kv_transfer_rdma": [p.rdma for p in o.members.paths],
-        "prefill_ms": listed["prefill_ms"],
-        "decode_step_ms": listed["decode_step_ms"],
         "effective_prompt_tokens": flat(u50),
     }
 

@@ -158,7 +158,7 @@ def decode_workers(
         locals_ = concat_rows([s.locals_ for s in live], (-1,))
         found = colocated_best.best_points(
             engine_for(first, tp),
-            Lengths(**{k: v[at].reshape(-1, 1, 1) for k, v in vars(locals_).items()}),
+            locals_.at(at, (-1, 1, 1)),
             ttft,
             tpot,
             np.asarray(w.efficiency.chunk_tokens, dtype=float),
@@ -212,20 +212,14 @@ class SearchRows:
     ingress_per_s: np.ndarray  # (R,) all requests a decode worker's NICs admit
 
     def local_at(self, rows: np.ndarray) -> Lengths:
-        return _lengths_at(self.local, rows)
+        return self.local.at(rows)
 
     def long_at(self, rows: np.ndarray) -> Lengths:
-        return _lengths_at(self.long, rows)
+        return self.long.at(rows)
 
     def pool_at(self, rows: np.ndarray) -> prefill.Pool:
         p = self.pool
         return prefill.Pool(p.mean_ms[rows], p.scv[rows], p.nodes_ms[rows], p.target_ms[rows])
-
-
-def _lengths_at(lengths: Lengths, rows: np.ndarray) -> Lengths:
-    """`lengths.map(lambda v: v[rows])` (every field an array of the block's rows), each
-    field indexed in place rather than through a function call apiece."""
-    return Lengths(**{k: v[rows] for k, v in vars(lengths).items()})
 
 
 @dataclass(frozen=True)

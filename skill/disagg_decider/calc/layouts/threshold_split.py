@@ -70,8 +70,8 @@ class SplitTable:
         return SplitTable(
             self.thresholds[keep],
             self.long_share[keep],
-            self.long.map(lambda v: v[keep]),
-            self.local.map(lambda v: v[keep]),
+            self.long.at(keep),
+            self.local.at(keep),
         )
 
 

@@ -9,7 +9,8 @@ engine, laid out one per row for `overall_ttft`: each one's parts at its thresho
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
+from functools import cached_property
 
 import numpy as np
 
@@ -145,18 +146,19 @@ class Lifted:
     pool: Pool
     layouts: Layouts
     ingress_per_s: np.ndarray  # (N,) all requests a decode worker's NICs admit
-    # Each candidate's row by identity, built when first asked (the sizing, the report and
-    # the choice each ask).
-    _row_of: dict = field(default_factory=dict, compare=False, repr=False)
 
     def index(self, chosen: list[Candidate]) -> np.ndarray | None:
         """The rows of `chosen` (these very candidates), or None where one of them was not
         priced here."""
         index = self._row_of
-        if not index:
-            index.update({id(c): i for i, c in enumerate(self.candidates)})
         found = [index.get(id(c)) for c in chosen]
         return None if None in found else np.array(found, dtype=np.int64)
+
+    @cached_property
+    def _row_of(self) -> dict[int, int]:
+        """Each candidate's row by identity, built when first asked (the sizing, the report
+        and the choice each ask)."""
+        return {id(c): i for i, c in enumerate(self.candidates)}
 
     def pool_at(self, rows: np.ndarray) -> Pool:
         return ttft_parts.pool_at_rows(self.pool, len(self.candidates), rows)

@@ -47,7 +47,7 @@ from disagg_decider.calc.queues import queueing
 from disagg_decider.calc.queues.array_helpers import broadcast
 from disagg_decider.calc.queues.batch_edge import boundary_index, value_at
 from disagg_decider.calc.replicas import colocated, colocated_best, colocated_load
-from disagg_decider.calc.replicas.colocated import ColocatedGrid, Lines, grid_fields
+from disagg_decider.calc.replicas.colocated import ColocatedGrid, Lines, grid_rows
 from disagg_decider.calc.replicas.colocated_load import _lines_at_rows, _row_subset
 from disagg_decider.calc.replicas.decode import engine_batch_grid
 from disagg_decider.calc.replicas.lengths import Lengths
@@ -108,8 +108,7 @@ class Layouts:
         out = self.fields_at(rows)
         at, grid = self.workers
         pick = functools.partial(_row_subset, rows=rows, n=len(self.long_share))
-        taken = {k: pick(v) for k, v in grid_fields(grid).items()}
-        out._workers.append((_lines_at_rows(at, pick), ColocatedGrid(**taken)))
+        out._workers.append((_lines_at_rows(at, pick), grid_rows(grid, pick)))
         return out
 
     def has_workers(self) -> bool:

@@ -53,10 +53,10 @@ class ColocatedGrid:
     _memo: dict = field(default_factory=dict, init=False, compare=False, repr=False)
 
 
-def grid_fields(grid: ColocatedGrid) -> dict:
-    """The grid's fields by name, without what it keeps for its readers (`_memo`): for a
-    caller that builds another grid from them (rows taken), whose values differ."""
-    return {k: v for k, v in vars(grid).items() if k != "_memo"}
+def grid_rows(grid: ColocatedGrid, take) -> ColocatedGrid:
+    """The grid with `take` (rows taken) applied to each field: a new grid, without what the
+    old one keeps for its readers (`_memo`), whose values are the old rows'."""
+    return ColocatedGrid(**{k: take(v) for k, v in vars(grid).items() if k != "_memo"})
 
 
 @dataclass(frozen=True)

@@ -23,7 +23,7 @@ from disagg_decider.calc.replicas.colocated import (
     ColocatedGrid,
     Lines,
     evaluate,
-    grid_fields,
+    grid_rows,
     lines,
 )
 from disagg_decider.calc.replicas.colocated_prompts import prompt_queue, ttft_terms
@@ -227,14 +227,14 @@ def rate_within_targets(
     # each round on the same rows (`points` per row that overshoots), taken once.
     bad = np.flatnonzero(~good)
     take = functools.partial(_row_subset, rows=np.repeat(bad, points), n=n)
-    grid_rows = ColocatedGrid(**{k: take(v) for k, v in grid_fields(on_grid).items()})
+    grid_at = grid_rows(on_grid, take)
     at_rows = _lines_at_rows(at, take)
     lo, hi = np.zeros(len(bad)), rate_hi[bad]
     step = np.arange(1, points + 1) / points
     each = np.arange(len(bad))
     for _ in range(rounds):
         grid = lo[:, None] + (hi - lo)[:, None] * step  # (B, points), ascending
-        ok = _meet_targets(at_rows, grid.ravel(), grid_rows, batches).reshape(len(bad), points)
+        ok = _meet_targets(at_rows, grid.ravel(), grid_at, batches).reshape(len(bad), points)
         last = points - 1 - np.argmax(ok[:, ::-1], axis=1)  # largest candidate that meets
         found = ok.any(axis=1)
         # Next round: between the largest candidate that meets and the one above it (or the

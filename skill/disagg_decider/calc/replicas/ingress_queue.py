@@ -120,8 +120,7 @@ def p99_with_transfer_wait_ms(c1, theta1, c2, theta2, nodes_ms):
     read on the quantile nodes as `queueing.sum_exceed_probability` reads one wait's tail.
     Arrays (W,) with nodes (W, K).
     """
-    b = _Bisection(c1, theta1, c2, theta2, ServiceNodes(nodes_ms))
-    return np.where(b.saturated, np.inf, b.run())
+    return _Bisection(c1, theta1, c2, theta2, ServiceNodes(nodes_ms)).p99()
 
 
 def p99_with_transfer_wait_within(c1, theta1, c2, theta2, nodes_ms, limit_ms) -> np.ndarray:
@@ -131,9 +130,7 @@ def p99_with_transfer_wait_within(c1, theta1, c2, theta2, nodes_ms, limit_ms) ->
     within it, and one whose lower end is past it ends past it. The same answer, in the
     steps the rows need (`short_split_load` asks at 14 loads, most of them far from the
     target at first)."""
-    b = _Bisection(c1, theta1, c2, theta2, ServiceNodes(nodes_ms))
-    limit = np.asarray(limit_ms, dtype=float)
-    return ~b.saturated & (b.run(limit) <= limit)
+    return _Bisection(c1, theta1, c2, theta2, ServiceNodes(nodes_ms)).within(limit_ms)
 
 
 class ServiceNodes:
@@ -182,6 +179,15 @@ class _Bisection:
         self.grid = nodes.grid
         self.s, self.shape = s, shape
 
+    def p99(self) -> np.ndarray:
+        """The p99 of the time with both waits; inf where a queue is saturated."""
+        return np.where(self.saturated, np.inf, self.run())
+
+    def within(self, limit_ms) -> np.ndarray:
+        """Whether the p99 is within `limit_ms`, the steps stopped once every row is decided."""
+        limit = np.asarray(limit_ms, dtype=float)
+        return ~self.saturated & (self.run(limit) <= limit)
+
     def run(self, limit=None) -> np.ndarray:
         """The bracket's upper end after `queueing.BISECTIONS` steps (`p99_of_sum_ms`'s); with a
         `limit`, stopped once every row's end is known to fall within it or past it."""
@@ -206,7 +212,7 @@ def split_ttft_p99_ms(pool, prefill_replicas, rate_per_s, receivers, transfer_no
     `receivers`, decode replicas x DP ranks) and the service-side time (`pool.nodes_ms`).
     `nodes`: `SplitNodes(pool.nodes_ms, transfer_nodes_ms)`, where the caller has it."""
     b = _split_bisection(pool, prefill_replicas, rate_per_s, receivers, transfer_nodes_ms, nodes)
-    return np.where(b.saturated, np.inf, b.run())
+    return b.p99()
 
 
 def split_ttft_within(
@@ -214,8 +220,7 @@ def split_ttft_within(
 ):
     """Whether `split_ttft_p99_ms(...) <= limit_ms` (`p99_with_transfer_wait_within`)."""
     b = _split_bisection(pool, prefill_replicas, rate_per_s, receivers, transfer_nodes_ms, nodes)
-    limit = np.asarray(limit_ms, dtype=float)
-    return ~b.saturated & (b.run(limit) <= limit)
+    return b.within(limit_ms)
 
 
 def _split_bisection(pool, prefill_replicas, rate_per_s, receivers, transfer_nodes_ms, nodes):

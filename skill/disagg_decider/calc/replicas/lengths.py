@@ -47,6 +47,14 @@ class Lengths:
         lengths for other axes do it to all fields alike, including ones added later."""
         return Lengths(**{name: each(value) for name, value in vars(self).items()})
 
+    def at(self, index, shape=None) -> Lengths:
+        """Every field at `index` (rows taken; then reshaped to `shape`, if given): `map` of
+        an indexing, with each field indexed in place rather than through a call apiece (the
+        searches take rows of lengths many times a decision)."""
+        if shape is None:
+            return Lengths(**{name: value[index] for name, value in vars(self).items()})
+        return Lengths(**{name: value[index].reshape(shape) for name, value in vars(self).items()})
+
     @classmethod
     def of(cls, workload: Workload, prompt_p50=None) -> Lengths:
         t = workload.traffic
