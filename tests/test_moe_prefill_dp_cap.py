@@ -4,7 +4,7 @@ Engines cap sequences per attention-DP rank (vLLM/SGLang `max_num_seqs`, TensorR
 `max_batch_size` apply to each rank), so a DP16/EP16 replica may hold 16 x 512 sequences.
 A pass carrying prompt tokens prices the routed experts' GEMMs at the tokens each expert
 receives and the EP all-to-all in DeepEP's normal mode, for the split's prefill and the
-colocated chunked passes alike (one function: `step.PassTerms.ms`).
+colocated chunked passes alike (one function: `passes.PassTerms.ms`).
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Issue 27 (fifth round): `step.stacked_ms` prices a pass at several batches in one call, and
+"""Issue 27 (fifth round): `passes.stacked_ms` prices a pass at several batches in one call, and
 each slice has the bits its own `PassTerms.ms` call gives: on the roofline and the fitted
 physics, dense and MoE models, pure decode and chunk-carrying passes, and operands with more
 dimensions than the batches (the stacked axis must not pair with theirs)."""
@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from disagg_decider.calc.layouts.layout_choices import engine_for
-from disagg_decider.calc.physics.step import pass_terms, stacked_ms
+from disagg_decider.calc.physics.passes import pass_terms, stacked_ms
 from disagg_decider.workload import load_workload, resolve
 from tests.conftest import ROOT
 

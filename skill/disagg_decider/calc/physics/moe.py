@@ -66,7 +66,7 @@ def routed_flops_per_token(model: ModelSpec) -> float:
 def expert_gemm_extra_flops(model: ModelSpec, routed_flops_per_token, eff) -> float:
     """FLOP-equivalents a prompt-carrying pass adds because each expert GEMM is short.
 
-    A pass of T tokens reaches MFU x T / (T + s) (`step.PassTerms.ms`, s the saturation
+    A pass of T tokens reaches MFU x T / (T + s) (`passes.PassTerms.ms`, s the saturation
     tokens), but a routed expert receives only t = T k / E of them, so its GEMMs run at
     MFU x t / (t + s). The difference, routed FLOPs x (1 / mfu(t) - 1 / mfu(T)), is
     routed_flops_per_token x s (E / k - 1) / MFU whatever T is: the time to stream E / k

@@ -1,7 +1,7 @@
 """The fitted step physics: a forward pass with attention, routed experts and communication
 priced each on its own terms (issue 24; constants in `calc/step_fit.json`).
 
-The plain roofline (`step.PassTerms.roofline_ms`) folds attention into one max(memory,
+The plain roofline (`passes.PassTerms.roofline_ms`) folds attention into one max(memory,
 compute) with the linear layers and prices every GEMM at one MFU. Measured kernels do not
 behave that way: attention and the GEMMs run one after the other, attention's efficiency is
 its own (decode attention streams the KV cache, prefill attention is FLOP-bound), routed
@@ -31,7 +31,8 @@ import numpy as np
 from disagg_decider.calc.physics import model_costs, moe
 
 if TYPE_CHECKING:
-    from disagg_decider.calc.physics.step import Engine, PassTerms
+    from disagg_decider.calc.physics.passes import PassTerms
+    from disagg_decider.calc.physics.step import Engine
 
 
 @dataclass(frozen=True)

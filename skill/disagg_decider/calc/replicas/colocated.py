@@ -23,7 +23,8 @@ from functools import cached_property
 
 import numpy as np
 
-from disagg_decider.calc.physics.step import Engine, PassTerms, pass_terms, stacked_ms
+from disagg_decider.calc.physics.passes import PassTerms, pass_terms, stacked_ms
+from disagg_decider.calc.physics.step import Engine
 from disagg_decider.calc.queues import queueing
 from disagg_decider.calc.replicas import chunk_runs
 from disagg_decider.calc.replicas.colocated_prompts import PromptQueue, prompt_queue, ttft_p99_of

@@ -15,7 +15,8 @@ from typing import NamedTuple
 
 import numpy as np
 
-from disagg_decider.calc.physics.step import Engine, PassTerms
+from disagg_decider.calc.physics.passes import PassTerms
+from disagg_decider.calc.physics.step import Engine
 from disagg_decider.calc.queues.array_helpers import broadcast, clip, map_fields
 from disagg_decider.calc.queues.batch_edge import interp_rows, value_at
 from disagg_decider.calc.queues.p99_check import p99_of_sum_within

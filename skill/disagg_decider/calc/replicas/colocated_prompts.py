@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, NamedTuple
 
 import numpy as np
 
-from disagg_decider.calc.physics.step import stacked_ms
+from disagg_decider.calc.physics.passes import stacked_ms
 from disagg_decider.calc.queues import queueing
 from disagg_decider.calc.queues.array_helpers import broadcast_shape
 

@@ -14,7 +14,8 @@ from functools import cache
 
 import numpy as np
 
-from disagg_decider.calc.physics.step import Engine, PassTerms, pass_terms
+from disagg_decider.calc.physics.passes import PassTerms, pass_terms
+from disagg_decider.calc.physics.step import Engine
 from disagg_decider.calc.queues import queueing
 from disagg_decider.calc.queues.array_helpers import clip, sorted_unique
 from disagg_decider.calc.queues.batch_edge import (
