@@ -128,7 +128,25 @@ def amended(c: Candidate, **changes) -> Candidate:
     per field: the search amends thousands of them a batch (settled goodputs, lifted ones,
     sized pools). Every field of a candidate is an `__init__` argument (no `__post_init__`),
     so its fields with the changes make the candidate `replace` builds."""
-    return Candidate(**{**vars(c), **changes})
+    if not _FIELDS.issuperset(changes):  # as `replace` refuses a name that is no field
+        raise TypeError(f"not fields of a Candidate: {sorted(set(changes) - _FIELDS)}")
+    return built({**vars(c), **changes})
+
+
+def built(fields: dict) -> Candidate:
+    """`Candidate(**fields)` for `fields` naming every field: the candidate with those values.
+
+    A frozen dataclass's `__init__` sets each field through `object.__setattr__`, one call a
+    field (some 2 us a candidate); the search builds and amends hundreds a decision. Setting
+    the same values in one update of the instance's dict gives the object `__init__` gives
+    (no `__post_init__`, no slots; `tests/test_conditional_structure.py` checks it)."""
+    out = _new(Candidate)
+    out.__dict__.update(fields)
+    return out
+
+
+_new = object.__new__
+_FIELDS = frozenset(Candidate.__dataclass_fields__)
 
 
 def block_rows(cands: Sequence[Candidate]) -> tuple[SearchRows, np.ndarray] | None:
@@ -162,8 +180,7 @@ def _best_splits(
     total, per_replica, chunk_i = totals
     at = (np.arange(s.n), total.argmax(axis=1))  # each threshold's first best split
     best = total[at]
-    found = np.flatnonzero(best > 0).tolist()
-    if not found:
+    if not (best > 0).any():
         return []
     columns = zip(
         s.table.thresholds.tolist(),
@@ -177,20 +194,26 @@ def _best_splits(
         strict=True,
     )
     return [
-        Candidate(
-            threshold_tokens=threshold,
-            long_share=share,
-            goodput_rate_per_s=goodput,
-            prefill_tp=pair[0],
-            decode_tp=pair[1],
-            prefill_replicas=x,
-            decode_replicas=y,
-            chunk_tokens=chunk,
-            ttft_p99_ms=None,
-            tpot_p99_ms=None,
-            pool_rate_per_s=pool_rate,
-            per_replica_rate_per_s=replica_rate,
-            row=(pools.block, pools.start + t),
+        built(
+            {  # every field, in the order declared
+                "threshold_tokens": threshold,
+                "long_share": share,
+                "goodput_rate_per_s": goodput,
+                "prefill_tp": pair[0],
+                "decode_tp": pair[1],
+                "prefill_replicas": x,
+                "decode_replicas": y,
+                "chunk_tokens": chunk,
+                "ttft_p99_ms": None,
+                "tpot_p99_ms": None,
+                "pool_rate_per_s": pool_rate,
+                "per_replica_rate_per_s": replica_rate,
+                "settled": False,
+                "pooled_ttft_p99_ms": None,
+                "local_ttft_p99_ms": None,
+                "row": (pools.block, pools.start + t),
+                "workers": None,
+            }
         )
         for t, (threshold, share, goodput, x, y, chunk, pool_rate, replica_rate) in enumerate(
             columns

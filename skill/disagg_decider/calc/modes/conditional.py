@@ -74,6 +74,45 @@ def tp_pairs(
     with the decode workers at the colocated or the decode pool's degree. A prefill pool for a
     share of the requests may want a smaller degree than one for all of them. Plain TP only:
     DP-attention/EP layouts of MoE models are not combined with local prefill here."""
+    return tp_pairs_many([(r, colo, disagg)])[0]
+
+
+def tp_pairs_many(
+    modes: list[tuple[Resolved, ColocatedResult, DisaggregatedResult]],
+) -> list[list[tuple[int, int]]]:
+    """`tp_pairs` of workloads sharing an engine (`layout_choices.group_key`, as the search's
+    rows do): whether the model fits each degree read once for all of them (the engine's
+    memory is element-wise in its TP and the same for every workload of the engine), every
+    workload's pair rule in one call."""
+    options = [_pair_options(r, c, d) for r, c, d in modes]
+    asked = [(k, o) for k, o in enumerate(options) if o[1] and o[2]]
+    if not asked:
+        return [out for out, _, _ in options]
+    first = modes[asked[0][0]][0]
+    ps = sorted({p for _, (_, each, _) in asked for p in each})
+    ds = sorted({d for _, (_, _, each) in asked for d in each})
+    degrees = sorted({*ps, *ds})
+    room = engine_for(first, np.array(degrees, dtype=float)).kv_capacity_bytes()
+    fits = dict(zip(degrees, np.ravel(room > 0).tolist(), strict=True))
+    # Every workload's pair rule on the union of degrees, its own budget (W, P, D).
+    budgets = np.array([float(modes[k][0].workload.cluster.gpus) for k, _ in asked])
+    allowed = pairs_allowed(
+        first.workload.engine, np.array(ps), np.array(ds), budgets[:, None, None]
+    ).tolist()
+    at_p, at_d = {p: i for i, p in enumerate(ps)}, {d: j for j, d in enumerate(ds)}
+    for (_, (out, mine_p, mine_d)), rule in zip(asked, allowed, strict=True):
+        for p in mine_p:
+            for d in mine_d:
+                if (p, d) not in out and rule[at_p[p]][at_d[d]] and fits[p] and fits[d]:
+                    out.append((p, d))
+    return [out for out, _, _ in options]
+
+
+def _pair_options(
+    r: Resolved, colo: ColocatedResult, disagg: DisaggregatedResult
+) -> tuple[list[tuple[int, int]], list[int], list[int]]:
+    """(the disaggregated mode's pair where it is plain TP, the prefill degrees and the decode
+    degrees tried with it), pins and the cluster's floor and node applied."""
     from disagg_decider.calc.layouts.layout_choices import TP_CANDIDATES, pinned_layouts
 
     w = r.workload
@@ -92,24 +131,12 @@ def tp_pairs(
     decode_tps = {colo.tp} if plain(colo, "") else set()
     if plain(disagg, "decode_"):
         decode_tps.add(disagg.decode_tp)
-    ps = options("prefill", tps)
-    ds = options("decode", sorted(decode_tps))
     out = []
     if plain(disagg, "prefill_") and plain(disagg, "decode_"):
         out.append((disagg.prefill_tp, disagg.decode_tp))
-    if not ps or not ds:
-        return out
-    # Every pair's rule in one call, and whether the model fits each degree in one (the
-    # engine's memory is element-wise in its TP).
-    allowed = pairs_allowed(w.engine, np.array(ps), np.array(ds), w.cluster.gpus).tolist()
-    degrees = sorted({*ps, *ds})
-    room = engine_for(r, np.array(degrees, dtype=float)).kv_capacity_bytes()
-    fits = dict(zip(degrees, np.ravel(room > 0).tolist(), strict=True))
-    for i, p in enumerate(ps):
-        for j, d in enumerate(ds):
-            if (p, d) not in out and allowed[i][j] and fits[p] and fits[d]:
-                out.append((p, d))
-    return out
+    ps = options("prefill", tps)
+    ds = options("decode", sorted(decode_tps))
+    return out, ps, ds
 
 
 def best_per_threshold(r: Resolved, found: list[Candidate]) -> dict[float, Candidate]:
@@ -222,7 +249,10 @@ def evaluate_many_later(
     modes as reported (their p99s filled in) and gives the results.
     """
     modes = list(zip(resolved, colos, disaggs, strict=True))
-    pairs = [tp_pairs(r, c, d) if c.feasible or d.feasible else [] for r, c, d in modes]
+    tried = [k for k, (_, c, d) in enumerate(modes) if c.feasible or d.feasible]
+    pairs: list[list[tuple[int, int]]] = [[] for _ in modes]
+    for k, found in zip(tried, tp_pairs_many([modes[k] for k in tried]), strict=True):
+        pairs[k] = found
     groups = [_by_threshold(f) for f in candidates_many(resolved, pairs)]
     # Every workload's top candidate per threshold in one bisection, as `best_per_threshold`
     # checks them (a workload with one threshold through `settle`, as there).

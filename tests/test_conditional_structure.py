@@ -1,0 +1,117 @@
+"""Issue 27, round 6: the conditional search's structural shortcuts give what the plain path gives.
+
+- `thresholds.built` sets a candidate's fields in one update of its dict rather than through
+  the frozen dataclass's `__init__` (a call a field): the same object, every field, for every
+  candidate the search finds and every amended one;
+- `conditional.tp_pairs_many` reads whether the model fits each degree once for the workloads
+  of an engine and asks every workload's pair rule in one call: the same pairs, in the same
+  order, as asking workload by workload on the workload's own engine (the code before, kept
+  here as the reference).
+"""
+
+from __future__ import annotations
+
+import sys
+from dataclasses import fields
+
+import numpy as np
+import pytest
+
+from disagg_decider.calc import compare
+from disagg_decider.calc.layouts import budget, thresholds
+from disagg_decider.calc.layouts.layout_choices import (
+    TP_CANDIDATES,
+    engine_for,
+    group_key,
+    pinned_layouts,
+)
+from disagg_decider.calc.layouts.search import pairs_allowed
+from disagg_decider.calc.modes import conditional
+from disagg_decider.workload import load_workload, resolve
+from tests.conftest import EXAMPLES, ROOT
+
+sys.path.insert(0, str(ROOT / "benchmarks"))
+from workload_mix import workload_mix
+
+
+@pytest.fixture(scope="module")
+def analysed() -> list:
+    workloads = [load_workload(p) for p in EXAMPLES] + workload_mix(32, seed=5)
+    resolved = [resolve(w, EXAMPLES[0].parent) for w in workloads]
+    return list(zip(resolved, compare.analyze_many(resolved), strict=True))
+
+
+def _by_init(c: thresholds.Candidate) -> thresholds.Candidate:
+    return thresholds.Candidate(**{f.name: getattr(c, f.name) for f in fields(c)})
+
+
+def _same_object(a: thresholds.Candidate, b: thresholds.Candidate) -> None:
+    assert type(a) is type(b)
+    assert list(vars(a)) == list(vars(b))  # every field, in the order declared
+    for name, value in vars(a).items():
+        assert value is vars(b)[name] or value == vars(b)[name], name
+    assert a == b and repr(a) == repr(b)
+
+
+def test_candidates_built_in_one_update_equal_those_init_builds(analysed):
+    found = 0
+    for r, a in analysed:
+        pairs = conditional.tp_pairs(r, a.colocated, a.disaggregated)
+        for c in thresholds.candidates(r, pairs):
+            _same_object(c, _by_init(c))
+            amended = thresholds.amended(c, goodput_rate_per_s=1.5, settled=True)
+            _same_object(amended, _by_init(amended))
+            assert amended.goodput_rate_per_s == 1.5 and amended.row is c.row
+            found += 1
+    assert found > 100
+
+
+def test_amending_a_name_that_is_no_field_fails(analysed):
+    r, a = next((r, a) for r, a in analysed if a.conditional.layout == "conditional")
+    c = thresholds.candidates(r, conditional.tp_pairs(r, a.colocated, a.disaggregated))[0]
+    with pytest.raises(TypeError):
+        thresholds.amended(c, goodput=1.0)
+
+
+def _plain_tp_pairs(r, colo, disagg) -> list[tuple[int, int]]:
+    """`tp_pairs` as it was: one workload, on its own engine, degree by degree."""
+    w = r.workload
+    limit = min(w.cluster.gpus, w.cluster.gpus_per_node)
+    pins = pinned_layouts(w)
+
+    def options(role, default):
+        pin = pins[role]
+        if pin is None:
+            return default
+        return [pin.tp] if pin.tp_only else []
+
+    floor = budget.min_replica_gpus(w.cluster.gpus)
+    tps = [int(t) for t in TP_CANDIDATES if floor <= t <= limit]
+    plain = lambda m, side: getattr(m, f"{side}dp", 1) == 1 and getattr(m, f"{side}ep", 1) == 1  # noqa: E731
+    decode_tps = {colo.tp} if plain(colo, "") else set()
+    if plain(disagg, "decode_"):
+        decode_tps.add(disagg.decode_tp)
+    out = []
+    if plain(disagg, "prefill_") and plain(disagg, "decode_"):
+        out.append((disagg.prefill_tp, disagg.decode_tp))
+    for p in options("prefill", tps):
+        for d in options("decode", sorted(decode_tps)):
+            rule = pairs_allowed(w.engine, np.array([p]), np.array([d]), w.cluster.gpus)
+            fits = engine_for(r, float(p)).fits() and engine_for(r, float(d)).fits()
+            if (p, d) not in out and bool(np.ravel(rule)[0]) and fits:
+                out.append((p, d))
+    return out
+
+
+def test_tp_pairs_of_an_engine_at_once_equal_workload_by_workload(analysed):
+    groups: dict = {}
+    for r, a in analysed:
+        groups.setdefault(group_key(r), []).append((r, a.colocated, a.disaggregated))
+    assert any(len(g) > 1 for g in groups.values())
+    tried = 0
+    for modes in groups.values():
+        plain = [_plain_tp_pairs(*m) for m in modes]
+        assert conditional.tp_pairs_many(modes) == plain
+        assert [conditional.tp_pairs(*m) for m in modes] == plain
+        tried += sum(len(p) for p in plain)
+    assert tried > 50
