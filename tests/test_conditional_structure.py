@@ -115,3 +115,33 @@ def test_tp_pairs_of_an_engine_at_once_equal_workload_by_workload(analysed):
         assert [conditional.tp_pairs(*m) for m in modes] == plain
         tried += sum(len(p) for p in plain)
     assert tried > 50
+
+
+def _plain_smaller_splits(c, most_gpus: float) -> np.ndarray:
+    """`conditional_sizing._smaller_splits`'s grid as it was: `np.meshgrid`, `np.column_stack`."""
+    p_tp, d_tp = c.prefill_tp, c.decode_tp
+    x_most = int(min(c.prefill_replicas, (most_gpus - d_tp) // p_tp))
+    y_most = int(min(c.decode_replicas, (most_gpus - p_tp) // d_tp))
+    x, y = np.meshgrid(np.arange(1, max(x_most, 0) + 1), np.arange(1, max(y_most, 0) + 1))
+    x, y = x.ravel(), y.ravel()
+    gpus = x * p_tp + y * d_tp
+    whole = c.prefill_replicas * p_tp + c.decode_replicas * d_tp
+    keep = (gpus < whole) & (gpus <= most_gpus)
+    return np.column_stack((x[keep], y[keep]))
+
+
+@pytest.mark.parametrize("most_gpus", [0.0, 3.0, 17.0, 64.0, 1e9])
+def test_smaller_splits_are_the_meshgrid_ones_in_order(analysed, most_gpus):
+    from disagg_decider.calc.modes import conditional_sizing
+
+    r, a = next((r, a) for r, a in analysed if a.conditional.layout == "conditional")
+    c = thresholds.candidates(r, conditional.tp_pairs(r, a.colocated, a.disaggregated))[0]
+    for x, y, p_tp, d_tp in [(1, 1, 1, 1), (7, 3, 1, 2), (12, 20, 2, 1), (30, 9, 4, 8)]:
+        shaped = thresholds.amended(
+            c, prefill_replicas=x, decode_replicas=y, prefill_tp=p_tp, decode_tp=d_tp
+        )
+        fast = conditional_sizing._smaller_splits(r, shaped, most_gpus)
+        assert conditional_sizing._needs_less(r, shaped)
+        plain = _plain_smaller_splits(shaped, most_gpus)
+        assert fast.shape == plain.shape and fast.dtype == plain.dtype
+        assert np.array_equal(fast, plain)

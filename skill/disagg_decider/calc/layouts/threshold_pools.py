@@ -105,7 +105,7 @@ class Workers:
 
     def at(self, y: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """Capacity and chunk index at pool sizes y, (n, X) like y (the sizes searched)."""
-        k = np.minimum(np.searchsorted(self.sizes, y), self.sizes.size - 1)
+        k = np.minimum(self.sizes.searchsorted(y), self.sizes.size - 1)
         rows = np.arange(k.shape[0])[:, None]  # `np.take_along_axis(..., k, axis=1)`
         return self.rate_per_s[rows, k], self.chunk_index[rows, k]
 
@@ -143,7 +143,7 @@ def decode_workers(
     starts = np.cumsum([0] + [s.n for s in live])
     at, servers, counts, per_key = [], [], [], []
     for (k, d_tp), ys, need in zip(keys, sizes, needs, strict=True):
-        t, y = np.nonzero(need)  # row-major: the order `need.ravel()` selects
+        t, y = need.nonzero()  # row-major: the order `need.ravel()` selects
         at.append(t + starts[k])
         servers.append(ys[y])
         counts.append(t.size)
@@ -153,7 +153,7 @@ def decode_workers(
     rate, chunk_index = np.zeros(0), np.zeros(0, dtype=np.int64)
     if at.size:
         # (3, rows), each row contiguous: the decode TP, the TTFT and TPOT targets
-        each = np.repeat(np.array(per_key).T, counts, axis=1)
+        each = np.array(per_key).T.repeat(counts, axis=1)
         tp, ttft, tpot = (each[i].reshape(-1, 1, 1) for i in range(3))
         locals_ = concat_rows([s.locals_ for s in live], (-1,))
         found = colocated_best.best_points(
@@ -189,9 +189,9 @@ def _rows_needed(
         if pair[1] == d_tp and (k, pair) in pools:
             pool = pools[k, pair]
             # Sizes may repeat along a pair's splits: ufunc.at ORs every one in.
-            at = np.searchsorted(ys, pool.y)
+            at = ys.searchsorted(pool.y)
             serves = (pool.total_per_s > 0) & pool.used
-            rows = np.nonzero(serves)[0]  # the threshold of each serving split
+            rows = serves.nonzero()[0]  # the threshold of each serving split
             np.logical_or.at(need, (rows, at[serves]), True)
     return need
 
@@ -267,14 +267,13 @@ def prefill_pools(
         shares.append(s.shares)
         start += s.n
     each = np.array([live[k].n for k, _ in keys])  # rows per (workload, pair)
-    p = np.repeat(np.array(p_col), each).reshape(-1, 1)
-    d = np.repeat(np.array(d_col), each).reshape(-1, 1)
+    p = np.array(p_col).repeat(each).reshape(-1, 1)
+    d = np.array(d_col).repeat(each).reshape(-1, 1)
     long_rows, local_rows = concat_rows(longs, (-1, 1)), concat_rows(locals_, (-1, 1))
-    path = TransferPath.stack([s.path for s in live]).take(np.repeat(owner, each), (-1, 1))
+    path = TransferPath.stack([s.path for s in live]).take(np.array(owner).repeat(each), (-1, 1))
     join = decode.join_step_ms(engine_for(first, d), local_rows)
-    pool = prefill_pool(
-        first, engine_for(first, p), long_rows, path, np.repeat(ttft, each), p, d, join_ms=join
-    )
+    ttft_ms = np.array(ttft).repeat(each)
+    pool = prefill_pool(first, engine_for(first, p), long_rows, path, ttft_ms, p, d, join_ms=join)
     wide = prefill.Pool(
         np.asarray(pool.mean_ms)[:, None],
         np.asarray(pool.scv)[:, None],

@@ -128,9 +128,9 @@ def amended(c: Candidate, **changes) -> Candidate:
     per field: the search amends thousands of them a batch (settled goodputs, lifted ones,
     sized pools). Every field of a candidate is an `__init__` argument (no `__post_init__`),
     so its fields with the changes make the candidate `replace` builds."""
-    if not _FIELDS.issuperset(changes):  # as `replace` refuses a name that is no field
+    if not changes.keys() <= _FIELDS:  # as `replace` refuses a name that is no field
         raise TypeError(f"not fields of a Candidate: {sorted(set(changes) - _FIELDS)}")
-    return built({**vars(c), **changes})
+    return built({**c.__dict__, **changes})
 
 
 def built(fields: dict) -> Candidate:
@@ -141,7 +141,8 @@ def built(fields: dict) -> Candidate:
     the same values in one update of the instance's dict gives the object `__init__` gives
     (no `__post_init__`, no slots; `tests/test_conditional_structure.py` checks it)."""
     out = _new(Candidate)
-    out.__dict__.update(fields)
+    held = out.__dict__
+    held |= fields  # (the operator: no call, where `update` is one)
     return out
 
 

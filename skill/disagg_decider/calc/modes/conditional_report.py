@@ -62,7 +62,7 @@ def settle_rows(first: Resolved, rows: list[tuple[Resolved, Candidate]]) -> list
     rate = np.array([c.per_replica_rate_per_s for _, c in rows])
     within = colocated_load.rate_within_targets(*columns, rate, on=on)
     pool = np.array([c.pool_rate_per_s for _, c in rows])
-    goodput = np.maximum(np.minimum(pool, ys * np.ravel(within)), 0.0)
+    goodput = np.maximum(np.minimum(pool, ys * np.asarray(within).reshape(-1)), 0.0)
     return [
         amended(c, goodput_rate_per_s=g, settled=True, workers=(on, i))
         for i, ((_, c), g) in enumerate(zip(rows, goodput.tolist(), strict=True))

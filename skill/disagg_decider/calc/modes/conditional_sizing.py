@@ -104,16 +104,16 @@ def sized_rows(
     source = (shape, None) if at is None else (lifted.layouts, at)
     bounds = _ray_bounds(first, rows, ingress, shape, rates, source)
     pairs = [_smaller_splits(r, c, bound) for (r, c), bound in zip(rows, bounds, strict=True)]
-    owner = np.concatenate([np.full(len(p), i) for i, p in enumerate(pairs)])
+    owner = np.arange(len(pairs)).repeat([len(p) for p in pairs])  # each row's candidate
     xs = np.concatenate([p[:, 0] for p in pairs]).astype(float)
     ys = np.concatenate([p[:, 1] for p in pairs]).astype(float)
     if not xs.size:
         return [c for _, c in rows], None
     layouts = _with_servers(shape, owner, xs, ys, source)
     carries, terms, local, at_rate = _carries(first, ingress, layouts, owner, rates[owner])
-    out, picked = [], np.full(len(rows), -1)
+    out, picked = [], np.zeros(len(rows), dtype=np.int64) - 1
     for i, (_, c) in enumerate(rows):
-        mine = np.flatnonzero((owner == i) & carries)
+        mine = ((owner == i) & carries).nonzero()[0]
         if not mine.size:
             out.append(c)
             continue
@@ -146,11 +146,12 @@ def _smaller_splits(r: Resolved, c: Candidate, most_gpus: float) -> np.ndarray:
     p_tp, d_tp = c.prefill_tp, c.decode_tp
     x_most = int(min(c.prefill_replicas, (most_gpus - d_tp) // p_tp))
     y_most = int(min(c.decode_replicas, (most_gpus - p_tp) // d_tp))
-    x, y = np.meshgrid(np.arange(1, max(x_most, 0) + 1), np.arange(1, max(y_most, 0) + 1))
-    x, y = x.ravel(), y.ravel()
+    # Every (x, y), y major: `np.meshgrid`'s raveled grids, without its layers of calls.
+    each_x, each_y = np.arange(1, max(x_most, 0) + 1), np.arange(1, max(y_most, 0) + 1)
+    x, y = (each_y[:, None] * 0 + each_x).ravel(), each_y.repeat(each_x.size)
     gpus = x * p_tp + y * d_tp
     keep = (gpus < _whole_gpus(c)) & (gpus <= most_gpus)
-    return np.column_stack((x[keep], y[keep]))
+    return np.array((x[keep], y[keep])).T  # (M, 2), as `np.column_stack` lays them
 
 
 def _ray_bounds(

@@ -161,7 +161,8 @@ class Layouts:
             self.pool.scv,
         )
         c_wait = np.asarray(c_wait)
-        zero, one = np.zeros(c_wait.shape), np.ones(c_wait.shape)
+        zero = np.zeros(c_wait.shape)
+        one = zero + 1.0  # (`np.ones`, one call for its several)
         return Part(c_wait, theta, self.pool.nodes_ms, zero, one, None)
 
     def local(self, rate_per_s: np.ndarray) -> Part:
@@ -194,8 +195,9 @@ class Layouts:
         # reported time t is the queue's miss of the time that maps onto it.
         n = len(rate_per_s)
         # (`np.ravel` each, written as asarray + reshape: one call fewer apiece)
-        a = np.asarray(reported(np.zeros(n))).reshape(-1)
-        b = np.asarray(reported(np.ones(n))).reshape(-1) - a
+        zero = np.zeros(n)
+        a = np.asarray(reported(zero)).reshape(-1)
+        b = np.asarray(reported(zero + 1.0)).reshape(-1) - a
         nodes = np.asarray(nodes_ms, dtype=float)
         nodes = broadcast(nodes.reshape(-1, nodes.shape[-1]), (n, nodes.shape[-1]))
         c_wait, theta = np.asarray(c_wait).reshape(-1), np.asarray(theta).reshape(-1)
@@ -232,7 +234,7 @@ def workers_on(
     rows = int(np.size(at.chunk))
     if rows * batches.size > colocated_best.WHOLE_GRID_POINTS:
         return at, colocated.evaluate(at, batches, with_headroom=False)
-    out_of_reach = np.full(np.shape(at.chunk), NO_TTFT_MS)
+    out_of_reach = np.zeros(np.shape(at.chunk)) + NO_TTFT_MS  # (`np.full`, fewer calls)
     return at, colocated.evaluate(replace(at, ttft_ms=out_of_reach), batches)
 
 
@@ -291,17 +293,17 @@ def lift(layouts: Layouts, settled_per_s: np.ndarray, cap_per_s: np.ndarray) -> 
         )
     hi = np.minimum(pool_cap, cap_per_s)
     hi = np.maximum(np.where(np.isfinite(hi), hi, lo), lo)
-    todo = np.flatnonzero(hi > lo)
+    todo = (hi > lo).nonzero()[0]  # (hi, lo 1-D: `np.flatnonzero` without its wrappers)
     if not todo.size:
         return lo
-    tried = layouts.take(np.repeat(todo, LIFT_POINTS))
+    tried = layouts.take(todo.repeat(LIFT_POINTS))
     step = np.arange(1, LIFT_POINTS + 1) / LIFT_POINTS
     each = np.arange(todo.size)
     low, high = lo[todo], hi[todo]
     for _ in range(LIFT_ROUNDS):
         grid = low[:, None] + (high - low)[:, None] * step  # (B, points), ascending
         ok = within(tried, grid.ravel()).reshape(todo.size, LIFT_POINTS)
-        last = LIFT_POINTS - 1 - np.argmax(ok[:, ::-1], axis=1)  # largest that meets
+        last = LIFT_POINTS - 1 - ok[:, ::-1].argmax(axis=1)  # largest that meets
         found = ok.any(axis=1)
         above = np.where(
             last < LIFT_POINTS - 1, grid[each, np.minimum(last + 1, LIFT_POINTS - 1)], high
@@ -370,7 +372,7 @@ def overall_p99_ms(
         pooled_miss, local_miss = stacked_miss(stacked, grid)
         miss = share * pooled_miss + (1.0 - share) * local_miss
         within_ = miss <= queueing.P99_TAIL
-        first = np.argmax(within_, axis=1)  # the first time within 1% (the top if none)
+        first = within_.argmax(axis=1)  # the first time within 1% (the top if none)
         first = np.where(within_.any(axis=1), first, LIFT_POINTS - 1)
         lo = np.where(first > 0, grid[each, np.maximum(first - 1, 0)], lo)
         hi = grid[each, first]

@@ -81,7 +81,7 @@ class Part:
         tail = queueing.sum_exceed_probability(
             self.c_wait, self.theta, self.nodes_ms, np.minimum(x, 1e300)
         )
-        return np.where(np.isposinf(x), 0.0, tail)
+        return np.where(x == np.inf, 0.0, tail)  # (`np.isposinf` in one ufunc)
 
 
 def both_miss(pooled: Part, local: Part, t_ms: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
