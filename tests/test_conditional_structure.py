@@ -145,3 +145,124 @@ def test_smaller_splits_are_the_meshgrid_ones_in_order(analysed, most_gpus):
         plain = _plain_smaller_splits(shaped, most_gpus)
         assert fast.shape == plain.shape and fast.dtype == plain.dtype
         assert np.array_equal(fast, plain)
+
+
+def _plain_split_table(comps, thresholds_: np.ndarray):
+    """`threshold_split.split_table` as it was: one mix, its classes on Python floats."""
+    import math
+
+    from disagg_decider.calc.layouts.threshold_split import (
+        SplitTable,
+        _fit,
+        _whole_mix,
+        partial_moments,
+    )
+    from disagg_decider.calc.replicas.lengths import Lengths
+
+    t = np.asarray(thresholds_, dtype=float)
+    zero = np.zeros(t.shape)
+    long_w, long_m1, long_m2, long_c1 = zero, zero, zero, zero
+    out_long1 = out_long2 = short_w = short_m1 = short_m2 = short_biased = zero
+    for c in comps:
+        share = 1.0 - c.hit_rate
+        u_p50 = c.prompt_p50 * share
+        below0, below1, below2 = partial_moments(u_p50, c.prompt_sigma, t)
+        total1 = u_p50 * math.exp(c.prompt_sigma**2 / 2)
+        total2 = u_p50**2 * math.exp(2 * c.prompt_sigma**2)
+        frac_long = 1.0 - below0
+        long_w = long_w + c.weight * frac_long
+        long_m1 = long_m1 + c.weight * (total1 - below1)
+        long_m2 = long_m2 + c.weight * (total2 - below2)
+        long_c1 = long_c1 + c.weight * (total1 - below1) / share * (1.0 - share)
+        o1 = c.output_p50 * math.exp(c.output_sigma**2 / 2)
+        o2 = c.output_p50**2 * math.exp(2 * c.output_sigma**2)
+        out_long1 = out_long1 + c.weight * frac_long * o1
+        out_long2 = out_long2 + c.weight * frac_long * o2
+        short_w = short_w + c.weight * below0
+        short_m1 = short_m1 + c.weight * below1
+        short_m2 = short_m2 + c.weight * below2
+        biased = c.weight * below1 * below1 / np.where(below0 > 0.0, below0, 1.0)
+        short_biased = short_biased + np.where(below0 > 0.0, biased, 0.0)
+    whole = _whole_mix(comps)
+    ones = np.ones(t.shape)
+    fitted = (long_w > 0) & (long_m1 > 0)
+    w = np.where(fitted, long_w, 1.0)
+    u_p50, u_sigma = _fit(long_m1 / w, long_m2 / w)
+    cached_total = long_m1 + long_c1
+    hit = np.where(cached_total > 0, long_c1 / np.where(cached_total > 0, cached_total, 1.0), 0.0)
+    o_p50, o_sigma = _fit(out_long1 / w, out_long2 / w)
+    long = Lengths.build(u_p50 / (1.0 - hit), u_sigma, hit, o_p50, o_sigma)
+    if not fitted.all():
+        long = Lengths(**{k: np.where(fitted, v, getattr(whole, k)) for k, v in vars(long).items()})
+    local = {k: v * ones for k, v in vars(whole).items()}
+    has_short = (short_w > 0) & (short_m1 > 0)
+    if has_short.any():
+        sw = np.where(has_short, short_w, 1.0)
+        sm1 = np.where(has_short, short_m1, 1.0)
+        s_p50, s_sigma = _fit(short_m1 / sw, short_m2 / sw)
+        chunk = short_m1 * (short_biased * short_w / (sm1 * sm1)) if len(comps) > 1 else short_m1
+        short = {
+            "prompt_p50": s_p50,
+            "prompt_sigma": s_sigma,
+            "uncached_share": ones,
+            "uncached_mean": short_m1,
+            "uncached_second_moment": short_m2,
+            "uncached_size_biased": short_m2 / np.maximum(short_m1, 1e-9),
+            "chunk_prompt_tokens": chunk,
+        }
+        every = has_short.all()
+        for k, v in short.items():
+            local[k] = v if every else np.where(has_short, v, local[k])
+    return SplitTable(t, long_w, long, Lengths(**local))
+
+
+def _bits(a) -> np.ndarray:
+    return np.ascontiguousarray(np.asarray(a, dtype=float)).view(np.int64)
+
+
+def _same_table(mine, plain) -> None:
+    assert np.array_equal(_bits(mine.thresholds), _bits(plain.thresholds))
+    assert np.array_equal(_bits(mine.long_share), _bits(plain.long_share))
+    for part in ("long", "local"):
+        for name, value in vars(getattr(plain, part)).items():
+            got = getattr(getattr(mine, part), name)
+            assert np.shape(got) == np.shape(value), (part, name)
+            assert np.array_equal(_bits(got), _bits(value)), (part, name)
+
+
+def _mixes(rng: np.random.Generator, n: int):
+    from disagg_decider.classes import Component
+
+    for _ in range(n):
+        classes = int(rng.integers(1, 4))
+        yield tuple(
+            Component(
+                weight=float(w),
+                prompt_p50=float(rng.uniform(50, 20000)),
+                prompt_sigma=float(rng.uniform(0, 1.5)) if rng.random() > 0.15 else 0.0,
+                hit_rate=float(rng.choice([0.0, rng.uniform(0, 0.9)])),
+                output_p50=float(rng.uniform(20, 3000)),
+                output_sigma=float(rng.uniform(0.0, 1.2)),
+            )
+            for w in rng.dirichlet(np.ones(classes))
+        )
+
+
+def test_mixes_split_together_get_the_bits_each_gets_alone():
+    """`split_tables` on many mixes (1-3 classes, point masses, empty parts at 0 and past
+    every prompt) gives every mix the table `split_table` gave it alone, bit for bit."""
+    from disagg_decider.calc.layouts.threshold_split import split_table, split_tables
+
+    rng = np.random.default_rng(28)
+    many = []
+    for comps in _mixes(rng, 90):
+        at = np.concatenate([thresholds.thresholds(list(comps)), [0.0, 1e8]])
+        many.append((comps, at[: int(rng.integers(1, at.size + 1))]))
+    assert any(len(c) == 1 for c, _ in many) and any(len(c) == 3 for c, _ in many)
+    assert any(x.prompt_sigma == 0.0 for c, _ in many for x in c)
+    together = split_tables(many)
+    assert len(together) == len(many)
+    for (comps, at), table in zip(many, together, strict=True):
+        plain = _plain_split_table(comps, at)
+        _same_table(table, plain)
+        _same_table(split_table(comps, at), plain)

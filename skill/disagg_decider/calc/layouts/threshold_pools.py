@@ -8,6 +8,7 @@ batch search (`decode_workers`), with the rows they were priced on (`SearchRows`
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -17,7 +18,7 @@ from disagg_decider.calc.layouts.layout_choices import engine_for
 from disagg_decider.calc.layouts.pools import ingress_rate_per_s, prefill_pool, rate_where
 from disagg_decider.calc.layouts.threshold_split import (
     SplitTable,
-    split_table,
+    split_tables,
     thresholds,
 )
 from disagg_decider.calc.physics.kvpath import TransferPath, transfer_path
@@ -65,17 +66,30 @@ class ThresholdSearch:
 
     @classmethod
     def of(cls, r: Resolved, pairs: list[tuple[int, int]]) -> ThresholdSearch | None:
-        if not pairs:
-            return None
-        comps = components(r.workload)
-        table = split_table(tuple(comps), thresholds(comps))
+        return cls.many([r], [pairs])[0]
+
+    @classmethod
+    def many(
+        cls, resolved: Sequence[Resolved], pairs: Sequence[list[tuple[int, int]]]
+    ) -> list[ThresholdSearch | None]:
+        """`of` each workload (None where it tries no pair or no threshold splits its mix),
+        the mixes of all of them split in one pass (`split_tables`: each its own bits)."""
+        mixes = [components(r.workload) for r, p in zip(resolved, pairs, strict=True) if p]
+        tables = iter(split_tables([(tuple(m), thresholds(m)) for m in mixes]) if mixes else [])
+        out: list[ThresholdSearch | None] = []
+        for r, p in zip(resolved, pairs, strict=True):
+            out.append(cls._kept(r, next(tables), list(p)) if p else None)
+        return out
+
+    @classmethod
+    def _kept(cls, r: Resolved, table: SplitTable, pairs: list) -> ThresholdSearch | None:
         # A share below MIN_SHARE either way is colocated or always-disaggregated.
         keep = (table.long_share >= MIN_SHARE) & (table.long_share <= 1.0 - MIN_SHARE)
         if not keep.any():
             return None
         if not keep.all():  # (all kept: the table as it is, the same values uncopied)
             table = table.rows(keep)
-        return cls(r, table, list(pairs), transfer_path(r), len(table.thresholds))
+        return cls(r, table, pairs, transfer_path(r), len(table.thresholds))
 
     @property
     def shares(self) -> np.ndarray:

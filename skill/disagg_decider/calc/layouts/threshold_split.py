@@ -10,11 +10,13 @@ step is the same arithmetic on the thresholds as one array, per class, as the sp
 threshold (`split_at`) does on a float. The transcendental functions run through the very
 `math` functions the scalar formulas use (`np.frompyfunc`), and the rest is IEEE arithmetic,
 which numpy rounds as Python does: a threshold's row holds the bits `split_at` gives, for a
-few numpy calls per class instead of some eighty Python calls per threshold.
+few numpy calls per class instead of some eighty Python calls per threshold. A block of
+workloads splits all its mixes in one such pass (`split_tables`), each row its own bits.
 """
 
 from __future__ import annotations
 
+import itertools
 import math
 from dataclasses import dataclass, replace
 from functools import lru_cache
@@ -128,34 +130,82 @@ def _fit(mean: np.ndarray, second: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 
 def split_table(comps: tuple[Component, ...], thresholds: np.ndarray) -> SplitTable:
     """The mix split at every threshold (n,), as `split_at` splits it at one."""
-    t = np.asarray(thresholds, dtype=float)
+    return split_tables([(comps, thresholds)])[0]
+
+
+# Per class of a mix, its numbers as the partial moments and the split read them (one column
+# of `_class_columns` per workload): worked out on floats, as the formulas on one threshold do.
+_COLUMNS = (
+    "weight", "share", "p50", "sigma", "flat", "mu", "scale0", "scale1", "scale2",
+    "shift0", "shift1", "shift2", "total1", "total2", "o1", "o2",
+)  # fmt: skip
+# A workload with fewer classes than the block's most reads a class of weight 0 in their place
+# (every term it adds is a signed zero: each sum keeps its bits), with finite moments.
+_ABSENT = Component(0.0, 1.0, 1.0, 0.0, 1.0, 1.0)
+
+
+def _class_numbers(c: Component) -> tuple[float, ...]:
+    """`_COLUMNS` of one class, each the float `split_table` on that class alone computes."""
+    share = 1.0 - c.hit_rate
+    u_p50 = c.prompt_p50 * share
+    sigma = c.prompt_sigma
+    flat = sigma <= 1e-12  # a point mass: `partial_moments`' first case
+    point = 1.0 if flat else 0.0
+    mu = 0.0 if flat else math.log(u_p50)
+    scales = [1.0 if flat else math.exp(k * mu + k * k * sigma * sigma / 2) for k in (0, 1, 2)]
+    return (
+        c.weight,
+        share,
+        u_p50,
+        sigma,
+        point,
+        mu,
+        *scales,
+        *[k * sigma**2 for k in (0, 1, 2)],
+        u_p50 * math.exp(sigma**2 / 2),
+        u_p50**2 * math.exp(2 * sigma**2),
+        c.output_p50 * math.exp(c.output_sigma**2 / 2),
+        c.output_p50**2 * math.exp(2 * c.output_sigma**2),
+    )
+
+
+def split_tables(many: list[tuple[tuple[Component, ...], np.ndarray]]) -> list[SplitTable]:
+    """`split_table` of several mixes, each at its own thresholds, in one pass: every row (a
+    mix at one threshold) goes through the arithmetic `split_table` does on its own, element
+    by element, with each class's numbers worked out on floats as there (`_class_numbers`);
+    a mix with fewer classes adds zeros in place of the missing ones. So each row gets the
+    bits it gets alone, for one pass of numpy calls per block instead of per workload."""
+    each = [np.asarray(t, dtype=float).reshape(-1) for _, t in many]
+    counts = [x.size for x in each]
+    t = each[0] if len(each) == 1 else np.concatenate(each)
+    classes = max(len(comps) for comps, _ in many)
     zero = np.zeros(t.shape)
     long_w, long_m1, long_m2, long_c1 = zero, zero, zero, zero
     out_long1 = out_long2 = short_w = short_m1 = short_m2 = short_biased = zero
-    for c in comps:
-        share = 1.0 - c.hit_rate
-        u_p50 = c.prompt_p50 * share
-        below0, below1, below2 = partial_moments(u_p50, c.prompt_sigma, t)
-        total1 = u_p50 * math.exp(c.prompt_sigma**2 / 2)
-        total2 = u_p50**2 * math.exp(2 * c.prompt_sigma**2)
+    positive = t > 0
+    lt = _log(np.where(positive, t, 1.0)).astype(float)
+    for k in range(classes):
+        numbers = [_class_numbers(comps[k] if k < len(comps) else _ABSENT) for comps, _ in many]
+        columns = np.array(numbers, dtype=float).T.repeat(counts, axis=1)
+        col = dict(zip(_COLUMNS, columns, strict=True))
+        below0, below1, below2 = _partial_rows(col, t, positive, lt)
+        w, total1 = col["weight"], col["total1"]
         frac_long = 1.0 - below0
-        long_w = long_w + c.weight * frac_long
-        long_m1 = long_m1 + c.weight * (total1 - below1)
-        long_m2 = long_m2 + c.weight * (total2 - below2)
-        long_c1 = long_c1 + c.weight * (total1 - below1) / share * (1.0 - share)  # cached
-        o1 = c.output_p50 * math.exp(c.output_sigma**2 / 2)
-        o2 = c.output_p50**2 * math.exp(2 * c.output_sigma**2)
-        out_long1 = out_long1 + c.weight * frac_long * o1
-        out_long2 = out_long2 + c.weight * frac_long * o2
-        short_w = short_w + c.weight * below0
-        short_m1 = short_m1 + c.weight * below1
-        short_m2 = short_m2 + c.weight * below2
-        biased = c.weight * below1 * below1 / np.where(below0 > 0.0, below0, 1.0)
+        long_w = long_w + w * frac_long
+        long_m1 = long_m1 + w * (total1 - below1)
+        long_m2 = long_m2 + w * (col["total2"] - below2)
+        long_c1 = long_c1 + w * (total1 - below1) / col["share"] * (1.0 - col["share"])  # cached
+        out_long1 = out_long1 + w * frac_long * col["o1"]
+        out_long2 = out_long2 + w * frac_long * col["o2"]
+        short_w = short_w + w * below0
+        short_m1 = short_m1 + w * below1
+        short_m2 = short_m2 + w * below2
+        biased = w * below1 * below1 / np.where(below0 > 0.0, below0, 1.0)
         short_biased = short_biased + np.where(below0 > 0.0, biased, 0.0)
-    whole = _whole_mix(comps)
-    ones = np.ones(t.shape)  # a whole-mix field times ones: its value on every row, exactly
-    # A part whose mean cancels to zero (a tail far past T, or below it) has no moments to fit;
-    # it keeps the whole mix's lengths at its vanishing share.
+    # The whole mix's fields, each workload's value on its rows (copies: the same bits).
+    wholes = [vars(_whole_mix(comps)) for comps, _ in many]
+    values = np.array([list(x.values()) for x in wholes], dtype=float).T.repeat(counts, axis=1)
+    whole = dict(zip(wholes[0], values, strict=True))
     fitted = (long_w > 0) & (long_m1 > 0)
     w = np.where(fitted, long_w, 1.0)
     u_p50, u_sigma = _fit(long_m1 / w, long_m2 / w)
@@ -164,25 +214,22 @@ def split_table(comps: tuple[Component, ...], thresholds: np.ndarray) -> SplitTa
     o_p50, o_sigma = _fit(out_long1 / w, out_long2 / w)
     long = Lengths.build(u_p50 / (1.0 - hit), u_sigma, hit, o_p50, o_sigma)
     if not fitted.all():
-        long = Lengths(**{k: np.where(fitted, v, getattr(whole, k)) for k, v in vars(long).items()})
-    local = {k: v * ones for k, v in vars(whole).items()}
+        long = Lengths(**{k: np.where(fitted, v, whole[k]) for k, v in vars(long).items()})
+    local = dict(whole)
     has_short = (short_w > 0) & (short_m1 > 0)
     if has_short.any():
-        # The tagged short request's own prompt: the short part's log-normal (uncached share 1
-        # so the colocated model's prompt quantiles are uncached tokens). The work per arriving
-        # request, short or not, is the zero-inflated E[u 1{u <= T}] and its second moment.
         sw = np.where(has_short, short_w, 1.0)
         sm1 = np.where(has_short, short_m1, 1.0)
         s_p50, s_sigma = _fit(short_m1 / sw, short_m2 / sw)
-        # The prompt a locally chunked token belongs to: the convention (the work per arriving
-        # request) times 1 + the spread between the classes' local prompts
-        # (`classes.chunk_prompt_tokens`): sum(w m1^2 / m0) x sum(w m0) / sum(w m1)^2 with m0,
-        # m1 a class's share and tokens below T; exactly 1 for one class.
-        chunk = short_m1 * (short_biased * short_w / (sm1 * sm1)) if len(comps) > 1 else short_m1
+        # (`split_table`'s chunk prompt: the spread between classes where a mix has several)
+        several = [len(comps) > 1 for comps, _ in many]
+        chunk = short_m1 * (short_biased * short_w / (sm1 * sm1))
+        if not all(several):
+            chunk = np.where(np.array(several).repeat(counts), chunk, short_m1)
         short = {
             "prompt_p50": s_p50,
             "prompt_sigma": s_sigma,
-            "uncached_share": ones,
+            "uncached_share": zero + 1.0,
             "uncached_mean": short_m1,
             "uncached_second_moment": short_m2,
             "uncached_size_biased": short_m2 / np.maximum(short_m1, 1e-9),
@@ -191,7 +238,31 @@ def split_table(comps: tuple[Component, ...], thresholds: np.ndarray) -> SplitTa
         every = has_short.all()
         for k, v in short.items():
             local[k] = v if every else np.where(has_short, v, local[k])
-    return SplitTable(t, long_w, long, Lengths(**local))
+    table = SplitTable(t, long_w, long, Lengths(**local))
+    if len(many) == 1:
+        return [table]
+    starts = itertools.accumulate(counts, initial=0)
+    return [table.rows(slice(a, b)) for a, b in itertools.pairwise(starts)]
+
+
+def _partial_rows(col: dict, t: np.ndarray, positive: np.ndarray, lt: np.ndarray) -> tuple:
+    """`partial_moments` of one class per row (its numbers in `col`, (N,) each) at each row's
+    threshold: the formula's operations on the same floats, a point mass where `flat`."""
+    flat = col["flat"] > 0
+    some_flat = flat.any()
+    sigma = col["sigma"]
+    if some_flat:
+        p50 = col["p50"]
+        below = np.where(positive & (p50 <= t), 1.0, 0.0)
+        point = (below, below * p50, below * p50 * p50)
+        sigma = np.where(flat, 1.0, sigma)  # (a point mass's rows read `point`)
+    out = []
+    for k in (0, 1, 2):
+        z = (lt - col["mu"] - col[f"shift{k}"]) / sigma
+        phi = 0.5 * _erfc(-z / _SQRT2).astype(float)
+        moment = np.where(positive, col[f"scale{k}"] * phi, 0.0)
+        out.append(np.where(flat, point[k], moment) if some_flat else moment)
+    return out[0], out[1], out[2]
 
 
 @lru_cache(maxsize=256)

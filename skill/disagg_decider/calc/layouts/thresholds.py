@@ -82,7 +82,7 @@ def candidates_many(
     resolved: Sequence[Resolved], pairs: Sequence[list[tuple[int, int]]]
 ) -> list[list[Candidate]]:
     """`candidates` of each workload (sharing one engine: `group_key`), in order."""
-    searches = [ThresholdSearch.of(r, p) for r, p in zip(resolved, pairs, strict=True)]
+    searches = ThresholdSearch.many(resolved, pairs)
     live = [s for s in searches if s is not None]
     if not live:
         return [[] for _ in searches]
