@@ -6,7 +6,12 @@
 - `conditional.tp_pairs_many` reads whether the model fits each degree once for the workloads
   of an engine and asks every workload's pair rule in one call: the same pairs, in the same
   order, as asking workload by workload on the workload's own engine (the code before, kept
-  here as the reference).
+  here as the reference);
+- `conditional_sizing._smaller_splits` lays out the smaller splits as `np.meshgrid` did;
+- `threshold_split.split_tables` splits a block's mixes in one pass: each mix's table has the
+  bits `split_table` as it was (kept here) gives it alone;
+- `conditional_rows.Rows` reads the KV ingress bound the search worked out on the same rows
+  (`SearchRows.ingress_at`): the same results with it worked out again.
 """
 
 from __future__ import annotations
@@ -266,3 +271,25 @@ def test_mixes_split_together_get_the_bits_each_gets_alone():
         plain = _plain_split_table(comps, at)
         _same_table(table, plain)
         _same_table(split_table(comps, at), plain)
+
+
+def test_the_search_s_ingress_bound_read_by_the_lift_equals_computing_it_again(
+    analysed, monkeypatch
+):
+    """`conditional_rows.Rows` takes the KV ingress bound of the search's rows
+    (`SearchRows.ingress_at`) rather than work it out again: the same conditional results,
+    every float, with it worked out again."""
+    from disagg_decider.calc.layouts.threshold_pools import SearchRows
+
+    resolved = [r for r, _ in analysed]
+    reused = [a.conditional for a in compare.analyze_many(resolved)]
+    calls = {"n": 0}
+
+    def again(self, rows):
+        calls["n"] += 1
+        return None
+
+    monkeypatch.setattr(SearchRows, "ingress_at", again)
+    assert [a.conditional for a in compare.analyze_many(resolved)] == reused
+    assert calls["n"] > 0
+    assert sum(c.layout == "conditional" for c in reused) >= 5

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from functools import cached_property
 
 import numpy as np
 
@@ -106,6 +107,21 @@ class ThresholdSearch:
     @property
     def budget(self) -> float:
         return float(self.r.workload.cluster.gpus)
+
+    @cached_property
+    def rows(self) -> np.ndarray:
+        """0 .. n - 1, for every pair's search to index its thresholds by."""
+        return np.arange(self.n)
+
+    @cached_property
+    def chunks(self) -> np.ndarray:
+        """The chunk sizes the decode workers choose from (the batch search's list)."""
+        return np.asarray(self.r.workload.efficiency.chunk_tokens, dtype=float)
+
+    @cached_property
+    def columns(self) -> tuple[list[float], list[float]]:
+        """The thresholds and the shares sent to the pool, as floats: the same for every pair."""
+        return self.table.thresholds.tolist(), self.table.long_share.tolist()
 
 
 @dataclass(frozen=True)
@@ -230,6 +246,10 @@ class SearchRows:
 
     def long_at(self, rows: np.ndarray) -> Lengths:
         return self.long.at(rows)
+
+    def ingress_at(self, rows: np.ndarray) -> np.ndarray | None:
+        """The KV ingress bound of `rows` (`conditional_rows.Rows.ingress_per_s` reads it)."""
+        return self.ingress_per_s[rows]
 
     def pool_at(self, rows: np.ndarray) -> prefill.Pool:
         p = self.pool

@@ -42,6 +42,7 @@ class Rows:
     local: Lengths
     paths: TransferPath
     pool: Pool
+    ingress: np.ndarray | None = None  # (N,) `ingress_per_s` as the search priced it, if it did
 
     @classmethod
     def of(cls, first: Resolved, rows: list[tuple[Resolved, Candidate]]) -> Rows:
@@ -50,10 +51,12 @@ class Rows:
         column = lambda values: np.array(values, dtype=float).reshape(-1, 1)  # noqa: E731
         p_tp, d_tp = column([c.prefill_tp for _, c in rows]), column([c.decode_tp for _, c in rows])
         found = block_rows([c for _, c in rows])
+        ingress = None
         if found is not None:
             block, at = found
             long, local = block.long_at(at), block.local_at(at)
             paths, pool = block.paths.take(at, (-1, 1)), block.pool_at(at)
+            ingress = block.ingress_at(at)
         else:
             long, local, paths, pool = _built(first, rows, p_tp, d_tp)
         return cls(
@@ -66,11 +69,15 @@ class Rows:
             local=local,
             paths=paths,
             pool=pool,
+            ingress=ingress,
         )
 
     def ingress_per_s(self) -> np.ndarray:
         """(N,) all requests a decode worker's NICs admit: its share of the long requests'
-        KV arrives over them."""
+        KV arrives over them. Where the rows come from the search, its bound on them: the
+        same arithmetic on the same rows' inputs (element-wise), so the same bits."""
+        if self.ingress is not None:
+            return self.ingress
         ingress = ingress_rate_per_s(self.first, self.paths, self.long, self.p_tp, self.d_tp)
         return np.ravel(ingress) / self.shares
 
