@@ -293,3 +293,21 @@ def test_the_search_s_ingress_bound_read_by_the_lift_equals_computing_it_again(
     assert [a.conditional for a in compare.analyze_many(resolved)] == reused
     assert calls["n"] > 0
     assert sum(c.layout == "conditional" for c in reused) >= 5
+
+
+def test_the_curve_given_as_dicts_holds_the_points_built_one_by_one(analysed):
+    """`conditional_choice.chosen_layout` hands the curve to the record as dicts: the record
+    holds `ThresholdPoint`s equal to those built one by one, as before."""
+    from disagg_decider.calc.result import ThresholdPoint
+
+    points = 0
+    for _, a in analysed:
+        for p in a.conditional.curve:
+            assert type(p) is ThresholdPoint
+            assert p == ThresholdPoint(
+                threshold_tokens=p.threshold_tokens,
+                goodput_per_gpu=p.goodput_per_gpu,
+                share_to_prefill=p.share_to_prefill,
+            )
+            points += 1
+    assert points > 100
