@@ -114,6 +114,16 @@ def labelled(
     a copy of a whole verdict costs more than its labels). `given` is the workload before a
     calibration file was applied (`calibrated`: one matched), `overrides` the `--set` (or
     MCP) parameter values."""
+    labelled_json(v, given, calibrated=calibrated, overrides=overrides)
+    return v
+
+
+def labelled_json(
+    v: Verdict, given: Workload, *, calibrated: bool, overrides: Mapping[str, Any]
+) -> dict[str, Any]:
+    """`labelled`, returning the verdict's JSON (`v.model_dump(mode="json")`, the same keys in
+    the same order): the labels are read off the verdict's JSON anyway, so a front end that
+    writes JSON (`decide batch`) takes it from here instead of dumping the verdict again."""
     inputs = Inputs(
         workload=given,
         calibrated=_calibrated_fields(given) if calibrated else frozenset(),
@@ -121,8 +131,11 @@ def labelled(
         silicon=v.step_source == "silicon",
     )
     doc = v.model_dump(mode="json", exclude={"provenance"})
-    v.provenance = Provenance(fields=field_labels(doc, inputs), inputs=input_labels(inputs))
-    return v
+    fields, sources = field_labels(doc, inputs), input_labels(inputs)
+    v.provenance = Provenance(fields=fields, inputs=sources)
+    # `provenance` is the verdict's last field: its JSON's last key.
+    doc["provenance"] = {"fields": fields, "inputs": sources}
+    return doc
 
 
 def _calibrated_fields(given: Workload) -> frozenset[str]:

@@ -1,0 +1,81 @@
+"""The decision layer's shortcuts must give what the plain paths give.
+
+`decide_many_json` hands `decide batch` each verdict's JSON from the labelling's own dump;
+`decide_many(provenance=False)` skips the labels for rows that show none; the workload
+validator keeps what each field's annotation takes per class. Each is checked against the
+path it replaces, on the examples and on variations that reach calibration and overrides.
+"""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from disagg_decider.batch_work import verdict_row
+from disagg_decider.decide import decide_many, decide_many_json
+from disagg_decider.workload import load_workload, parse_workload
+from disagg_decider.workload_fields import _TAKES
+from tests.conftest import EXAMPLES
+
+WORKLOADS = [load_workload(p) for p in EXAMPLES]
+DIRS = [p.parent for p in EXAMPLES]
+
+
+@pytest.mark.parametrize("overrides", [{}, {"min_gain": 1.05}])
+def test_decide_many_json_is_the_verdicts_own_json(overrides):
+    pairs = decide_many_json(WORKLOADS, base_dir=DIRS, overrides=overrides)
+    plain = decide_many(WORKLOADS, base_dir=DIRS, overrides=overrides)
+    for (verdict, doc), alone in zip(pairs, plain, strict=True):
+        expected = alone.model_dump(mode="json")
+        # The same keys in the same order: the rows are written from it byte for byte.
+        assert json.dumps(doc) == json.dumps(expected)
+        assert json.dumps(verdict.model_dump(mode="json")) == json.dumps(expected)
+
+
+@pytest.mark.parametrize("fmt", ["jsonl", "json"])
+def test_a_row_from_the_labelling_dump_equals_one_from_the_verdict(fmt):
+    for verdict, doc in decide_many_json(WORKLOADS, base_dir=DIRS):
+        assert verdict_row("w.yaml", verdict, fmt, doc) == verdict_row("w.yaml", verdict, fmt)
+
+
+def test_unlabelled_verdicts_differ_only_in_provenance():
+    bare = decide_many(WORKLOADS, base_dir=DIRS, provenance=False)
+    full = decide_many(WORKLOADS, base_dir=DIRS)
+    for b, f in zip(bare, full, strict=True):
+        assert b.provenance is None and f.provenance is not None
+        assert b.model_dump(exclude={"provenance"}) == f.model_dump(exclude={"provenance"})
+
+
+def _edited(**changes) -> dict:
+    data = json.loads(WORKLOADS[0].model_dump_json(exclude_none=True))
+    for dotted, value in changes.items():
+        *path, last = dotted.split(".")
+        node = data
+        for key in path:
+            node = node[key]
+        node[last] = value
+    return data
+
+
+@pytest.mark.parametrize(
+    ("field", "value", "message"),
+    [
+        ("cluster.gpus", True, "got a boolean"),
+        ("cluster.gpus", "8", "an integer (e.g. 8) written as one"),
+        ("traffic.requests_per_second", "2.5", "a number (e.g. 8, 0.5 or 1e8) written as one"),
+        ("traffic.requests_per_second", False, "got a boolean"),
+    ],
+)
+def test_number_checks_hold_on_every_parse_once_the_annotations_are_kept(field, value, message):
+    parse_workload(_edited(), "warm")  # fills the per-class cache
+    assert _TAKES
+    for _ in range(2):  # the second parse reads the cache only
+        with pytest.raises(Exception, match=message.replace("(", r"\(").replace(")", r"\)")):
+            parse_workload(_edited(**{field: value}), "w")
+
+
+def test_a_boolean_field_still_takes_a_boolean():
+    for _ in range(2):
+        w = parse_workload(_edited(**{"cluster.kubernetes": False}), "w")
+        assert w.cluster.kubernetes is False
