@@ -12,6 +12,7 @@ import json
 
 import pytest
 
+from disagg_decider import provenance
 from disagg_decider.batch_work import verdict_row
 from disagg_decider.decide import decide_many, decide_many_json
 from disagg_decider.workload import load_workload, parse_workload
@@ -79,3 +80,39 @@ def test_a_boolean_field_still_takes_a_boolean():
     for _ in range(2):
         w = parse_workload(_edited(**{"cluster.kubernetes": False}), "w")
         assert w.cluster.kubernetes is False
+
+
+def _slow_labels(doc: dict, inputs: provenance.Inputs) -> dict[str, str]:
+    found: dict[str, None] = {}
+    provenance._numeric_into(doc, "", found)
+    return provenance._labels_of(found, inputs, doc)
+
+
+@pytest.mark.parametrize(
+    "inputs_of",
+    [
+        lambda w: provenance.Inputs(workload=w),
+        lambda w: provenance.Inputs(workload=w, overridden=frozenset({"min_gain"})),
+        lambda w: provenance.Inputs(workload=w, silicon=True),
+    ],
+)
+def test_labels_kept_per_shape_are_the_labels_of_each_verdict(inputs_of, monkeypatch):
+    verdicts = decide_many(WORKLOADS, base_dir=DIRS, provenance=False)
+    monkeypatch.setattr(provenance, "_SHAPE_LABELS", {})
+    for _ in range(2):  # the second round reads only kept labels
+        for v, w in zip(verdicts, WORKLOADS, strict=True):
+            doc = v.model_dump(mode="json", exclude={"provenance"})
+            inputs = inputs_of(w)
+            assert provenance.field_labels(doc, inputs) == _slow_labels(doc, inputs)
+    assert 0 < len(provenance._SHAPE_LABELS) <= len(WORKLOADS)
+
+
+def test_a_kept_shape_is_not_read_for_other_inputs():
+    w, v = WORKLOADS[0], decide_many(WORKLOADS[:1])[0]
+    doc = v.model_dump(mode="json", exclude={"provenance"})
+    plain = provenance.field_labels(doc, provenance.Inputs(workload=w))
+    moved = provenance.field_labels(
+        doc, provenance.Inputs(workload=w, overridden=frozenset({"min_gain"}), silicon=True)
+    )
+    assert plain["metrics.prefill_ms"] == "derived" and moved["metrics.prefill_ms"] == "silicon"
+    assert plain["thresholds.min_gain"] == "rulebook" and moved["thresholds.min_gain"] == "override"
