@@ -116,3 +116,24 @@ def test_a_kept_shape_is_not_read_for_other_inputs():
     )
     assert plain["metrics.prefill_ms"] == "derived" and moved["metrics.prefill_ms"] == "silicon"
     assert plain["thresholds.min_gain"] == "rulebook" and moved["thresholds.min_gain"] == "override"
+
+
+def test_a_chunk_is_decided_with_the_collector_paused_and_it_comes_back(monkeypatch):
+    import gc
+
+    from disagg_decider import batch_work
+    from disagg_decider.batch_inputs import Entry
+
+    seen = []
+    real = batch_work._decided_chunk
+
+    def spy(entries, options):
+        seen.append(gc.isenabled())
+        return real(entries, options)
+
+    monkeypatch.setattr(batch_work, "_decided_chunk", spy)
+    entry = Entry(label=str(EXAMPLES[0]), path=str(EXAMPLES[0]), base_dir=str(DIRS[0]))
+    assert gc.isenabled()
+    done = batch_work.decide_chunk(([entry], batch_work.Options(fmt="csv")))
+    assert seen == [False] and gc.isenabled()
+    assert len(done.rows) == 1 and not done.errors
