@@ -137,3 +137,16 @@ def test_a_chunk_is_decided_with_the_collector_paused_and_it_comes_back(monkeypa
     done = batch_work.decide_chunk(([entry], batch_work.Options(fmt="csv")))
     assert seen == [False] and gc.isenabled()
     assert len(done.rows) == 1 and not done.errors
+
+
+def test_tokens_per_request_is_the_calculators_lengths_bit_for_bit():
+    import numpy as np
+
+    from disagg_decider.calc.replicas.lengths import Lengths
+    from disagg_decider.plan import tokens_per_request
+    from tests.golden_outputs import workload_mix  # puts benchmarks/ on the path
+
+    for w in [*WORKLOADS, *workload_mix(64, seed=5)]:
+        lengths = Lengths.of(w)
+        slow = float(np.ravel(lengths.prompt_mean + lengths.output_mean)[0])
+        assert tokens_per_request(w.traffic) == slow  # exact, not approximately
