@@ -150,3 +150,15 @@ def test_tokens_per_request_is_the_calculators_lengths_bit_for_bit():
         lengths = Lengths.of(w)
         slow = float(np.ravel(lengths.prompt_mean + lengths.output_mean)[0])
         assert tokens_per_request(w.traffic) == slow  # exact, not approximately
+
+
+def test_json_rows_are_indented_as_textwrap_would():
+    import textwrap
+
+    from disagg_decider.batch_work import _INDENTED, indented
+
+    odd = {"a": "line\nbreak\r\x0b\x0c\x1c\x1d\x1e\x85\u2028\u2029 end", "b": [], "c": {}}
+    docs = [doc for _, doc in decide_many_json(WORKLOADS[:3])] + [odd]
+    for doc in docs:
+        text = _INDENTED.encode(doc)
+        assert indented(text) == textwrap.indent(text, "  ")
