@@ -8,7 +8,10 @@ path it replaces, on the examples and on variations that reach calibration and o
 
 from __future__ import annotations
 
+import enum
 import json
+import re
+import textwrap
 
 import pytest
 
@@ -152,13 +155,36 @@ def test_tokens_per_request_is_the_calculators_lengths_bit_for_bit():
         assert tokens_per_request(w.traffic) == slow  # exact, not approximately
 
 
-def test_json_rows_are_indented_as_textwrap_would():
-    import textwrap
+class _Level(enum.IntEnum):
+    HIGH = 3
 
-    from disagg_decider.batch_work import _INDENTED, indented
 
-    odd = {"a": "line\nbreak\r\x0b\x0c\x1c\x1d\x1e\x85\u2028\u2029 end", "b": [], "c": {}}
-    docs = [doc for _, doc in decide_many_json(WORKLOADS[:3])] + [odd]
-    for doc in docs:
-        text = _INDENTED.encode(doc)
-        assert indented(text) == textwrap.indent(text, "  ")
+ODD_DOCS = [
+    {"a": "line\nbreak\r\x0b\x0c\x1c\x1d\x1e\x85\u2028\u2029 end", "b": [], "c": {}},
+    {"nested": [[], {}, [[1, 2.5, None]], {"x": {"y": [True, False, "z"]}}], "t": (1, "two")},
+    {"floats": [0.1, 1e-7, 1e22, -0.0, 5e-324, 1.7976931348623157e308], "big": 10**30},
+    {"unicode": "é 中 😀", "quote": 'a "b" \\ c', "ctrl": "\x00\x1f"},
+    {"enum": _Level.HIGH, "keys": {1: "int key", 2.5: "float key", None: "none key"}},
+    {"deep": {"a": [{"b": [{"c": []}]}]}},
+    [1, 2],
+    "scalar",
+]
+
+
+@pytest.mark.parametrize("doc", [*ODD_DOCS, *[d for _, d in decide_many_json(WORKLOADS[:4])]])
+def test_json_rows_are_json_dumps_indent_2_indented_as_textwrap_would(doc):
+    from disagg_decider.batch_json import indented_row
+
+    expected = textwrap.indent(json.dumps(doc, indent=2, allow_nan=False), "  ")
+    assert indented_row(doc) == expected
+
+
+@pytest.mark.parametrize("bad", [float("nan"), float("inf"), -float("inf"), object()])
+def test_json_rows_refuse_what_json_refuses(bad):
+    from disagg_decider.batch_json import indented_row
+
+    doc = {"ok": [1, {"value": bad}]}
+    with pytest.raises((ValueError, TypeError)) as standard:
+        json.dumps(doc, indent=2, allow_nan=False)
+    with pytest.raises(standard.type, match=re.escape(str(standard.value))):
+        indented_row(doc)

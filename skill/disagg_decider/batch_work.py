@@ -220,20 +220,13 @@ def error_row(label: str, message: str, fmt: str) -> Any:
 def _json_row(item: dict, fmt: str) -> str:
     if fmt == "jsonl":
         return _ONE_LINE.encode(item)
-    return indented(_INDENTED.encode(item))
+    from disagg_decider.batch_json import indented_row
+
+    return indented_row(item)
 
 
-def indented(text: str) -> str:
-    """`textwrap.indent(text, "  ")` for JSON from `_INDENTED`, without its Python loop over
-    ~600 lines a verdict: that JSON's only line break is "\n" (`ensure_ascii` writes every
-    other character `str.splitlines` breaks at as an escape) and no line of it is blank."""
-    return "  " + text.replace("\n", "\n  ")
-
-
-# `json.dumps(item, allow_nan=False)` and with `indent=2`, built once: a batch encodes a row
-# per workload.
+# `json.dumps(item, allow_nan=False)`, built once: a batch encodes a row per workload.
 _ONE_LINE = json.JSONEncoder(allow_nan=False)
-_INDENTED = json.JSONEncoder(allow_nan=False, indent=2)
 
 
 def csv_line(cells: list[Any]) -> str:
