@@ -11,7 +11,6 @@ from __future__ import annotations
 import csv
 import io
 import json
-import textwrap
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from functools import lru_cache
@@ -20,6 +19,7 @@ from typing import Any
 
 from disagg_decider.batch_inputs import Entry
 from disagg_decider.errors import UserError, clip
+from disagg_decider.gcpause import paused_collector
 
 CSV_COLUMNS = (
     "file",
@@ -61,8 +61,15 @@ def decide_chunk(job: tuple[list[Entry], Options]) -> Done:
     """Decide a chunk of entries and format their rows (the function the workers run).
 
     Each slice's verdicts become rows (strings) as soon as it is decided, so a worker holds
-    one slice's verdicts at a time, whatever the chunk's length."""
-    entries, options = job
+    one slice's verdicts at a time, whatever the chunk's length. The cycle collector stays
+    paused for the whole chunk, not only inside `decide_many`: reading the workloads and
+    dumping the verdicts build no cycles either, and with it on, every slice's verdicts
+    (hundreds of objects each) were walked again by the collections their rows set off."""
+    with paused_collector():
+        return _decided_chunk(*job)
+
+
+def _decided_chunk(entries: list[Entry], options: Options) -> Done:
     fmt = options.fmt
     rows: list[Any] = [None] * len(entries)
     done = Done()
@@ -80,8 +87,9 @@ def decide_chunk(job: tuple[list[Entry], Options]) -> Done:
             if isinstance(outcome, str):
                 rows[i] = _error(done, entries[i].label, outcome, fmt)
             else:
-                done.infeasible += not outcome.feasible
-                rows[i] = verdict_row(entries[i].label, outcome, fmt)
+                verdict, doc = outcome
+                done.infeasible += not verdict.feasible
+                rows[i] = verdict_row(entries[i].label, verdict, fmt, doc)
     done.rows = rows
     return done
 
@@ -150,16 +158,20 @@ def _decide_alone(workload, base_dir: Path, options: Options) -> Any:
         return _message(exc)
 
 
-def _decide_many(workloads: list, dirs: list[Path], options: Options) -> list:
-    from disagg_decider.decide import decide_many
+def _decide_many(workloads: list, dirs: list[Path], options: Options) -> list[tuple[Any, Any]]:
+    """(verdict, its JSON) per workload for the JSON formats, (verdict, None) for the others:
+    their rows show no provenance, so their verdicts are not labelled (`decide_many`)."""
+    from disagg_decider.decide import decide_many, decide_many_json
 
-    return decide_many(
-        workloads,
-        base_dir=dirs,
-        rulebook=_rulebook(options.rule_files),
-        overrides=dict(options.overrides),
-        calibration=Path(options.calibration) if options.calibration else None,
-    )
+    shared: dict[str, Any] = {
+        "base_dir": dirs,
+        "rulebook": _rulebook(options.rule_files),
+        "overrides": dict(options.overrides),
+        "calibration": Path(options.calibration) if options.calibration else None,
+    }
+    if options.fmt in JSON_FORMATS:
+        return decide_many_json(workloads, **shared)
+    return [(v, None) for v in decide_many(workloads, provenance=False, **shared)]
 
 
 @lru_cache(maxsize=4)
@@ -183,16 +195,22 @@ def _message(exc: BaseException) -> str:
 # --- rows -----------------------------------------------------------------------------------
 
 
-def verdict_row(label: str, verdict, fmt: str) -> Any:
-    if fmt in ("jsonl", "json"):
-        return _json_row({"file": label, **verdict.model_dump(mode="json")}, fmt)
+JSON_FORMATS = ("jsonl", "json")
+
+
+def verdict_row(label: str, verdict, fmt: str, doc: dict[str, Any] | None = None) -> Any:
+    """The verdict's row; `doc`, where given, is its JSON (`decide.decide_many_json`)."""
+    if fmt in JSON_FORMATS:
+        if doc is None:
+            doc = verdict.model_dump(mode="json")
+        return _json_row({"file": label, **doc}, fmt)
     if fmt == "csv":
         return csv_line(_csv_cells(label, verdict))
     return table_cells(label, verdict)
 
 
 def error_row(label: str, message: str, fmt: str) -> Any:
-    if fmt in ("jsonl", "json"):
+    if fmt in JSON_FORMATS:
         return _json_row({"file": label, "error": message}, fmt)
     if fmt == "csv":
         return csv_line([label, *[""] * (len(CSV_COLUMNS) - 2), message])
@@ -201,8 +219,14 @@ def error_row(label: str, message: str, fmt: str) -> Any:
 
 def _json_row(item: dict, fmt: str) -> str:
     if fmt == "jsonl":
-        return json.dumps(item, allow_nan=False)
-    return textwrap.indent(json.dumps(item, indent=2, allow_nan=False), "  ")
+        return _ONE_LINE.encode(item)
+    from disagg_decider.batch_json import indented_row
+
+    return indented_row(item)
+
+
+# `json.dumps(item, allow_nan=False)`, built once: a batch encodes a row per workload.
+_ONE_LINE = json.JSONEncoder(allow_nan=False)
 
 
 def csv_line(cells: list[Any]) -> str:

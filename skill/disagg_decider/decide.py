@@ -26,7 +26,7 @@ from disagg_decider.plan_text import (
     next_steps,
     step_inputs,
 )
-from disagg_decider.provenance import labelled
+from disagg_decider.provenance import labelled, labelled_json
 from disagg_decider.rules import engine
 from disagg_decider.rules.loader import LoadedRulebook, apply_overrides, load_files, with_extra
 from disagg_decider.summary_text import summarize
@@ -71,6 +71,7 @@ def decide_many(
     rulebook: LoadedRulebook | None = None,
     calibration: Path | None = None,
     band: bool = True,
+    provenance: bool = True,
 ) -> list[Verdict]:
     """One verdict per workload, in order, each equal to `decide` on it alone.
 
@@ -79,7 +80,55 @@ def decide_many(
     `base_dir` (where relative `hf_config` paths start) may be one folder or one per workload.
     `calibration` (`--calibration`) replaces each workload's own `calibration:` file.
     `band=False` leaves `interactivity_band` null: `decide frontier` sweeps the targets itself.
+    `provenance=False` leaves `provenance` null, for a front end that shows none (the CSV
+    and table rows of `decide batch`): the labels cost as much as the rulebook.
     """
+    with paused_collector():
+        verdicts, calibrated = _unlabelled(
+            workloads,
+            base_dir=base_dir,
+            rule_files=rule_files,
+            overrides=overrides,
+            overrides_source=overrides_source,
+            rulebook=rulebook,
+            calibration=calibration,
+            band=band,
+        )
+        if not provenance:
+            return verdicts
+        return [
+            labelled(v, w, calibrated=bool(c.notes), overrides=overrides or {})
+            for v, w, c in zip(verdicts, workloads, calibrated, strict=True)
+        ]
+
+
+def decide_many_json(
+    workloads: Sequence[Workload], **options: Any
+) -> list[tuple[Verdict, dict[str, Any]]]:
+    """`decide_many`'s verdicts, each with its JSON (`model_dump(mode="json")`), for a front
+    end that writes JSON (`decide batch`): labelling the verdict dumps it already."""
+    overrides = options.get("overrides") or {}
+    with paused_collector():
+        verdicts, calibrated = _unlabelled(workloads, **options)
+        return [
+            (v, labelled_json(v, w, calibrated=bool(c.notes), overrides=overrides))
+            for v, w, c in zip(verdicts, workloads, calibrated, strict=True)
+        ]
+
+
+def _unlabelled(
+    workloads: Sequence[Workload],
+    *,
+    base_dir: Path | Sequence[Path | None] | None = None,
+    rule_files: Sequence[Path] = (),
+    overrides: Mapping[str, Any] | None = None,
+    overrides_source: str = "--set",
+    rulebook: LoadedRulebook | None = None,
+    calibration: Path | None = None,
+    band: bool = True,
+) -> tuple[list[Verdict], list[Any]]:
+    """`decide_many`'s verdicts before `labelled`, with each workload's calibration
+    (`calibrate.apply.Applied`), which labelling reads."""
     if base_dir is None or isinstance(base_dir, Path):
         base_dirs: Sequence[Path | None] = [base_dir] * len(workloads)
     else:
@@ -88,30 +137,24 @@ def decide_many(
         loaded = with_extra(list(rule_files))
     else:
         loaded = load_files(list(rule_files), seed=rulebook) if rule_files else rulebook
-    with paused_collector():
-        calibrated = [
-            _calibrated(w, d, calibration) for w, d in zip(workloads, base_dirs, strict=True)
-        ]
-        resolved = [resolve(c.workload, d) for c, d in zip(calibrated, base_dirs, strict=True)]
-        # The band's TPOT targets ride in the decision's own search (`analyze_banded`).
-        found, searched = analyze_banded(resolved, band_tpot_ms() if band else ())
-        analyses = [on_basis(r, a) for r, a in zip(resolved, found, strict=True)]
-        curves = band_curves(resolved, analyses, searched) if band else [None] * len(resolved)
-        verdicts = [
-            _verdict(loaded, r, a, overrides or {}, overrides_source, curve)
-            for r, a, curve in zip(resolved, analyses, curves, strict=True)
-        ]
-        # Each verdict is this call's own, fresh from `_verdict`: filled in where it stands
-        # (a copy per field set costs more than the verdict's rules).
-        for v, c, r in zip(verdicts, calibrated, resolved, strict=True):
-            if c.notes or c.warnings or r.workload.slo.basis != "p99-under-load":
-                v.calibration = c.notes
-                v.warnings = [*v.warnings, *c.warnings]
-                v.slo_basis = r.workload.slo.basis
-        return [
-            labelled(v, w, calibrated=bool(c.notes), overrides=overrides or {})
-            for v, w, c in zip(verdicts, workloads, calibrated, strict=True)
-        ]
+    calibrated = [_calibrated(w, d, calibration) for w, d in zip(workloads, base_dirs, strict=True)]
+    resolved = [resolve(c.workload, d) for c, d in zip(calibrated, base_dirs, strict=True)]
+    # The band's TPOT targets ride in the decision's own search (`analyze_banded`).
+    found, searched = analyze_banded(resolved, band_tpot_ms() if band else ())
+    analyses = [on_basis(r, a) for r, a in zip(resolved, found, strict=True)]
+    curves = band_curves(resolved, analyses, searched) if band else [None] * len(resolved)
+    verdicts = [
+        _verdict(loaded, r, a, overrides or {}, overrides_source, curve)
+        for r, a, curve in zip(resolved, analyses, curves, strict=True)
+    ]
+    # Each verdict is this call's own, fresh from `_verdict`: filled in where it stands
+    # (a copy per field set costs more than the verdict's rules).
+    for v, c, r in zip(verdicts, calibrated, resolved, strict=True):
+        if c.notes or c.warnings or r.workload.slo.basis != "p99-under-load":
+            v.calibration = c.notes
+            v.warnings = [*v.warnings, *c.warnings]
+            v.slo_basis = r.workload.slo.basis
+    return verdicts, calibrated
 
 
 def _calibrated(workload: Workload, base_dir: Path | None, cli: Path | None):

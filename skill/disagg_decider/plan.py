@@ -24,7 +24,7 @@ from disagg_decider.calc.result import (
 
 if TYPE_CHECKING:
     from disagg_decider.verdict import Verdict
-    from disagg_decider.workload import Resolved
+    from disagg_decider.workload import Resolved, Traffic
 
 PlanLayout = Literal["colocated", "disaggregated", "conditional"]
 Orchestrator = Literal["dynamo", "llm-d"]
@@ -81,20 +81,27 @@ class PriceInputs(_Out):
 
 def price_inputs(r: Resolved) -> PriceInputs:
     """The workload's rate, GPU prices and mean tokens per request (the calculator's lengths)."""
-    import numpy as np
-
-    from disagg_decider.calc.replicas.lengths import Lengths
-
     w = r.workload
-    lengths = Lengths.of(w)
     price = w.cost.usd_per_gpu_hour
     return PriceInputs(
         requests_per_second=w.traffic.requests_per_second,
         usd_per_gpu_hour=price,
         prefill_usd_per_gpu_hour=w.cost.prefill_usd_per_gpu_hour or price,
         decode_usd_per_gpu_hour=w.cost.decode_usd_per_gpu_hour or price,
-        tokens_per_request=float(np.ravel(lengths.prompt_mean + lengths.output_mean)[0]),
+        tokens_per_request=tokens_per_request(w.traffic),
     )
+
+
+def tokens_per_request(traffic: Traffic) -> float:
+    """Mean prompt + mean output tokens: `Lengths.of`'s `prompt_mean + output_mean`, the same
+    numpy operations on the same numbers, without the dozen other fields it derives."""
+    from disagg_decider.calc.queues.queueing import lognormal_mean
+    from disagg_decider.workload import lognormal_sigma
+
+    prompt, output = traffic.prompt_tokens, traffic.output_tokens
+    prompt_mean = lognormal_mean(prompt.p50, lognormal_sigma(prompt))
+    output_mean = lognormal_mean(output.p50, lognormal_sigma(output))
+    return float(prompt_mean + output_mean)
 
 
 def cost_usd(

@@ -1,0 +1,190 @@
+"""The decision layer's shortcuts must give what the plain paths give.
+
+`decide_many_json` hands `decide batch` each verdict's JSON from the labelling's own dump;
+`decide_many(provenance=False)` skips the labels for rows that show none; the workload
+validator keeps what each field's annotation takes per class. Each is checked against the
+path it replaces, on the examples and on variations that reach calibration and overrides.
+"""
+
+from __future__ import annotations
+
+import enum
+import json
+import re
+import textwrap
+
+import pytest
+
+from disagg_decider import provenance
+from disagg_decider.batch_work import verdict_row
+from disagg_decider.decide import decide_many, decide_many_json
+from disagg_decider.workload import load_workload, parse_workload
+from disagg_decider.workload_fields import _TAKES
+from tests.conftest import EXAMPLES
+
+WORKLOADS = [load_workload(p) for p in EXAMPLES]
+DIRS = [p.parent for p in EXAMPLES]
+
+
+@pytest.mark.parametrize("overrides", [{}, {"min_gain": 1.05}])
+def test_decide_many_json_is_the_verdicts_own_json(overrides):
+    pairs = decide_many_json(WORKLOADS, base_dir=DIRS, overrides=overrides)
+    plain = decide_many(WORKLOADS, base_dir=DIRS, overrides=overrides)
+    for (verdict, doc), alone in zip(pairs, plain, strict=True):
+        expected = alone.model_dump(mode="json")
+        # The same keys in the same order: the rows are written from it byte for byte.
+        assert json.dumps(doc) == json.dumps(expected)
+        assert json.dumps(verdict.model_dump(mode="json")) == json.dumps(expected)
+
+
+@pytest.mark.parametrize("fmt", ["jsonl", "json"])
+def test_a_row_from_the_labelling_dump_equals_one_from_the_verdict(fmt):
+    for verdict, doc in decide_many_json(WORKLOADS, base_dir=DIRS):
+        assert verdict_row("w.yaml", verdict, fmt, doc) == verdict_row("w.yaml", verdict, fmt)
+
+
+def test_unlabelled_verdicts_differ_only_in_provenance():
+    bare = decide_many(WORKLOADS, base_dir=DIRS, provenance=False)
+    full = decide_many(WORKLOADS, base_dir=DIRS)
+    for b, f in zip(bare, full, strict=True):
+        assert b.provenance is None and f.provenance is not None
+        assert b.model_dump(exclude={"provenance"}) == f.model_dump(exclude={"provenance"})
+
+
+def _edited(**changes) -> dict:
+    data = json.loads(WORKLOADS[0].model_dump_json(exclude_none=True))
+    for dotted, value in changes.items():
+        *path, last = dotted.split(".")
+        node = data
+        for key in path:
+            node = node[key]
+        node[last] = value
+    return data
+
+
+@pytest.mark.parametrize(
+    ("field", "value", "message"),
+    [
+        ("cluster.gpus", True, "got a boolean"),
+        ("cluster.gpus", "8", "an integer (e.g. 8) written as one"),
+        ("traffic.requests_per_second", "2.5", "a number (e.g. 8, 0.5 or 1e8) written as one"),
+        ("traffic.requests_per_second", False, "got a boolean"),
+    ],
+)
+def test_number_checks_hold_on_every_parse_once_the_annotations_are_kept(field, value, message):
+    parse_workload(_edited(), "warm")  # fills the per-class cache
+    assert _TAKES
+    for _ in range(2):  # the second parse reads the cache only
+        with pytest.raises(Exception, match=message.replace("(", r"\(").replace(")", r"\)")):
+            parse_workload(_edited(**{field: value}), "w")
+
+
+def test_a_boolean_field_still_takes_a_boolean():
+    for _ in range(2):
+        w = parse_workload(_edited(**{"cluster.kubernetes": False}), "w")
+        assert w.cluster.kubernetes is False
+
+
+def _slow_labels(doc: dict, inputs: provenance.Inputs) -> dict[str, str]:
+    found: dict[str, None] = {}
+    provenance._numeric_into(doc, "", found)
+    return provenance._labels_of(found, inputs, doc)
+
+
+@pytest.mark.parametrize(
+    "inputs_of",
+    [
+        lambda w: provenance.Inputs(workload=w),
+        lambda w: provenance.Inputs(workload=w, overridden=frozenset({"min_gain"})),
+        lambda w: provenance.Inputs(workload=w, silicon=True),
+    ],
+)
+def test_labels_kept_per_shape_are_the_labels_of_each_verdict(inputs_of, monkeypatch):
+    verdicts = decide_many(WORKLOADS, base_dir=DIRS, provenance=False)
+    monkeypatch.setattr(provenance, "_SHAPE_LABELS", {})
+    for _ in range(2):  # the second round reads only kept labels
+        for v, w in zip(verdicts, WORKLOADS, strict=True):
+            doc = v.model_dump(mode="json", exclude={"provenance"})
+            inputs = inputs_of(w)
+            assert provenance.field_labels(doc, inputs) == _slow_labels(doc, inputs)
+    assert 0 < len(provenance._SHAPE_LABELS) <= len(WORKLOADS)
+
+
+def test_a_kept_shape_is_not_read_for_other_inputs():
+    w, v = WORKLOADS[0], decide_many(WORKLOADS[:1])[0]
+    doc = v.model_dump(mode="json", exclude={"provenance"})
+    plain = provenance.field_labels(doc, provenance.Inputs(workload=w))
+    moved = provenance.field_labels(
+        doc, provenance.Inputs(workload=w, overridden=frozenset({"min_gain"}), silicon=True)
+    )
+    assert plain["metrics.prefill_ms"] == "derived" and moved["metrics.prefill_ms"] == "silicon"
+    assert plain["thresholds.min_gain"] == "rulebook" and moved["thresholds.min_gain"] == "override"
+
+
+def test_a_chunk_is_decided_with_the_collector_paused_and_it_comes_back(monkeypatch):
+    import gc
+
+    from disagg_decider import batch_work
+    from disagg_decider.batch_inputs import Entry
+
+    seen = []
+    real = batch_work._decided_chunk
+
+    def spy(entries, options):
+        seen.append(gc.isenabled())
+        return real(entries, options)
+
+    monkeypatch.setattr(batch_work, "_decided_chunk", spy)
+    entry = Entry(label=str(EXAMPLES[0]), path=str(EXAMPLES[0]), base_dir=str(DIRS[0]))
+    assert gc.isenabled()
+    done = batch_work.decide_chunk(([entry], batch_work.Options(fmt="csv")))
+    assert seen == [False] and gc.isenabled()
+    assert len(done.rows) == 1 and not done.errors
+
+
+def test_tokens_per_request_is_the_calculators_lengths_bit_for_bit():
+    import numpy as np
+
+    from disagg_decider.calc.replicas.lengths import Lengths
+    from disagg_decider.plan import tokens_per_request
+    from tests.golden_outputs import workload_mix  # puts benchmarks/ on the path
+
+    for w in [*WORKLOADS, *workload_mix(64, seed=5)]:
+        lengths = Lengths.of(w)
+        slow = float(np.ravel(lengths.prompt_mean + lengths.output_mean)[0])
+        assert tokens_per_request(w.traffic) == slow  # exact, not approximately
+
+
+class _Level(enum.IntEnum):
+    HIGH = 3
+
+
+ODD_DOCS = [
+    {"a": "line\nbreak\r\x0b\x0c\x1c\x1d\x1e\x85\u2028\u2029 end", "b": [], "c": {}},
+    {"nested": [[], {}, [[1, 2.5, None]], {"x": {"y": [True, False, "z"]}}], "t": (1, "two")},
+    {"floats": [0.1, 1e-7, 1e22, -0.0, 5e-324, 1.7976931348623157e308], "big": 10**30},
+    {"unicode": "é 中 😀", "quote": 'a "b" \\ c', "ctrl": "\x00\x1f"},
+    {"enum": _Level.HIGH, "keys": {1: "int key", 2.5: "float key", None: "none key"}},
+    {"deep": {"a": [{"b": [{"c": []}]}]}},
+    [1, 2],
+    "scalar",
+]
+
+
+@pytest.mark.parametrize("doc", [*ODD_DOCS, *[d for _, d in decide_many_json(WORKLOADS[:4])]])
+def test_json_rows_are_json_dumps_indent_2_indented_as_textwrap_would(doc):
+    from disagg_decider.batch_json import indented_row
+
+    expected = textwrap.indent(json.dumps(doc, indent=2, allow_nan=False), "  ")
+    assert indented_row(doc) == expected
+
+
+@pytest.mark.parametrize("bad", [float("nan"), float("inf"), -float("inf"), object()])
+def test_json_rows_refuse_what_json_refuses(bad):
+    from disagg_decider.batch_json import indented_row
+
+    doc = {"ok": [1, {"value": bad}]}
+    with pytest.raises((ValueError, TypeError)) as standard:
+        json.dumps(doc, indent=2, allow_nan=False)
+    with pytest.raises(standard.type, match=re.escape(str(standard.value))):
+        indented_row(doc)
