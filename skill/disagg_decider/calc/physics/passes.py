@@ -166,7 +166,7 @@ def pass_terms(engine: Engine, decode_context, prefill_context) -> PassTerms:
         decode_flops_per_sequence=linear + attention,
         prefill_context=np.asarray(prefill_context, dtype=float),
         fixed_ms=engine.fixed_step_ms,
-        moe_comm=m.moe is not None and bool(np.any(engine.expert_parallel)),
+        moe_comm=m.moe is not None and bool(engine.expert_parallel.any()),
         decode_context=decode_context,
         decode_attention_flops=attention,
     )

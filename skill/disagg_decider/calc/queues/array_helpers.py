@@ -45,6 +45,12 @@ def broadcast(a, shape: tuple[int, ...]) -> np.ndarray:
     return out
 
 
+def shape_of(a) -> tuple[int, ...]:
+    """`np.shape(a)`: an array's own `shape` read directly (`np.shape` is two Python-level
+    calls, its dispatcher and itself, for what an attribute holds)."""
+    return a.shape if type(a) is np.ndarray else np.shape(a)
+
+
 def broadcast_shape(*shapes: tuple[int, ...]) -> tuple[int, ...]:
     """`np.broadcast_shapes(*shapes)` by comparing the dimensions: numpy's builds an empty
     array per shape and a broadcast object, a dozen calls, for what a decision asks hundreds

@@ -14,7 +14,12 @@ from typing import NamedTuple
 import numpy as np
 
 from disagg_decider.calc.physics.step import Engine
-from disagg_decider.calc.queues.array_helpers import broadcast, broadcast_shape, first_best
+from disagg_decider.calc.queues.array_helpers import (
+    broadcast,
+    broadcast_shape,
+    first_best,
+    shape_of,
+)
 from disagg_decider.calc.queues.batch_edge import (
     bisect_edge,
     boundary_index,
@@ -75,8 +80,8 @@ def best_points(
     c = np.asarray(chunks, dtype=float)[:, None]
     # The engine's layouts' shape, from its fields (not `engine.gpus`: the lines run on an
     # engine of their own, so the caller's constants would be worked out for nothing).
-    layouts = broadcast_shape(np.shape(engine.tp), np.shape(engine.dp), np.shape(engine.ep))
-    shape = broadcast_shape(np.shape(lengths.prompt_p50), layouts, c.shape)
+    layouts = broadcast_shape(shape_of(engine.tp), shape_of(engine.dp), shape_of(engine.ep))
+    shape = broadcast_shape(shape_of(lengths.prompt_p50), layouts, c.shape)
     keep = (
         None if searched is None else np.broadcast_to(np.asarray(searched)[..., None, None], shape)
     )

@@ -60,11 +60,11 @@ def transfer_scale_ms(nodes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return mean_ms, (nodes + (scv * mean_ms)[..., None]) / 2.0
 
 
+@np.errstate(divide="ignore", invalid="ignore")
 def _transfer_tail(rate_per_receiver_ms, mean_ms, scale_ms):
     """`transfer_wait_tail` from `transfer_scale_ms`' terms."""
     rho = np.asarray(rate_per_receiver_ms, dtype=float) * mean_ms
-    with np.errstate(divide="ignore", invalid="ignore"):
-        theta = (1.0 - rho)[..., None] / scale_ms
+    theta = (1.0 - rho)[..., None] / scale_ms
     theta = np.where((rho < 1.0)[..., None] & (scale_ms > 0), theta, 0.0)
     return np.minimum(rho, 1.0), theta
 
@@ -188,21 +188,21 @@ class _Bisection:
         limit = np.asarray(limit_ms, dtype=float)
         return ~self.saturated & (self.run(limit) <= limit)
 
+    @np.errstate(divide="ignore", invalid="ignore")
     def run(self, limit=None) -> np.ndarray:
         """The bracket's upper end after `queueing.BISECTIONS` steps (`p99_of_sum_ms`'s); with a
         `limit`, stopped once every row's end is known to fall within it or past it."""
         lo, hi, s, two_waits, grid = self.lo, self.hi, self.s, self.two_waits, self.grid
-        with np.errstate(divide="ignore", invalid="ignore"):
-            for _ in range(queueing.BISECTIONS):
-                if limit is not None and ((hi <= limit) | (lo > limit) | self.saturated).all():
-                    break
-                mid = (lo + hi) / 2.0
-                gap = np.maximum(mid[..., None] - s, 0.0)
-                waits = np.add.reduce(two_waits.exceed_quiet(gap) * Z_WEIGHTS, axis=-1)
-                # `NodeGrid.exceed` takes the times flat and answers in the grid's shape.
-                over_ms = grid.exceed(mid if mid.ndim == 1 else mid.reshape(-1))
-                over = self.no_wait * over_ms + waits > P99_TAIL
-                lo, hi = np.where(over, mid, lo), np.where(over, hi, mid)
+        for _ in range(queueing.BISECTIONS):
+            if limit is not None and ((hi <= limit) | (lo > limit) | self.saturated).all():
+                break
+            mid = (lo + hi) / 2.0
+            gap = np.maximum(mid[..., None] - s, 0.0)
+            waits = np.add.reduce(two_waits.exceed_quiet(gap) * Z_WEIGHTS, axis=-1)
+            # `NodeGrid.exceed` takes the times flat and answers in the grid's shape.
+            over_ms = grid.exceed(mid if mid.ndim == 1 else mid.reshape(-1))
+            over = self.no_wait * over_ms + waits > P99_TAIL
+            lo, hi = np.where(over, mid, lo), np.where(over, hi, mid)
         return hi
 
 
@@ -274,6 +274,7 @@ def grow_for_transfer_wait(
 LOAD_BISECTIONS = 20  # halvings of the link's load: 0.9 / 2^20, a millionth of its capacity
 
 
+@np.errstate(divide="ignore", invalid="ignore")
 def receiver_rate_per_s(transfer_nodes_ms, nodes_ms, target_ms, most_load=0.9):
     """Requests per second one decode receiver takes with the p99 of W2 + S' inside the
     target: its link's wait plus the service-side time, the prefill queue aside.
@@ -294,9 +295,8 @@ def receiver_rate_per_s(transfer_nodes_ms, nodes_ms, target_ms, most_load=0.9):
     # theta2 = (1 - rho) / scale at each node (`transfer_wait_tail`): the exponent of the
     # wait's tail at the target's gap is -(1 - rho) gap / scale, laid out once.
     gap = np.maximum(target[..., None] - s, 0.0)
-    with np.errstate(divide="ignore", invalid="ignore"):
-        ratio = np.where(gap > 0, gap / np.where(scale_ms > 0, scale_ms, 1.0), 0.0)
-        ratio = np.where((scale_ms > 0) | (gap == 0), ratio, np.inf)
+    ratio = np.where(gap > 0, gap / np.where(scale_ms > 0, scale_ms, 1.0), 0.0)
+    ratio = np.where((scale_ms > 0) | (gap == 0), ratio, np.inf)
 
     def over(rho, r, alone):
         tail = np.add.reduce(np.exp(-(1.0 - rho)[..., None] * r) * Z_WEIGHTS, axis=-1)
@@ -314,8 +314,7 @@ def receiver_rate_per_s(transfer_nodes_ms, nodes_ms, target_ms, most_load=0.9):
             miss = over(rho, r, alone)
             lo, hi = np.where(miss, lo, rho), np.where(miss, rho, hi)
         load[open_] = lo
-    with np.errstate(divide="ignore", invalid="ignore"):
-        return np.where(mean_ms > 0, load / np.where(mean_ms > 0, mean_ms, 1.0) * 1e3, np.inf)
+    return np.where(mean_ms > 0, load / np.where(mean_ms > 0, mean_ms, 1.0) * 1e3, np.inf)
 
 
 RATE_BISECTIONS = 14  # halvings of a short split's rate: within 0.01% of the pool's own
