@@ -138,7 +138,7 @@ def best_points(
             np.where(nowhere, bisected.at_hi[2], 0.0),
         )
     if rate_per_s is not None:
-        below = _BelowOne(np.ravel(below.rate_per_s), np.ravel(below.step_ms))
+        below = _BelowOne(below.rate_per_s.ravel(), below.step_ms.ravel())
         rate, batch = _below_batch_one(at_lines, rate, batch, per_line(rate_per_s), below)
     if keep is not None:
         rate, batch = _spread(rate, keep), _spread(batch, keep)
@@ -207,14 +207,14 @@ def _below_batch_one(
     idle TPOT misses, gets 0 without the evaluation (its p99 TTFT bisection is most of the
     cost, and on the examples no failing line is rescued). None evaluates every failing line
     (the reference the tests compare with)."""
-    failing = np.ravel(rate) <= 0.0
+    failing = rate.ravel() <= 0.0  # arrays, one entry per line (`best_points`' own)
     if one is not None and failing.any():
-        need = np.ravel(wanted) * (1.0 - 1e-9) * (1.0 - BOUND_MARGIN)
-        tpot = np.ravel(at.tpot_ms) * ((1.0 + 1e-9) * (1.0 + BOUND_MARGIN))
+        need = wanted.ravel() * (1.0 - 1e-9) * (1.0 - BOUND_MARGIN)
+        tpot = at.tpot_ms.ravel() * ((1.0 + 1e-9) * (1.0 + BOUND_MARGIN))
         failing &= (
-            (one.rate_per_s * np.ravel(at.servers) >= need)
-            & (np.ravel(one.step_ms) <= tpot)
-            & (np.ravel(at.inverse_memory_limit) <= 1.0)
+            (one.rate_per_s * at.servers.ravel() >= need)
+            & (one.step_ms.ravel() <= tpot)
+            & (at.inverse_memory_limit.ravel() <= 1.0)
         )
     if not failing.any():
         return rate, batch

@@ -26,6 +26,7 @@ import numpy as np
 
 from disagg_decider.calc.queues import queueing
 from disagg_decider.calc.queues.array_helpers import broadcast, broadcast_shape
+from disagg_decider.calc.queues.batch_edge import bisect_halves
 from disagg_decider.calc.queues.normal_quantiles import (
     P99_TAIL,
     Z_WEIGHTS,
@@ -318,6 +319,10 @@ def receiver_rate_per_s(transfer_nodes_ms, nodes_ms, target_ms, most_load=0.9):
 
 
 RATE_BISECTIONS = 14  # halvings of a short split's rate: within 0.01% of the pool's own
+# Halvings per test call: the 3 rates two steps may visit, tried at once (7 calls, not 14;
+# a call's fixed cost, a p99 bisection's ~400 numpy calls, outweighs its rows on the few
+# short splits of a block).
+RATE_LEVELS = 2
 
 
 def short_split_load(pool, prefill_replicas, receivers, transfer_nodes_ms, most_per_s, rows):
@@ -348,14 +353,36 @@ def short_split_load(pool, prefill_replicas, receivers, transfer_nodes_ms, most_
         index, keep = index[short], np.flatnonzero(short)
         some = prefill.Pool(*(getattr(some, f)[keep] for f in _POOL_FIELDS))
         x, n, most, t_nodes = x[keep], n[keep], most[keep], t_nodes[keep]
-        nodes = SplitNodes(some.nodes_ms, t_nodes)  # the same rows at every rate tried
-        lo, hi = np.zeros(len(keep)), most.copy()
-        for _ in range(RATE_BISECTIONS):
-            mid = (lo + hi) / 2.0
-            ok = split_ttft_within(some, x, mid, n, t_nodes, some.target_ms, nodes)
-            lo, hi = np.where(ok, mid, lo), np.where(ok, hi, mid)
+        lo, _ = bisect_halves(
+            _RatesFit(some, x, n, t_nodes), np.zeros(len(keep)), most, RATE_BISECTIONS, RATE_LEVELS
+        )
+        nodes = SplitNodes(some.nodes_ms, t_nodes)
         rate[index], ttft[index] = lo, split_ttft_p99_ms(some, x, lo, n, t_nodes, nodes)
     return rate, ttft
+
+
+class _RatesFit:
+    """`short_split_load`'s test at rates (R, P), P per split: whether each split's p99 TTFT
+    at that rate fits its target (`split_ttft_within`), every rate of a split as one more row
+    of it. Each width's rows (the pool, sizes and rate-free nodes) are laid out once, at its
+    first call, for every later one (`bisect_halves` asks the same width each step but
+    perhaps the last)."""
+
+    def __init__(self, pool, x, receivers, transfer_nodes_ms) -> None:
+        self.pool, self.x, self.receivers, self.transfer = pool, x, receivers, transfer_nodes_ms
+        self.rows: dict[int, tuple] = {}
+
+    def __call__(self, rates: np.ndarray) -> np.ndarray:
+        width = rates.shape[1]
+        if width not in self.rows:
+            each = np.repeat(np.arange(len(self.x)), width)
+            pool = prefill.Pool(*(getattr(self.pool, f)[each] for f in _POOL_FIELDS))
+            t_nodes = self.transfer[each]
+            nodes = SplitNodes(pool.nodes_ms, t_nodes)
+            self.rows[width] = (pool, self.x[each], self.receivers[each], t_nodes, nodes)
+        pool, x, n, t_nodes, nodes = self.rows[width]
+        fits = split_ttft_within(pool, x, rates.reshape(-1), n, t_nodes, pool.target_ms, nodes)
+        return fits.reshape(rates.shape)
 
 
 _POOL_FIELDS = ("mean_ms", "scv", "nodes_ms", "target_ms")
