@@ -23,7 +23,12 @@ from functools import cached_property
 
 import numpy as np
 
-from disagg_decider.calc.physics.passes import PassTerms, pass_terms, stacked_ms
+from disagg_decider.calc.physics.passes import (
+    PassTerms,
+    paired_ms,
+    pass_terms,
+    with_prefill_context,
+)
 from disagg_decider.calc.physics.step import Engine
 from disagg_decider.calc.queues import queueing
 from disagg_decider.calc.replicas import chunk_runs
@@ -140,6 +145,7 @@ def lines(
     chunk_prompt = chunk_runs.chunk_prompt(lengths, mixed)
     cached = chunk_cached_tokens(lengths, chunk_prompt)
     limit = memory_batch_limit(engine, lengths)
+    empty = pass_terms(engine, ctx, 0.0)  # the chunk-carrying pass shares its terms (`paired_ms`)
     inverse_limit = np.where(limit > 0, 1.0 / limit, np.inf)
     return Lines(
         engine=engine,
@@ -151,8 +157,8 @@ def lines(
         # size-biased one: a long prompt has more tokens to chunk (E[u^2] / E[u]; 2.2x the mean
         # at p99/p50 = 8). Mixed traffic keeps `classes.chunk_prompt_tokens`, biased between
         # its classes, with which its TPOT tail was matched to the simulator (issue 18a).
-        full_pass=pass_terms(engine, ctx, cached + chunk_prompt / 2.0),
-        empty_pass=pass_terms(engine, ctx, 0.0),
+        full_pass=with_prefill_context(empty, cached + chunk_prompt / 2.0),
+        empty_pass=empty,
         inverse_memory_limit=inverse_limit,
         uncached_nodes=uncached_nodes(lengths) if nodes is None else nodes,
         servers=np.asarray(servers, dtype=float),
@@ -184,8 +190,9 @@ def evaluate(at: Lines, batch, t_empty=None, with_ttft=False, with_headroom=True
     room, room99 = np.maximum(c - b, 1.0), np.maximum(c - b99, 1.0)
     # The steps at the batch, at B + 1 (`prompt_queue`) and at the p99 batch: each pass's
     # three in one call.
-    empty = stacked_ms(at.empty_pass, (b, b + 1.0, b99), 0.0)
-    full = stacked_ms(at.full_pass, (b, b + 1.0, b99), (room, room, room99))
+    empty, full = paired_ms(
+        at.empty_pass, at.full_pass, (b, b + 1.0, b99), (b, b + 1.0, b99), (room, room, room99)
+    )
     if t_empty is None:
         t_empty = empty[0]
     q = prompt_queue(at, b, (room, full[0], empty[1], full[1]))

@@ -15,7 +15,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from disagg_decider.calc.physics.passes import PassTerms
+from disagg_decider.calc.physics.passes import with_prefill_context
 from disagg_decider.calc.physics.step import Engine
 from disagg_decider.calc.queues.array_helpers import broadcast, clip, map_fields
 from disagg_decider.calc.queues.batch_edge import interp_rows, value_at
@@ -257,16 +257,16 @@ def _lines_at_rows(at: Lines, take) -> Lines:
 
     moe_comm = engine.model.moe is not None and bool(np.any(engine.expert_parallel))
 
-    def passes(p: PassTerms) -> PassTerms:
-        return map_fields(p, take, engine=engine, moe_comm=moe_comm)
-
+    empty = map_fields(at.empty_pass, take, engine=engine, moe_comm=moe_comm)
+    # The chunk-carrying pass shares the pure decode one's terms, as `lines` builds them.
+    full = with_prefill_context(empty, take(at.full_pass.prefill_context))
     return map_fields(
         at,
         take,
         engine=engine,
         lengths=at.lengths.map(take),
-        full_pass=passes(at.full_pass),
-        empty_pass=passes(at.empty_pass),
+        full_pass=full,
+        empty_pass=empty,
     )
 
 
