@@ -188,8 +188,8 @@ def evaluate(at: Lines, batch, t_empty=None, with_ttft=False, with_headroom=True
     b99 = np.minimum(queueing.batch_p99(b) + 1.0, c - 1.0)
     b99 = np.maximum(np.minimum(b99, 1.0 / at.inverse_memory_limit), b)
     room, room99 = np.maximum(c - b, 1.0), np.maximum(c - b99, 1.0)
-    # The steps at the batch, at B + 1 (`prompt_queue`) and at the p99 batch: each pass's
-    # three in one call.
+    # The steps at the batch, at B + 1 (`prompt_queue`) and at the p99 batch: both passes'
+    # three in one call where that gives the same bits (`paired_ms`), else one call each.
     empty, full = paired_ms(
         at.empty_pass, at.full_pass, (b, b + 1.0, b99), (b, b + 1.0, b99), (room, room, room99)
     )
