@@ -294,7 +294,7 @@ def per_request(o: Own, figures: dict[str, np.ndarray]) -> dict[str, list]:
     u50 = o.lengths.prompt_p50 * o.lengths.uncached_share
     size = kv.kv_bytes(model, kv_dtype, u50)
     per_token = kv.kv_bytes_per_token(model, kv_dtype, np.maximum(u50, 1.0))
-    flat = lambda a: np.ravel(a).tolist()  # noqa: E731
+    flat = lambda a: np.asarray(a).ravel().tolist()  # noqa: E731
     return {
         **{name: flat(values) for name, values in figures.items()},
         "kv_bytes_per_token": flat(per_token),

@@ -14,6 +14,7 @@ import numpy as np
 from disagg_decider.calc.physics import kv
 from disagg_decider.calc.physics.kvpath import TransferPath, transfer_times
 from disagg_decider.calc.physics.step import Engine
+from disagg_decider.calc.queues.array_helpers import clip
 from disagg_decider.calc.replicas import decode, prefill
 from disagg_decider.calc.replicas.lengths import Lengths
 from disagg_decider.calc.replicas.mixed_members import PromptMix
@@ -165,7 +166,7 @@ def pooled_split(budget, p_tp, d_tp, pool: prefill.Pool, d_rate, allowed, rates=
     def narrow(x, p, mask):
         """Tighten the bracket with P at sizes `x` (a leading axis of sizes or not)."""
         nonlocal lo, hi, p_lo, p_hi
-        for xs, ps, ms in zip(*(np.reshape(a, (-1, *shape)) for a in (x, p, mask)), strict=True):
+        for xs, ps, ms in zip(*(a.reshape(-1, *shape) for a in (x, p, mask)), strict=True):
             below = ps <= decode_served(xs)
             inside = ms & (xs > lo) & (xs < hi)  # lo < hi holds whatever the rates do
             up, down = inside & below, inside & ~below
@@ -179,14 +180,14 @@ def pooled_split(budget, p_tp, d_tp, pool: prefill.Pool, d_rate, allowed, rates=
     def ideal(per_replica):
         with np.errstate(divide="ignore", invalid="ignore"):
             x = budget * d_rate / (p_tp * d_rate + d_tp * per_replica)
-        return np.clip(np.floor(np.where(np.isfinite(x), x, 1.0)), 1.0, top)
+        return clip(np.floor(np.where(np.isfinite(x), x, 1.0)), 1.0, top)
 
     first = ideal(one)  # with one replica's rate: a lower bound on the per-replica rate
     at_first = rate_where_(first, feasible)
     narrow(first, at_first, feasible)
     x0 = ideal(at_first / np.where(feasible, first, 1.0))
     # The four whole sizes next to the estimate, in one pass (a new leading axis).
-    x = np.clip(x0 + np.array([-1.0, 0.0, 1.0, 2.0]).reshape(-1, *shape_1), 1.0, top)
+    x = clip(x0 + np.array([-1.0, 0.0, 1.0, 2.0]).reshape(-1, *shape_1), 1.0, top)
     ask = feasible & (x > lo) & (x < hi)
     narrow(x, rate_where_(x, ask), ask)
     # What is left: SPLIT_PROBES sizes spread over each open bracket per pass, one call each

@@ -46,7 +46,7 @@ class TransferPath:
         """Each prefill rank ships its shard over its own link, in parallel."""
         senders = np.minimum(prefill_tp, decode_tp)
         bw = transfer.effective_gb_per_s(self.gbps_per_gpu, self.efficiency, senders)
-        return float(bw) if np.ndim(bw) == 0 else bw
+        return float(bw) if type(bw) is not np.ndarray or bw.ndim == 0 else bw
 
     def take(self, index: np.ndarray, shape: tuple[int, ...]) -> TransferPath:
         """A stacked path's entries at `index`, reshaped to broadcast on a search's axes."""
@@ -93,6 +93,6 @@ def transfer_times(r: Resolved, path: TransferPath, uncached, prefill_compute_ms
     )
     layerwise = transfer.is_layerwise(r.workload.engine, r.workload.efficiency.kv_transfer)
     exposed = layered if layerwise else serial
-    if np.ndim(serial) == 0:
+    if type(serial) is not np.ndarray or serial.ndim == 0:
         return float(serial), float(layered), float(exposed)
     return serial, layered, exposed

@@ -133,7 +133,7 @@ class Engine:
     def linear_flops_per_token(self):
         """Linear FLOPs per token; under EP the busiest GPU's experts carry the imbalance."""
         base = model_costs.linear_flops_per_token(self.model)
-        if not np.any(self.expert_parallel):
+        if not self.expert_parallel.any():
             return base  # a plain number keeps the TP-only passes as cheap as before
         extra = (moe.EXPERT_IMBALANCE - 1.0) * moe.routed_flops_per_token(self.model)
         return np.where(self.expert_parallel, base + extra, base)
@@ -158,7 +158,7 @@ class Engine:
     def extra_weight_bytes(self):
         """Non-expert weights read once more by each DP rank beyond the first."""
         copies = np.asarray(self.dp, dtype=float) - 1.0
-        if not np.any(copies):
+        if not copies.any():
             return 0.0
         return copies * moe.non_expert_bytes(self.model, self.weights_dtype)
 

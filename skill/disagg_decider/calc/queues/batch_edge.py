@@ -20,17 +20,21 @@ import numpy as np
 
 from disagg_decider.calc.queues.array_helpers import broadcast, clip, count_at_most
 
+# The functions decorated with it run under it whole (`np.errstate` as a decorator: one
+# Python call where the `with` statement makes three).
+_QUIET = np.errstate(divide="ignore", invalid="ignore")
 
+
+@_QUIET
 def boundary_index(slack: np.ndarray) -> np.ndarray:
     """Fractional index along the last axis where slack crosses zero; -1 when none is >= 0."""
     ok = slack >= 0
     n = slack.shape[-1]
-    first_bad = np.where(ok.all(axis=-1), n, np.argmin(ok, axis=-1))
+    first_bad = np.where(ok.all(axis=-1), n, ok.argmin(axis=-1))
     last_ok = first_bad - 1
     s_ok = _pick(slack, np.maximum(last_ok, 0))
     s_bad = _pick(slack, np.minimum(first_bad, n - 1))
-    with np.errstate(divide="ignore", invalid="ignore"):
-        frac = (s_ok / (s_ok - s_bad)).clip(0.0, 1.0)
+    frac = (s_ok / (s_ok - s_bad)).clip(0.0, 1.0)
     frac = np.where((first_bad < n) & (frac == frac), frac, 0.0)  # nan (inf - inf) -> 0
     return np.where(last_ok >= 0, last_ok + frac, -1.0)
 
@@ -47,10 +51,13 @@ def value_at(values: np.ndarray, index: np.ndarray) -> np.ndarray:
 
 def pick(values: np.ndarray, index: np.ndarray) -> np.ndarray:
     """values[..., index[...]]: one element of the last axis per leading position."""
-    if values.shape[:-1] != np.shape(index):
-        values = broadcast(values, (*np.shape(index), values.shape[-1]))
+    if type(index) is not np.ndarray:
+        index = np.asarray(index)
+    shape = index.shape
+    if values.shape[:-1] != shape:
+        values = broadcast(values, (*shape, values.shape[-1]))
     flat = values.reshape(-1, values.shape[-1])
-    return flat[np.arange(flat.shape[0]), np.ravel(index)].reshape(np.shape(index))
+    return flat[np.arange(flat.shape[0]), index.reshape(-1)].reshape(shape)
 
 
 def _pick(values: np.ndarray, index: np.ndarray) -> np.ndarray:
@@ -104,6 +111,7 @@ def slack(limit, value):
     return np.where(limit > 0, 1.0 - value / safe, -np.inf)
 
 
+@np.errstate(divide="ignore", invalid="ignore", over="ignore")
 def interp_rows(x: np.ndarray, xp: np.ndarray, fp: np.ndarray) -> np.ndarray:
     """`np.interp` row by row: x (N,), xp and fp (N, K), xp ascending along each row (fp may
     be one row (K,) shared by all).
@@ -114,9 +122,8 @@ def interp_rows(x: np.ndarray, xp: np.ndarray, fp: np.ndarray) -> np.ndarray:
     hi = clip(count_at_most(xp, x), 1, k - 1)
     lo = hi - 1
     (x0, x1), (y0, y1) = _pick_pair(xp, lo, hi), _pick_pair(fp, lo, hi)
-    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
-        frac = clip((x - x0) / (x1 - x0), 0.0, 1.0)
-        mid = y0 + frac * (y1 - y0)
+    frac = clip((x - x0) / (x1 - x0), 0.0, 1.0)
+    mid = y0 + frac * (y1 - y0)
     return np.where(frac >= 1.0, y1, np.where((frac > 0.0) & (frac == frac), mid, y0))
 
 
@@ -236,6 +243,44 @@ def subtree_mids(lo: np.ndarray, hi: np.ndarray, levels: int) -> np.ndarray:
     return np.array(mids).T
 
 
+def bisect_halves(holds: Callable[[np.ndarray], np.ndarray], lo, hi, steps: int, levels: int):
+    """(lo, hi) of each entry (N,) after `steps` halvings: a step keeps the upper half where
+    `holds` at the midpoint (lo = mid), else the lower (hi = mid). The loop of one midpoint
+    per call, `levels` steps per call: `holds` answers at the 2^levels - 1 midpoints those
+    steps may visit ((N, P), `float_subtree_mids`), then the steps walk them as the loop
+    would, the same sums and halvings on the same values, so the same midpoints, answers and
+    bits. `holds` must answer each entry as it would alone (the callers' tests are element by
+    element), whatever else the call holds."""
+    lo, hi = np.asarray(lo, dtype=float), np.asarray(hi, dtype=float)
+    while steps > 0:
+        k = min(levels, steps)
+        mids = float_subtree_mids(lo, hi, k)
+        ok = holds(mids)
+        width = mids.shape[1]
+        flat_mids, flat_ok = mids.reshape(-1), ok.reshape(-1)
+        base = np.arange(len(lo)) * width
+        node = np.zeros(len(lo), dtype=np.int64)
+        for _ in range(k):
+            mid, up = flat_mids.take(base + node), flat_ok.take(base + node)
+            lo, hi = np.where(up, mid, lo), np.where(up, hi, mid)
+            node = 2 * node + np.where(up, 2, 1)
+        steps -= k
+    return lo, hi
+
+
+def float_subtree_mids(lo: np.ndarray, hi: np.ndarray, levels: int) -> np.ndarray:
+    """`subtree_mids` on a continuous bracket: the midpoints (lo + hi) / 2 that `levels`
+    halvings from (lo, hi) (N,) may visit, (N, P) breadth first (node j's halves are nodes
+    2j + 1, below, and 2j + 2, above)."""
+    los, his, mids = [lo], [hi], []
+    for j in range(2**levels - 1):
+        mid = (los[j] + his[j]) / 2.0
+        mids.append(mid)
+        los += [los[j], mid]
+        his += [mid, his[j]]
+    return np.stack(mids, axis=1)
+
+
 def levels_for(lines: int, n: int, call_points: int) -> int:
     """How many bisection steps per evaluation suit `lines` lines on a grid of `n` points,
     where one evaluation costs as much in fixed calls as `call_points` points: the fewest
@@ -269,12 +314,13 @@ def _bisect_one_level(at, n: int, shape: tuple[int, ...]) -> Edge:
     return _edge(lo, hi, s_lo, s_hi, tuple(at_lo), tuple(at_hi), n, shape)
 
 
+@_QUIET
 def _edge(lo, hi, s_lo, s_hi, at_lo, at_hi, n: int, shape: tuple[int, ...]) -> Edge:
-    """The crossing's fraction between the last holding and the first failing point."""
-    with np.errstate(divide="ignore", invalid="ignore"):
-        frac = np.reshape(s_lo, shape) / (np.reshape(s_lo, shape) - np.reshape(s_hi, shape))
-        frac = frac.clip(0.0, 1.0)
+    """The crossing's fraction between the last holding and the first failing point (every
+    argument an array: the bisection's own)."""
+    s_lo = s_lo.reshape(shape)
+    frac = (s_lo / (s_lo - s_hi.reshape(shape))).clip(0.0, 1.0)
     frac = np.where((hi < n) & (lo >= 0) & (frac == frac), frac, 0.0)  # nan (inf - inf) -> 0
-    at_lo = tuple(np.reshape(v, shape) for v in at_lo)
-    at_hi = tuple(np.reshape(v, shape) for v in at_hi)
+    at_lo = tuple(v.reshape(shape) for v in at_lo)
+    at_hi = tuple(v.reshape(shape) for v in at_hi)
     return Edge(lo=lo, hi=hi, frac=frac, at_lo=at_lo, at_hi=at_hi)

@@ -13,7 +13,12 @@ from functools import cache
 
 import numpy as np
 
-from disagg_decider.calc.queues.array_helpers import broadcast, broadcast_flat, broadcast_shape
+from disagg_decider.calc.queues.array_helpers import (
+    broadcast,
+    broadcast_flat,
+    broadcast_shape,
+    shape_of,
+)
 from disagg_decider.calc.queues.bisection_replay import bisection_grid, replay
 from disagg_decider.calc.queues.erlang import (
     RHO_STEPS,
@@ -35,6 +40,7 @@ RHO_MAX = 0.95  # never plan a server hotter than this
 BISECTIONS = 16  # load and time bisection steps: 2^-16 of the bracket
 
 
+@np.errstate(divide="ignore", invalid="ignore")
 def max_rate_per_ms(servers, mean_service_ms, scv, nodes_ms, target_ms, rho_max=RHO_MAX):
     """Largest arrival rate at which p99 of W + S' stays within `target_ms`, exactly.
 
@@ -46,29 +52,28 @@ def max_rate_per_ms(servers, mean_service_ms, scv, nodes_ms, target_ms, rho_max=
     c = np.asarray(servers, dtype=float)
     mean = np.asarray(mean_service_ms, dtype=float)
     shape = broadcast_shape(
-        c.shape, mean.shape, np.shape(scv), np.shape(target_ms), np.shape(nodes_ms)[:-1]
+        c.shape, mean.shape, shape_of(scv), shape_of(target_ms), shape_of(nodes_ms)[:-1]
     )
     over = broadcast(exceed_probability(nodes_ms, target_ms), shape)
     capacity = c / mean  # per ms
     test = _LoadTest(c, mean, scv, nodes_ms, target_ms, over, shape)
     few = _FewEntries.of(test)
-    with np.errstate(divide="ignore", invalid="ignore"):
-        if few is not None:
-            p_top = np.array(few.probabilities([float(rho_max)] * test.size))
+    if few is not None:
+        p_top = np.array(few.probabilities([float(rho_max)] * test.size))
+    else:
+        p_top = test.probability(np.full(test.size, float(rho_max)), test.below_one(rho_max))
+    top_ok = ~(p_top > P99_TAIL)
+    todo = ~top_ok & ~(test.over > P99_TAIL)
+    lo = np.zeros(test.size)
+    if todo.any():
+        subset = test.subset(todo)
+        few = _FewEntries.of(subset)
+        if few is not None and subset.size <= REPLAY_ENTRIES:
+            lo[todo] = few.replayed(float(rho_max), p_top[todo].tolist())
+        elif few is not None:
+            lo[todo] = few.bisect(float(rho_max))
         else:
-            p_top = test.probability(np.full(test.size, float(rho_max)), test.below_one(rho_max))
-        top_ok = ~(p_top > P99_TAIL)
-        todo = ~top_ok & ~(test.over > P99_TAIL)
-        lo = np.zeros(test.size)
-        if todo.any():
-            subset = test.subset(todo)
-            few = _FewEntries.of(subset)
-            if few is not None and subset.size <= REPLAY_ENTRIES:
-                lo[todo] = few.replayed(float(rho_max), p_top[todo].tolist())
-            elif few is not None:
-                lo[todo] = few.bisect(float(rho_max))
-            else:
-                lo[todo] = _bisect_load(subset, float(rho_max))
+            lo[todo] = _bisect_load(subset, float(rho_max))
     rho = np.where(top_ok.reshape(shape), rho_max, lo.reshape(shape))
     return np.where(over > P99_TAIL, 0.0, rho * capacity)
 
@@ -200,13 +205,13 @@ class _LoadTest:
 _BELOW_ONE_RHO = 0.99  # loads up to this share keep `misses`' load below 1 (`below_one`)
 
 
+@np.errstate(invalid="ignore")
 def _moderate(c: np.ndarray, mean: np.ndarray, capacity: np.ndarray) -> bool:
     """Servers and mean service within [1e-100, 1e100] (so their ratio within [1e-200,
     1e200], and every product and quotient `misses` forms at a load in [2^-17, 1] a normal
     float): where the rounding bounds of `_LoadTest.below_one` hold."""
-    with np.errstate(invalid="ignore"):
-        inside = (c >= 1e-100) & (c <= 1e100) & (mean >= 1e-100) & (mean <= 1e100)
-        return bool(inside.all() and np.isfinite(capacity).all())
+    inside = (c >= 1e-100) & (c <= 1e100) & (mean >= 1e-100) & (mean <= 1e100)
+    return bool(inside.all() and np.isfinite(capacity).all())
 
 
 FEW_ENTRIES = 8  # up to this many entries, `_FewEntries` tests them in plain floats

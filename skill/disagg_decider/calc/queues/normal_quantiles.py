@@ -71,6 +71,7 @@ def normal_sf_float(z: float) -> float:
     return half if z >= 0 else 1.0 - half
 
 
+@np.errstate(divide="ignore", invalid="ignore")  # `NodeGrid.exceed` runs under it
 def exceed_probability(nodes_ms, target_ms):
     """P(S' > T) for S' given at `Z_NODES` quantiles (last axis, increasing along it).
 
@@ -79,8 +80,7 @@ def exceed_probability(nodes_ms, target_ms):
     s = np.asarray(nodes_ms, dtype=float)
     t = np.asarray(target_ms, dtype=float)
     shape = broadcast_shape(s.shape[:-1], t.shape)
-    with np.errstate(divide="ignore", invalid="ignore"):
-        return NodeGrid(s, shape).exceed(broadcast_flat(t, shape))
+    return NodeGrid(s, shape).exceed(broadcast_flat(t, shape))
 
 
 class NodeGrid:

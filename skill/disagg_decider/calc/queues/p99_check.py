@@ -22,7 +22,12 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from disagg_decider.calc.queues.array_helpers import broadcast, broadcast_flat, broadcast_shape
+from disagg_decider.calc.queues.array_helpers import (
+    broadcast,
+    broadcast_flat,
+    broadcast_shape,
+    shape_of,
+)
 from disagg_decider.calc.queues.load_bisection import BISECTIONS
 from disagg_decider.calc.queues.normal_quantiles import (
     FEW_ROWS,
@@ -39,6 +44,7 @@ CHECK_EVERY = 2  # bisection steps between checks: a check costs about half a st
 Within = Callable[[np.ndarray, np.ndarray], np.ndarray]
 
 
+@np.errstate(divide="ignore", invalid="ignore")
 def p99_of_sum_within(rate_per_ms, servers, mean_service_ms, scv, nodes_ms, within: Within):
     """`within(p99_of_sum_ms(...).ravel(), rows)` per flat entry, bisecting only undecided rows.
 
@@ -49,7 +55,7 @@ def p99_of_sum_within(rate_per_ms, servers, mean_service_ms, scv, nodes_ms, with
     """
     c_wait, theta = wait_tail(rate_per_ms, servers, mean_service_ms, scv)
     s = np.asarray(nodes_ms, dtype=float)
-    shape = broadcast_shape(np.shape(c_wait), s.shape[:-1])
+    shape = broadcast_shape(shape_of(c_wait), s.shape[:-1])
     k = s.shape[-1]
 
     def flat(a) -> np.ndarray:
@@ -58,8 +64,7 @@ def p99_of_sum_within(rate_per_ms, servers, mean_service_ms, scv, nodes_ms, with
     c_wait, theta = flat(c_wait), flat(theta)
     # The bracket exactly as `p99_of_sum_ms` starts it.
     lo = flat(node_quantile(s, P99_TAIL)).copy()
-    with np.errstate(divide="ignore", invalid="ignore"):
-        w995 = np.where(theta > 0, np.log(np.maximum(c_wait / 0.005, 1.0)) / theta, np.inf)
+    w995 = np.where(theta > 0, np.log(np.maximum(c_wait / 0.005, 1.0)) / theta, np.inf)
     hi = flat(node_quantile(s, 0.005)) + w995
     hi = np.where(np.isfinite(hi), hi, lo)
 
@@ -77,28 +82,27 @@ def p99_of_sum_within(rate_per_ms, servers, mean_service_ms, scv, nodes_ms, with
     no_wait = 1.0 - c_wait  # the subtraction every step made, made once per row
     grid: NodeGrid | None = None  # laid out for the rows left, when next needed
     step = 0
-    with np.errstate(divide="ignore", invalid="ignore"):
-        while step < BISECTIONS:
-            if grid is None:
-                if rows.size <= FEW_ROWS and _in_floats(s_rows, lo, hi):
-                    rows_left = _Rows(rows, lo, hi, c_wait, no_wait, neg_theta, s_rows)
-                    return _finish_in_floats(rows_left, step, within, ok)
-                grid = NodeGrid(s_rows, (rows.size,))
-            step += 1
-            mid = (lo + hi) / 2.0
-            tail_wait = weighted_exp_sum(neg_theta * np.maximum(mid[:, None] - s_rows, 0.0))
-            over = no_wait * grid.exceed(mid) + c_wait * tail_wait > P99_TAIL
-            lo, hi = np.where(over, mid, lo), np.where(over, hi, mid)
-            if step % CHECK_EVERY or step == BISECTIONS:
-                continue
-            keep = _settle(within, ok, rows, lo, hi)
-            if keep is None:
-                continue
-            if not keep.any():
-                return ok
-            rows, lo, hi, c_wait = rows[keep], lo[keep], hi[keep], c_wait[keep]
-            s_rows, neg_theta, no_wait = s_rows[keep], neg_theta[keep], no_wait[keep]
-            grid = None
+    while step < BISECTIONS:
+        if grid is None:
+            if rows.size <= FEW_ROWS and _in_floats(s_rows, lo, hi):
+                rows_left = _Rows(rows, lo, hi, c_wait, no_wait, neg_theta, s_rows)
+                return _finish_in_floats(rows_left, step, within, ok)
+            grid = NodeGrid(s_rows, (rows.size,))
+        step += 1
+        mid = (lo + hi) / 2.0
+        tail_wait = weighted_exp_sum(neg_theta * np.maximum(mid[:, None] - s_rows, 0.0))
+        over = no_wait * grid.exceed(mid) + c_wait * tail_wait > P99_TAIL
+        lo, hi = np.where(over, mid, lo), np.where(over, hi, mid)
+        if step % CHECK_EVERY or step == BISECTIONS:
+            continue
+        keep = _settle(within, ok, rows, lo, hi)
+        if keep is None:
+            continue
+        if not keep.any():
+            return ok
+        rows, lo, hi, c_wait = rows[keep], lo[keep], hi[keep], c_wait[keep]
+        s_rows, neg_theta, no_wait = s_rows[keep], neg_theta[keep], no_wait[keep]
+        grid = None
     ok[rows] = within(hi, rows)
     return ok
 

@@ -35,6 +35,7 @@ from disagg_decider.calc.queues.array_helpers import (
     broadcast_flat,
     broadcast_shape,
     clip,
+    shape_of,
 )
 
 # Erlang C, the load bisection and the z grid live in their own modules; their public names
@@ -68,6 +69,7 @@ def lognormal_p99(p50, sigma):
     return np.asarray(p50, dtype=float) * np.exp(np.multiply(sigma, Z99))
 
 
+@np.errstate(divide="ignore", invalid="ignore")  # theta's 0 / 0 where saturated (read as 0)
 def wait_tail(rate_per_ms, servers, mean_service_ms, scv):
     """(P(W > 0), theta) of the pooled wait: P(W > t) = C exp(-theta t).
 
@@ -77,8 +79,7 @@ def wait_tail(rate_per_ms, servers, mean_service_ms, scv):
     c = np.asarray(servers, dtype=float)
     rho = a / c
     wait = erlang_c_at(c, a, rho)
-    with np.errstate(divide="ignore", invalid="ignore"):
-        theta = c * (1.0 - rho) / (mean_service_ms * variability(wait, scv))
+    theta = c * (1.0 - rho) / (mean_service_ms * variability(wait, scv))
     return wait, np.where(rho < 1.0, theta, 0.0)
 
 
@@ -177,16 +178,16 @@ def sum_exceed_where(c_wait, theta, nodes_ms, target_ms, over_ms, where) -> np.n
     return out
 
 
+@np.errstate(divide="ignore", invalid="ignore")
 def p99_of_sum_ms(rate_per_ms, servers, mean_service_ms, scv, nodes_ms):
     """p99 of W + S' at a given load (bisection on the time); inf when saturated."""
     c_wait, theta = wait_tail(rate_per_ms, servers, mean_service_ms, scv)
     s = np.asarray(nodes_ms, dtype=float)
-    shape = broadcast_shape(np.shape(c_wait), s.shape[:-1])
+    shape = broadcast_shape(shape_of(c_wait), s.shape[:-1])
     c_wait, theta = broadcast(c_wait, shape), broadcast(theta, shape)
     # P(S' > s99) = 1% bounds it below; the 0.5% quantiles of each term bound it above.
     lo = broadcast(node_quantile(s, P99_TAIL), shape).copy()
-    with np.errstate(divide="ignore", invalid="ignore"):
-        w995 = np.where(theta > 0, np.log(np.maximum(c_wait / 0.005, 1.0)) / theta, np.inf)
+    w995 = np.where(theta > 0, np.log(np.maximum(c_wait / 0.005, 1.0)) / theta, np.inf)
     hi = broadcast(node_quantile(s, 0.005), shape) + w995
     hi = np.where(np.isfinite(hi), hi, lo)
     if hi.size == 1 and s.size == s.shape[-1]:
@@ -197,14 +198,13 @@ def p99_of_sum_ms(rate_per_ms, servers, mean_service_ms, scv, nodes_ms):
     grid = NodeGrid(s, shape)
     neg_theta = -np.asarray(theta, dtype=float)[..., None]
     no_wait = 1.0 - c_wait
-    with np.errstate(divide="ignore", invalid="ignore"):
-        for _ in range(BISECTIONS):
-            mid = (lo + hi) / 2.0
-            tail_wait = weighted_exp_sum(neg_theta * np.maximum(mid[..., None] - s, 0.0))
-            # `NodeGrid.exceed` takes the times flat and answers in the grid's shape.
-            over_ms = grid.exceed(mid if mid.ndim == 1 else mid.reshape(-1))
-            over = no_wait * over_ms + c_wait * tail_wait > P99_TAIL
-            lo, hi = np.where(over, mid, lo), np.where(over, hi, mid)
+    for _ in range(BISECTIONS):
+        mid = (lo + hi) / 2.0
+        tail_wait = weighted_exp_sum(neg_theta * np.maximum(mid[..., None] - s, 0.0))
+        # `NodeGrid.exceed` takes the times flat and answers in the grid's shape.
+        over_ms = grid.exceed(mid if mid.ndim == 1 else mid.reshape(-1))
+        over = no_wait * over_ms + c_wait * tail_wait > P99_TAIL
+        lo, hi = np.where(over, mid, lo), np.where(over, hi, mid)
     return np.where(theta > 0, hi, np.inf)
 
 

@@ -121,6 +121,7 @@ def share_spread_p99(carrying, draws, weight=None) -> np.ndarray:
     return normal + (skew if weight is None else skew * (1.0 - weight))
 
 
+@np.errstate(divide="ignore", invalid="ignore")  # a saturated pool's wait: C / 0
 def backlog_share(q, servers, window, weight=None, wait_tail=None) -> np.ndarray:
     """The share of a request's first `window` decode iterations taken by the prompts that
     queued behind its own: they arrived while it waited and prefilled, and are chunked
@@ -146,8 +147,7 @@ def backlog_share(q, servers, window, weight=None, wait_tail=None) -> np.ndarray
         wait_ms = queueing.wait_mean_ms(q.pool_rate, servers, q.mean_s, q.scv)
     else:
         c_wait, theta = wait_tail
-        with np.errstate(divide="ignore", invalid="ignore"):
-            wait_ms = np.where(theta > 0, c_wait / theta, np.inf)
+        wait_ms = np.where(theta > 0, c_wait / theta, np.inf)
     sojourn_ms = np.where(np.isfinite(wait_ms), wait_ms, 0.0) + q.mean_s
     share = np.minimum(q.rate_per_ms * sojourn_ms * q.per_room / np.maximum(window, 1.0), 1.0)
     return share if weight is None else share * (1.0 - weight)

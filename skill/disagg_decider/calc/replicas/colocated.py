@@ -23,7 +23,12 @@ from functools import cached_property
 
 import numpy as np
 
-from disagg_decider.calc.physics.passes import PassTerms, pass_terms, stacked_ms
+from disagg_decider.calc.physics.passes import (
+    PassTerms,
+    paired_ms,
+    pass_terms,
+    with_prefill_context,
+)
 from disagg_decider.calc.physics.step import Engine
 from disagg_decider.calc.queues import queueing
 from disagg_decider.calc.replicas import chunk_runs
@@ -106,6 +111,7 @@ class Lines:
         )
 
 
+@np.errstate(divide="ignore", invalid="ignore")  # a hit rate of 1 (no uncached token)
 def chunk_cached_tokens(lengths: Lengths, chunk_prompt) -> np.ndarray:
     """The cached prefix before the prompt a chunk's token belongs to: that prompt's own, not
     the mean prompt's (its attention reads it). A chunk token sits in a size-biased prompt, and
@@ -115,8 +121,7 @@ def chunk_cached_tokens(lengths: Lengths, chunk_prompt) -> np.ndarray:
     goodput 1.42x the simulator's on the fitted physics, which prices attention on its own
     (`benchmarks/conditional_vs_sim.py`, mix-15; issue 24)."""
     hit = np.asarray(lengths.hit_rate, dtype=float)
-    with np.errstate(divide="ignore", invalid="ignore"):
-        per_uncached = np.where(hit < 1.0, hit / (1.0 - hit), 0.0)
+    per_uncached = np.where(hit < 1.0, hit / (1.0 - hit), 0.0)
     return per_uncached * chunk_prompt
 
 
@@ -127,6 +132,7 @@ def uncached_nodes(lengths: Lengths) -> np.ndarray:
     )
 
 
+@np.errstate(divide="ignore")  # no sequence's KV fits: an inverse limit of inf
 def lines(
     engine: Engine, lengths: Lengths, ttft_ms, tpot_ms, chunk, servers=1.0, nodes=None
 ) -> Lines:
@@ -135,12 +141,12 @@ def lines(
     chunk sizes each), and their exponentials are the rows' (`colocated_best.best_points`)."""
     ctx = lengths.decode_context_mean
     scv = np.asarray(lengths.context_scv, dtype=float)
-    mixed = bool(np.any(scv > 0.0))
+    mixed = bool((scv > 0.0).any())
     chunk_prompt = chunk_runs.chunk_prompt(lengths, mixed)
     cached = chunk_cached_tokens(lengths, chunk_prompt)
     limit = memory_batch_limit(engine, lengths)
-    with np.errstate(divide="ignore"):
-        inverse_limit = np.where(limit > 0, 1.0 / limit, np.inf)
+    empty = pass_terms(engine, ctx, 0.0)  # the chunk-carrying pass shares its terms (`paired_ms`)
+    inverse_limit = np.where(limit > 0, 1.0 / limit, np.inf)
     return Lines(
         engine=engine,
         lengths=lengths,
@@ -151,8 +157,8 @@ def lines(
         # size-biased one: a long prompt has more tokens to chunk (E[u^2] / E[u]; 2.2x the mean
         # at p99/p50 = 8). Mixed traffic keeps `classes.chunk_prompt_tokens`, biased between
         # its classes, with which its TPOT tail was matched to the simulator (issue 18a).
-        full_pass=pass_terms(engine, ctx, cached + chunk_prompt / 2.0),
-        empty_pass=pass_terms(engine, ctx, 0.0),
+        full_pass=with_prefill_context(empty, cached + chunk_prompt / 2.0),
+        empty_pass=empty,
         inverse_memory_limit=inverse_limit,
         uncached_nodes=uncached_nodes(lengths) if nodes is None else nodes,
         servers=np.asarray(servers, dtype=float),
@@ -182,10 +188,11 @@ def evaluate(at: Lines, batch, t_empty=None, with_ttft=False, with_headroom=True
     b99 = np.minimum(queueing.batch_p99(b) + 1.0, c - 1.0)
     b99 = np.maximum(np.minimum(b99, 1.0 / at.inverse_memory_limit), b)
     room, room99 = np.maximum(c - b, 1.0), np.maximum(c - b99, 1.0)
-    # The steps at the batch, at B + 1 (`prompt_queue`) and at the p99 batch: each pass's
-    # three in one call.
-    empty = stacked_ms(at.empty_pass, (b, b + 1.0, b99), 0.0)
-    full = stacked_ms(at.full_pass, (b, b + 1.0, b99), (room, room, room99))
+    # The steps at the batch, at B + 1 (`prompt_queue`) and at the p99 batch: both passes'
+    # three in one call where that gives the same bits (`paired_ms`), else one call each.
+    empty, full = paired_ms(
+        at.empty_pass, at.full_pass, (b, b + 1.0, b99), (b, b + 1.0, b99), (room, room, room99)
+    )
     if t_empty is None:
         t_empty = empty[0]
     q = prompt_queue(at, b, (room, full[0], empty[1], full[1]))
@@ -258,7 +265,8 @@ def _headroom(at: Lines, q: PromptQueue, tail, b, t_empty, carrying, tpot_p99) -
     in_use = seats_in_use_p99(b, t_empty, q.seen_empty, at.seat_scv)
     others = np.maximum(others, in_use * at.inverse_memory_limit)
     others = np.maximum(others, tpot_p99 / at.tpot_ms)
-    if np.max(b) > at.engine.eff.max_decode_batch:  # the engine's cap per DP rank
+    top = b.max() if type(b) is np.ndarray else b  # the largest batch tried
+    if top > at.engine.eff.max_decode_batch:  # the engine's cap per DP rank
         others = np.maximum(others, b / np.asarray(at.engine.max_decode_batch, dtype=float))
     return 1.0 - np.maximum(_ttft_ratio(at, q, tail, others), others)
 
@@ -271,6 +279,7 @@ BOUND_MIN_POINTS = 256
 RATIO_MARGIN = 1e-9
 
 
+@np.errstate(divide="ignore")  # a miss of 0 reads -inf
 def _ttft_ratio(at: Lines, q: PromptQueue, tail, others: np.ndarray) -> np.ndarray:
     """The p99 TTFT's ratio to its target, as a miss probability: 1 + log(miss / 1%) /
     log(100), with the miss at the target over the prompts' pooled wait `tail` (`queueing`);
@@ -284,18 +293,17 @@ def _ttft_ratio(at: Lines, q: PromptQueue, tail, others: np.ndarray) -> np.ndarr
     bounded without the nodes' exponentials. A `BOUND_MIN_POINTS` above every evaluation sums
     it everywhere (the tests' reference)."""
     c_wait, theta = tail
-    with np.errstate(divide="ignore"):  # a miss of 0 reads -inf
-        if others.size < BOUND_MIN_POINTS:
-            return _ratio(queueing.sum_exceed_probability(c_wait, theta, q.nodes, at.ttft_ms))
-        over = queueing.exceed_probability(q.nodes, at.ttft_ms)
-        bound = _ratio((1.0 - c_wait) * over + c_wait * queueing.TAIL_WAIT_MAX)
-        # Of the shape every ratio broadcasts to (`others`, `over` and the wait's).
-        may_bind = np.logical_not(others > bound + RATIO_MARGIN)
-        if may_bind.all():
-            miss = queueing.sum_exceed_probability(c_wait, theta, q.nodes, at.ttft_ms, over)
-        else:
-            miss = queueing.sum_exceed_where(c_wait, theta, q.nodes, at.ttft_ms, over, may_bind)
-        return _ratio(miss)
+    if others.size < BOUND_MIN_POINTS:
+        return _ratio(queueing.sum_exceed_probability(c_wait, theta, q.nodes, at.ttft_ms))
+    over = queueing.exceed_probability(q.nodes, at.ttft_ms)
+    bound = _ratio((1.0 - c_wait) * over + c_wait * queueing.TAIL_WAIT_MAX)
+    # Of the shape every ratio broadcasts to (`others`, `over` and the wait's).
+    may_bind = np.logical_not(others > bound + RATIO_MARGIN)
+    if may_bind.all():
+        miss = queueing.sum_exceed_probability(c_wait, theta, q.nodes, at.ttft_ms, over)
+    else:
+        miss = queueing.sum_exceed_where(c_wait, theta, q.nodes, at.ttft_ms, over, may_bind)
+    return _ratio(miss)
 
 
 def _ratio(miss):

@@ -14,7 +14,12 @@ from typing import NamedTuple
 import numpy as np
 
 from disagg_decider.calc.physics.step import Engine
-from disagg_decider.calc.queues.array_helpers import broadcast, broadcast_shape, first_best
+from disagg_decider.calc.queues.array_helpers import (
+    broadcast,
+    broadcast_shape,
+    first_best,
+    shape_of,
+)
 from disagg_decider.calc.queues.batch_edge import (
     bisect_edge,
     boundary_index,
@@ -75,8 +80,8 @@ def best_points(
     c = np.asarray(chunks, dtype=float)[:, None]
     # The engine's layouts' shape, from its fields (not `engine.gpus`: the lines run on an
     # engine of their own, so the caller's constants would be worked out for nothing).
-    layouts = broadcast_shape(np.shape(engine.tp), np.shape(engine.dp), np.shape(engine.ep))
-    shape = broadcast_shape(np.shape(lengths.prompt_p50), layouts, c.shape)
+    layouts = broadcast_shape(shape_of(engine.tp), shape_of(engine.dp), shape_of(engine.ep))
+    shape = broadcast_shape(shape_of(lengths.prompt_p50), layouts, c.shape)
     keep = (
         None if searched is None else np.broadcast_to(np.asarray(searched)[..., None, None], shape)
     )
@@ -133,7 +138,7 @@ def best_points(
             np.where(nowhere, bisected.at_hi[2], 0.0),
         )
     if rate_per_s is not None:
-        below = _BelowOne(np.ravel(below.rate_per_s), np.ravel(below.step_ms))
+        below = _BelowOne(below.rate_per_s.ravel(), below.step_ms.ravel())
         rate, batch = _below_batch_one(at_lines, rate, batch, per_line(rate_per_s), below)
     if keep is not None:
         rate, batch = _spread(rate, keep), _spread(batch, keep)
@@ -202,14 +207,14 @@ def _below_batch_one(
     idle TPOT misses, gets 0 without the evaluation (its p99 TTFT bisection is most of the
     cost, and on the examples no failing line is rescued). None evaluates every failing line
     (the reference the tests compare with)."""
-    failing = np.ravel(rate) <= 0.0
+    failing = rate.ravel() <= 0.0  # arrays, one entry per line (`best_points`' own)
     if one is not None and failing.any():
-        need = np.ravel(wanted) * (1.0 - 1e-9) * (1.0 - BOUND_MARGIN)
-        tpot = np.ravel(at.tpot_ms) * ((1.0 + 1e-9) * (1.0 + BOUND_MARGIN))
+        need = wanted.ravel() * (1.0 - 1e-9) * (1.0 - BOUND_MARGIN)
+        tpot = at.tpot_ms.ravel() * ((1.0 + 1e-9) * (1.0 + BOUND_MARGIN))
         failing &= (
-            (one.rate_per_s * np.ravel(at.servers) >= need)
-            & (np.ravel(one.step_ms) <= tpot)
-            & (np.ravel(at.inverse_memory_limit) <= 1.0)
+            (one.rate_per_s * at.servers.ravel() >= need)
+            & (one.step_ms.ravel() <= tpot)
+            & (at.inverse_memory_limit.ravel() <= 1.0)
         )
     if not failing.any():
         return rate, batch

@@ -15,7 +15,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from disagg_decider.calc.physics.passes import PassTerms
+from disagg_decider.calc.physics.passes import with_prefill_context
 from disagg_decider.calc.physics.step import Engine
 from disagg_decider.calc.queues.array_helpers import broadcast, clip, map_fields
 from disagg_decider.calc.queues.batch_edge import interp_rows, value_at
@@ -66,7 +66,7 @@ def latency_terms(
         at = lines(engine, lengths, ttft_ms, tpot_ms, chunk, servers)
     on = _on_curve(at, rate_per_s, grid)
     terms = ttft_terms(on.at, on.batch[:, None])
-    return terms, lambda p99: on.toward_idle(np.ravel(p99)), on.tpot
+    return terms, lambda p99: on.toward_idle(np.asarray(p99).reshape(-1)), on.tpot
 
 
 @dataclass(frozen=True)
@@ -81,14 +81,15 @@ class _OnCurve:
     share: np.ndarray  # the load over that first point's, in [0, 1]
     idle_ttft: np.ndarray
 
+    @np.errstate(invalid="ignore")
     def toward_idle(self, ttft: np.ndarray, rows=slice(None)) -> np.ndarray:
         """The TTFT at these rows as reported: moved linearly towards idle below batch 1.
         Non-decreasing in `ttft` (each operation rounds monotonically; share >= 0)."""
         idle = self.idle_ttft[rows]
-        with np.errstate(invalid="ignore"):
-            return np.where(self.low[rows], idle + self.share[rows] * (ttft - idle), ttft)
+        return np.where(self.low[rows], idle + self.share[rows] * (ttft - idle), ttft)
 
 
+@np.errstate(divide="ignore", invalid="ignore")
 def _on_curve(at: Lines, rate_per_s, grid, batches=None) -> _OnCurve:
     """Each load placed on its row's load curve. `batches`, the columns `grid` was evaluated
     on, defaults to the engine's grid; rows taken from a larger block must pass the block's,
@@ -102,12 +103,10 @@ def _on_curve(at: Lines, rate_per_s, grid, batches=None) -> _OnCurve:
     batch = np.maximum(value_at(batches, at_index), 1.0)
     tpot = value_at(c.tpot, at_index)
     first = c.first
-    with np.errstate(divide="ignore", invalid="ignore"):
-        share = clip(np.where(first > 0, rate_per_s / first, 1.0), 0.0, 1.0)
+    share = clip(np.where(first > 0, rate_per_s / first, 1.0), 0.0, 1.0)
     low = rate_per_s < first
     idle_tpot = c.idle_tpot
-    with np.errstate(invalid="ignore"):
-        tpot = np.where(low, idle_tpot + share * (tpot - idle_tpot), tpot)
+    tpot = np.where(low, idle_tpot + share * (tpot - idle_tpot), tpot)
     return _OnCurve(at=at, batch=batch, tpot=tpot, low=low, share=share, idle_ttft=c.idle_ttft)
 
 
@@ -135,19 +134,19 @@ def load_curve(g: ColocatedGrid, n: int, size: int) -> LoadCurve:
     return found
 
 
+@np.errstate(invalid="ignore")
 def _load_curve(g: ColocatedGrid, shape: tuple[int, int]) -> LoadCurve:
     """`load_curve` worked out."""
     rates = broadcast(g.rate_per_s, shape)
     # Only the rising run of the grid is a load curve: past it (a batch as large as the chunk
     # leaves no room for prompts) the rate formula stops meaning anything, and a load must never
     # be placed there. Points past the run read as infinitely far.
-    with np.errstate(invalid="ignore"):
-        # np.diff(rates, axis=1, prepend=-inf) > 0, its two parts written out (the same
-        # subtractions) without np.diff's concatenation.
-        up = np.empty(shape, dtype=bool)
-        np.greater(rates[:, :1] - -np.inf, 0, out=up[:, :1])
-        np.greater(rates[:, 1:] - rates[:, :-1], 0, out=up[:, 1:])
-        rising = np.logical_and.accumulate(up & (rates > 0), axis=1)
+    # np.diff(rates, axis=1, prepend=-inf) > 0, its two parts written out (the same
+    # subtractions) without np.diff's concatenation.
+    up = np.empty(shape, dtype=bool)
+    np.greater(rates[:, :1] - -np.inf, 0, out=up[:, :1])
+    np.greater(rates[:, 1:] - rates[:, :-1], 0, out=up[:, 1:])
+    rising = np.logical_and.accumulate(up & (rates > 0), axis=1)
     curve = np.where(rising, rates, np.inf)
     return LoadCurve(
         curve=curve,
@@ -167,7 +166,7 @@ def _meet_targets(at: Lines, rate_per_s, grid, batches=None) -> np.ndarray:
     """
     on = _on_curve(at, rate_per_s, grid, batches)
     n = len(rate_per_s)
-    ttft_limit = broadcast(np.ravel(at.ttft_ms) * (1 + 1e-9), (n,))
+    ttft_limit = broadcast(at.ttft_ms.reshape(-1) * (1 + 1e-9), (n,))  # `lines`' arrays
 
     def within(ttft: np.ndarray, rows: np.ndarray) -> np.ndarray:
         return on.toward_idle(ttft, rows) <= ttft_limit[rows]
@@ -175,7 +174,7 @@ def _meet_targets(at: Lines, rate_per_s, grid, batches=None) -> np.ndarray:
     b = on.batch[:, None]
     q = prompt_queue(on.at, b)
     ttft_ok = p99_of_sum_within(q.pool_rate, on.at.servers, q.mean_s, q.scv, q.nodes, within)
-    return ttft_ok & (on.tpot <= np.ravel(at.tpot_ms) * (1 + 1e-9))
+    return ttft_ok & (on.tpot <= at.tpot_ms.reshape(-1) * (1 + 1e-9))
 
 
 def lines_and_grid(
@@ -258,16 +257,16 @@ def _lines_at_rows(at: Lines, take) -> Lines:
 
     moe_comm = engine.model.moe is not None and bool(np.any(engine.expert_parallel))
 
-    def passes(p: PassTerms) -> PassTerms:
-        return map_fields(p, take, engine=engine, moe_comm=moe_comm)
-
+    empty = map_fields(at.empty_pass, take, engine=engine, moe_comm=moe_comm)
+    # The chunk-carrying pass shares the pure decode one's terms, as `lines` builds them.
+    full = with_prefill_context(empty, take(at.full_pass.prefill_context))
     return map_fields(
         at,
         take,
         engine=engine,
         lengths=at.lengths.map(take),
-        full_pass=passes(at.full_pass),
-        empty_pass=passes(at.empty_pass),
+        full_pass=full,
+        empty_pass=empty,
     )
 
 

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, NamedTuple
 
 import numpy as np
 
-from disagg_decider.calc.physics.passes import stacked_ms
+from disagg_decider.calc.physics.passes import paired_ms
 from disagg_decider.calc.queues import queueing
 from disagg_decider.calc.queues.array_helpers import broadcast_shape
 
@@ -42,10 +42,10 @@ def prompt_queue(at: Lines, b, steps=None) -> PromptQueue:
     (`colocated.evaluate` takes its passes in one call each)."""
     c, lengths = at.chunk, at.lengths
     u_mean = lengths.uncached_mean
-    if steps is None:  # the chunk-carrying pass at B and B + 1 in one call
+    if steps is None:  # the chunk-carrying pass at B and B + 1 and the pure decode one at B + 1
         room = np.maximum(c - b, 1.0)
-        full = stacked_ms(at.full_pass, (b, b + 1.0), (room, room))
-        steps = (room, full[0], at.empty_pass.ms(b + 1.0, 0.0), full[1])
+        empty, full = paired_ms(at.empty_pass, at.full_pass, (b + 1.0,), (b, b + 1.0), (room, room))
+        steps = (room, full[0], empty[0], full[1])
     room, t_full, seen_empty, seen_full = steps
     per_room = u_mean / room
     # A decoding request is in the batch it decodes with: itself and the others, B + 1 on

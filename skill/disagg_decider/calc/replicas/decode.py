@@ -17,7 +17,7 @@ import numpy as np
 from disagg_decider.calc.physics.passes import PassTerms, pass_terms
 from disagg_decider.calc.physics.step import Engine
 from disagg_decider.calc.queues import queueing
-from disagg_decider.calc.queues.array_helpers import clip, sorted_unique
+from disagg_decider.calc.queues.array_helpers import broadcast, clip, sorted_unique
 from disagg_decider.calc.queues.batch_edge import (
     boundary_index,
     interp_rows,
@@ -54,7 +54,7 @@ def engine_batch_grid(engine: Engine) -> np.ndarray:
     layouts keep exactly the grid they had; `batch_cap_slack` keeps each under its own cap."""
     cap = engine.eff.max_decode_batch
     dp = engine.dp
-    top = int(cap * max(dp if type(dp) is int else int(np.max(dp)), 1))
+    top = int(cap * max(dp if type(dp) is int else int(np.asarray(dp).max()), 1))
     return batch_grid(cap) if top == cap else _wide_grid(cap, top)
 
 
@@ -98,6 +98,7 @@ def held_tokens(lengths: Lengths):
     return lengths.prompt_mean + lengths.output_mean * np.exp(np.square(lengths.output_sigma))
 
 
+@np.errstate(divide="ignore", invalid="ignore")  # the drain share's 0 / 0 (nan -> f = 1)
 def seats_in_use_p99(batch, step_ms, next_step_ms, held_scv=0.0):
     """The p99 of the KV the sequences in flight reserve, in mean seats: what the KV must hold.
 
@@ -110,8 +111,7 @@ def seats_in_use_p99(batch, step_ms, next_step_ms, held_scv=0.0):
     reservation (at f = 1 and one length, 79 sequences on 100 seats).
     """
     b = np.maximum(np.asarray(batch, dtype=float), 0.0)
-    with np.errstate(divide="ignore", invalid="ignore"):
-        f = drain_share(b, step_ms, next_step_ms)
+    f = drain_share(b, step_ms, next_step_ms)
     f = clip(np.where(np.isfinite(f), f, 1.0), 0.05, 1.0)
     return b + queueing.Z99 * np.sqrt(b * (1.0 + np.asarray(held_scv, dtype=float)) / f)
 
@@ -152,7 +152,7 @@ def replica_capacity(
     if grid[-1] > engine.eff.max_decode_batch:
         room = np.minimum(room, batch_cap_slack(engine, grid))
     edge = boundary_index(room)
-    batch_grid_full = np.broadcast_to(grid, step.shape)
+    batch_grid_full = broadcast(grid, step.shape)
     best = np.where(edge >= 0, value_at(batch_grid_full, edge), 0.0)[..., None]
     best_step = value_at(step, np.maximum(edge, 0.0))[..., None]
     rate = np.where(best > 0, best / (lengths.output_mean * best_step) * 1e3, 0.0)
@@ -179,8 +179,8 @@ def tpot_p99_at_rate_ms(
     ctx = lengths.decode_context_mean
     step99 = step_p99_ms(engine, ctx, grid, limit, mix)
     exact = np.ravel(step_p99_ms(engine, ctx, batch[:, None], limit, mix))
-    step99 = np.broadcast_to(step99, (len(batch), grid.size))
-    on_grid = interp_rows(batch, np.broadcast_to(grid, step99.shape), step99)
+    step99 = broadcast(step99, (len(batch), grid.size))
+    on_grid = interp_rows(batch, broadcast(grid, step99.shape), step99)
     return np.where(batch < grid[0], exact, on_grid)
 
 
@@ -228,7 +228,7 @@ def feedback_variance_factor(f):
     variance of its average over one lifetime is B g(f) / f, g(x) = 2 (x - 1 + e^-x) / x^2.
     Returned relative to f = 1, where `queueing.batch_p99`'s 2/3 B applies, so f = 1 gives 1.
     """
-    f = np.clip(f, 0.05, 1.0)
+    f = clip(f, 0.05, 1.0)
     g = 2.0 * (f - 1.0 + np.exp(-f)) / (f * f)
     return g / (f * _G_ONE)
 
@@ -288,8 +288,8 @@ def step_at_rate_ms(engine: Engine, lengths: Lengths, rate_per_s: np.ndarray) ->
     """
     grid = engine_batch_grid(engine)
     step = decode_step_ms(engine, grid, lengths.decode_context_mean)
-    step = np.broadcast_to(step, (len(rate_per_s), grid.size))
-    per_step = np.broadcast_to(lengths.output_mean, (len(rate_per_s), 1)) / 1e3
+    step = broadcast(step, (len(rate_per_s), grid.size))
+    per_step = broadcast(lengths.output_mean, (len(rate_per_s), 1)) / 1e3
     return littles_law_rows(np.asarray(rate_per_s, dtype=float), grid, step, per_step)
 
 

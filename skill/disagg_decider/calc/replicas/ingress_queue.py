@@ -26,6 +26,7 @@ import numpy as np
 
 from disagg_decider.calc.queues import queueing
 from disagg_decider.calc.queues.array_helpers import broadcast, broadcast_shape
+from disagg_decider.calc.queues.batch_edge import bisect_halves
 from disagg_decider.calc.queues.normal_quantiles import (
     P99_TAIL,
     Z_WEIGHTS,
@@ -60,11 +61,11 @@ def transfer_scale_ms(nodes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return mean_ms, (nodes + (scv * mean_ms)[..., None]) / 2.0
 
 
+@np.errstate(divide="ignore", invalid="ignore")
 def _transfer_tail(rate_per_receiver_ms, mean_ms, scale_ms):
     """`transfer_wait_tail` from `transfer_scale_ms`' terms."""
     rho = np.asarray(rate_per_receiver_ms, dtype=float) * mean_ms
-    with np.errstate(divide="ignore", invalid="ignore"):
-        theta = (1.0 - rho)[..., None] / scale_ms
+    theta = (1.0 - rho)[..., None] / scale_ms
     theta = np.where((rho < 1.0)[..., None] & (scale_ms > 0), theta, 0.0)
     return np.minimum(rho, 1.0), theta
 
@@ -188,21 +189,21 @@ class _Bisection:
         limit = np.asarray(limit_ms, dtype=float)
         return ~self.saturated & (self.run(limit) <= limit)
 
+    @np.errstate(divide="ignore", invalid="ignore")
     def run(self, limit=None) -> np.ndarray:
         """The bracket's upper end after `queueing.BISECTIONS` steps (`p99_of_sum_ms`'s); with a
         `limit`, stopped once every row's end is known to fall within it or past it."""
         lo, hi, s, two_waits, grid = self.lo, self.hi, self.s, self.two_waits, self.grid
-        with np.errstate(divide="ignore", invalid="ignore"):
-            for _ in range(queueing.BISECTIONS):
-                if limit is not None and ((hi <= limit) | (lo > limit) | self.saturated).all():
-                    break
-                mid = (lo + hi) / 2.0
-                gap = np.maximum(mid[..., None] - s, 0.0)
-                waits = np.add.reduce(two_waits.exceed_quiet(gap) * Z_WEIGHTS, axis=-1)
-                # `NodeGrid.exceed` takes the times flat and answers in the grid's shape.
-                over_ms = grid.exceed(mid if mid.ndim == 1 else mid.reshape(-1))
-                over = self.no_wait * over_ms + waits > P99_TAIL
-                lo, hi = np.where(over, mid, lo), np.where(over, hi, mid)
+        for _ in range(queueing.BISECTIONS):
+            if limit is not None and ((hi <= limit) | (lo > limit) | self.saturated).all():
+                break
+            mid = (lo + hi) / 2.0
+            gap = np.maximum(mid[..., None] - s, 0.0)
+            waits = np.add.reduce(two_waits.exceed_quiet(gap) * Z_WEIGHTS, axis=-1)
+            # `NodeGrid.exceed` takes the times flat and answers in the grid's shape.
+            over_ms = grid.exceed(mid if mid.ndim == 1 else mid.reshape(-1))
+            over = self.no_wait * over_ms + waits > P99_TAIL
+            lo, hi = np.where(over, mid, lo), np.where(over, hi, mid)
         return hi
 
 
@@ -274,6 +275,7 @@ def grow_for_transfer_wait(
 LOAD_BISECTIONS = 20  # halvings of the link's load: 0.9 / 2^20, a millionth of its capacity
 
 
+@np.errstate(divide="ignore", invalid="ignore")
 def receiver_rate_per_s(transfer_nodes_ms, nodes_ms, target_ms, most_load=0.9):
     """Requests per second one decode receiver takes with the p99 of W2 + S' inside the
     target: its link's wait plus the service-side time, the prefill queue aside.
@@ -294,9 +296,8 @@ def receiver_rate_per_s(transfer_nodes_ms, nodes_ms, target_ms, most_load=0.9):
     # theta2 = (1 - rho) / scale at each node (`transfer_wait_tail`): the exponent of the
     # wait's tail at the target's gap is -(1 - rho) gap / scale, laid out once.
     gap = np.maximum(target[..., None] - s, 0.0)
-    with np.errstate(divide="ignore", invalid="ignore"):
-        ratio = np.where(gap > 0, gap / np.where(scale_ms > 0, scale_ms, 1.0), 0.0)
-        ratio = np.where((scale_ms > 0) | (gap == 0), ratio, np.inf)
+    ratio = np.where(gap > 0, gap / np.where(scale_ms > 0, scale_ms, 1.0), 0.0)
+    ratio = np.where((scale_ms > 0) | (gap == 0), ratio, np.inf)
 
     def over(rho, r, alone):
         tail = np.add.reduce(np.exp(-(1.0 - rho)[..., None] * r) * Z_WEIGHTS, axis=-1)
@@ -314,11 +315,14 @@ def receiver_rate_per_s(transfer_nodes_ms, nodes_ms, target_ms, most_load=0.9):
             miss = over(rho, r, alone)
             lo, hi = np.where(miss, lo, rho), np.where(miss, rho, hi)
         load[open_] = lo
-    with np.errstate(divide="ignore", invalid="ignore"):
-        return np.where(mean_ms > 0, load / np.where(mean_ms > 0, mean_ms, 1.0) * 1e3, np.inf)
+    return np.where(mean_ms > 0, load / np.where(mean_ms > 0, mean_ms, 1.0) * 1e3, np.inf)
 
 
 RATE_BISECTIONS = 14  # halvings of a short split's rate: within 0.01% of the pool's own
+# Halvings per test call: the 3 rates two steps may visit, tried at once (7 calls, not 14;
+# a call's fixed cost, a p99 bisection's ~400 numpy calls, outweighs its rows on the few
+# short splits of a block).
+RATE_LEVELS = 2
 
 
 def short_split_load(pool, prefill_replicas, receivers, transfer_nodes_ms, most_per_s, rows):
@@ -349,14 +353,36 @@ def short_split_load(pool, prefill_replicas, receivers, transfer_nodes_ms, most_
         index, keep = index[short], np.flatnonzero(short)
         some = prefill.Pool(*(getattr(some, f)[keep] for f in _POOL_FIELDS))
         x, n, most, t_nodes = x[keep], n[keep], most[keep], t_nodes[keep]
-        nodes = SplitNodes(some.nodes_ms, t_nodes)  # the same rows at every rate tried
-        lo, hi = np.zeros(len(keep)), most.copy()
-        for _ in range(RATE_BISECTIONS):
-            mid = (lo + hi) / 2.0
-            ok = split_ttft_within(some, x, mid, n, t_nodes, some.target_ms, nodes)
-            lo, hi = np.where(ok, mid, lo), np.where(ok, hi, mid)
+        lo, _ = bisect_halves(
+            _RatesFit(some, x, n, t_nodes), np.zeros(len(keep)), most, RATE_BISECTIONS, RATE_LEVELS
+        )
+        nodes = SplitNodes(some.nodes_ms, t_nodes)
         rate[index], ttft[index] = lo, split_ttft_p99_ms(some, x, lo, n, t_nodes, nodes)
     return rate, ttft
+
+
+class _RatesFit:
+    """`short_split_load`'s test at rates (R, P), P per split: whether each split's p99 TTFT
+    at that rate fits its target (`split_ttft_within`), every rate of a split as one more row
+    of it. Each width's rows (the pool, sizes and rate-free nodes) are laid out once, at its
+    first call, for every later one (`bisect_halves` asks the same width each step but
+    perhaps the last)."""
+
+    def __init__(self, pool, x, receivers, transfer_nodes_ms) -> None:
+        self.pool, self.x, self.receivers, self.transfer = pool, x, receivers, transfer_nodes_ms
+        self.rows: dict[int, tuple] = {}
+
+    def __call__(self, rates: np.ndarray) -> np.ndarray:
+        width = rates.shape[1]
+        if width not in self.rows:
+            each = np.repeat(np.arange(len(self.x)), width)
+            pool = prefill.Pool(*(getattr(self.pool, f)[each] for f in _POOL_FIELDS))
+            t_nodes = self.transfer[each]
+            nodes = SplitNodes(pool.nodes_ms, t_nodes)
+            self.rows[width] = (pool, self.x[each], self.receivers[each], t_nodes, nodes)
+        pool, x, n, t_nodes, nodes = self.rows[width]
+        fits = split_ttft_within(pool, x, rates.reshape(-1), n, t_nodes, pool.target_ms, nodes)
+        return fits.reshape(rates.shape)
 
 
 _POOL_FIELDS = ("mean_ms", "scv", "nodes_ms", "target_ms")

@@ -92,5 +92,5 @@ class Lengths:
             output_mean=out_mean,
             decode_context_mean=mean + out_mean * np.exp(np.square(output_sigma)) / 2.0,
             chunk_prompt_tokens=uncached_mean,
-            context_scv=np.zeros(np.shape(uncached_mean)),
+            context_scv=np.zeros(uncached_mean.shape),  # a numpy array or scalar
         )
