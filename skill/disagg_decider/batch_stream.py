@@ -91,6 +91,7 @@ def run(
     quiet: bool = False,
 ) -> Outcome:
     """Decide every workload of `sources` and write its row to `sink`, in order, as it comes."""
+    from disagg_decider.heap import keep_heap_grown
     from disagg_decider.pool import WorkerPool
     from disagg_decider.progress import Progress
 
@@ -99,6 +100,7 @@ def run(
     jobs = max(1, min(jobs, -(-outcome.total // chunk)))  # no idle workers for a short batch
     if jobs > 1:
         import disagg_decider.decide  # noqa: F401 - imported once here, inherited by the forks
+    keep_heap_grown()  # a batch's searches stop faulting their arrays in (`heap.py`); forks too
     writer.begin()
     infeasible = 0
     with (
