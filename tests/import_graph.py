@@ -143,7 +143,10 @@ def cycles(g: Mapping[str, Iterable[str]]) -> list[list[str]]:
 # module must be in one. Modules no prefix names are the front ends (CLI, MCP, renderers,
 # emitters, simulator, calibration), the top layer.
 BELOW_CALC: tuple[tuple[str, tuple[str, ...]], ...] = (
-    ("files", ("errors", "dtypes", "userfiles", "yamlio", "shipped_data", "gcpause", "heap", "progress")),
+    (
+        "files",
+        ("errors", "dtypes", "userfiles", "yamlio", "shipped_data", "gcpause", "heap", "progress"),
+    ),
     ("catalog", ("catalog",)),
     ("workload", ("workload", "workload_sections", "workload_fields", "classes", "calibrate.file")),
 )
