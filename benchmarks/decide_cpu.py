@@ -4,6 +4,7 @@ Run from the repository root:
 
     python benchmarks/decide_cpu.py [--workloads 256] [--repeats 3] [--calls 5]
     python benchmarks/decide_cpu.py --step-source silicon   # measured step tables (warm)
+    python benchmarks/decide_cpu.py --batch-heap            # with `decide batch`'s heap setting
 
 `benchmarks/decide_speed.py` reports wall time, start-up and MCP figures, which move with the
 machine's load. This script times the calculator's two paths in process CPU time
@@ -52,7 +53,16 @@ def main() -> None:
         default="default",
         help="every workload's step_source; silicon builds its tables in the warm-up calls",
     )
+    parser.add_argument(
+        "--batch-heap",
+        action="store_true",
+        help="keep the C heap grown as `decide batch` does (heap.keep_heap_grown; glibc)",
+    )
     args = parser.parse_args()
+    if args.batch_heap:
+        from disagg_decider.heap import keep_heap_grown
+
+        print(f"heap kept grown (decide batch's setting): {keep_heap_grown()}")
 
     def sourced(w):
         return w.model_copy(update={"step_source": args.step_source})
