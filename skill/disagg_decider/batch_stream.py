@@ -1,10 +1,10 @@
 """`decide batch` as a stream: chunks of workloads through the worker pool, rows out in order.
 
 The inputs are read lazily (`batch_inputs`), cut into chunks of `chunk` workloads, decided in
-`jobs` processes (`pool.WorkerPool`, at most two chunks per worker outstanding) and each chunk's
-rows are written, in input order, as soon as it and the chunks before it are done. So memory
-is bounded by chunk x jobs whatever the batch's length, and the first rows appear while the
-rest are being decided.
+`jobs` processes (`pool.WorkerPool`: one chunk per worker at a time, at most two chunks per
+worker drawn and not yet written) and each chunk's rows are written, in input order, as soon
+as it and the chunks before it are done. So memory is bounded by chunk x jobs whatever the
+batch's length, and the first rows appear while the rest are being decided.
 
 Ctrl-C stops the workers and keeps what is complete: every line (JSONL, CSV, the table) that
 was written is whole, a JSON array is closed, and stderr says how far it got; exit code 130.
