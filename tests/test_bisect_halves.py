@@ -10,7 +10,7 @@ import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from disagg_decider.calc.queues.batch_edge import bisect_halves, float_subtree_mids
+from disagg_decider.calc.queues.batch_edge import bisect_halves, subtree_mids
 
 
 def _halved_one_step_a_call(holds, lo, hi, steps):
@@ -49,5 +49,7 @@ def test_several_steps_a_call_halve_as_one_step_a_call(seed, rows, steps, levels
 
 
 def test_the_midpoints_are_the_halvings_breadth_first() -> None:
-    mids = float_subtree_mids(np.array([0.0]), np.array([8.0]), 2)
+    mids = subtree_mids(np.array([0.0]), np.array([8.0]), 2)
     np.testing.assert_array_equal(mids, [[4.0, 2.0, 6.0]])
+    # A bracket of grid indices halves by floor division (`bisect_edge`'s).
+    np.testing.assert_array_equal(subtree_mids(np.array([-1]), np.array([8]), 2), [[3, 1, 5]])

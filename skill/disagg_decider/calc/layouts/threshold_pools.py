@@ -252,8 +252,7 @@ class SearchRows:
         return self.ingress_per_s[rows]
 
     def pool_at(self, rows: np.ndarray) -> prefill.Pool:
-        p = self.pool
-        return prefill.Pool(p.mean_ms[rows], p.scv[rows], p.nodes_ms[rows], p.target_ms[rows])
+        return self.pool.rows(rows)
 
 
 @dataclass(frozen=True)

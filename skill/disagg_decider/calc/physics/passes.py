@@ -8,7 +8,7 @@ several batches in one call. Everything broadcasts over numpy arrays, TP degree 
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -167,16 +167,7 @@ def with_prefill_context(terms: PassTerms, prefill_context) -> PassTerms:
     """`pass_terms(terms.engine, its decode context, prefill_context)` from a pass on the same
     decode contexts: the same values (only the prompt's context differs), its other fields
     shared (so `paired_ms` knows the two passes apart only there)."""
-    return PassTerms(
-        engine=terms.engine,
-        kv_read_ms_per_sequence=terms.kv_read_ms_per_sequence,
-        decode_flops_per_sequence=terms.decode_flops_per_sequence,
-        prefill_context=np.asarray(prefill_context, dtype=float),
-        fixed_ms=terms.fixed_ms,
-        moe_comm=terms.moe_comm,
-        decode_context=terms.decode_context,
-        decode_attention_flops=terms.decode_attention_flops,
-    )
+    return replace(terms, prefill_context=np.asarray(prefill_context, dtype=float))
 
 
 def paired_ms(empty: PassTerms, full: PassTerms, empty_batches, full_batches, prompt_tokens):

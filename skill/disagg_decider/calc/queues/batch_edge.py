@@ -233,28 +233,30 @@ def bisect_edge(
 def subtree_mids(lo: np.ndarray, hi: np.ndarray, levels: int) -> np.ndarray:
     """The midpoints bisection may visit in its next `levels` steps from (lo, hi) (N,): (N, P)
     with P = 2^levels - 1, breadth first: node j's midpoint splits its interval into the one
-    of node 2j + 1 (below) and that of node 2j + 2 (above)."""
+    of node 2j + 1 (below) and that of node 2j + 2 (above). A bracket of grid indices (ints)
+    halves as `(lo + hi) // 2`, a continuous one (floats: `bisect_halves`) as `(lo + hi) / 2`."""
+    on_grid = lo.dtype.kind in "iu"
     los, his, mids = [lo], [hi], []
     for j in range(2**levels - 1):
-        mid = (los[j] + his[j]) // 2
+        mid = (los[j] + his[j]) // 2 if on_grid else (los[j] + his[j]) / 2.0
         mids.append(mid)
         los += [los[j], mid]
         his += [mid, his[j]]
-    return np.array(mids).T
+    return np.stack(mids, axis=1)
 
 
 def bisect_halves(holds: Callable[[np.ndarray], np.ndarray], lo, hi, steps: int, levels: int):
     """(lo, hi) of each entry (N,) after `steps` halvings: a step keeps the upper half where
     `holds` at the midpoint (lo = mid), else the lower (hi = mid). The loop of one midpoint
     per call, `levels` steps per call: `holds` answers at the 2^levels - 1 midpoints those
-    steps may visit ((N, P), `float_subtree_mids`), then the steps walk them as the loop
+    steps may visit ((N, P), `subtree_mids`), then the steps walk them as the loop
     would, the same sums and halvings on the same values, so the same midpoints, answers and
     bits. `holds` must answer each entry as it would alone (the callers' tests are element by
     element), whatever else the call holds."""
     lo, hi = np.asarray(lo, dtype=float), np.asarray(hi, dtype=float)
     while steps > 0:
         k = min(levels, steps)
-        mids = float_subtree_mids(lo, hi, k)
+        mids = subtree_mids(lo, hi, k)
         ok = holds(mids)
         width = mids.shape[1]
         flat_mids, flat_ok = mids.reshape(-1), ok.reshape(-1)
@@ -266,19 +268,6 @@ def bisect_halves(holds: Callable[[np.ndarray], np.ndarray], lo, hi, steps: int,
             node = 2 * node + np.where(up, 2, 1)
         steps -= k
     return lo, hi
-
-
-def float_subtree_mids(lo: np.ndarray, hi: np.ndarray, levels: int) -> np.ndarray:
-    """`subtree_mids` on a continuous bracket: the midpoints (lo + hi) / 2 that `levels`
-    halvings from (lo, hi) (N,) may visit, (N, P) breadth first (node j's halves are nodes
-    2j + 1, below, and 2j + 2, above)."""
-    los, his, mids = [lo], [hi], []
-    for j in range(2**levels - 1):
-        mid = (los[j] + his[j]) / 2.0
-        mids.append(mid)
-        los += [los[j], mid]
-        his += [mid, his[j]]
-    return np.stack(mids, axis=1)
 
 
 def levels_for(lines: int, n: int, call_points: int) -> int:

@@ -22,6 +22,8 @@ TCP that fit in that mix, the calculator's p99 over the simulator's is median 1.
 
 from __future__ import annotations
 
+from dataclasses import fields
+
 import numpy as np
 
 from disagg_decider.calc.queues import queueing
@@ -351,7 +353,7 @@ def short_split_load(pool, prefill_replicas, receivers, transfer_nodes_ms, most_
         # Only the short splits are bisected (each row's on its own values: the same bits as
         # among the others), each load's test stopped once decided.
         index, keep = index[short], np.flatnonzero(short)
-        some = prefill.Pool(*(getattr(some, f)[keep] for f in _POOL_FIELDS))
+        some = some.rows(keep)
         x, n, most, t_nodes = x[keep], n[keep], most[keep], t_nodes[keep]
         lo, _ = bisect_halves(
             _RatesFit(some, x, n, t_nodes), np.zeros(len(keep)), most, RATE_BISECTIONS, RATE_LEVELS
@@ -376,7 +378,7 @@ class _RatesFit:
         width = rates.shape[1]
         if width not in self.rows:
             each = np.repeat(np.arange(len(self.x)), width)
-            pool = prefill.Pool(*(getattr(self.pool, f)[each] for f in _POOL_FIELDS))
+            pool = self.pool.rows(each)
             t_nodes = self.transfer[each]
             nodes = SplitNodes(pool.nodes_ms, t_nodes)
             self.rows[width] = (pool, self.x[each], self.receivers[each], t_nodes, nodes)
@@ -385,4 +387,4 @@ class _RatesFit:
         return fits.reshape(rates.shape)
 
 
-_POOL_FIELDS = ("mean_ms", "scv", "nodes_ms", "target_ms")
+_POOL_FIELDS = tuple(f.name for f in fields(prefill.Pool))  # broadcast alike above

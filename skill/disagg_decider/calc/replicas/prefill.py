@@ -66,6 +66,12 @@ class Pool:
     nodes_ms: np.ndarray
     target_ms: np.ndarray
 
+    def rows(self, index) -> Pool:
+        """The pool at `index` of its leading axis (rows of a search), every field alike."""
+        return Pool(
+            self.mean_ms[index], self.scv[index], self.nodes_ms[index], self.target_ms[index]
+        )
+
     def max_rate_per_s(self, servers) -> np.ndarray:
         """Requests per second `servers` replicas sustain with p99 TTFT inside the target."""
         rate = queueing.max_rate_per_ms(
