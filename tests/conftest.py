@@ -60,6 +60,24 @@ def run_cli(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess:
     )
 
 
+def run_python(
+    code: str, *args: str, timeout_s: float, unset: tuple[str, ...] = ()
+) -> subprocess.CompletedProcess:
+    """`python -c CODE ARGS` in a fresh process from the repository root, this checkout's
+    package and `tests` importable; `unset` names environment variables left out. For what
+    must happen in a process of its own: a possible hang under a timeout, process-wide state."""
+    env = {k: v for k, v in os.environ.items() if k not in unset}
+    env["PYTHONPATH"] = f"{ROOT / 'skill'}{os.pathsep}{ROOT}"
+    return subprocess.run(
+        [sys.executable, "-c", code, *args],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=timeout_s,
+    )
+
+
 def decide_json(path: Path, *extra: str) -> dict:
     proc = run_cli("--workload", str(path), "--format", "json", *extra)
     assert proc.returncode == 0, proc.stderr

@@ -6,14 +6,13 @@ Page faults are counted, not timed: the same work faults the same pages on any m
 from __future__ import annotations
 
 import os
-import subprocess
 import sys
 import textwrap
 
 import pytest
 
 from disagg_decider import heap
-from tests.conftest import ROOT
+from tests.conftest import run_python
 
 glibc = pytest.mark.skipif(
     not sys.platform.startswith("linux") or os.confstr("CS_GNU_LIBC_VERSION") is None,
@@ -39,16 +38,7 @@ _FAULTS = textwrap.dedent(
 
 
 def _faults(mode: str) -> int:
-    env = {k: v for k, v in os.environ.items() if k != "MALLOC_TOP_PAD_"}
-    env["PYTHONPATH"] = f"{ROOT / 'skill'}{os.pathsep}{ROOT}"
-    proc = subprocess.run(
-        [sys.executable, "-c", _FAULTS, mode],
-        cwd=ROOT,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=600,
-    )
+    proc = run_python(_FAULTS, mode, timeout_s=600, unset=("MALLOC_TOP_PAD_",))
     assert proc.returncode == 0, proc.stderr
     return int(proc.stdout.split()[-1])
 

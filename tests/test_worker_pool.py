@@ -12,8 +12,6 @@ from __future__ import annotations
 
 import os
 import signal
-import subprocess
-import sys
 import textwrap
 import threading
 import time
@@ -21,7 +19,7 @@ import time
 import pytest
 
 from disagg_decider.pool import WorkerPool
-from tests.conftest import ROOT
+from tests.conftest import run_python
 
 HANG_S = 120  # far above what any case here takes (about a second)
 
@@ -85,21 +83,9 @@ _ENDS_EARLY = textwrap.dedent(
 
 @pytest.mark.parametrize("how", ["stop", "abandon"])
 def test_ending_early_terminates_busy_workers_at_once(how):
-    proc = _script(_ENDS_EARLY, how)
+    proc = run_python(_ENDS_EARLY, how, timeout_s=HANG_S)
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.strip() == f"ended {how} 0 alive"
-
-
-def _script(code: str, *args: str) -> subprocess.CompletedProcess:
-    env = {**os.environ, "PYTHONPATH": f"{ROOT / 'skill'}{os.pathsep}{ROOT}"}
-    return subprocess.run(
-        [sys.executable, "-c", code, *args],
-        cwd=ROOT,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=HANG_S,
-    )
 
 
 def test_pool_matches_the_serial_path():
@@ -136,6 +122,6 @@ def _killed_mid_send(x: int) -> bytes:
 
 
 def test_a_worker_killed_while_sending_its_result_is_reported_not_waited_for():
-    proc = _script(_HALF_WRITTEN)
+    proc = run_python(_HALF_WRITTEN, timeout_s=HANG_S)
     assert proc.returncode == 0, proc.stderr
     assert "WorkerDied: a worker process ended without answering (exit code -9)" in proc.stdout

@@ -176,6 +176,9 @@ class WorkerPool:
         drawn = given = 0  # calls sent out; results handed to the caller
         exhausted = False
         while True:
+            if stop():
+                self.terminate()
+                return
             while idle and not exhausted and drawn - given < limit:
                 item = next(items, _END)
                 if item is _END:
@@ -191,14 +194,8 @@ class WorkerPool:
                 if not ok:
                     raise value
                 yield value
-                if stop():
-                    self.terminate()
-                    return
                 continue
             if exhausted and given == drawn:
-                return
-            if stop():
-                self.terminate()
                 return
             for conn in wait(list(self._busy), timeout=POLL_S):
                 worker, index = self._busy.pop(conn)  # type: ignore[index]
