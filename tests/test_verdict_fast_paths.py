@@ -188,3 +188,69 @@ def test_json_rows_refuse_what_json_refuses(bad):
         json.dumps(doc, indent=2, allow_nan=False)
     with pytest.raises(standard.type, match=re.escape(str(standard.value))):
         indented_row(doc)
+
+
+def _shared_docs() -> list:
+    """Rows whose labels are `provenance.Shared` (as `decide_many_json` gives them), each
+    written twice so that the second reads the kept text, and odd places for a Shared dict."""
+    from disagg_decider.provenance import Shared
+
+    rows = [{"file": "w.yaml", **doc} for _, doc in decide_many_json(WORKLOADS[:4])]
+    labels = Shared({"a.b": "derived", "c": "workload"})
+    odd = [
+        {"x": 1, "provenance": {"fields": labels, "inputs": {"n": 1.5, "k": [1, None]}}},
+        {"top": labels, "deep": {"in": {"more": labels}}, "last": {"l": labels}},
+        {"list": [labels, {"again": labels}], "last": {"l": labels}},
+        {"only": {"fields": labels}},
+        {"x": 1, "last": {"fields": labels, 3: "int key"}},
+        {"x": 1, "last": {"fields": Shared()}},
+        {"x": 1, "last": {"fields": Shared({"n": float("1e-7"), "u": "é 中"})}},
+    ]
+    return [*rows, *rows, *odd, *odd]
+
+
+def test_rows_with_shared_labels_are_json_dumps_byte_for_byte():
+    from disagg_decider.batch_json import indented_row, line_row
+
+    for doc in _shared_docs():
+        assert line_row(doc) == json.dumps(doc, allow_nan=False)
+        expected = textwrap.indent(json.dumps(doc, indent=2, allow_nan=False), "  ")
+        assert indented_row(doc) == expected
+
+
+def test_a_row_with_shared_labels_refuses_what_json_refuses():
+    from disagg_decider.batch_json import line_row
+    from disagg_decider.provenance import Shared
+
+    doc = {"x": 1, "last": {"fields": Shared({"n": float("nan")})}}
+    with pytest.raises(ValueError, match="Out of range float values"):
+        line_row(doc)
+
+
+@pytest.mark.parametrize(
+    "inputs_of",
+    [
+        lambda w: provenance.Inputs(workload=w),
+        lambda w: provenance.Inputs(workload=w, calibrated=frozenset({"decode_mbu"})),
+        lambda w: provenance.Inputs(workload=w, silicon=True),
+    ],
+)
+def test_kept_input_labels_are_each_workloads_own(inputs_of):
+    variants = [*WORKLOADS, parse_workload(_edited(**{"efficiency": {"decode_mbu": 0.6}}), "e")]
+    for _ in range(2):  # the second round reads kept labels
+        for w in variants:
+            inputs = inputs_of(w)
+            assert provenance._shared_inputs(inputs) == provenance.input_labels(inputs)
+    assert (
+        provenance.input_labels(provenance.Inputs(workload=variants[-1]))["efficiency.decode_mbu"]
+        == "workload"
+    )
+
+
+def test_a_verdicts_labels_are_its_own_copy_of_the_shared_ones():
+    (verdict, doc), (other, _) = decide_many_json([WORKLOADS[0], WORKLOADS[0]])
+    assert type(doc["provenance"]["fields"]) is provenance.Shared
+    assert verdict.provenance.fields == doc["provenance"]["fields"]
+    verdict.provenance.fields["metrics.gain"] = "changed"  # a caller may edit its verdict
+    assert other.provenance.fields["metrics.gain"] == "derived"
+    assert doc["provenance"]["fields"]["metrics.gain"] == "derived"
