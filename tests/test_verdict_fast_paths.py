@@ -254,3 +254,34 @@ def test_a_verdicts_labels_are_its_own_copy_of_the_shared_ones():
     verdict.provenance.fields["metrics.gain"] = "changed"  # a caller may edit its verdict
     assert other.provenance.fields["metrics.gain"] == "derived"
     assert doc["provenance"]["fields"]["metrics.gain"] == "derived"
+
+
+def test_a_verdicts_unvalidated_labels_are_what_validation_would_make():
+    from disagg_decider.verdict import Provenance
+
+    for verdict, _ in decide_many_json(WORKLOADS):
+        p = verdict.provenance
+        assert Provenance.model_validate(p.model_dump()) == p
+        assert all(type(k) is str and type(v) is str for k, v in {**p.fields, **p.inputs}.items())
+
+
+def test_numbers_and_sections_pass_the_number_check_on_every_field_as_the_full_check_would():
+    """The check returns a float, an int or a dict at once: the full check passes them
+    whatever the field takes (a boolean is a type of its own), which this confirms."""
+    from disagg_decider.workload_fields import StrictModel, _takes, number_problem
+
+    def classes(c):
+        for s in c.__subclasses__():
+            yield s
+            yield from classes(s)
+
+    checked = 0
+    for cls in set(classes(StrictModel)):
+        for name, field in cls.model_fields.items():
+            takes = _takes(field)
+            for value in (3, 2.5, {"a": 1}):
+                assert number_problem(takes, value) is None, (cls.__name__, name, value)
+                checked += 1
+            if takes.number and not takes.boolean:
+                assert number_problem(takes, True) is not None  # the check can refuse
+    assert checked > 100

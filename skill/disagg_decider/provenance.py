@@ -132,7 +132,9 @@ def labelled_json(
     )
     doc = v.model_dump(mode="json", exclude={"provenance"})
     fields, sources = _shape_labels(doc, inputs), _shared_inputs(inputs)
-    v.provenance = Provenance(fields=fields, inputs=sources)  # validated: plain copies
+    # Not validated again: both are str -> str dicts built here (validating ~150 labels cost
+    # five times the copies). The verdict's are its own copies, which a caller may change.
+    v.provenance = Provenance.model_construct(fields=dict(fields), inputs=dict(sources))
     # `provenance` is the verdict's last field: its JSON's last key. Its two dicts are the
     # `Shared` ones every verdict with these labels gets (a batch writes their text once).
     doc["provenance"] = {"fields": fields, "inputs": sources}
