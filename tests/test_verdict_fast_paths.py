@@ -285,3 +285,20 @@ def test_numbers_and_sections_pass_the_number_check_on_every_field_as_the_full_c
             if takes.number and not takes.boolean:
                 assert number_problem(takes, True) is not None  # the check can refuse
     assert checked > 100
+
+
+def test_metric_values_from_kept_getters_are_each_metrics_own():
+    from disagg_decider.calc.compare import analyze
+    from disagg_decider.metrics import BY_NAME, METRICS, metric_values
+    from disagg_decider.rules import engine
+    from disagg_decider.rules.loader import shipped
+    from disagg_decider.workload import resolve
+
+    read = engine.metrics_read(shipped().book)
+    for w, d in list(zip(WORKLOADS, DIRS, strict=True))[:3]:
+        r = resolve(w, d)
+        a = analyze(r)
+        for _ in range(2):  # the second call reads the kept getters
+            assert metric_values(r, a) == {m.name: m.get(r, a) for m in METRICS}
+            assert metric_values(r, a, read) == {n: BY_NAME[n].get(r, a) for n in read}
+            assert list(metric_values(r, a, read[::-1])) == list(read[::-1])
