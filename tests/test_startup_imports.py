@@ -185,3 +185,19 @@ def test_the_collector_pauses_for_a_verdict_only_and_comes_back():
     assert seen["--workload enabled after"] is True
     assert seen["subcommand"] is True
     assert seen["probe enabled after"] is True
+
+
+def test_a_jsonl_batch_parses_no_yaml_and_so_never_imports_pyyaml(tmp_path):
+    """The rulebook and catalogs come from their JSON snapshot and the workloads are JSON:
+    `yamlio` imports PyYAML only for a document it reads."""
+    from tests.golden_outputs import workload_mix  # puts benchmarks/ on the path
+
+    lines = [json.dumps(w.model_dump(mode="json", exclude_none=True)) for w in workload_mix(3)]
+    fleet = tmp_path / "fleet.jsonl"
+    fleet.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    report, modules = loaded_after(["batch", str(fleet), "-f", "csv", "-j", "1", "-q"])
+    assert report["code"] == 0
+    assert report["stdout"].count("\n") == 4  # the header and three rows
+    assert "disagg_decider.yamlio" in modules and "yaml" not in modules
+    report, modules = loaded_after(["batch", str(EXAMPLE), "-f", "csv", "-j", "1", "-q"])
+    assert report["code"] == 0 and "yaml" in modules  # a YAML workload still reads

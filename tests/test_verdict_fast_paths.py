@@ -188,3 +188,117 @@ def test_json_rows_refuse_what_json_refuses(bad):
         json.dumps(doc, indent=2, allow_nan=False)
     with pytest.raises(standard.type, match=re.escape(str(standard.value))):
         indented_row(doc)
+
+
+def _shared_docs() -> list:
+    """Rows whose labels are `provenance.Shared` (as `decide_many_json` gives them), each
+    written twice so that the second reads the kept text, and odd places for a Shared dict."""
+    from disagg_decider.provenance import Shared
+
+    rows = [{"file": "w.yaml", **doc} for _, doc in decide_many_json(WORKLOADS[:4])]
+    labels = Shared({"a.b": "derived", "c": "workload"})
+    odd = [
+        {"x": 1, "provenance": {"fields": labels, "inputs": {"n": 1.5, "k": [1, None]}}},
+        {"top": labels, "deep": {"in": {"more": labels}}, "last": {"l": labels}},
+        {"list": [labels, {"again": labels}], "last": {"l": labels}},
+        {"only": {"fields": labels}},
+        {"x": 1, "last": {"fields": labels, 3: "int key"}},
+        {"x": 1, "last": {"fields": Shared()}},
+        {"x": 1, "last": {"fields": Shared({"n": float("1e-7"), "u": "é 中"})}},
+    ]
+    return [*rows, *rows, *odd, *odd]
+
+
+def test_rows_with_shared_labels_are_json_dumps_byte_for_byte():
+    from disagg_decider.batch_json import indented_row, line_row
+
+    for doc in _shared_docs():
+        assert line_row(doc) == json.dumps(doc, allow_nan=False)
+        expected = textwrap.indent(json.dumps(doc, indent=2, allow_nan=False), "  ")
+        assert indented_row(doc) == expected
+
+
+def test_a_row_with_shared_labels_refuses_what_json_refuses():
+    from disagg_decider.batch_json import line_row
+    from disagg_decider.provenance import Shared
+
+    doc = {"x": 1, "last": {"fields": Shared({"n": float("nan")})}}
+    with pytest.raises(ValueError, match="Out of range float values"):
+        line_row(doc)
+
+
+@pytest.mark.parametrize(
+    "inputs_of",
+    [
+        lambda w: provenance.Inputs(workload=w),
+        lambda w: provenance.Inputs(workload=w, calibrated=frozenset({"decode_mbu"})),
+        lambda w: provenance.Inputs(workload=w, silicon=True),
+    ],
+)
+def test_kept_input_labels_are_each_workloads_own(inputs_of):
+    variants = [*WORKLOADS, parse_workload(_edited(**{"efficiency": {"decode_mbu": 0.6}}), "e")]
+    for _ in range(2):  # the second round reads kept labels
+        for w in variants:
+            inputs = inputs_of(w)
+            assert provenance._shared_inputs(inputs) == provenance.input_labels(inputs)
+    assert (
+        provenance.input_labels(provenance.Inputs(workload=variants[-1]))["efficiency.decode_mbu"]
+        == "workload"
+    )
+
+
+def test_a_verdicts_labels_are_its_own_copy_of_the_shared_ones():
+    (verdict, doc), (other, _) = decide_many_json([WORKLOADS[0], WORKLOADS[0]])
+    assert type(doc["provenance"]["fields"]) is provenance.Shared
+    assert verdict.provenance.fields == doc["provenance"]["fields"]
+    verdict.provenance.fields["metrics.gain"] = "changed"  # a caller may edit its verdict
+    assert other.provenance.fields["metrics.gain"] == "derived"
+    assert doc["provenance"]["fields"]["metrics.gain"] == "derived"
+
+
+def test_a_verdicts_unvalidated_labels_are_what_validation_would_make():
+    from disagg_decider.verdict import Provenance
+
+    for verdict, _ in decide_many_json(WORKLOADS):
+        p = verdict.provenance
+        assert Provenance.model_validate(p.model_dump()) == p
+        assert all(type(k) is str and type(v) is str for k, v in {**p.fields, **p.inputs}.items())
+
+
+def test_numbers_and_sections_pass_the_number_check_on_every_field_as_the_full_check_would():
+    """The check returns a float, an int or a dict at once: the full check passes them
+    whatever the field takes (a boolean is a type of its own), which this confirms."""
+    from disagg_decider.workload_fields import StrictModel, _takes, number_problem
+
+    def classes(c):
+        for s in c.__subclasses__():
+            yield s
+            yield from classes(s)
+
+    checked = 0
+    for cls in set(classes(StrictModel)):
+        for name, field in cls.model_fields.items():
+            takes = _takes(field)
+            for value in (3, 2.5, {"a": 1}):
+                assert number_problem(takes, value) is None, (cls.__name__, name, value)
+                checked += 1
+            if takes.number and not takes.boolean:
+                assert number_problem(takes, True) is not None  # the check can refuse
+    assert checked > 100
+
+
+def test_metric_values_from_kept_getters_are_each_metrics_own():
+    from disagg_decider.calc.compare import analyze
+    from disagg_decider.metrics import BY_NAME, METRICS, metric_values
+    from disagg_decider.rules import engine
+    from disagg_decider.rules.loader import shipped
+    from disagg_decider.workload import resolve
+
+    read = engine.metrics_read(shipped().book)
+    for w, d in list(zip(WORKLOADS, DIRS, strict=True))[:3]:
+        r = resolve(w, d)
+        a = analyze(r)
+        for _ in range(2):  # the second call reads the kept getters
+            assert metric_values(r, a) == {m.name: m.get(r, a) for m in METRICS}
+            assert metric_values(r, a, read) == {n: BY_NAME[n].get(r, a) for n in read}
+            assert list(metric_values(r, a, read[::-1])) == list(read[::-1])

@@ -7,6 +7,10 @@ text from a walk that handles JSON's plain types (str, int, float, bool, None, d
 str keys, list, tuple) inline and quotes strings with the standard library's own C function.
 Anything else (another type, a key that is not a string, a float that is not finite) is
 left to `json` itself, whose text or error is then the answer.
+
+Both layouts (`indented_row`, and `line_row` for JSONL) write a `provenance.Shared` dict (the
+labels every verdict of a shape shares) from the text kept on it: the ~150 labels of a verdict
+are encoded once per shape, not once per row.
 """
 
 from __future__ import annotations
@@ -15,9 +19,12 @@ import json
 from json.encoder import encode_basestring_ascii as _quoted  # what json uses (ensure_ascii)
 from typing import Any
 
+from disagg_decider.provenance import Shared
+
 INDENT = "  "
 _INF = float("inf")
 _STANDARD = json.JSONEncoder(allow_nan=False, indent=len(INDENT))
+_ONE_LINE = json.JSONEncoder(allow_nan=False)  # `json.dumps(item, allow_nan=False)`, built once
 
 
 class _Unplain(Exception):
@@ -61,6 +68,8 @@ def _into(value: Any, parts: list[str], newline: str) -> None:
                 append(f"{separator}{_quoted(key)}: null")
             elif leaf is bool:
                 append(f"{separator}{_quoted(key)}: {'true' if item else 'false'}")
+            elif leaf is Shared:
+                append(f"{separator}{_quoted(key)}: {_shared_text(item, inner)}")
             else:
                 append(f"{separator}{_quoted(key)}: ")
                 _into(item, parts, inner)
@@ -91,3 +100,44 @@ def _into(value: Any, parts: list[str], newline: str) -> None:
         append(newline + "]")
     else:  # another type, or a float that is not finite
         raise _Unplain
+
+
+def _shared_text(labels: Shared, newline: str) -> str:
+    """A `Shared` dict's indented text at `newline`'s depth, written once and kept on it."""
+    text = labels.texts.get(newline)
+    if text is None:
+        parts: list[str] = []
+        _into(dict(labels), parts, newline)
+        text = labels.texts[newline] = "".join(parts)
+    return text
+
+
+def line_row(item: dict[str, Any]) -> str:
+    """`json.dumps(item, allow_nan=False)` (a JSONL row). A verdict's row ends with its
+    `provenance`, whose `Shared` label dicts are spliced in from their kept text; the rest is
+    the standard library's C encoder."""
+    last = next(reversed(item), None) if type(item) is dict and len(item) > 1 else None
+    tail = item[last] if type(last) is str else None
+    if type(tail) is not dict or not _spliceable(tail):
+        return _ONE_LINE.encode(item)
+    head = dict(item)
+    del head[last]
+    members = [
+        f"{_quoted(k)}: {_line_text(v) if type(v) is Shared else _ONE_LINE.encode(v)}"
+        for k, v in tail.items()
+    ]
+    # `head` is non-empty, so its text ends with "}" after its last member.
+    return f"{_ONE_LINE.encode(head)[:-1]}, {_ONE_LINE.encode(last)}: {{{', '.join(members)}}}}}"
+
+
+def _spliceable(tail: dict[Any, Any]) -> bool:
+    """Whether `line_row` writes this last member itself: string keys, a `Shared` among its
+    values (any other key is json's to convert or refuse)."""
+    return all(type(k) is str for k in tail) and any(type(v) is Shared for v in tail.values())
+
+
+def _line_text(labels: Shared) -> str:
+    text = labels.texts.get(None)
+    if text is None:
+        text = labels.texts[None] = _ONE_LINE.encode(dict(labels))
+    return text

@@ -218,15 +218,9 @@ def error_row(label: str, message: str, fmt: str) -> Any:
 
 
 def _json_row(item: dict, fmt: str) -> str:
-    if fmt == "jsonl":
-        return _ONE_LINE.encode(item)
-    from disagg_decider.batch_json import indented_row
+    from disagg_decider.batch_json import indented_row, line_row
 
-    return indented_row(item)
-
-
-# `json.dumps(item, allow_nan=False)`, built once: a batch encodes a row per workload.
-_ONE_LINE = json.JSONEncoder(allow_nan=False)
+    return line_row(item) if fmt == "jsonl" else indented_row(item)
 
 
 def csv_line(cells: list[Any]) -> str:

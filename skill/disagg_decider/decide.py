@@ -219,6 +219,10 @@ def _verdict(
             source=resolved.dtypes_from,
         ),
         interactivity_band=analysis.interactivity_band,
+        # Given, not defaulted: pydantic deep-copies a list default for every verdict.
+        calibration=[],
+        alternatives=[],
+        next_steps=[],
         confidence=confidence(
             outcome.fired,
             analysis.gain,

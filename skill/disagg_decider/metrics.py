@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import Any, Literal
 
 from disagg_decider.calc.modes.local_prefill_share import cold_local_share
@@ -146,5 +147,12 @@ BY_NAME: dict[str, Metric] = {m.name: m for m in METRICS}
 
 def metric_values(r: Resolved, a: Analysis, names: Sequence[str] | None = None) -> dict[str, Any]:
     """Every metric, or only `names`: a rulebook reads about half of them, once per workload."""
+    return {name: get(r, a) for name, get in _getters(None if names is None else tuple(names))}
+
+
+@lru_cache(maxsize=64)  # a rulebook's names each (a server may load many)
+def _getters(names: tuple[str, ...] | None) -> tuple[tuple[str, Callable], ...]:
+    """(name, getter) of every metric or of `names`, looked up once per rulebook's names
+    (`engine.metrics_read`: one tuple per rulebook), not once per workload."""
     chosen = METRICS if names is None else [BY_NAME[n] for n in names]
-    return {m.name: m.get(r, a) for m in chosen}
+    return tuple((m.name, m.get) for m in chosen)

@@ -131,11 +131,27 @@ def labelled_json(
         silicon=v.step_source == "silicon",
     )
     doc = v.model_dump(mode="json", exclude={"provenance"})
-    fields, sources = field_labels(doc, inputs), input_labels(inputs)
-    v.provenance = Provenance(fields=fields, inputs=sources)
-    # `provenance` is the verdict's last field: its JSON's last key.
+    fields, sources = _shape_labels(doc, inputs), _shared_inputs(inputs)
+    # Not validated again: both are str -> str dicts built here (validating ~150 labels cost
+    # five times the copies). The verdict's are its own copies, which a caller may change.
+    v.provenance = Provenance.model_construct(fields=dict(fields), inputs=dict(sources))
+    # `provenance` is the verdict's last field: its JSON's last key. Its two dicts are the
+    # `Shared` ones every verdict with these labels gets (a batch writes their text once).
     doc["provenance"] = {"fields": fields, "inputs": sources}
     return doc
+
+
+class Shared(dict):
+    """Labels that every verdict with them shares in `labelled_json`'s docs: a shape's
+    `fields`, an input set's `inputs`. Read them, never change them: they are kept for the
+    next verdict. `texts` keeps their JSON text per layout, for a writer that meets the same
+    labels in every row (`batch_json`: ~6 KB of a verdict's ~18 KB, in a few dozen kinds)."""
+
+    __slots__ = ("texts",)
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.texts: dict[Any, str] = {}
 
 
 def _calibrated_fields(given: Workload) -> frozenset[str]:
@@ -248,23 +264,28 @@ def field_labels(doc: dict[str, Any], inputs: Inputs) -> dict[str, str]:
     The labels depend only on which paths hold numbers and on the inputs `_labels_of` reads
     (steps from silicon, the overridden parameters, the confidence's parameter), and a batch's
     verdicts come in a few dozen shapes: so they are kept per shape in `_SHAPE_LABELS`."""
+    return dict(_shape_labels(doc, inputs))
+
+
+def _shape_labels(doc: dict[str, Any], inputs: Inputs) -> Shared:
+    """`field_labels`, the kept dict itself (`Shared`: not to be changed)."""
     found: dict[str, None] = {}
     _numeric_into(doc, "", found)
     param = (doc.get("confidence") or {}).get("param")
     key = (tuple(found), inputs.silicon, inputs.overridden, param)
     labels = _SHAPE_LABELS.get(key)
     if labels is None:
-        labels = _labels_of(found, inputs, doc)
+        labels = Shared(_labels_of(found, inputs, doc))
         if len(_SHAPE_LABELS) < _SHAPE_LABELS_MAX:
             _SHAPE_LABELS[key] = labels
-    return dict(labels)
+    return labels
 
 
 # `_labels_of` per (numeric paths in walk order, silicon, overridden parameters, confidence
 # parameter): what it reads. The walk order of one set of paths is the verdict schema's, so
 # a shape is one entry; ~45 for 2,000 workloads of the seeded mix. The cap bounds a long-lived
 # server's table (an entry is ~130 short strings).
-_SHAPE_LABELS: dict[tuple[Any, ...], dict[str, str]] = {}
+_SHAPE_LABELS: dict[tuple[Any, ...], Shared] = {}
 _SHAPE_LABELS_MAX = 512
 
 
@@ -293,23 +314,54 @@ def _labels_of(found: dict[str, None], inputs: Inputs, doc: dict[str, Any]) -> d
 
 def input_labels(inputs: Inputs) -> dict[str, str]:
     """What the derived figures rest on: the model, GPU, link, efficiency constants, steps."""
+    return _inputs_of(_input_key(inputs))
+
+
+def _input_key(inputs: Inputs) -> tuple[Any, ...]:
+    """Everything `input_labels` reads of the inputs: a batch's workloads share a few."""
     w = inputs.workload
     given = w.model_fields_set
-    cluster = w.cluster.model_fields_set
+    explicit = w.efficiency.model_fields_set if "efficiency" in given else ()
+    return (
+        isinstance(w.model, str),
+        _network(w, w.cluster.model_fields_set),
+        "cost" in given and _cost_set(w),
+        frozenset(explicit),
+        inputs.calibrated,
+        inputs.silicon,
+    )
+
+
+def _inputs_of(key: tuple[Any, ...]) -> dict[str, str]:
+    catalog_model, network, cost_set, explicit, calibrated, silicon = key
     out = {
-        "model": "catalog" if isinstance(w.model, str) else "workload",
+        "model": "catalog" if catalog_model else "workload",
         "gpu": "catalog",
         "traffic": "workload",
         "slo": "workload",
         "cluster.gpus": "workload",
-        "cluster.network": _network(w, cluster),
-        "cost.usd_per_gpu_hour": _given("cost" in given and _cost_set(w)),
+        "cluster.network": network,
+        "cost.usd_per_gpu_hour": _given(cost_set),
     }
-    explicit = w.efficiency.model_fields_set if "efficiency" in given else set()
     for name in Efficiency.model_fields:
-        out[f"efficiency.{name}"] = _efficiency(name, explicit, inputs.calibrated)
-    out["step_times"] = "silicon" if inputs.silicon else _DERIVED
+        out[f"efficiency.{name}"] = _efficiency(name, explicit, calibrated)
+    out["step_times"] = "silicon" if silicon else _DERIVED
     return out
+
+
+def _shared_inputs(inputs: Inputs) -> Shared:
+    """`input_labels`, kept per `_input_key` (`Shared`: not to be changed)."""
+    key = _input_key(inputs)
+    labels = _INPUT_LABELS.get(key)
+    if labels is None:
+        labels = Shared(_inputs_of(key))
+        if len(_INPUT_LABELS) < _SHAPE_LABELS_MAX:
+            _INPUT_LABELS[key] = labels
+    return labels
+
+
+# `input_labels` per `_input_key`: a handful for a fleet (which constants each file sets).
+_INPUT_LABELS: dict[tuple[Any, ...], Shared] = {}
 
 
 def _network(w: Workload, cluster_set: set[str]) -> str:
@@ -326,7 +378,7 @@ def _given(given: bool) -> str:
     return "workload" if given else "default"
 
 
-def _efficiency(name: str, explicit: set[str], calibrated: frozenset[str]) -> str:
+def _efficiency(name: str, explicit: frozenset[str], calibrated: frozenset[str]) -> str:
     if name in explicit:
         return "workload"
     if name in calibrated:
