@@ -30,7 +30,7 @@ from disagg_decider.calc.physics.passes import (
     with_prefill_context,
 )
 from disagg_decider.calc.physics.step import Engine
-from disagg_decider.calc.queues import queueing
+from disagg_decider.calc.queues import node_planes, queueing
 from disagg_decider.calc.replicas import chunk_runs
 from disagg_decider.calc.replicas.colocated_prompts import PromptQueue, prompt_queue, ttft_p99_of
 from disagg_decider.calc.replicas.decode import (
@@ -293,13 +293,22 @@ def _ttft_ratio(at: Lines, q: PromptQueue, tail, others: np.ndarray) -> np.ndarr
     bounded without the nodes' exponentials. A `BOUND_MIN_POINTS` above every evaluation sums
     it everywhere (the tests' reference)."""
     c_wait, theta = tail
-    if others.size < BOUND_MIN_POINTS:
+    planes = node_planes.planes_of(q.nodes)  # S' node-major: the same values, read so
+    if planes is None and others.size < BOUND_MIN_POINTS:
         return _ratio(queueing.sum_exceed_probability(c_wait, theta, q.nodes, at.ttft_ms))
-    over = queueing.exceed_probability(q.nodes, at.ttft_ms)
+    if planes is None:
+        over = queueing.exceed_probability(q.nodes, at.ttft_ms)
+    else:
+        over = node_planes.exceed_probability(planes, at.ttft_ms)
+        if others.size < BOUND_MIN_POINTS:
+            miss = node_planes.sum_exceed_probability(c_wait, theta, planes, at.ttft_ms, over)
+            return _ratio(miss)
     bound = _ratio((1.0 - c_wait) * over + c_wait * queueing.TAIL_WAIT_MAX)
     # Of the shape every ratio broadcasts to (`others`, `over` and the wait's).
     may_bind = np.logical_not(others > bound + RATIO_MARGIN)
-    if may_bind.all():
+    if planes is not None:
+        miss = node_planes.sum_exceed_where(c_wait, theta, planes, at.ttft_ms, over, may_bind)
+    elif may_bind.all():
         miss = queueing.sum_exceed_probability(c_wait, theta, q.nodes, at.ttft_ms, over)
     else:
         miss = queueing.sum_exceed_where(c_wait, theta, q.nodes, at.ttft_ms, over, may_bind)

@@ -43,6 +43,8 @@ WHOLE_GRID_POINTS = 2_500
 # ~0.36 us a point. By calls alone two steps would pay from 432 lines up (rag-8k's search:
 # ~400 calls fewer), yet cost 0.1 ms more CPU there and 0.3-0.5 ms on 670-960 lines.
 EVALUATION_POINTS = 300
+# From this many lines the lines hold their quantile nodes node-major (`_nodes_on_lines`).
+NODE_MAJOR_LINES = 512
 
 
 @dataclass(frozen=True)
@@ -96,13 +98,7 @@ def best_points(
             return broadcast(a, shape).reshape(-1)[keep].reshape(line_shape)
         return broadcast(a, shape).reshape(line_shape)
 
-    # The uncached prompt at the quantile nodes is a row's (a prompt's): its exponentials are
-    # taken on the rows, then laid out on the lines (the same values).
-    nodes = uncached_nodes(lengths)
-    k, rows = nodes.shape[-1], nodes.shape[:-1]
-    nodes = nodes.reshape(*(1,) * (len(shape) - len(rows)), *rows, k)
-    nodes = broadcast(nodes, (*shape, k)).reshape(-1, k)
-    nodes = (nodes if keep is None else nodes[keep]).reshape(*line_shape, k)
+    nodes = _nodes_on_lines(lengths, shape, keep, line_shape, n_lines >= NODE_MAJOR_LINES)
     at_lines = lines(
         replace(engine, tp=per_line(engine.tp), dp=per_line(engine.dp), ep=per_line(engine.ep)),
         _lengths_on_lines(lengths, shape, keep, line_shape) or lengths.map(per_line),
@@ -160,6 +156,25 @@ class _BelowOne(NamedTuple):
 # misses by more than this, far beyond any rounding between the search's evaluation at B = 1
 # and the low-load one (the same operations on other array shapes).
 BOUND_MARGIN = 1e-6
+
+
+def _nodes_on_lines(lengths: Lengths, shape, keep, line_shape, node_major: bool) -> np.ndarray:
+    """The uncached prompt at the quantile nodes on the lines, nodes on the last axis. It is a
+    row's (a prompt's): its exponentials are taken on the rows, then laid out on the lines
+    (the same values). `node_major` lays them out as node planes (`node_planes`: each node's
+    lines contiguous), which the lines' tail readings then keep (the same values, read
+    faster on many lines)."""
+    nodes = uncached_nodes(lengths)
+    k, rows = nodes.shape[-1], nodes.shape[:-1]
+    nodes = nodes.reshape(*(1,) * (len(shape) - len(rows)), *rows, k)
+    if not node_major:
+        nodes = broadcast(nodes, (*shape, k)).reshape(-1, k)
+        return (nodes if keep is None else nodes[keep]).reshape(*line_shape, k)
+    planes = np.empty((k, *shape))
+    planes[...] = np.moveaxis(nodes, -1, 0)
+    planes = planes.reshape(k, -1)
+    planes = (planes if keep is None else planes.compress(keep, axis=1)).reshape(k, *line_shape)
+    return np.moveaxis(planes, 0, -1)
 
 
 def _lengths_on_lines(lengths: Lengths, shape, keep, line_shape) -> Lengths | None:

@@ -1,0 +1,103 @@
+"""Tail readings on S' held node-major: the nodes on the first axis, each node's plane of rows
+contiguous (`queueing`'s forms hold them on the last axis, a row of 25 per entry).
+
+A batch of workloads reads P(S' > T) and the tail sum of the wait over tens of thousands of
+rows at once. Along a short last axis numpy's reductions call their inner loop once per row,
+and the per-row calls cost more than the arithmetic; across node planes the same operations
+run as a few calls on whole planes. Every value here is the row form's bits: the element-wise
+operations are the same on the same operands, and the sums over the nodes add in the order
+numpy adds a row (`node_major_sum`). `colocated_best` lays its many lines out this way;
+`load_bisection` holds its gaps this way from `NODE_MAJOR_ENTRIES` up.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from disagg_decider.calc.queues.array_helpers import (
+    broadcast,
+    broadcast_flat,
+    broadcast_shape,
+    clip,
+    node_major_sum,
+)
+from disagg_decider.calc.queues.normal_quantiles import (
+    Z_NODES,
+    Z_STEP,
+    Z_WEIGHTS,
+    _normal_sf_of,
+)
+
+# `Z_WEIGHTS` on the first axis, to weigh node planes.
+Z_WEIGHTS_COLUMN = Z_WEIGHTS[:, None]
+Z_WEIGHTS_COLUMN.setflags(write=False)
+
+
+def planes_of(nodes: np.ndarray) -> np.ndarray | None:
+    """The node planes of `nodes` (nodes on its last axis) where its memory holds them so:
+    `np.moveaxis(nodes, -1, 0)` when that is C-contiguous and `nodes` itself is not (an
+    array laid out either way reads as rows: the row forms are the reference)."""
+    if type(nodes) is not np.ndarray or nodes.ndim < 2 or nodes.flags.c_contiguous:
+        return None
+    planes = np.moveaxis(nodes, -1, 0)
+    return planes if planes.flags.c_contiguous else None
+
+
+@np.errstate(divide="ignore", invalid="ignore")  # as `normal_quantiles.exceed_probability`
+def exceed_probability(planes: np.ndarray, target_ms) -> np.ndarray:
+    """`normal_quantiles.exceed_probability` of the nodes these planes hold (planes (K,
+    *shape), the targets broadcasting to `shape`): the same bits, as `NodeGrid.exceed`
+    reads them (the node count, the bracketing nodes, the interpolated z)."""
+    k, shape = planes.shape[0], planes.shape[1:]
+    flat = planes.reshape(k, -1)
+    m = flat.shape[1]
+    t = broadcast_flat(np.asarray(target_ms, dtype=float), shape)
+    below = np.less_equal(flat, t)
+    count = np.add.reduce(below.view(np.uint8), axis=0)  # exact: k < 256
+    hi = clip(count, 1, k - 1)
+    lo = hi - 1
+    at = np.multiply(lo, m, dtype=np.intp) + np.arange(m)
+    s0, s1 = flat.take(at), flat.take(at + m)
+    frac = np.where(s1 > s0, (t - s0) / (s1 - s0), 1.0)
+    z = Z_NODES.take(lo) + clip(frac, 0.0, 1.0) * Z_STEP.take(lo)
+    z = np.where(t < flat[0], -np.inf, np.where(t >= flat[k - 1], np.inf, z))
+    return _normal_sf_of(z).reshape(shape)
+
+
+def sum_exceed_probability(c_wait, theta, planes, target_ms, over_ms) -> np.ndarray:
+    """`queueing.sum_exceed_probability(c_wait, theta, nodes, target_ms, over_ms)` of the
+    nodes these planes hold: the same bits."""
+    t = np.asarray(target_ms, dtype=float)
+    gap = np.subtract(t, planes)
+    np.maximum(gap, 0.0, out=gap)
+    neg_theta = -np.asarray(theta, dtype=float)
+    if broadcast_shape(neg_theta.shape, gap.shape) == gap.shape:
+        exponent = np.multiply(neg_theta, gap, out=gap)
+    else:
+        exponent = neg_theta * gap
+    np.exp(exponent, out=exponent)
+    np.multiply(exponent, _weights_for(exponent.ndim), out=exponent)
+    tail_wait = node_major_sum(exponent)
+    return (1.0 - c_wait) * over_ms + c_wait * tail_wait
+
+
+def sum_exceed_where(c_wait, theta, planes, target_ms, over_ms, where) -> np.ndarray:
+    """`queueing.sum_exceed_where` of the nodes these planes hold: the same bits at the
+    entries `where` holds (a boolean array of the broadcast shape), 0 at the others."""
+    shape = where.shape
+    out = np.zeros(shape)
+    at = where.reshape(-1).nonzero()[0]
+    if at.size == 0:
+        return out
+    k = planes.shape[0]
+    kept = broadcast(planes, (k, *shape)).reshape(k, -1).take(at, axis=1)
+    c_wait, theta = broadcast_flat(c_wait, shape).take(at), broadcast_flat(theta, shape).take(at)
+    target_ms = broadcast_flat(target_ms, shape).take(at)
+    over_ms = broadcast_flat(over_ms, shape).take(at)
+    out.reshape(-1)[at] = sum_exceed_probability(c_wait, theta, kept, target_ms, over_ms)
+    return out
+
+
+def _weights_for(ndim: int) -> np.ndarray:
+    """`Z_WEIGHTS` on the first of `ndim` axes."""
+    return Z_WEIGHTS_COLUMN if ndim == 2 else Z_WEIGHTS.reshape(-1, *(1,) * (ndim - 1))
