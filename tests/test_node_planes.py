@@ -187,3 +187,63 @@ def test_best_points_on_node_major_lines_is_the_rows(mix, monkeypatch):
     monkeypatch.setattr(colocated_best, "_nodes_on_lines", laid_out)
     decide_many(mix)
     assert seen["calls"] > 4 and seen["node_major"] > 2, seen
+
+
+def test_tail_wait_bound_bounds_the_tail_sum():
+    rng = np.random.default_rng(6)
+    shape = (3000,)
+    nodes = np.sort(_nodes(rng, shape), axis=-1)
+    planes = np.ascontiguousarray(np.moveaxis(nodes, -1, 0))
+    target = nodes[:, 0] + (nodes[:, -1] - nodes[:, 0]) * rng.uniform(-0.2, 1.3, shape)
+    theta = np.where(rng.random(shape) < 0.1, 0.0, rng.uniform(0.0, 0.2, shape))
+    bracket = node_planes.exceed_and_bracket(planes, target)
+    assert _bits(bracket.over) == _bits(queueing.exceed_probability(nodes, target))
+    # The tail sum alone: C = 1, P(S' > T) = 0.
+    tail = queueing.sum_exceed_probability(1.0, theta, nodes, target, 0.0)
+    bound = node_planes.tail_wait_bound(theta, target, bracket, shape)
+    assert (tail <= bound * queueing.TAIL_WAIT_MAX).all()
+    assert (bound < 0.5).mean() > 0.3  # it says much more than 1 on many rows
+    assert (bound[bracket.count == 0] == 1.0).all() and (bound[theta == 0.0] == 1.0).all()
+
+
+def _ratios_against_exhaustive(mix, monkeypatch) -> dict:
+    """Every node-major `_ttft_ratio` of a batch against the exhaustive one (the nodes
+    summed at every point): the same headroom; counts of points and of points left out."""
+    from disagg_decider.calc.replicas import colocated
+
+    bounded = colocated._ttft_ratio
+    limit = colocated.BOUND_MIN_POINTS
+    seen = {"calls": 0, "points": 0, "skipped": 0}
+
+    def both(at, q, tail, others):
+        got = bounded(at, q, tail, others)
+        if node_planes.planes_of(q.nodes) is None:
+            return got
+        monkeypatch.setattr(colocated, "BOUND_MIN_POINTS", 10**12)
+        want = bounded(at, q, tail, others)
+        monkeypatch.setattr(colocated, "BOUND_MIN_POINTS", limit)
+        np.testing.assert_array_equal(1.0 - np.maximum(got, others), 1.0 - np.maximum(want, others))
+        seen["calls"] += 1
+        seen["points"] += np.size(got)
+        seen["skipped"] += int(np.count_nonzero(np.isneginf(got) & ~np.isneginf(want)))
+        return got
+
+    monkeypatch.setattr(colocated, "_ttft_ratio", both)
+    decide_many(mix)
+    return seen
+
+
+def test_node_major_bound_gives_the_exhaustive_headroom(mix, monkeypatch):
+    seen = _ratios_against_exhaustive(mix, monkeypatch)
+    assert seen["calls"] > 4, seen
+    # The bound by the nodes at or below the target leaves most points out (the tail's sum
+    # taken as at most 1 left ~60% of a batch's points out; this ~90%).
+    assert seen["skipped"] > 0.75 * seen["points"], seen
+
+
+def test_a_wrong_node_major_bound_would_be_caught(mix, monkeypatch):
+    """The check above can fail: a bound that is not one (the nodes above the target
+    weighed as nothing) changes some headroom."""
+    monkeypatch.setattr(node_planes, "_WEIGHT_ABOVE", np.zeros_like(node_planes._WEIGHT_ABOVE))
+    with pytest.raises(AssertionError, match="not equal"):
+        _ratios_against_exhaustive(mix, monkeypatch)

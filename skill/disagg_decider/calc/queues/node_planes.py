@@ -12,6 +12,8 @@ numpy adds a row (`node_major_sum`). `colocated_best` lays its many lines out th
 
 from __future__ import annotations
 
+from typing import NamedTuple
+
 import numpy as np
 
 from disagg_decider.calc.queues.array_helpers import (
@@ -48,6 +50,20 @@ def exceed_probability(planes: np.ndarray, target_ms) -> np.ndarray:
     """`normal_quantiles.exceed_probability` of the nodes these planes hold (planes (K,
     *shape), the targets broadcasting to `shape`): the same bits, as `NodeGrid.exceed`
     reads them (the node count, the bracketing nodes, the interpolated z)."""
+    return exceed_and_bracket(planes, target_ms).over
+
+
+class Bracket(NamedTuple):
+    """P(S' > T) with what its reading found on the way, flat (one entry per row)."""
+
+    over: np.ndarray  # P(S' > T), in the planes' shape
+    count: np.ndarray  # nodes <= T
+    top: np.ndarray  # on ascending rows with count > 0, the largest node <= T
+
+
+@np.errstate(divide="ignore", invalid="ignore")
+def exceed_and_bracket(planes: np.ndarray, target_ms) -> Bracket:
+    """`exceed_probability`, with the node count and the largest node at or below T."""
     k, shape = planes.shape[0], planes.shape[1:]
     flat = planes.reshape(k, -1)
     m = flat.shape[1]
@@ -61,7 +77,34 @@ def exceed_probability(planes: np.ndarray, target_ms) -> np.ndarray:
     frac = np.where(s1 > s0, (t - s0) / (s1 - s0), 1.0)
     z = Z_NODES.take(lo) + clip(frac, 0.0, 1.0) * Z_STEP.take(lo)
     z = np.where(t < flat[0], -np.inf, np.where(t >= flat[k - 1], np.inf, z))
-    return _normal_sf_of(z).reshape(shape)
+    over = _normal_sf_of(z).reshape(shape)
+    return Bracket(over=over, count=count, top=np.where(count >= k, s1, s0))
+
+
+# sum(Z_WEIGHTS[c:]) for c = 0 .. K: the weight of the nodes above a target with c nodes at or
+# below it (on ascending rows); 0 past the last node.
+_WEIGHT_ABOVE = np.append(np.cumsum(Z_WEIGHTS[::-1])[::-1], 0.0)
+_WEIGHT_ABOVE.setflags(write=False)
+
+
+@np.errstate(over="ignore", invalid="ignore")
+def tail_wait_bound(theta, target_ms, bracket: Bracket, shape: tuple[int, ...]) -> np.ndarray:
+    """A bound of the wait's tail sum sum_k w_k exp(-theta (T - S'_k)+) (`sum_exceed_probability`)
+    without the nodes' exponentials, for rows whose nodes ascend (the caller's to know), up to
+    the rounding `queueing.TAIL_WAIT_MAX` allows for.
+
+    The nodes above T add their weights whole (exp(0) = 1); those at or below it each add at
+    most exp(-theta (T - top)), top the largest of them (its gap is the smallest): the tail
+    is at most W + (1 - W) exp(-theta (T - top)), W the weights above. 1 where that does not
+    hold or does not say more (no node at or below T, theta not >= 0, nan).
+    """
+    theta = broadcast_flat(np.asarray(theta, dtype=float), shape)
+    t = broadcast_flat(np.asarray(target_ms, dtype=float), shape)
+    above = _WEIGHT_ABOVE.take(bracket.count)
+    near = np.exp(np.multiply(np.negative(theta), t - bracket.top))
+    inner = above + (1.0 - above) * near
+    usable = (bracket.count > 0) & (theta >= 0.0) & (inner <= 1.0)
+    return np.where(usable, inner, 1.0).reshape(shape)
 
 
 def sum_exceed_probability(c_wait, theta, planes, target_ms, over_ms) -> np.ndarray:

@@ -104,6 +104,13 @@ class Lines:
         return self.lengths.uncached_second_moment / (u_mean * u_mean) - 1.0
 
     @cached_property
+    def nodes_ascend(self) -> bool:
+        """Whether every line's uncached nodes ascend (then so does S' = t (1 + u / room) at
+        any room >= 1 and t >= 0: `_ttft_ratio`'s tighter bound needs it)."""
+        u = np.moveaxis(self.uncached_nodes, -1, 0)
+        return bool((u[1:] >= u[:-1]).all())
+
+    @cached_property
     def window_tokens(self) -> np.ndarray:
         """`chunk_runs.tail_window_tokens` of these lines: batch-independent."""
         return chunk_runs.tail_window_tokens(
@@ -296,14 +303,19 @@ def _ttft_ratio(at: Lines, q: PromptQueue, tail, others: np.ndarray) -> np.ndarr
     planes = node_planes.planes_of(q.nodes)  # S' node-major: the same values, read so
     if planes is None and others.size < BOUND_MIN_POINTS:
         return _ratio(queueing.sum_exceed_probability(c_wait, theta, q.nodes, at.ttft_ms))
+    tail_max = queueing.TAIL_WAIT_MAX
     if planes is None:
         over = queueing.exceed_probability(q.nodes, at.ttft_ms)
     else:
-        over = node_planes.exceed_probability(planes, at.ttft_ms)
+        bracket = node_planes.exceed_and_bracket(planes, at.ttft_ms)
+        over = bracket.over
         if others.size < BOUND_MIN_POINTS:
             miss = node_planes.sum_exceed_probability(c_wait, theta, planes, at.ttft_ms, over)
             return _ratio(miss)
-    bound = _ratio((1.0 - c_wait) * over + c_wait * queueing.TAIL_WAIT_MAX)
+        if at.nodes_ascend and q.t_full.min() >= 0.0:  # S' ascends on every row
+            bound = node_planes.tail_wait_bound(theta, at.ttft_ms, bracket, over.shape)
+            tail_max = bound * queueing.TAIL_WAIT_MAX
+    bound = _ratio((1.0 - c_wait) * over + c_wait * tail_max)
     # Of the shape every ratio broadcasts to (`others`, `over` and the wait's).
     may_bind = np.logical_not(others > bound + RATIO_MARGIN)
     if planes is not None:
