@@ -196,14 +196,31 @@ def test_tail_wait_bound_bounds_the_tail_sum():
     planes = np.ascontiguousarray(np.moveaxis(nodes, -1, 0))
     target = nodes[:, 0] + (nodes[:, -1] - nodes[:, 0]) * rng.uniform(-0.2, 1.3, shape)
     theta = np.where(rng.random(shape) < 0.1, 0.0, rng.uniform(0.0, 0.2, shape))
-    bracket = node_planes.exceed_and_bracket(planes, target)
-    assert _bits(bracket.over) == _bits(queueing.exceed_probability(nodes, target))
+    found = node_planes.bracket(planes, target)
+    assert np.array_equal(found.count, (nodes <= target[:, None]).sum(axis=-1))
     # The tail sum alone: C = 1, P(S' > T) = 0.
     tail = queueing.sum_exceed_probability(1.0, theta, nodes, target, 0.0)
-    bound = node_planes.tail_wait_bound(theta, target, bracket, shape)
+    bound = node_planes.tail_wait_bound(theta, target, found, shape)
     assert (tail <= bound * queueing.TAIL_WAIT_MAX).all()
     assert (bound < 0.5).mean() > 0.3  # it says much more than 1 on many rows
-    assert (bound[bracket.count == 0] == 1.0).all() and (bound[theta == 0.0] == 1.0).all()
+    assert (bound[found.count == 0] == 1.0).all() and (bound[theta == 0.0] == 1.0).all()
+
+
+def test_over_bound_bounds_the_exceedance():
+    rng = np.random.default_rng(7)
+    shape = (20000,)
+    nodes = np.sort(_nodes(rng, shape), axis=-1)
+    # Targets everywhere between and beyond the nodes, on nodes exactly, and just below them.
+    target = nodes[:, 0] + (nodes[:, -1] - nodes[:, 0]) * rng.uniform(-0.2, 1.3, shape)
+    on = nodes[np.arange(shape[0]), rng.integers(0, 25, shape)]
+    target[::3] = on[::3]
+    target[1::3] = np.nextafter(on[1::3], -np.inf)
+    planes = np.ascontiguousarray(np.moveaxis(nodes, -1, 0))
+    over = queueing.exceed_probability(nodes, target)
+    bound = node_planes.over_bound(node_planes.bracket(planes, target), shape)
+    assert (over <= bound).all()
+    assert (bound - over).max() < 0.2  # a node's step of the normal's tail, no more
+    assert (bound[target < nodes[:, 0]] == 1.0).all() and (bound[target >= nodes[:, -1]] == 0).all()
 
 
 def _ratios_against_exhaustive(mix, monkeypatch) -> dict:
@@ -241,9 +258,14 @@ def test_node_major_bound_gives_the_exhaustive_headroom(mix, monkeypatch):
     assert seen["skipped"] > 0.75 * seen["points"], seen
 
 
-def test_a_wrong_node_major_bound_would_be_caught(mix, monkeypatch):
-    """The check above can fail: a bound that is not one (the nodes above the target
-    weighed as nothing) changes some headroom."""
-    monkeypatch.setattr(node_planes, "_WEIGHT_ABOVE", np.zeros_like(node_planes._WEIGHT_ABOVE))
+@pytest.mark.parametrize("wrong", ["over", "tail"])
+def test_a_wrong_node_major_bound_would_be_caught(mix, monkeypatch, wrong):
+    """The check above can fail: a bound that is not one (P(S' > T) taken as 0, or the
+    wait's tail sum as a tenth of what it may be) changes some headroom."""
+    if wrong == "over":
+        monkeypatch.setattr(node_planes, "_OVER_AT_MOST", np.zeros(26))
+    else:
+        real = node_planes.tail_wait_bound
+        monkeypatch.setattr(node_planes, "tail_wait_bound", lambda *a: real(*a) / 10.0)
     with pytest.raises(AssertionError, match="not equal"):
         _ratios_against_exhaustive(mix, monkeypatch)

@@ -50,35 +50,62 @@ def exceed_probability(planes: np.ndarray, target_ms) -> np.ndarray:
     """`normal_quantiles.exceed_probability` of the nodes these planes hold (planes (K,
     *shape), the targets broadcasting to `shape`): the same bits, as `NodeGrid.exceed`
     reads them (the node count, the bracketing nodes, the interpolated z)."""
-    return exceed_and_bracket(planes, target_ms).over
-
-
-class Bracket(NamedTuple):
-    """P(S' > T) with what its reading found on the way, flat (one entry per row)."""
-
-    over: np.ndarray  # P(S' > T), in the planes' shape
-    count: np.ndarray  # nodes <= T
-    top: np.ndarray  # on ascending rows with count > 0, the largest node <= T
-
-
-@np.errstate(divide="ignore", invalid="ignore")
-def exceed_and_bracket(planes: np.ndarray, target_ms) -> Bracket:
-    """`exceed_probability`, with the node count and the largest node at or below T."""
     k, shape = planes.shape[0], planes.shape[1:]
     flat = planes.reshape(k, -1)
     m = flat.shape[1]
     t = broadcast_flat(np.asarray(target_ms, dtype=float), shape)
-    below = np.less_equal(flat, t)
-    count = np.add.reduce(below.view(np.uint8), axis=0)  # exact: k < 256
-    hi = clip(count, 1, k - 1)
+    hi = clip(_count_at_most(flat, t), 1, k - 1)
     lo = hi - 1
     at = np.multiply(lo, m, dtype=np.intp) + np.arange(m)
     s0, s1 = flat.take(at), flat.take(at + m)
     frac = np.where(s1 > s0, (t - s0) / (s1 - s0), 1.0)
     z = Z_NODES.take(lo) + clip(frac, 0.0, 1.0) * Z_STEP.take(lo)
     z = np.where(t < flat[0], -np.inf, np.where(t >= flat[k - 1], np.inf, z))
-    over = _normal_sf_of(z).reshape(shape)
-    return Bracket(over=over, count=count, top=np.where(count >= k, s1, s0))
+    return _normal_sf_of(z).reshape(shape)
+
+
+def _count_at_most(flat: np.ndarray, t: np.ndarray) -> np.ndarray:
+    """Nodes <= t per row (flat planes (K, M), t (M,)): booleans added as uint8 (exact: K <
+    256), plane by plane; a uint8 view would be summed in the platform's integer, at twice
+    the cost."""
+    return np.add.reduce(np.less_equal(flat, t), axis=0, dtype=np.uint8)
+
+
+class Bracket(NamedTuple):
+    """Where a target falls among each row's nodes, flat (one entry per row): enough to bound
+    P(W + S' > T) from above without the interpolation (`over_bound`, `tail_wait_bound`)."""
+
+    count: np.ndarray  # nodes <= T
+    top: np.ndarray  # on ascending rows with count > 0, the largest node <= T
+
+
+def bracket(planes: np.ndarray, target_ms) -> Bracket:
+    """The node count at or below the targets, and the last node counted."""
+    k, shape = planes.shape[0], planes.shape[1:]
+    flat = planes.reshape(k, -1)
+    m = flat.shape[1]
+    count = _count_at_most(flat, broadcast_flat(np.asarray(target_ms, dtype=float), shape))
+    last = np.maximum(count, 1) - 1  # uint8, 0 where none is counted
+    return Bracket(count=count, top=flat.take(np.multiply(last, m, dtype=np.intp) + np.arange(m)))
+
+
+# Absolute room on P(S' > T) read at a node: `normal_sf` is Abramowitz & Stegun 7.1.26, within
+# 7.5e-8 of the normal's tail (half erf's 1.5e-7), so between two nodes it may rise above its
+# value at the lower one by at most twice that, and rounding by ulps.
+_SF_ROOM = 1e-6
+# P(S' > T) at most, by the node count c on ascending rows: 1 below the first node, 0 at or
+# past the last, else its value at the node below T (z at least Z_NODES[c - 1]) and the room.
+_OVER_AT_MOST = np.concatenate(
+    ([1.0], np.minimum(_normal_sf_of(Z_NODES[:-1]) + _SF_ROOM, 1.0), [0.0])
+)
+_OVER_AT_MOST.setflags(write=False)
+
+
+def over_bound(found: Bracket, shape: tuple[int, ...]) -> np.ndarray:
+    """`exceed_probability`'s value at most, from the node count alone, for rows whose nodes
+    ascend and finite targets (the caller's to know): there the count places T between the
+    nodes the interpolation reads (below the first, at or past the last, or inside)."""
+    return _OVER_AT_MOST.take(found.count).reshape(shape)
 
 
 # sum(Z_WEIGHTS[c:]) for c = 0 .. K: the weight of the nodes above a target with c nodes at or
@@ -88,7 +115,7 @@ _WEIGHT_ABOVE.setflags(write=False)
 
 
 @np.errstate(over="ignore", invalid="ignore")
-def tail_wait_bound(theta, target_ms, bracket: Bracket, shape: tuple[int, ...]) -> np.ndarray:
+def tail_wait_bound(theta, target_ms, found: Bracket, shape: tuple[int, ...]) -> np.ndarray:
     """A bound of the wait's tail sum sum_k w_k exp(-theta (T - S'_k)+) (`sum_exceed_probability`)
     without the nodes' exponentials, for rows whose nodes ascend (the caller's to know), up to
     the rounding `queueing.TAIL_WAIT_MAX` allows for.
@@ -100,10 +127,10 @@ def tail_wait_bound(theta, target_ms, bracket: Bracket, shape: tuple[int, ...]) 
     """
     theta = broadcast_flat(np.asarray(theta, dtype=float), shape)
     t = broadcast_flat(np.asarray(target_ms, dtype=float), shape)
-    above = _WEIGHT_ABOVE.take(bracket.count)
-    near = np.exp(np.multiply(np.negative(theta), t - bracket.top))
+    above = _WEIGHT_ABOVE.take(found.count)
+    near = np.exp(np.multiply(np.negative(theta), t - found.top))
     inner = above + (1.0 - above) * near
-    usable = (bracket.count > 0) & (theta >= 0.0) & (inner <= 1.0)
+    usable = (found.count > 0) & (theta >= 0.0) & (inner <= 1.0)
     return np.where(usable, inner, 1.0).reshape(shape)
 
 
@@ -126,7 +153,8 @@ def sum_exceed_probability(c_wait, theta, planes, target_ms, over_ms) -> np.ndar
 
 def sum_exceed_where(c_wait, theta, planes, target_ms, over_ms, where) -> np.ndarray:
     """`queueing.sum_exceed_where` of the nodes these planes hold: the same bits at the
-    entries `where` holds (a boolean array of the broadcast shape), 0 at the others."""
+    entries `where` holds (a boolean array of the broadcast shape), 0 at the others.
+    `over_ms` None reads P(S' > T) at those entries only (each entry's own bits)."""
     shape = where.shape
     out = np.zeros(shape)
     at = where.reshape(-1).nonzero()[0]
@@ -136,7 +164,10 @@ def sum_exceed_where(c_wait, theta, planes, target_ms, over_ms, where) -> np.nda
     kept = broadcast(planes, (k, *shape)).reshape(k, -1).take(at, axis=1)
     c_wait, theta = broadcast_flat(c_wait, shape).take(at), broadcast_flat(theta, shape).take(at)
     target_ms = broadcast_flat(target_ms, shape).take(at)
-    over_ms = broadcast_flat(over_ms, shape).take(at)
+    if over_ms is None:
+        over_ms = exceed_probability(kept, target_ms)
+    else:
+        over_ms = broadcast_flat(over_ms, shape).take(at)
     out.reshape(-1)[at] = sum_exceed_probability(c_wait, theta, kept, target_ms, over_ms)
     return out
 

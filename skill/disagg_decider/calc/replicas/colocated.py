@@ -104,11 +104,12 @@ class Lines:
         return self.lengths.uncached_second_moment / (u_mean * u_mean) - 1.0
 
     @cached_property
-    def nodes_ascend(self) -> bool:
+    def bounded_nodes(self) -> bool:
         """Whether every line's uncached nodes ascend (then so does S' = t (1 + u / room) at
-        any room >= 1 and t >= 0: `_ttft_ratio`'s tighter bound needs it)."""
+        any room >= 1 and t >= 0) and its TTFT target is finite: what `_ttft_ratio`'s bounds
+        by the node count need."""
         u = np.moveaxis(self.uncached_nodes, -1, 0)
-        return bool((u[1:] >= u[:-1]).all())
+        return bool((u[1:] >= u[:-1]).all() and np.isfinite(self.ttft_ms).all())
 
     @cached_property
     def window_tokens(self) -> np.ndarray:
@@ -303,22 +304,26 @@ def _ttft_ratio(at: Lines, q: PromptQueue, tail, others: np.ndarray) -> np.ndarr
     planes = node_planes.planes_of(q.nodes)  # S' node-major: the same values, read so
     if planes is None and others.size < BOUND_MIN_POINTS:
         return _ratio(queueing.sum_exceed_probability(c_wait, theta, q.nodes, at.ttft_ms))
-    tail_max = queueing.TAIL_WAIT_MAX
+    tail_max, exact = queueing.TAIL_WAIT_MAX, True
     if planes is None:
         over = queueing.exceed_probability(q.nodes, at.ttft_ms)
+    elif others.size < BOUND_MIN_POINTS:
+        over = node_planes.exceed_probability(planes, at.ttft_ms)
+        return _ratio(node_planes.sum_exceed_probability(c_wait, theta, planes, at.ttft_ms, over))
+    elif at.bounded_nodes and q.t_full.min() >= 0.0:  # S' ascends on every row
+        # Bounds from where T falls among the nodes: P(S' > T) read exactly only where the
+        # TTFT may bind (`sum_exceed_where`).
+        found, points = node_planes.bracket(planes, at.ttft_ms), planes.shape[1:]
+        over = node_planes.over_bound(found, points)
+        tail_bound = node_planes.tail_wait_bound(theta, at.ttft_ms, found, points)
+        tail_max, exact = tail_bound * queueing.TAIL_WAIT_MAX, False
     else:
-        bracket = node_planes.exceed_and_bracket(planes, at.ttft_ms)
-        over = bracket.over
-        if others.size < BOUND_MIN_POINTS:
-            miss = node_planes.sum_exceed_probability(c_wait, theta, planes, at.ttft_ms, over)
-            return _ratio(miss)
-        if at.nodes_ascend and q.t_full.min() >= 0.0:  # S' ascends on every row
-            bound = node_planes.tail_wait_bound(theta, at.ttft_ms, bracket, over.shape)
-            tail_max = bound * queueing.TAIL_WAIT_MAX
+        over = node_planes.exceed_probability(planes, at.ttft_ms)
     bound = _ratio((1.0 - c_wait) * over + c_wait * tail_max)
     # Of the shape every ratio broadcasts to (`others`, `over` and the wait's).
     may_bind = np.logical_not(others > bound + RATIO_MARGIN)
     if planes is not None:
+        over = over if exact else None
         miss = node_planes.sum_exceed_where(c_wait, theta, planes, at.ttft_ms, over, may_bind)
     elif may_bind.all():
         miss = queueing.sum_exceed_probability(c_wait, theta, q.nodes, at.ttft_ms, over)
