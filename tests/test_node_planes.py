@@ -269,3 +269,29 @@ def test_a_wrong_node_major_bound_would_be_caught(mix, monkeypatch, wrong):
         monkeypatch.setattr(node_planes, "tail_wait_bound", lambda *a: real(*a) / 10.0)
     with pytest.raises(AssertionError, match="not equal"):
         _ratios_against_exhaustive(mix, monkeypatch)
+
+
+@pytest.mark.parametrize("largest", [8, 64, 200])
+def test_pooled_wait_is_wait_tail(largest):
+    """`queueing.PooledWait` (the Erlang rows and the variability's terms kept for a
+    search's lines) gives `wait_tail`'s bits at every load, saturated ones included; pools
+    beyond the table go to `erlang_c_at` as before."""
+    rng = np.random.default_rng(largest)
+    n = 500
+    servers = rng.integers(1, largest + 1, n).astype(float)
+    scv = rng.uniform(0.0, 3.0, n)
+    pooled = queueing.PooledWait(servers, scv)
+    assert pooled.erlang.whole == (largest <= 64)
+    for _ in range(3):
+        mean = rng.uniform(5.0, 200.0, n)
+        rate = rng.uniform(0.0, 1.2, n) * servers / mean
+        rate[::17] = 0.0
+        want = queueing.wait_tail(rate, servers, mean, scv)
+        got = pooled.tail(rate, mean)
+        assert [_bits(a) for a in got] == [_bits(a) for a in want]
+    # One pool size for every line, and no line at all.
+    one = queueing.PooledWait(4.0, 0.5)
+    want = queueing.wait_tail(rate, 4.0, mean, 0.5)
+    assert [_bits(a) for a in one.tail(rate, mean)] == [_bits(a) for a in want]
+    empty = queueing.PooledWait(np.zeros(0), np.zeros(0))
+    assert [a.shape for a in empty.tail(np.zeros(0), np.zeros(0))] == [(0,), (0,)]

@@ -151,12 +151,16 @@ def sum_exceed_probability(c_wait, theta, planes, target_ms, over_ms) -> np.ndar
     return (1.0 - c_wait) * over_ms + c_wait * tail_wait
 
 
-def sum_exceed_where(c_wait, theta, planes, target_ms, over_ms, where) -> np.ndarray:
+def sum_exceed_where(
+    c_wait, theta, planes, target_ms, over_ms, where, fill=0.0, then=None
+) -> np.ndarray:
     """`queueing.sum_exceed_where` of the nodes these planes hold: the same bits at the
-    entries `where` holds (a boolean array of the broadcast shape), 0 at the others.
-    `over_ms` None reads P(S' > T) at those entries only (each entry's own bits)."""
+    entries `where` holds (a boolean array of the broadcast shape), `fill` at the others.
+    `over_ms` None reads P(S' > T) at those entries only (each entry's own bits).
+    `then`, applied to the values at those entries, is applied to them alone (a function of
+    each value on its own: the same bits as applying it to the whole array there)."""
     shape = where.shape
-    out = np.zeros(shape)
+    out = np.full(shape, fill)
     at = where.reshape(-1).nonzero()[0]
     if at.size == 0:
         return out
@@ -168,7 +172,8 @@ def sum_exceed_where(c_wait, theta, planes, target_ms, over_ms, where) -> np.nda
         over_ms = exceed_probability(kept, target_ms)
     else:
         over_ms = broadcast_flat(over_ms, shape).take(at)
-    out.reshape(-1)[at] = sum_exceed_probability(c_wait, theta, kept, target_ms, over_ms)
+    miss = sum_exceed_probability(c_wait, theta, kept, target_ms, over_ms)
+    out.reshape(-1)[at] = miss if then is None else then(miss)
     return out
 
 

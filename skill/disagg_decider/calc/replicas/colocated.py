@@ -104,6 +104,12 @@ class Lines:
         return self.lengths.uncached_second_moment / (u_mean * u_mean) - 1.0
 
     @cached_property
+    def pooled_wait(self) -> queueing.PooledWait:
+        """The prompt queue's wait (`queueing.wait_tail`) on these lines' pools at any batch:
+        their servers and the prompt's scv are the lines'."""
+        return queueing.PooledWait(self.servers, self.prompt_scv)
+
+    @cached_property
     def bounded_nodes(self) -> bool:
         """Whether every line's uncached nodes ascend (then so does S' = t (1 + u / room) at
         any room >= 1 and t >= 0) and its TTFT target is finite: what `_ttft_ratio`'s bounds
@@ -221,7 +227,7 @@ def evaluate(at: Lines, batch, t_empty=None, with_ttft=False, with_headroom=True
     window = at.window_tokens
     draws = np.maximum(window / run_length, 1.0)
     # The pooled wait's tail, read by the backlog (its mean) and the headroom (its miss).
-    tail = queueing.wait_tail(q.pool_rate, at.servers, q.mean_s, q.scv)
+    tail = at.pooled_wait.tail(q.pool_rate, q.mean_s)  # `queueing.wait_tail`'s bits
     behind = chunk_runs.backlog_share(q, at.servers, window, at.class_spread, tail)
     spread = chunk_runs.share_spread_p99(np.minimum(carrying + behind, 1.0), draws, at.class_spread)
     t_empty99, t_full99 = _steps_at_p99(at, b, b99, room99, (empty[2], full[2]))
@@ -322,10 +328,12 @@ def _ttft_ratio(at: Lines, q: PromptQueue, tail, others: np.ndarray) -> np.ndarr
     bound = _ratio((1.0 - c_wait) * over + c_wait * tail_max)
     # Of the shape every ratio broadcasts to (`others`, `over` and the wait's).
     may_bind = np.logical_not(others > bound + RATIO_MARGIN)
-    if planes is not None:
+    if planes is not None:  # the ratio of the entries left out, -inf, is `_ratio(0.0)`'s
         over = over if exact else None
-        miss = node_planes.sum_exceed_where(c_wait, theta, planes, at.ttft_ms, over, may_bind)
-    elif may_bind.all():
+        return node_planes.sum_exceed_where(
+            c_wait, theta, planes, at.ttft_ms, over, may_bind, fill=-np.inf, then=_ratio
+        )
+    if may_bind.all():
         miss = queueing.sum_exceed_probability(c_wait, theta, q.nodes, at.ttft_ms, over)
     else:
         miss = queueing.sum_exceed_where(c_wait, theta, q.nodes, at.ttft_ms, over, may_bind)
