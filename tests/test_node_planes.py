@@ -182,9 +182,9 @@ def test_best_points_on_node_major_lines_is_the_rows(mix, monkeypatch):
         return nodes
 
     limit = colocated_best.NODE_MAJOR_LINES
-    lay_out = colocated_best._nodes_on_lines
+    lay_out = colocated_best._node_major_lines
     monkeypatch.setattr(colocated_best, "best_points", both)
-    monkeypatch.setattr(colocated_best, "_nodes_on_lines", laid_out)
+    monkeypatch.setattr(colocated_best, "_node_major_lines", laid_out)
     decide_many(mix)
     assert seen["calls"] > 4 and seen["node_major"] > 2, seen
 

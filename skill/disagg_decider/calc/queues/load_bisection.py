@@ -39,10 +39,11 @@ from disagg_decider.calc.queues.normal_quantiles import (
 )
 
 RHO_MAX = 0.95  # never plan a server hotter than this
-# From this many entries a load test holds its node gaps node-major (`_LoadTest`): below, the
-# few more calls of `node_major_sum` cost more than numpy's sum along rows (measured: even at
-# ~200 entries, 2-3x faster from ~1,000).
-NODE_MAJOR_ENTRIES = 512
+# From this many entries a load test holds its node gaps node-major (`_LoadTest`): its tail
+# sums then run 2-3x faster than numpy's along rows (measured from ~1,000 entries; even at
+# ~200); below, `node_major_sum`'s few more calls cost more, and one decision's tests (up
+# to ~850 entries on the examples) keep their calls.
+NODE_MAJOR_ENTRIES = 1024
 BISECTIONS = 16  # load and time bisection steps: 2^-16 of the bracket
 
 

@@ -181,9 +181,14 @@ def weighted_exp_sum(exponent: np.ndarray) -> np.ndarray:
     the same bits; without the two temporaries, which for a batch of workloads are megabytes.
     An exponent laid out node-major (`node_planes`) is summed as its rows would be.
     """
-    if not exponent.flags.c_contiguous:
+    if (  # node-major (`node_planes.planes_of`): the last axis' stride spans the rest
+        not exponent.flags.c_contiguous
+        and exponent.ndim > 1
+        and exponent.shape[-1:] == Z_WEIGHTS.shape
+        and exponent.strides[-1] == exponent.itemsize * (exponent.size // exponent.shape[-1])
+    ):
         planes = np.moveaxis(exponent, -1, 0)
-        if planes.flags.c_contiguous and exponent.shape[-1:] == Z_WEIGHTS.shape:
+        if planes.flags.c_contiguous:
             terms = np.exp(planes)
             np.multiply(terms, Z_WEIGHTS.reshape(-1, *(1,) * (terms.ndim - 1)), out=terms)
             return node_major_sum(terms)

@@ -104,12 +104,6 @@ class Lines:
         return self.lengths.uncached_second_moment / (u_mean * u_mean) - 1.0
 
     @cached_property
-    def pooled_wait(self) -> queueing.PooledWait:
-        """The prompt queue's wait (`queueing.wait_tail`) on these lines' pools at any batch:
-        their servers and the prompt's scv are the lines'."""
-        return queueing.PooledWait(self.servers, self.prompt_scv)
-
-    @cached_property
     def bounded_nodes(self) -> bool:
         """Whether every line's uncached nodes ascend (then so does S' = t (1 + u / room) at
         any room >= 1 and t >= 0) and its TTFT target is finite: what `_ttft_ratio`'s bounds
@@ -183,7 +177,9 @@ def lines(
     )
 
 
-def evaluate(at: Lines, batch, t_empty=None, with_ttft=False, with_headroom=True) -> ColocatedGrid:
+def evaluate(
+    at: Lines, batch, t_empty=None, with_ttft=False, with_headroom=True, wait=None
+) -> ColocatedGrid:
     """Colocated replicas on the given lines at `batch` decode sequences (broadcasts).
 
     `t_empty`, the pure decode step at `batch`, may be passed in by a caller that has it. The
@@ -192,7 +188,8 @@ def evaluate(at: Lines, batch, t_empty=None, with_ttft=False, with_headroom=True
     probability, over every quantile node, is most of the cost, and only the headroom reads
     it: without `with_headroom` (loads placed on a grid, `colocated_load`, which reads rates,
     TPOTs and idle values) neither is computed and `headroom` is None. The other fields are
-    the same either way.
+    the same either way. `wait`, `pooled_wait(at)`, may be passed in by a caller that
+    evaluates the lines at several batches (`colocated_best`'s searches on many lines).
     """
     b, c, lengths = batch, at.chunk, at.lengths
     # The batch a request decodes with is not the mean batch: over its lifetime the sequences
@@ -227,7 +224,10 @@ def evaluate(at: Lines, batch, t_empty=None, with_ttft=False, with_headroom=True
     window = at.window_tokens
     draws = np.maximum(window / run_length, 1.0)
     # The pooled wait's tail, read by the backlog (its mean) and the headroom (its miss).
-    tail = at.pooled_wait.tail(q.pool_rate, q.mean_s)  # `queueing.wait_tail`'s bits
+    if wait is None:
+        tail = queueing.wait_tail(q.pool_rate, at.servers, q.mean_s, q.scv)
+    else:
+        tail = wait.tail(q.pool_rate, q.mean_s)  # `queueing.wait_tail`'s bits
     behind = chunk_runs.backlog_share(q, at.servers, window, at.class_spread, tail)
     spread = chunk_runs.share_spread_p99(np.minimum(carrying + behind, 1.0), draws, at.class_spread)
     t_empty99, t_full99 = _steps_at_p99(at, b, b99, room99, (empty[2], full[2]))
@@ -248,6 +248,12 @@ def evaluate(at: Lines, batch, t_empty=None, with_ttft=False, with_headroom=True
         idle_ttft_ms=idle_ttft,
         idle_tpot_ms=t_empty,
     )
+
+
+def pooled_wait(at: Lines) -> queueing.PooledWait:
+    """The prompt queue's wait on these lines' pools (`queueing.wait_tail`) at any batch:
+    their servers and the prompt's scv are the lines'."""
+    return queueing.PooledWait(at.servers, at.prompt_scv)
 
 
 def _steps_at_p99(at: Lines, b, b99, room99, own) -> tuple[np.ndarray, np.ndarray]:
@@ -307,7 +313,8 @@ def _ttft_ratio(at: Lines, q: PromptQueue, tail, others: np.ndarray) -> np.ndarr
     bounded without the nodes' exponentials. A `BOUND_MIN_POINTS` above every evaluation sums
     it everywhere (the tests' reference)."""
     c_wait, theta = tail
-    planes = node_planes.planes_of(q.nodes)  # S' node-major: the same values, read so
+    # S' node-major: the same values, read so (rows laid out in C order are not).
+    planes = None if q.nodes.flags.c_contiguous else node_planes.planes_of(q.nodes)
     if planes is None and others.size < BOUND_MIN_POINTS:
         return _ratio(queueing.sum_exceed_probability(c_wait, theta, q.nodes, at.ttft_ms))
     tail_max, exact = queueing.TAIL_WAIT_MAX, True
