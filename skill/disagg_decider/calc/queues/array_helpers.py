@@ -104,6 +104,34 @@ def count_at_most(values: np.ndarray, limits: np.ndarray) -> np.ndarray:
     return mask.view(np.uint8) @ _ones_uint8(k)
 
 
+def node_major_sum(x: np.ndarray) -> np.ndarray:
+    """`np.add.reduce(y, axis=-1)` of y = `np.moveaxis(x, 0, -1)` laid out in rows (C order),
+    the same bits, from `x` with the nodes on its first axis (each node's values contiguous).
+
+    numpy sums a row of 8 to 128 values with eight accumulators (`pairwise_sum`: value j
+    goes to accumulator j mod 8, the accumulators are added as ((0 + 1) + (2 + 3)) + ((4 + 5)
+    + (6 + 7)), then the values past the last multiple of 8 one by one, the whole added to
+    the reduction's initial +0.0). Along a short last
+    axis that is one inner-loop call per row, most of the reduction's cost on thousands of
+    rows; here the same additions run across rows, a handful of calls on whole node planes
+    (2-3x faster on 10,000 x 25). Other lengths go to numpy on a row-major copy.
+    """
+    k = x.shape[0]
+    if not 8 <= k <= 128:
+        return np.add.reduce(np.ascontiguousarray(np.moveaxis(x, 0, -1)), axis=-1)
+    whole = k - k % 8
+    acc = x[0:8] + x[8:16] if whole > 8 else x[0:8].copy()
+    for i in range(16, whole, 8):
+        acc += x[i : i + 8]
+    pairs = acc[0::2] + acc[1::2]  # (0 + 1), (2 + 3), (4 + 5), (6 + 7)
+    out = pairs[0] + pairs[1]
+    out += pairs[2] + pairs[3]
+    for i in range(whole, k):
+        out += x[i]
+    out += 0.0  # the reduction starts from its identity, +0.0: a sum of -0.0s reads +0.0
+    return out
+
+
 @functools.cache
 def _ones_uint8(k: int) -> np.ndarray:
     ones = np.ones(k, dtype=np.uint8)

@@ -124,6 +124,30 @@ def erlang_c_at(c: np.ndarray, a: np.ndarray, load: np.ndarray) -> np.ndarray:
     return np.where(a < c, out, 1.0)
 
 
+class ErlangRows:
+    """`erlang_c_at` for fixed pools `c` at many loads: the table and each pool's row in it
+    found once (a search reads the same lines' pools at every batch it tries). The same
+    operations on the same values as `erlang_c_at`, which pools beyond the table still take."""
+
+    def __init__(self, c: np.ndarray) -> None:
+        self.c = c
+        top = int(c.max()) if c.size else 0
+        self.whole = top <= TABLE_ROWS  # every pool reads the table
+        self.table = erlang_table(max(top, 1)) if self.whole else None
+        self.row_base = c.astype(np.int64) * (RHO_STEPS + 1)
+
+    def at(self, a: np.ndarray, load: np.ndarray) -> np.ndarray:
+        if self.table is None or not a.size:
+            return erlang_c_at(self.c, a, load)
+        x = clip(load, 0.0, 1.0) * RHO_STEPS
+        lo = np.minimum(x.astype(np.int64), RHO_STEPS - 1)
+        frac = x - lo
+        base = self.row_base + lo
+        at_lo = self.table.take(base)
+        out = at_lo + frac * (self.table.take(base + 1) - at_lo)
+        return np.where(a < self.c, out, 1.0)
+
+
 # Gauss-Legendre on [-1, 1] with this many nodes: C to within 1e-11 of `erlang_c_exact` for
 # c = 65 .. 100,000 at every load of the grid (tests/test_erlang_large.py).
 _NODES = 24

@@ -30,7 +30,7 @@ from disagg_decider.calc.physics.passes import (
     with_prefill_context,
 )
 from disagg_decider.calc.physics.step import Engine
-from disagg_decider.calc.queues import queueing
+from disagg_decider.calc.queues import node_planes, queueing
 from disagg_decider.calc.replicas import chunk_runs
 from disagg_decider.calc.replicas.colocated_prompts import PromptQueue, prompt_queue, ttft_p99_of
 from disagg_decider.calc.replicas.decode import (
@@ -104,6 +104,14 @@ class Lines:
         return self.lengths.uncached_second_moment / (u_mean * u_mean) - 1.0
 
     @cached_property
+    def bounded_nodes(self) -> bool:
+        """Whether every line's uncached nodes ascend (then so does S' = t (1 + u / room) at
+        any room >= 1 and t >= 0) and its TTFT target is finite: what `_ttft_ratio`'s bounds
+        by the node count need."""
+        u = np.moveaxis(self.uncached_nodes, -1, 0)
+        return bool((u[1:] >= u[:-1]).all() and np.isfinite(self.ttft_ms).all())
+
+    @cached_property
     def window_tokens(self) -> np.ndarray:
         """`chunk_runs.tail_window_tokens` of these lines: batch-independent."""
         return chunk_runs.tail_window_tokens(
@@ -169,7 +177,9 @@ def lines(
     )
 
 
-def evaluate(at: Lines, batch, t_empty=None, with_ttft=False, with_headroom=True) -> ColocatedGrid:
+def evaluate(
+    at: Lines, batch, t_empty=None, with_ttft=False, with_headroom=True, wait=None
+) -> ColocatedGrid:
     """Colocated replicas on the given lines at `batch` decode sequences (broadcasts).
 
     `t_empty`, the pure decode step at `batch`, may be passed in by a caller that has it. The
@@ -178,7 +188,8 @@ def evaluate(at: Lines, batch, t_empty=None, with_ttft=False, with_headroom=True
     probability, over every quantile node, is most of the cost, and only the headroom reads
     it: without `with_headroom` (loads placed on a grid, `colocated_load`, which reads rates,
     TPOTs and idle values) neither is computed and `headroom` is None. The other fields are
-    the same either way.
+    the same either way. `wait`, `pooled_wait(at)`, may be passed in by a caller that
+    evaluates the lines at several batches (`colocated_best`'s searches on many lines).
     """
     b, c, lengths = batch, at.chunk, at.lengths
     # The batch a request decodes with is not the mean batch: over its lifetime the sequences
@@ -213,7 +224,10 @@ def evaluate(at: Lines, batch, t_empty=None, with_ttft=False, with_headroom=True
     window = at.window_tokens
     draws = np.maximum(window / run_length, 1.0)
     # The pooled wait's tail, read by the backlog (its mean) and the headroom (its miss).
-    tail = queueing.wait_tail(q.pool_rate, at.servers, q.mean_s, q.scv)
+    if wait is None:
+        tail = queueing.wait_tail(q.pool_rate, at.servers, q.mean_s, q.scv)
+    else:
+        tail = wait.tail(q.pool_rate, q.mean_s)  # `queueing.wait_tail`'s bits
     behind = chunk_runs.backlog_share(q, at.servers, window, at.class_spread, tail)
     spread = chunk_runs.share_spread_p99(np.minimum(carrying + behind, 1.0), draws, at.class_spread)
     t_empty99, t_full99 = _steps_at_p99(at, b, b99, room99, (empty[2], full[2]))
@@ -234,6 +248,12 @@ def evaluate(at: Lines, batch, t_empty=None, with_ttft=False, with_headroom=True
         idle_ttft_ms=idle_ttft,
         idle_tpot_ms=t_empty,
     )
+
+
+def pooled_wait(at: Lines) -> queueing.PooledWait:
+    """The prompt queue's wait on these lines' pools (`queueing.wait_tail`) at any batch:
+    their servers and the prompt's scv are the lines'."""
+    return queueing.PooledWait(at.servers, at.prompt_scv)
 
 
 def _steps_at_p99(at: Lines, b, b99, room99, own) -> tuple[np.ndarray, np.ndarray]:
@@ -293,12 +313,33 @@ def _ttft_ratio(at: Lines, q: PromptQueue, tail, others: np.ndarray) -> np.ndarr
     bounded without the nodes' exponentials. A `BOUND_MIN_POINTS` above every evaluation sums
     it everywhere (the tests' reference)."""
     c_wait, theta = tail
-    if others.size < BOUND_MIN_POINTS:
+    # S' node-major: the same values, read so (rows laid out in C order are not).
+    planes = None if q.nodes.flags.c_contiguous else node_planes.planes_of(q.nodes)
+    if planes is None and others.size < BOUND_MIN_POINTS:
         return _ratio(queueing.sum_exceed_probability(c_wait, theta, q.nodes, at.ttft_ms))
-    over = queueing.exceed_probability(q.nodes, at.ttft_ms)
-    bound = _ratio((1.0 - c_wait) * over + c_wait * queueing.TAIL_WAIT_MAX)
+    tail_max, exact = queueing.TAIL_WAIT_MAX, True
+    if planes is None:
+        over = queueing.exceed_probability(q.nodes, at.ttft_ms)
+    elif others.size < BOUND_MIN_POINTS:
+        over = node_planes.exceed_probability(planes, at.ttft_ms)
+        return _ratio(node_planes.sum_exceed_probability(c_wait, theta, planes, at.ttft_ms, over))
+    elif at.bounded_nodes and q.t_full.min() >= 0.0:  # S' ascends on every row
+        # Bounds from where T falls among the nodes: P(S' > T) read exactly only where the
+        # TTFT may bind (`sum_exceed_where`).
+        found, points = node_planes.bracket(planes, at.ttft_ms), planes.shape[1:]
+        over = node_planes.over_bound(found, points)
+        tail_bound = node_planes.tail_wait_bound(theta, at.ttft_ms, found, points)
+        tail_max, exact = tail_bound * queueing.TAIL_WAIT_MAX, False
+    else:
+        over = node_planes.exceed_probability(planes, at.ttft_ms)
+    bound = _ratio((1.0 - c_wait) * over + c_wait * tail_max)
     # Of the shape every ratio broadcasts to (`others`, `over` and the wait's).
     may_bind = np.logical_not(others > bound + RATIO_MARGIN)
+    if planes is not None:  # the ratio of the entries left out, -inf, is `_ratio(0.0)`'s
+        over = over if exact else None
+        return node_planes.sum_exceed_where(
+            c_wait, theta, planes, at.ttft_ms, over, may_bind, fill=-np.inf, then=_ratio
+        )
     if may_bind.all():
         miss = queueing.sum_exceed_probability(c_wait, theta, q.nodes, at.ttft_ms, over)
     else:

@@ -27,7 +27,13 @@ from disagg_decider.calc.queues.batch_edge import (
     pick,
     value_at,
 )
-from disagg_decider.calc.replicas.colocated import Lines, evaluate, lines, uncached_nodes
+from disagg_decider.calc.replicas.colocated import (
+    Lines,
+    evaluate,
+    lines,
+    pooled_wait,
+    uncached_nodes,
+)
 from disagg_decider.calc.replicas.decode import engine_batch_grid
 from disagg_decider.calc.replicas.lengths import Lengths
 from disagg_decider.calc.replicas.low_load import rate_below_batch_one
@@ -43,6 +49,11 @@ WHOLE_GRID_POINTS = 2_500
 # ~0.36 us a point. By calls alone two steps would pay from 432 lines up (rag-8k's search:
 # ~400 calls fewer), yet cost 0.1 ms more CPU there and 0.3-0.5 ms on 670-960 lines.
 EVALUATION_POINTS = 300
+# From this many lines the lines hold their quantile nodes node-major (`_node_major_lines`):
+# a batch's searches (5,000-50,000 lines), where the tail readings' per-row calls and the
+# nodes' exponentials cost most; one decision's (up to ~960 lines on the examples) keep the
+# row layout and their calls.
+NODE_MAJOR_LINES = 1024
 
 
 @dataclass(frozen=True)
@@ -97,12 +108,15 @@ def best_points(
         return broadcast(a, shape).reshape(line_shape)
 
     # The uncached prompt at the quantile nodes is a row's (a prompt's): its exponentials are
-    # taken on the rows, then laid out on the lines (the same values).
+    # taken on the rows, then laid out on the lines (the same values); on many lines node-major.
     nodes = uncached_nodes(lengths)
     k, rows = nodes.shape[-1], nodes.shape[:-1]
     nodes = nodes.reshape(*(1,) * (len(shape) - len(rows)), *rows, k)
-    nodes = broadcast(nodes, (*shape, k)).reshape(-1, k)
-    nodes = (nodes if keep is None else nodes[keep]).reshape(*line_shape, k)
+    if n_lines >= NODE_MAJOR_LINES:
+        nodes = _node_major_lines(nodes, shape, keep, line_shape)
+    else:
+        nodes = broadcast(nodes, (*shape, k)).reshape(-1, k)
+        nodes = (nodes if keep is None else nodes[keep]).reshape(*line_shape, k)
     at_lines = lines(
         replace(engine, tp=per_line(engine.tp), dp=per_line(engine.dp), ep=per_line(engine.ep)),
         _lengths_on_lines(lengths, shape, keep, line_shape) or lengths.map(per_line),
@@ -122,10 +136,12 @@ def best_points(
         batch = np.where(found, value_at(batches, edge), 0.0)  # one grid: every line's batches
         below = _BelowOne(np.where(found, np.inf, grid.rate_per_s[:, 0]), grid.idle_tpot_ms[:, 0])
     else:
+        # Many lines: their pools' wait terms worked out once for every evaluation.
+        wait = pooled_wait(at_lines) if n_lines >= NODE_MAJOR_LINES else None
 
         def at(index: np.ndarray):
             b = batches[index]
-            point = evaluate(at_lines, b)
+            point = evaluate(at_lines, b, wait=wait)
             return point.headroom, (point.rate_per_s, b, point.idle_tpot_ms)
 
         bisected = bisect_edge(at, batches.size, (n_lines,), levels)
@@ -160,6 +176,19 @@ class _BelowOne(NamedTuple):
 # misses by more than this, far beyond any rounding between the search's evaluation at B = 1
 # and the low-load one (the same operations on other array shapes).
 BOUND_MARGIN = 1e-6
+
+
+def _node_major_lines(nodes: np.ndarray, shape, keep, line_shape) -> np.ndarray:
+    """The rows' uncached nodes (`nodes`, broadcasting to `shape` plus the nodes' axis) laid
+    out on the lines as node planes (`node_planes`: each node's lines contiguous), read with
+    the nodes on the last axis: the same values as the row layout, which the lines' tail
+    readings then keep and read faster on many lines."""
+    k = nodes.shape[-1]
+    planes = np.empty((k, *shape))
+    planes[...] = np.moveaxis(nodes, -1, 0)
+    planes = planes.reshape(k, -1)
+    planes = (planes if keep is None else planes.compress(keep, axis=1)).reshape(k, *line_shape)
+    return np.moveaxis(planes, 0, -1)
 
 
 def _lengths_on_lines(lengths: Lengths, shape, keep, line_shape) -> Lengths | None:

@@ -15,6 +15,7 @@ import numpy as np
 from disagg_decider.calc.physics.passes import paired_ms
 from disagg_decider.calc.queues import queueing
 from disagg_decider.calc.queues.array_helpers import broadcast_shape
+from disagg_decider.calc.queues.node_planes import planes_of
 
 if TYPE_CHECKING:
     from disagg_decider.calc.replicas.colocated import Lines
@@ -58,15 +59,21 @@ def prompt_queue(at: Lines, b, steps=None) -> PromptQueue:
     # of u tokens occupies it u / room iterations (chunks pack several short prompts), and its
     # first token comes out of the iteration that finishes it. The pool's replicas behind a
     # join-shortest-queue router form one M/G/c queue (`queueing`).
-    full = np.asarray(t_full)[..., None]
     # full * (1 + u / room) at every node, in place on the one fresh array where its shape
-    # holds the product's (the same operations; addition commutes exactly).
-    nodes = at.uncached_nodes / np.asarray(room)[..., None]
-    if broadcast_shape(full.shape, nodes.shape) == nodes.shape:
-        np.add(nodes, 1.0, out=nodes)
-        np.multiply(full, nodes, out=nodes)
+    # holds the product's (the same operations; addition commutes exactly). Uncached nodes
+    # held node-major (a search's many lines) give S' laid out so too (`_service_planes`).
+    u = at.uncached_nodes
+    planes = None if u.flags.c_contiguous else planes_of(u)
+    if planes is not None:
+        nodes = _service_planes(planes, room, t_full)
     else:
-        nodes = full * (1.0 + nodes)
+        full = np.asarray(t_full)[..., None]
+        nodes = u / np.asarray(room)[..., None]
+        if broadcast_shape(full.shape, nodes.shape) == nodes.shape:
+            np.add(nodes, 1.0, out=nodes)
+            np.multiply(full, nodes, out=nodes)
+        else:
+            nodes = full * (1.0 + nodes)
     return PromptQueue(
         room=room,
         per_room=per_room,
@@ -78,6 +85,19 @@ def prompt_queue(at: Lines, b, steps=None) -> PromptQueue:
         scv=at.prompt_scv,
         nodes=nodes,
     )
+
+
+def _service_planes(planes: np.ndarray, room, t_full) -> np.ndarray:
+    """`prompt_queue`'s S' = t_full (1 + u / room) from the uncached nodes' planes (`node_planes`:
+    nodes on the first axis), laid out so too and read with the nodes on the last axis: each
+    element the same operations on the same values."""
+    s = planes / np.asarray(room)
+    if broadcast_shape(np.shape(t_full), s.shape) == s.shape:
+        np.add(s, 1.0, out=s)
+        np.multiply(t_full, s, out=s)
+    else:
+        s = t_full * (1.0 + s)
+    return np.moveaxis(s, 0, -1)
 
 
 def ttft_p99_of(at: Lines, q: PromptQueue) -> np.ndarray:
