@@ -54,3 +54,36 @@ def test_the_top_pad_stops_a_batch_faulting_its_arrays_in():
 def test_a_users_own_setting_is_left_alone(monkeypatch):
     monkeypatch.setenv("MALLOC_TOP_PAD_", "0")
     assert heap.keep_heap_grown() is False
+
+
+_LARGE_ARRAYS = textwrap.dedent(
+    """
+    import resource
+    import numpy as np
+    from disagg_decider.heap import keep_heap_grown
+    assert keep_heap_grown()
+    np.ones(2**17).sum()  # 1 MiB: the heap grown once
+    before = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
+    for _ in range(100):
+        np.ones(2**17).sum()
+    print(resource.getrusage(resource.RUSAGE_SELF).ru_minflt - before)
+    """
+)
+
+
+def _large_array_faults(unset: tuple[str, ...]) -> int:
+    proc = run_python(_LARGE_ARRAYS, timeout_s=120, unset=unset)
+    assert proc.returncode == 0, proc.stderr
+    return int(proc.stdout.split()[-1])
+
+
+@glibc
+def test_large_arrays_stay_in_the_heap_and_a_users_threshold_is_kept(monkeypatch):
+    """A 1 MiB array allocated and freed 100 times: 256 pages faulted each time where the user
+    keeps glibc's 128 KiB threshold (the value every mallopt call would freeze), next to none
+    with the threshold `keep_heap_grown` sets."""
+    in_heap = _large_array_faults(("MALLOC_TOP_PAD_", "MALLOC_MMAP_THRESHOLD_"))
+    monkeypatch.setenv("MALLOC_MMAP_THRESHOLD_", "131072")
+    users_own = _large_array_faults(("MALLOC_TOP_PAD_",))
+    assert users_own > 100 * 200
+    assert in_heap < 100 * 10
