@@ -277,6 +277,7 @@ def grow_for_transfer_wait(
 LOAD_BISECTIONS = 20  # halvings of the link's load: 0.9 / 2^20, a millionth of its capacity
 
 
+@np.errstate(divide="ignore", invalid="ignore")
 def receiver_rate_per_s(transfer_nodes_ms, nodes_ms, target_ms, most_load=0.9, needed=None):
     """Requests per second one decode receiver takes with the p99 of W2 + S' inside the
     target: its link's wait plus the service-side time, the prefill queue aside.
@@ -299,19 +300,12 @@ def receiver_rate_per_s(transfer_nodes_ms, nodes_ms, target_ms, most_load=0.9, n
     shape = broadcast_shape(t_nodes.shape, s.shape)
     t_nodes, s = broadcast(t_nodes, shape), broadcast(s, shape)
     target = broadcast(np.asarray(target_ms, dtype=float), shape[:-1])
-    if needed is None:
-        return _receiver_rate_per_s(t_nodes, s, target, most_load)
-    keep = broadcast(np.asarray(needed, dtype=bool), shape[:-1])
-    out = np.full(shape[:-1], np.inf)
-    if keep.any():
-        out[keep] = _receiver_rate_per_s(t_nodes[keep], s[keep], target[keep], most_load)
-    return out
-
-
-@np.errstate(divide="ignore", invalid="ignore")
-def _receiver_rate_per_s(t_nodes: np.ndarray, s: np.ndarray, target: np.ndarray, most_load):
-    """`receiver_rate_per_s` on its broadcast arrays: nodes (..., K), the target (...)."""
-    shape = s.shape
+    if needed is not None:  # the needed entries, one after the other, as one call's rows
+        keep = broadcast(np.asarray(needed, dtype=bool), shape[:-1])
+        out = np.full(shape[:-1], np.inf)
+        if keep.any():
+            out[keep] = receiver_rate_per_s(t_nodes[keep], s[keep], target[keep], most_load)
+        return out
     mean_ms, scale_ms = transfer_scale_ms(t_nodes)
     over_alone = exceed_probability(s, target)
     # theta2 = (1 - rho) / scale at each node (`transfer_wait_tail`): the exponent of the
