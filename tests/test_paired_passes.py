@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 from disagg_decider.calc.layouts.layout_choices import engine_for
-from disagg_decider.calc.physics import passes
+from disagg_decider.calc.physics import passes, step_split
 from disagg_decider.calc.physics.passes import (
     paired_ms,
     pass_terms,
@@ -87,3 +87,20 @@ def test_large_passes_are_priced_apart(monkeypatch) -> None:
     monkeypatch.undo()
     want = stacked_ms(empty, (b, b + 1.0), 0.0), stacked_ms(full, (b, b + 1.0), (room, room))
     assert _bytes(got) == _bytes(want)
+
+
+@pytest.mark.parametrize("name", EXAMPLES)
+def test_passes_that_all_carry_prompts_read_the_prefill_values_as_one_number(name) -> None:
+    """Issue 27 (seventh round): where every element of a pass carries prompt tokens, the
+    fitted pass takes the prefill MFU and all-to-all as one number instead of selecting them
+    at each element: each element's bits are those it has beside a pure decode element
+    (which keeps the selection), on dense and MoE (expert-parallel) layouts."""
+    _, full = _passes(name, roofline=False)
+    b = np.linspace(1.0, 600.0, 300) + np.zeros((4, 1))
+    assert b.size >= step_split.ONE_NUMBER_MIN_POINTS  # (a batch's passes: smaller select)
+    room = np.maximum(2048.0 - b, 1.0)
+    alone = full.ms(b, room)
+    with_decode = full.ms(np.concatenate([b, b[:, :1]], axis=1), np.pad(room, ((0, 0), (0, 1))))
+    assert alone.shape == b.shape
+    assert alone.tobytes() == np.ascontiguousarray(with_decode[:, :-1]).tobytes()
+    assert not np.array_equal(with_decode[:, -1], full.ms(b[:, :1], room[:, :1])[:, 0])

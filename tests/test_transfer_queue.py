@@ -135,3 +135,29 @@ def test_broadcast_shape_is_numpys():
                     broadcast_shape(*case)
                 continue
             assert broadcast_shape(*case) == expected, case
+
+
+def test_the_receivers_rate_on_the_needed_entries_only_is_the_whole_calls() -> None:
+    """`needed` prices the entries a caller reads, each from its own nodes: the bits the
+    whole call gives them (the load bisected on some, capped at 90% on others, 0 where S'
+    alone misses, inf with no transfer), inf on the others. The search's arrays broadcast:
+    transfers per (row, prefill layout), S' and targets per (row, layout pair)."""
+    rng = np.random.default_rng(27)
+    z = np.linspace(-4.0, 4.5, 25)
+    rows, tp_p, tp_d = 9, 4, 3
+    t_nodes = rng.uniform(2.0, 500.0, (rows, tp_p, 1, 1)) * np.exp(0.6 * z)
+    t_nodes[0] = 0.0  # no KV to move (a mean of 0): no cap
+    s = rng.uniform(100.0, 1500.0, (rows, tp_p, tp_d, 1)) * np.exp(0.4 * z)
+    target = rng.uniform(800.0, 4000.0, (rows, 1, 1))
+    needed = rng.random((rows, tp_p, tp_d)) < 0.4
+    whole = ingress_queue.receiver_rate_per_s(t_nodes, s, target)
+    some = ingress_queue.receiver_rate_per_s(t_nodes, s, target, needed=needed)
+    assert some.shape == whole.shape
+    assert some[needed].tobytes() == whole[needed].tobytes()
+    assert np.isposinf(some[~needed]).all()
+    # Every kind of entry is among the needed ones: bisected, at 90%, 0 and uncapped.
+    with np.errstate(divide="ignore", invalid="ignore"):
+        mean_ms, _ = ingress_queue.transfer_scale_ms(np.broadcast_to(t_nodes, s.shape))
+        rho = whole * mean_ms / 1e3
+    kinds = [whole == 0, np.isposinf(whole), np.isclose(rho, 0.9), (rho > 0) & (rho < 0.89)]
+    assert all((kind & needed).any() for kind in kinds)

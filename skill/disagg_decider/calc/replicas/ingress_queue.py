@@ -278,7 +278,7 @@ LOAD_BISECTIONS = 20  # halvings of the link's load: 0.9 / 2^20, a millionth of 
 
 
 @np.errstate(divide="ignore", invalid="ignore")
-def receiver_rate_per_s(transfer_nodes_ms, nodes_ms, target_ms, most_load=0.9):
+def receiver_rate_per_s(transfer_nodes_ms, nodes_ms, target_ms, most_load=0.9, needed=None):
     """Requests per second one decode receiver takes with the p99 of W2 + S' inside the
     target: its link's wait plus the service-side time, the prefill queue aside.
 
@@ -287,12 +287,25 @@ def receiver_rate_per_s(transfer_nodes_ms, nodes_ms, target_ms, most_load=0.9):
     link until its transfers wait longer than the TTFT target allows. The load is bisected
     (P(W2 + S' > T) grows with it); 0 where S' alone misses the target (no prefill pool
     serves such a row either). Arrays on any axes, nodes last.
+
+    `needed` (a mask on the axes before the nodes, broadcast to them) prices only the entries
+    a caller reads: the others read inf (no cap of their own) without their nodes' tails or
+    their load's twenty halvings. Each entry is priced from its own nodes alone (every
+    reduction runs over its nodes; `tests/test_transfer_queue.py` compares the bits), so a
+    needed entry reads what the whole call gives it. A search over every (prefill, decode)
+    layout pair needs only the pairs its rule allows, about a quarter of them on the mix.
     """
     t_nodes = np.asarray(transfer_nodes_ms, dtype=float)
     s = np.asarray(nodes_ms, dtype=float)
     shape = broadcast_shape(t_nodes.shape, s.shape)
     t_nodes, s = broadcast(t_nodes, shape), broadcast(s, shape)
     target = broadcast(np.asarray(target_ms, dtype=float), shape[:-1])
+    if needed is not None:  # the needed entries, one after the other, as one call's rows
+        keep = broadcast(np.asarray(needed, dtype=bool), shape[:-1])
+        out = np.full(shape[:-1], np.inf)
+        if keep.any():
+            out[keep] = receiver_rate_per_s(t_nodes[keep], s[keep], target[keep], most_load)
+        return out
     mean_ms, scale_ms = transfer_scale_ms(t_nodes)
     over_alone = exceed_probability(s, target)
     # theta2 = (1 - rho) / scale at each node (`transfer_wait_tail`): the exponent of the
