@@ -306,11 +306,13 @@ def search(r: Resolved, rows: Rows, layouts: dict[str, np.ndarray]) -> Found:
     pool = prefill_pool(r, engine, lengths, path, target, atp, prompts=rows.prompts, nodes=nodes)
     # A receiver's link also must not make its transfers wait past the TTFT target.
     t_nodes = nodes[1]
-    ingress = np.minimum(ingress, receiver_rate_per_s(t_nodes, pool.nodes_ms, target))
-    d_rate = np.minimum(d_alone[:, None, :], ingress * layouts["dp"][None, None, :])
-    d_rate = np.where(served_rows[:, None, None], d_rate, 0.0)
     b3 = budget[:, None, None]
     allowed = pairs_allowed(w.engine, atp, atp, b3, tps, tps)
+    ingress = np.minimum(
+        ingress, receiver_rate_per_s(t_nodes, pool.nodes_ms, target, needed=allowed)
+    )
+    d_rate = np.minimum(d_alone[:, None, :], ingress * layouts["dp"][None, None, :])
+    d_rate = np.where(served_rows[:, None, None], d_rate, 0.0)
     # Small splits' pools at every size in one bisection; the split and the verdict read them.
     rates = PoolRates.tabulate(pool, np.floor((b3 - d_gpus) / p_gpus), allowed & (d_rate > 0))
     p_best, served, best_x, best_y = pooled_split(b3, p_gpus, d_gpus, pool, d_rate, allowed, rates)
