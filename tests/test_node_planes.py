@@ -22,7 +22,7 @@ import numpy as np
 import pytest
 
 from disagg_decider.calc.queues import load_bisection, node_planes, normal_quantiles, queueing
-from disagg_decider.calc.queues.array_helpers import node_major_sum
+from disagg_decider.calc.queues.array_helpers import node_major_sum, planes_of
 from disagg_decider.calc.replicas import colocated_best
 from disagg_decider.decide import decide_many
 from tests.conftest import ROOT
@@ -123,9 +123,9 @@ def test_weighted_exp_sum_of_a_node_major_exponent_is_the_rows():
 
 def test_planes_of_reads_only_a_node_major_layout():
     rows = np.zeros((10, 25))
-    assert node_planes.planes_of(rows) is None
-    assert node_planes.planes_of(rows[::2]) is None  # strided rows: neither layout
-    planes = node_planes.planes_of(_planes(rows))
+    assert planes_of(rows) is None
+    assert planes_of(rows[::2]) is None  # strided rows: neither layout
+    planes = planes_of(_planes(rows))
     assert planes is not None and planes.shape == (25, 10)
 
 
@@ -178,7 +178,7 @@ def test_best_points_on_node_major_lines_is_the_rows(mix, monkeypatch):
 
     def laid_out(*args):
         nodes = lay_out(*args)
-        seen["node_major"] += node_planes.planes_of(nodes) is not None
+        seen["node_major"] += planes_of(nodes) is not None
         return nodes
 
     limit = colocated_best.NODE_MAJOR_LINES
@@ -234,7 +234,7 @@ def _ratios_against_exhaustive(mix, monkeypatch) -> dict:
 
     def both(at, q, tail, others):
         got = bounded(at, q, tail, others)
-        if node_planes.planes_of(q.nodes) is None:
+        if planes_of(q.nodes) is None:
             return got
         monkeypatch.setattr(colocated, "BOUND_MIN_POINTS", 10**12)
         want = bounded(at, q, tail, others)

@@ -132,6 +132,19 @@ def node_major_sum(x: np.ndarray) -> np.ndarray:
     return out
 
 
+def planes_of(nodes: np.ndarray) -> np.ndarray | None:
+    """The node planes of `nodes` (nodes on its last axis) where its memory holds them so
+    (`node_planes`): `np.moveaxis(nodes, -1, 0)` when that is C-contiguous and `nodes` itself
+    is not (an array laid out either way reads as rows: the row forms are the reference).
+    Strided or broadcast arrays are told apart by the last axis' stride, without a call."""
+    if type(nodes) is not np.ndarray or nodes.ndim < 2 or nodes.flags.c_contiguous:
+        return None
+    if nodes.strides[-1] != nodes.itemsize * (nodes.size // max(nodes.shape[-1], 1)):
+        return None
+    planes = nodes.transpose(nodes.ndim - 1, *range(nodes.ndim - 1))
+    return planes if planes.flags.c_contiguous else None
+
+
 @functools.cache
 def _ones_uint8(k: int) -> np.ndarray:
     ones = np.ones(k, dtype=np.uint8)

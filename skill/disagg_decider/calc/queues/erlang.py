@@ -104,17 +104,12 @@ def erlang_c_at(c: np.ndarray, a: np.ndarray, load: np.ndarray) -> np.ndarray:
     divides them anyway, so its Erlang C neither divides again nor enters an `np.errstate`."""
     top = int(c.max()) if c.size and a.size else 0
     table = erlang_table(table_top(c) if top > TABLE_ROWS else max(top, 1))
-    x = clip(load, 0.0, 1.0) * RHO_STEPS
-    lo = np.minimum(x.astype(np.int64), RHO_STEPS - 1)
-    frac = x - lo
     if top > TABLE_ROWS:
         large = c > TABLE_ROWS
         row = np.where(large, 0, c.astype(np.int64))
     else:
         row = c.astype(np.int64)
-    base = row * (RHO_STEPS + 1) + lo
-    at_lo = table.take(base)
-    out = at_lo + frac * (table.take(base + 1) - at_lo)
+    out, x = _on_rows(table, row * (RHO_STEPS + 1), load)
     if top > TABLE_ROWS:
         out = np.array(np.broadcast_to(out, np.broadcast_shapes(out.shape, large.shape)))
         where = np.broadcast_to(large, out.shape)
@@ -139,13 +134,19 @@ class ErlangRows:
     def at(self, a: np.ndarray, load: np.ndarray) -> np.ndarray:
         if self.table is None or not a.size:
             return erlang_c_at(self.c, a, load)
-        x = clip(load, 0.0, 1.0) * RHO_STEPS
-        lo = np.minimum(x.astype(np.int64), RHO_STEPS - 1)
-        frac = x - lo
-        base = self.row_base + lo
-        at_lo = self.table.take(base)
-        out = at_lo + frac * (self.table.take(base + 1) - at_lo)
+        out, _ = _on_rows(self.table, self.row_base, load)
         return np.where(a < self.c, out, 1.0)
+
+
+def _on_rows(table: np.ndarray, row_base: np.ndarray, load) -> tuple[np.ndarray, np.ndarray]:
+    """C read off the flat `table` at `load`, linear between its grid steps, each entry on the
+    row starting at `row_base` (row x (RHO_STEPS + 1)); with the load's grid position."""
+    x = clip(load, 0.0, 1.0) * RHO_STEPS
+    lo = np.minimum(x.astype(np.int64), RHO_STEPS - 1)
+    frac = x - lo
+    base = row_base + lo
+    at_lo = table.take(base)
+    return at_lo + frac * (table.take(base + 1) - at_lo), x
 
 
 # Gauss-Legendre on [-1, 1] with this many nodes: C to within 1e-11 of `erlang_c_exact` for

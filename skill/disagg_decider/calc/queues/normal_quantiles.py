@@ -27,6 +27,7 @@ from disagg_decider.calc.queues.array_helpers import (
     clip,
     count_at_most,
     node_major_sum,
+    planes_of,
 )
 
 # An even grid of standard-normal quantiles for tails; trapezoid weights on the normal density.
@@ -181,17 +182,11 @@ def weighted_exp_sum(exponent: np.ndarray) -> np.ndarray:
     the same bits; without the two temporaries, which for a batch of workloads are megabytes.
     An exponent laid out node-major (`node_planes`) is summed as its rows would be.
     """
-    if (  # node-major (`node_planes.planes_of`): the last axis' stride spans the rest
-        not exponent.flags.c_contiguous
-        and exponent.ndim > 1
-        and exponent.shape[-1:] == Z_WEIGHTS.shape
-        and exponent.strides[-1] == exponent.itemsize * (exponent.size // exponent.shape[-1])
-    ):
-        planes = np.moveaxis(exponent, -1, 0)
-        if planes.flags.c_contiguous:
-            terms = np.exp(planes)
-            np.multiply(terms, Z_WEIGHTS.reshape(-1, *(1,) * (terms.ndim - 1)), out=terms)
-            return node_major_sum(terms)
+    planes = None if exponent.flags.c_contiguous else planes_of(exponent)
+    if planes is not None and exponent.shape[-1:] == Z_WEIGHTS.shape:
+        terms = np.exp(planes)
+        np.multiply(terms, Z_WEIGHTS.reshape(-1, *(1,) * (terms.ndim - 1)), out=terms)
+        return node_major_sum(terms)
     if exponent.shape[-1:] != Z_WEIGHTS.shape or not exponent.flags.writeable:
         return np.add.reduce(np.exp(exponent) * Z_WEIGHTS, axis=-1)
     np.exp(exponent, out=exponent)

@@ -101,8 +101,7 @@ class PooledWait:
         c = self.c
         rho = a / c
         wait = self.erlang.at(a, rho)
-        light = 1.0 - np.sqrt(clip(wait / 0.1, 0.0, 1.0))  # `variability`'s pull
-        theta = c * (1.0 - rho) / (mean_service_ms * (self.half + self.pull * light))
+        theta = c * (1.0 - rho) / (mean_service_ms * pulled(self.half, self.pull, wait))
         return wait, np.where(rho < 1.0, theta, 0.0)
 
 
@@ -118,8 +117,14 @@ def variability(wait_probability, scv):
     1 - sqrt(P(W > 0) / 0.1), closes that gap (`tests/test_queueing.py` checks the p99 wait
     against the simulator's pool at c = 1-8, rho 0.3-0.9).
     """
+    return pulled((1.0 + scv) / 2.0, np.maximum(1.0 - scv, 0.0) / 2.0, wait_probability)
+
+
+def pulled(half, pull, wait_probability):
+    """`variability` from its two terms in the scv, (1 + cs^2) / 2 and (1 - cs^2)+ / 2, for a
+    caller that holds them across loads (`PooledWait`): the same operations, so the same bits."""
     light = 1.0 - np.sqrt(clip(wait_probability / 0.1, 0.0, 1.0))
-    return (1.0 + scv) / 2.0 + np.maximum(1.0 - scv, 0.0) / 2.0 * light
+    return half + pull * light
 
 
 def batch_p99(mean_batch):

@@ -31,6 +31,7 @@ from disagg_decider.calc.physics.passes import (
 )
 from disagg_decider.calc.physics.step import Engine
 from disagg_decider.calc.queues import node_planes, queueing
+from disagg_decider.calc.queues.array_helpers import planes_of
 from disagg_decider.calc.replicas import chunk_runs
 from disagg_decider.calc.replicas.colocated_prompts import PromptQueue, prompt_queue, ttft_p99_of
 from disagg_decider.calc.replicas.decode import (
@@ -314,7 +315,7 @@ def _ttft_ratio(at: Lines, q: PromptQueue, tail, others: np.ndarray) -> np.ndarr
     it everywhere (the tests' reference)."""
     c_wait, theta = tail
     # S' node-major: the same values, read so (rows laid out in C order are not).
-    planes = None if q.nodes.flags.c_contiguous else node_planes.planes_of(q.nodes)
+    planes = None if q.nodes.flags.c_contiguous else planes_of(q.nodes)
     if planes is None and others.size < BOUND_MIN_POINTS:
         return _ratio(queueing.sum_exceed_probability(c_wait, theta, q.nodes, at.ttft_ms))
     tail_max, exact = queueing.TAIL_WAIT_MAX, True

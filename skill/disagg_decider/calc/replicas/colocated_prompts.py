@@ -14,8 +14,7 @@ import numpy as np
 
 from disagg_decider.calc.physics.passes import paired_ms
 from disagg_decider.calc.queues import queueing
-from disagg_decider.calc.queues.array_helpers import broadcast_shape
-from disagg_decider.calc.queues.node_planes import planes_of
+from disagg_decider.calc.queues.array_helpers import broadcast_shape, planes_of, shape_of
 
 if TYPE_CHECKING:
     from disagg_decider.calc.replicas.colocated import Lines
@@ -59,21 +58,14 @@ def prompt_queue(at: Lines, b, steps=None) -> PromptQueue:
     # of u tokens occupies it u / room iterations (chunks pack several short prompts), and its
     # first token comes out of the iteration that finishes it. The pool's replicas behind a
     # join-shortest-queue router form one M/G/c queue (`queueing`).
-    # full * (1 + u / room) at every node, in place on the one fresh array where its shape
-    # holds the product's (the same operations; addition commutes exactly). Uncached nodes
-    # held node-major (a search's many lines) give S' laid out so too (`_service_planes`).
+    # full * (1 + u / room) at every node. Uncached nodes held node-major (a search's many
+    # lines) give S' laid out so too, read with the nodes on the last axis.
     u = at.uncached_nodes
     planes = None if u.flags.c_contiguous else planes_of(u)
     if planes is not None:
-        nodes = _service_planes(planes, room, t_full)
+        nodes = np.moveaxis(_times_one_plus(t_full, planes / np.asarray(room)), 0, -1)
     else:
-        full = np.asarray(t_full)[..., None]
-        nodes = u / np.asarray(room)[..., None]
-        if broadcast_shape(full.shape, nodes.shape) == nodes.shape:
-            np.add(nodes, 1.0, out=nodes)
-            np.multiply(full, nodes, out=nodes)
-        else:
-            nodes = full * (1.0 + nodes)
+        nodes = _times_one_plus(np.asarray(t_full)[..., None], u / np.asarray(room)[..., None])
     return PromptQueue(
         room=room,
         per_room=per_room,
@@ -87,17 +79,14 @@ def prompt_queue(at: Lines, b, steps=None) -> PromptQueue:
     )
 
 
-def _service_planes(planes: np.ndarray, room, t_full) -> np.ndarray:
-    """`prompt_queue`'s S' = t_full (1 + u / room) from the uncached nodes' planes (`node_planes`:
-    nodes on the first axis), laid out so too and read with the nodes on the last axis: each
-    element the same operations on the same values."""
-    s = planes / np.asarray(room)
-    if broadcast_shape(np.shape(t_full), s.shape) == s.shape:
-        np.add(s, 1.0, out=s)
-        np.multiply(t_full, s, out=s)
-    else:
-        s = t_full * (1.0 + s)
-    return np.moveaxis(s, 0, -1)
+def _times_one_plus(full, share: np.ndarray) -> np.ndarray:
+    """full * (1 + share), in place on `share` (a fresh array) where its shape holds the
+    product's: the same operations on the same values (addition commutes exactly)."""
+    if broadcast_shape(shape_of(full), share.shape) != share.shape:
+        return full * (1.0 + share)
+    np.add(share, 1.0, out=share)
+    np.multiply(full, share, out=share)
+    return share
 
 
 def ttft_p99_of(at: Lines, q: PromptQueue) -> np.ndarray:
