@@ -102,13 +102,18 @@ def _into(value: Any, parts: list[str], newline: str) -> None:
         raise _Unplain
 
 
-def _shared_text(labels: Shared, newline: str) -> str:
-    """A `Shared` dict's indented text at `newline`'s depth, written once and kept on it."""
+def _shared_text(labels: Shared, newline: str | None) -> str:
+    """A `Shared` dict's text, written once and kept on it: indented at `newline`'s depth, or
+    on one line (None, `line_row`)."""
     text = labels.texts.get(newline)
     if text is None:
-        parts: list[str] = []
-        _into(dict(labels), parts, newline)
-        text = labels.texts[newline] = "".join(parts)
+        if newline is None:
+            text = _ONE_LINE.encode(dict(labels))
+        else:
+            parts: list[str] = []
+            _into(dict(labels), parts, newline)
+            text = "".join(parts)
+        labels.texts[newline] = text
     return text
 
 
@@ -123,7 +128,7 @@ def line_row(item: dict[str, Any]) -> str:
     head = dict(item)
     del head[last]
     members = [
-        f"{_quoted(k)}: {_line_text(v) if type(v) is Shared else _ONE_LINE.encode(v)}"
+        f"{_quoted(k)}: {_shared_text(v, None) if type(v) is Shared else _ONE_LINE.encode(v)}"
         for k, v in tail.items()
     ]
     # `head` is non-empty, so its text ends with "}" after its last member.
@@ -134,10 +139,3 @@ def _spliceable(tail: dict[Any, Any]) -> bool:
     """Whether `line_row` writes this last member itself: string keys, a `Shared` among its
     values (any other key is json's to convert or refuse)."""
     return all(type(k) is str for k in tail) and any(type(v) is Shared for v in tail.values())
-
-
-def _line_text(labels: Shared) -> str:
-    text = labels.texts.get(None)
-    if text is None:
-        text = labels.texts[None] = _ONE_LINE.encode(dict(labels))
-    return text

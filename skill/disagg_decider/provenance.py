@@ -11,7 +11,7 @@ without one fails `tests/test_provenance.py` instead of being labelled by a gues
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Literal, get_args
 
@@ -273,12 +273,18 @@ def _shape_labels(doc: dict[str, Any], inputs: Inputs) -> Shared:
     _numeric_into(doc, "", found)
     param = (doc.get("confidence") or {}).get("param")
     key = (tuple(found), inputs.silicon, inputs.overridden, param)
-    labels = _SHAPE_LABELS.get(key)
-    if labels is None:
-        labels = Shared(_labels_of(found, inputs, doc))
-        if len(_SHAPE_LABELS) < _SHAPE_LABELS_MAX:
-            _SHAPE_LABELS[key] = labels
-    return labels
+    return _kept(_SHAPE_LABELS, key, lambda: _labels_of(found, inputs, doc))
+
+
+def _kept(table: dict[Any, Shared], key: Any, labels: Callable[[], dict[str, str]]) -> Shared:
+    """`table[key]`, or the `labels()` made `Shared` and kept there while the table is under
+    its cap (a long-lived server's table stays bounded)."""
+    out = table.get(key)
+    if out is None:
+        out = Shared(labels())
+        if len(table) < _SHAPE_LABELS_MAX:
+            table[key] = out
+    return out
 
 
 # `_labels_of` per (numeric paths in walk order, silicon, overridden parameters, confidence
@@ -352,12 +358,7 @@ def _inputs_of(key: tuple[Any, ...]) -> dict[str, str]:
 def _shared_inputs(inputs: Inputs) -> Shared:
     """`input_labels`, kept per `_input_key` (`Shared`: not to be changed)."""
     key = _input_key(inputs)
-    labels = _INPUT_LABELS.get(key)
-    if labels is None:
-        labels = Shared(_inputs_of(key))
-        if len(_INPUT_LABELS) < _SHAPE_LABELS_MAX:
-            _INPUT_LABELS[key] = labels
-    return labels
+    return _kept(_INPUT_LABELS, key, lambda: _inputs_of(key))
 
 
 # `input_labels` per `_input_key`: a handful for a fleet (which constants each file sets).
