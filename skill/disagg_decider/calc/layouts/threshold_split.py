@@ -206,6 +206,8 @@ def split_tables(many: list[tuple[tuple[Component, ...], np.ndarray]]) -> list[S
     wholes = [vars(_whole_mix(comps)) for comps, _ in many]
     values = np.array([list(x.values()) for x in wholes], dtype=float).T.repeat(counts, axis=1)
     whole = dict(zip(wholes[0], values, strict=True))
+    # A part whose mean cancels to zero (a tail far past T, or below it) has no moments to fit;
+    # it keeps the whole mix's lengths at its vanishing share.
     fitted = (long_w > 0) & (long_m1 > 0)
     w = np.where(fitted, long_w, 1.0)
     u_p50, u_sigma = _fit(long_m1 / w, long_m2 / w)
@@ -218,10 +220,16 @@ def split_tables(many: list[tuple[tuple[Component, ...], np.ndarray]]) -> list[S
     local = dict(whole)
     has_short = (short_w > 0) & (short_m1 > 0)
     if has_short.any():
+        # The tagged short request's own prompt: the short part's log-normal (uncached share 1
+        # so the colocated model's prompt quantiles are uncached tokens). The work per arriving
+        # request, short or not, is the zero-inflated E[u 1{u <= T}] and its second moment.
         sw = np.where(has_short, short_w, 1.0)
         sm1 = np.where(has_short, short_m1, 1.0)
         s_p50, s_sigma = _fit(short_m1 / sw, short_m2 / sw)
-        # (`split_table`'s chunk prompt: the spread between classes where a mix has several)
+        # The prompt a locally chunked token belongs to: the convention (the work per arriving
+        # request) times 1 + the spread between the classes' local prompts
+        # (`classes.chunk_prompt_tokens`): sum(w m1^2 / m0) x sum(w m0) / sum(w m1)^2 with m0,
+        # m1 a class's share and tokens below T; exactly 1 for a mix of one class.
         several = [len(comps) > 1 for comps, _ in many]
         chunk = short_m1 * (short_biased * short_w / (sm1 * sm1))
         if not all(several):
