@@ -23,17 +23,16 @@ import numpy as np
 import pytest
 
 from disagg_decider.calc import compare
-from disagg_decider.calc.layouts import budget, thresholds
+from disagg_decider.calc.layouts import thresholds
 from disagg_decider.calc.layouts.layout_choices import (
-    TP_CANDIDATES,
     engine_for,
     group_key,
-    pinned_layouts,
 )
 from disagg_decider.calc.layouts.search import pairs_allowed
 from disagg_decider.calc.modes import conditional
 from disagg_decider.workload import load_workload, resolve
 from tests.conftest import EXAMPLES, ROOT
+from tests.random_mixes import random_mixes
 
 sys.path.insert(0, str(ROOT / "benchmarks"))
 from workload_mix import workload_mix
@@ -79,28 +78,12 @@ def test_amending_a_name_that_is_no_field_fails(analysed):
 
 
 def _plain_tp_pairs(r, colo, disagg) -> list[tuple[int, int]]:
-    """`tp_pairs` as it was: one workload, on its own engine, degree by degree."""
+    """`tp_pairs` as it was: one workload, on its own engine, pair by pair and degree by
+    degree (the degrees each role tries are `_pair_options`', which both paths share)."""
     w = r.workload
-    limit = min(w.cluster.gpus, w.cluster.gpus_per_node)
-    pins = pinned_layouts(w)
-
-    def options(role, default):
-        pin = pins[role]
-        if pin is None:
-            return default
-        return [pin.tp] if pin.tp_only else []
-
-    floor = budget.min_replica_gpus(w.cluster.gpus)
-    tps = [int(t) for t in TP_CANDIDATES if floor <= t <= limit]
-    plain = lambda m, side: getattr(m, f"{side}dp", 1) == 1 and getattr(m, f"{side}ep", 1) == 1  # noqa: E731
-    decode_tps = {colo.tp} if plain(colo, "") else set()
-    if plain(disagg, "decode_"):
-        decode_tps.add(disagg.decode_tp)
-    out = []
-    if plain(disagg, "prefill_") and plain(disagg, "decode_"):
-        out.append((disagg.prefill_tp, disagg.decode_tp))
-    for p in options("prefill", tps):
-        for d in options("decode", sorted(decode_tps)):
+    out, prefill_tps, decode_tps = conditional._pair_options(r, colo, disagg)
+    for p in prefill_tps:
+        for d in decode_tps:
             rule = pairs_allowed(w.engine, np.array([p]), np.array([d]), w.cluster.gpus)
             fits = engine_for(r, float(p)).fits() and engine_for(r, float(d)).fits()
             if (p, d) not in out and bool(np.ravel(rule)[0]) and fits:
@@ -235,24 +218,6 @@ def _same_table(mine, plain) -> None:
             assert np.array_equal(_bits(got), _bits(value)), (part, name)
 
 
-def _mixes(rng: np.random.Generator, n: int):
-    from disagg_decider.classes import Component
-
-    for _ in range(n):
-        classes = int(rng.integers(1, 4))
-        yield tuple(
-            Component(
-                weight=float(w),
-                prompt_p50=float(rng.uniform(50, 20000)),
-                prompt_sigma=float(rng.uniform(0, 1.5)) if rng.random() > 0.15 else 0.0,
-                hit_rate=float(rng.choice([0.0, rng.uniform(0, 0.9)])),
-                output_p50=float(rng.uniform(20, 3000)),
-                output_sigma=float(rng.uniform(0.0, 1.2)),
-            )
-            for w in rng.dirichlet(np.ones(classes))
-        )
-
-
 def test_mixes_split_together_get_the_bits_each_gets_alone():
     """`split_tables` on many mixes (1-3 classes, point masses, empty parts at 0 and past
     every prompt) gives every mix the table `split_table` gave it alone, bit for bit."""
@@ -260,7 +225,7 @@ def test_mixes_split_together_get_the_bits_each_gets_alone():
 
     rng = np.random.default_rng(28)
     many = []
-    for comps in _mixes(rng, 90):
+    for comps in random_mixes(rng, 90, point_mass_share=0.15):
         at = np.concatenate([thresholds.thresholds(list(comps)), [0.0, 1e8]])
         many.append((comps, at[: int(rng.integers(1, at.size + 1))]))
     assert any(len(c) == 1 for c, _ in many) and any(len(c) == 3 for c, _ in many)

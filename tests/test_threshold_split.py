@@ -12,6 +12,7 @@ from disagg_decider.calc.layouts import threshold_split
 from disagg_decider.calc.layouts.threshold_split import split_at, split_table, thresholds
 from disagg_decider.calc.replicas.lengths import Lengths
 from disagg_decider.classes import Component, fit_moments
+from tests.random_mixes import random_mixes
 
 
 def _partial_moments(p50: float, sigma: float, threshold: float) -> tuple[float, float, float]:
@@ -74,22 +75,6 @@ def _reference(comps: tuple[Component, ...], threshold: float):
     return long_w, long, local
 
 
-def _mixes(rng: np.random.Generator, n: int):
-    for _ in range(n):
-        classes = int(rng.integers(1, 4))
-        yield tuple(
-            Component(
-                weight=float(w),
-                prompt_p50=float(rng.uniform(50, 20000)),
-                prompt_sigma=float(rng.uniform(0, 1.5)) if rng.random() > 0.1 else 0.0,
-                hit_rate=float(rng.choice([0.0, rng.uniform(0, 0.9)])),
-                output_p50=float(rng.uniform(20, 3000)),
-                output_sigma=float(rng.uniform(0.0, 1.2)),
-            )
-            for w in rng.dirichlet(np.ones(classes))
-        )
-
-
 def _close(a, b) -> bool:
     a, b = float(a), float(b)
     return a == b or abs(a - b) <= 1e-13 * max(abs(a), abs(b))
@@ -98,7 +83,7 @@ def _close(a, b) -> bool:
 def test_every_threshold_row_is_the_split_at_that_threshold():
     rng = np.random.default_rng(27)
     checked = 0
-    for comps in _mixes(rng, 120):
+    for comps in random_mixes(rng, 120, point_mass_share=0.1):
         # The search's thresholds, and ones at 0 and past every prompt (a part left empty).
         at = np.concatenate([thresholds(list(comps)), [0.0, 1e8]])
         table = split_table(comps, at)
